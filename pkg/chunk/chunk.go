@@ -292,8 +292,9 @@ func (d *Decoder) readLine(p []byte) (int, *Error) {
 			return i + 1, err
 		}
 		// The line, without its ending, may hold MaxLineBytes bytes; one
-		// more byte is allowed for a CR.
-		if len(d.line) > d.lim.MaxLineBytes {
+		// more byte is allowed only if it is a CR, which may start the
+		// CRLF. (A bare LF after MaxLineBytes+1 bytes must not pass.)
+		if len(d.line) > d.lim.MaxLineBytes || len(d.line) == d.lim.MaxLineBytes && b != '\r' {
 			d.off += int64(i)
 			kind := KindLineTooLong
 			if d.st == stTrailer {
@@ -459,6 +460,10 @@ func validExt(s []byte) bool {
 				for i < len(s) {
 					c := s[i]
 					if c == '\\' && i+1 < len(s) {
+						// quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
+						if q := s[i+1]; q < 0x20 && q != '\t' || q == 0x7f {
+							return false
+						}
 						i += 2
 						continue
 					}
@@ -585,14 +590,24 @@ func (d *Decoder) Close() error {
 // segment that was not captured). When the missing bytes lie inside the
 // current chunk's data, framing is kept: Skip returns true and the next byte
 // written is taken as the byte after the gap. Otherwise framing is lost:
-// Skip returns false and the decoder resynchronises with Resync semantics.
+// Skip returns false and the decoder resynchronises (see Resyncing).
+// The chunk that the gap interrupted gets no ChunkEnd.
+//
+// Once the body is complete, missing bytes are not body bytes: Skip does
+// nothing and returns true. After an error Skip does nothing and returns
+// false; the decoder keeps returning its error.
 func (d *Decoder) Skip(n int64) bool {
-	if n <= 0 {
+	switch {
+	case d.st == stFailed:
+		return false
+	case n <= 0 || d.st == stDone:
 		return true
-	}
-	if d.st == stData && n < d.remain {
+	case d.st == stData && n <= d.remain:
 		d.remain -= n
 		d.off += n
+		if d.remain == 0 {
+			d.st = stDataCR
+		}
 		return true
 	}
 	d.off += n
