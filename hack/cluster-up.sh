@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Start a real Kubernetes control plane on 127.0.0.1 for tests and recordings:
+# etcd (2379/2380), kube-apiserver (6443) and `kubectl proxy` (8001), all built
+# from Go modules by hack/cluster (see hack/lib.sh for the cache layout).
+#
+# Idempotent: if the stack is already up and healthy it only prints the lines
+# below; if part of it is missing it starts that part.
+#
+# stdout: exactly two lines, also written to $KW_RUN_DIR/env for sourcing:
+#   KUBECONFIG=/abs/path
+#   PROXY_URL=http://127.0.0.1:8001
+# Everything else (progress, errors, log tails) goes to stderr.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+for tool in curl openssl flock setsid; do
+  command -v "$tool" >/dev/null || kw_die "$tool is required (apt-get install curl openssl util-linux)"
+done
+
+mkdir -p "$KW_RUN_DIR"
+KW_RUN_DIR="$(cd "$KW_RUN_DIR" && pwd)"  # absolute: it ends up in the kubeconfig and env file
+
+# One cluster-up at a time per run folder: test binaries of several packages
+# may call this concurrently (through internal/e2e). The others wait here and
+# then find the stack healthy. Long bound because the first caller may be
+# doing a cold build.
+exec 9>"$KW_RUN_DIR/.lock"
+if ! flock -n 9; then
+  kw_log "another cluster-up.sh is running for $KW_RUN_DIR; waiting for it (up to 30 min)"
+  flock -w 1800 9 || kw_die "timed out waiting for the lock $KW_RUN_DIR/.lock"
+fi
+
+emit() {
+  local kubeconfig="$KW_RUN_DIR/kubeconfig"
+  # Written atomically: readers (internal/e2e) may look at it any time.
+  printf 'KUBECONFIG=%s\nPROXY_URL=%s\n' "$kubeconfig" "$KW_PROXY_URL" >"$KW_RUN_DIR/env.tmp"
+  mv "$KW_RUN_DIR/env.tmp" "$KW_RUN_DIR/env"
+  cat "$KW_RUN_DIR/env"
+}
+
+if kw_stack_healthy; then
+  kw_log "control plane already up (run folder $KW_RUN_DIR)"
+  emit
+  exit 0
+fi
+
+start_all=$(date +%s)
+kw_build
+BIN="$(kw_bin_dir)"
+
+# kw_start NAME ARGS...: start a component detached from this script.
+# - setsid: its own session, so a Ctrl-C in the terminal that ran this script
+#   (or go test killing a test binary) does not take the stack down with it;
+#   cluster-down.sh is the way to stop it.
+# - the child writes its own pid before exec'ing, so the pid file holds the
+#   component's pid whatever setsid does about forking.
+# - stdin/stdout/stderr are redirected and fds 8/9 (our locks) closed, so the
+#   component holds neither the caller's pipes (go test's exec would otherwise
+#   wait for it forever) nor our locks.
+kw_start() {
+  local name="$1" exe pidf log deadline
+  shift
+  exe="$BIN/$(kw_exe_of "$name")"
+  pidf="$KW_RUN_DIR/$name.pid"
+  log="$KW_RUN_DIR/$name.log"
+  # Keep the previous run's log for post-mortems.
+  [ -f "$log" ] && mv -f "$log" "$log.1"
+  rm -f "$pidf"
+  kw_log "starting $name: $exe $*"
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$exe" "$@" \
+    </dev/null >"$log" 2>&1 8>&- 9>&- &
+  deadline=$(($(date +%s) + 10))
+  until [ -s "$pidf" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || kw_die "$name did not record its pid in $pidf within 10s"
+    sleep 0.1
+  done
+}
+
+# kw_need_port NAME PORT: fail early and clearly if a foreign program holds a
+# port we need (e.g. another etcd or a leftover from an older run folder).
+kw_need_port() {
+  if kw_port_busy "$2"; then
+    kw_log "127.0.0.1:$2, needed by $1, is already in use by another program:"
+    ss -ltnp "sport = :$2" >&2 2>/dev/null || true
+    kw_die "free port $2 (or stop that program) and run $0 again"
+  fi
+}
+
+# --- credentials --------------------------------------------------------------
+# Service-account signing keys and a static admin bearer token. The serving
+# certificate is not ours: kube-apiserver writes a self-signed one into
+# --cert-dir on first start, and the kubeconfig trusts that file.
+mkdir -p "$KW_RUN_DIR/pki" "$KW_RUN_DIR/cert"
+chmod 700 "$KW_RUN_DIR/pki"
+if [ ! -s "$KW_RUN_DIR/pki/sa.key" ] || [ ! -s "$KW_RUN_DIR/pki/sa.pub" ]; then
+  kw_log "generating the service-account key pair"
+  openssl genrsa -out "$KW_RUN_DIR/pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$KW_RUN_DIR/pki/sa.key" -pubout -out "$KW_RUN_DIR/pki/sa.pub" 2>/dev/null
+fi
+if [ ! -s "$KW_RUN_DIR/pki/tokens.csv" ]; then
+  kw_log "generating the admin token"
+  # token,user,uid,"groups": system:masters is cluster-admin.
+  printf '%s,admin,admin,system:masters\n' "$(openssl rand -hex 32)" >"$KW_RUN_DIR/pki/tokens.csv"
+  chmod 600 "$KW_RUN_DIR/pki/tokens.csv"
+fi
+
+# --- etcd ---------------------------------------------------------------------
+if kw_pid_alive etcd; then
+  kw_wait_for etcd 30 "etcd /health" kw_etcd_healthy
+else
+  # A new etcd means a new, empty store: an API server or proxy still running
+  # against the old one would serve stale caches, so restart everything.
+  if kw_pid_alive kube-apiserver || kw_pid_alive proxy; then
+    kw_log "etcd is not running but other components are; stopping them first"
+    "$KW_REPO_ROOT/hack/cluster-down.sh"
+  fi
+  kw_need_port etcd "$KW_ETCD_CLIENT_PORT"
+  kw_need_port etcd "$KW_ETCD_PEER_PORT"
+  # Fresh data on every start: tests want a clean store, and a data dir
+  # written by one etcd version should not be reused by another.
+  rm -rf "$KW_RUN_DIR/etcd-data"
+  kw_start etcd \
+    --name kwatch \
+    --data-dir "$KW_RUN_DIR/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$KW_ETCD_CLIENT_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$KW_ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$KW_ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$KW_ETCD_PEER_PORT" \
+    --initial-cluster "kwatch=http://127.0.0.1:$KW_ETCD_PEER_PORT"
+  kw_wait_for etcd 30 "etcd /health on 127.0.0.1:$KW_ETCD_CLIENT_PORT" kw_etcd_healthy
+  kw_log "etcd is healthy"
+fi
+
+# --- kube-apiserver -------------------------------------------------------------
+if kw_pid_alive kube-apiserver; then
+  kw_wait_for kube-apiserver 120 "kube-apiserver /readyz" kw_apiserver_ready
+else
+  if kw_pid_alive proxy; then
+    # The proxy would keep a connection pool to the dead server; restart it too.
+    kw_stop proxy
+  fi
+  kw_need_port kube-apiserver "$KW_APISERVER_PORT"
+  # --endpoint-reconciler-type=none: the default reconciler refuses a loopback
+  #   advertise address and the server exits.
+  # --authorization-mode=AlwaysAllow with a token file: one admin identity, no
+  #   RBAC bootstrap to wait for. Anonymous requests are still refused.
+  kw_start kube-apiserver \
+    --etcd-servers="http://127.0.0.1:$KW_ETCD_CLIENT_PORT" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="$KW_APISERVER_PORT" \
+    --endpoint-reconciler-type=none \
+    --cert-dir="$KW_RUN_DIR/cert" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$KW_RUN_DIR/pki/sa.pub" \
+    --service-account-signing-key-file="$KW_RUN_DIR/pki/sa.key" \
+    --token-auth-file="$KW_RUN_DIR/pki/tokens.csv" \
+    --authorization-mode=AlwaysAllow \
+    --service-cluster-ip-range=10.0.0.0/24
+  # Ready after 2-3 s warm; generous bound for a loaded 2-core machine.
+  kw_wait_for kube-apiserver 120 "kube-apiserver /readyz on https://127.0.0.1:$KW_APISERVER_PORT" kw_apiserver_ready
+  kw_log "kube-apiserver is ready"
+fi
+
+# --- kubeconfig -----------------------------------------------------------------
+# Token auth; the CA is the self-signed serving certificate (its file holds the
+# signing CA too).
+umask 077
+cat >"$KW_RUN_DIR/kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kwatch
+  cluster:
+    server: https://127.0.0.1:$KW_APISERVER_PORT
+    certificate-authority: $KW_RUN_DIR/cert/apiserver.crt
+users:
+- name: admin
+  user:
+    token: $(kw_token)
+contexts:
+- name: kwatch
+  context:
+    cluster: kwatch
+    user: admin
+current-context: kwatch
+EOF
+umask 022
+mv "$KW_RUN_DIR/kubeconfig.tmp" "$KW_RUN_DIR/kubeconfig"
+
+# --- kubectl proxy --------------------------------------------------------------
+if ! kw_pid_alive proxy; then
+  kw_need_port "kubectl proxy" "$KW_PROXY_PORT"
+  kw_start proxy --kubeconfig="$KW_RUN_DIR/kubeconfig" proxy \
+    --address=127.0.0.1 --port="$KW_PROXY_PORT"
+fi
+kw_wait_for proxy 30 "kubectl proxy to serve $KW_PROXY_URL/api" kw_proxy_serves
+
+# The API server creates kube-system (and default) just after /readyz; tests
+# and recordings should not race it.
+ns_exists() { curl -fsS --max-time 3 -o /dev/null "$KW_PROXY_URL/api/v1/namespaces/kube-system" 2>/dev/null; }
+kw_wait_for kube-apiserver 60 "namespace kube-system" ns_exists
+
+kw_log "control plane up in $(($(date +%s) - start_all))s (run folder $KW_RUN_DIR)"
+emit

@@ -1,0 +1,275 @@
+# shellcheck shell=bash
+# Shared functions for the test control plane scripts (cluster-up.sh,
+# cluster-down.sh, record.sh, test.sh). Source it; it defines functions and
+# variables only and starts nothing.
+#
+# Layout (all outside the repository, so a fresh clone on the same machine
+# reuses the binaries and nothing built ends up in git):
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/cluster/<hash>/bin/{etcd,kube-apiserver,kubectl}
+#       <hash> covers hack/cluster's go.mod, go.sum, its .go files, the Go
+#       version and the build flags, so the binaries are rebuilt only when a pin
+#       (or the toolchain) changes.
+#   ${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}/
+#       logs, pid files, certificates, the etcd data dir, the kubeconfig and the
+#       `env` file with KUBECONFIG=… and PROXY_URL=….
+
+KW_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KW_CLUSTER_MOD="$KW_REPO_ROOT/hack/cluster"
+KW_CACHE_BASE="${XDG_CACHE_HOME:-$HOME/.cache}/kwatch"
+KW_RUN_DIR="${KWATCH_CLUSTER_DIR:-$KW_CACHE_BASE/run}"
+
+# Fixed loopback ports. They are the well-known defaults, so anyone reading a
+# capture recognises them; cluster-up.sh refuses to start if another program
+# already holds one of them.
+KW_ETCD_CLIENT_PORT=2379
+KW_ETCD_PEER_PORT=2380
+KW_APISERVER_PORT=6443
+KW_PROXY_PORT=8001
+KW_PROXY_URL="http://127.0.0.1:$KW_PROXY_PORT"
+
+kw_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+kw_die() { kw_log "ERROR: $*"; exit 1; }
+
+# kw_pin MODULE: the version hack/cluster/go.mod requires for MODULE, so that
+# the versions live in exactly one place (go.mod) and the scripts follow it.
+kw_pin() {
+  awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$KW_CLUSTER_MOD/go.mod"
+}
+
+# Everything that changes what the build produces goes into the flags or into
+# the hash below.
+kw_ldflags_kube() {
+  local v kv major minor
+  v=k8s.io/component-base/version
+  kv="$(kw_pin k8s.io/kubernetes)"
+  major="${kv#v}"; major="${major%%.*}"
+  minor="${kv#v*.}"; minor="${minor%%.*}"
+  # Without these, `--version` prints v0.0.0-master+$Format:%H$ and the server
+  # reports that in /version, which kubectl then warns about.
+  printf -- '-s -w -X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean' \
+    "$v" "$kv" "$v" "$major" "$v" "$minor" "$v"
+}
+
+kw_build_hash() {
+  (
+    cd "$KW_CLUSTER_MOD"
+    {
+      go env GOVERSION
+      echo "CGO_ENABLED=0 -trimpath $(kw_ldflags_kube)"
+      # Sorted so the order of `find` does not change the hash.
+      find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print | LC_ALL=C sort |
+        while read -r f; do echo "$f"; cat "$f"; done
+    } | sha256sum | cut -c1-16
+  )
+}
+
+KW_BIN_DIR=""
+kw_bin_dir() {
+  if [ -z "$KW_BIN_DIR" ]; then
+    KW_BIN_DIR="$KW_CACHE_BASE/cluster/$(kw_build_hash)/bin"
+  fi
+  echo "$KW_BIN_DIR"
+}
+
+# kw_go_build_progress NAME LOG PKG LDFLAGS OUTDIR: one `go build`, in the
+# background, with a progress line on stderr every 30 s (a cold kube-apiserver
+# build is silent for ~5 minutes otherwise). `-v` makes go list each package it
+# actually compiles, which gives a count to show.
+kw_go_build_progress() {
+  local name="$1" log="$2" pkg="$3" ldflags="$4" out="$5" start pid elapsed n rc
+  start=$(date +%s)
+  kw_log "building $name ($pkg) ..."
+  (
+    cd "$KW_CLUSTER_MOD"
+    # GOWORK=off: a go.work above the repo must not change what we build.
+    # -mod=readonly: go.sum is committed; never rewrite it during a build.
+    # CGO_ENABLED=0 as upstream builds these binaries: static, no C compiler.
+    exec env GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" \
+      go build -v -trimpath -ldflags "$ldflags" -o "$out/" "$pkg"
+  ) >>"$log" 2>&1 </dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    # Sleep in 1 s steps so a finished build is noticed at once.
+    for _ in $(seq 30); do
+      kill -0 "$pid" 2>/dev/null || break 2
+      sleep 1
+    done
+    elapsed=$(($(date +%s) - start))
+    n=$(grep -c '^[a-z]' "$log" || true)
+    kw_log "  still building $name: ${elapsed}s elapsed, $n packages compiled so far (cold kube-apiserver: ~5 min on 2 cores)"
+  done
+  rc=0
+  wait "$pid" || rc=$?
+  elapsed=$(($(date +%s) - start))
+  if [ "$rc" -ne 0 ]; then
+    kw_log "building $name FAILED after ${elapsed}s; last lines of $log:"
+    tail -n 40 "$log" >&2
+    return 1
+  fi
+  kw_log "built $name in ${elapsed}s"
+}
+
+# kw_build: make sure the three binaries exist in the cache; build them if
+# not. Safe to run concurrently (flock): a second caller waits for the first.
+kw_build() {
+  local bindir hashdir tmp lock start kubever etcdver
+  command -v go >/dev/null || kw_die "go is not on PATH"
+  bindir="$(kw_bin_dir)"
+  hashdir="$(dirname "$bindir")"
+  if [ -x "$bindir/etcd" ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/kubectl" ]; then
+    return 0
+  fi
+  mkdir -p "$hashdir"
+  lock="$hashdir/.build.lock"
+  exec 8>"$lock"
+  if ! flock -n 8; then
+    kw_log "another build of the control plane is running; waiting for it (up to 30 min)"
+    flock -w 1800 8 || kw_die "timed out waiting for the build lock $lock"
+  fi
+  if [ -x "$bindir/etcd" ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/kubectl" ]; then
+    exec 8>&-
+    return 0
+  fi
+  kubever="$(kw_pin k8s.io/kubernetes)"
+  etcdver="$(kw_pin go.etcd.io/etcd/server/v3)"
+  [ -n "$kubever" ] && [ -n "$etcdver" ] || kw_die "cannot read the pins from $KW_CLUSTER_MOD/go.mod"
+  kw_log "building the control plane (etcd $etcdver, kube-apiserver and kubectl $kubever) into $bindir"
+  kw_log "a cold build takes 5-10 minutes on 2 cores; later runs reuse the cached binaries"
+  start=$(date +%s)
+  # Build into a temporary directory and rename it at the end, so that an
+  # interrupted build never leaves a half-filled bin/ that looks complete.
+  tmp="$(mktemp -d "$hashdir/bin.tmp.XXXXXX")"
+  : >"$hashdir/build.log"
+  # Download first (quick, ~150 MB cold) so a module proxy problem shows up as
+  # such and not as a compile failure.
+  kw_log "downloading modules (go mod download) ..."
+  (cd "$KW_CLUSTER_MOD" && GOWORK=off go mod download) >>"$hashdir/build.log" 2>&1 ||
+    { tail -n 20 "$hashdir/build.log" >&2; rm -rf "$tmp"; kw_die "go mod download failed (log: $hashdir/build.log)"; }
+  # One binary at a time: etcd first (under a minute), then kube-apiserver
+  # (the long one), then kubectl, which reuses most of kube-apiserver's
+  # compiled packages from the build cache.
+  kw_go_build_progress "etcd $etcdver" "$hashdir/build.log" ./cmd/etcd "-s -w" "$tmp" &&
+    kw_go_build_progress "kube-apiserver $kubever" "$hashdir/build.log" ./cmd/kube-apiserver "$(kw_ldflags_kube)" "$tmp" &&
+    kw_go_build_progress "kubectl $kubever" "$hashdir/build.log" ./cmd/kubectl "$(kw_ldflags_kube)" "$tmp" ||
+    { rm -rf "$tmp"; kw_die "building the control plane failed (log: $hashdir/build.log)"; }
+  chmod 755 "$tmp"  # mktemp -d made it private
+  rm -rf "$bindir"
+  mv "$tmp" "$bindir"
+  exec 8>&-
+  kw_log "control plane built in $(($(date +%s) - start))s"
+}
+
+# The components, by the name of their pid and log files. "proxy" is
+# `kubectl proxy`, so its executable is kubectl.
+kw_exe_of() {
+  case "$1" in
+    proxy) echo kubectl ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# kw_pid_alive NAME: true if the pid recorded for NAME runs the binary we
+# started (checked through /proc so that a recycled pid is never mistaken for
+# ours, and never killed by cluster-down.sh).
+kw_pid_alive() {
+  local name="$1" pidf pid exe
+  pidf="$KW_RUN_DIR/$name.pid"
+  [ -s "$pidf" ] || return 1
+  pid="$(cat "$pidf")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  # A zombie still answers kill -0; it is not running.
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+  [ "$(basename "${exe% (deleted)}")" = "$(kw_exe_of "$name")" ]
+}
+
+kw_pid() { cat "$KW_RUN_DIR/$1.pid"; }
+
+# kw_log_tail NAME: the end of a component's log, for error messages.
+kw_log_tail() {
+  local f="$KW_RUN_DIR/$1.log"
+  if [ -s "$f" ]; then
+    echo "----- last 30 lines of $f -----" >&2
+    tail -n 30 "$f" >&2
+    echo "----- end of $f -----" >&2
+  fi
+}
+
+# kw_port_busy PORT: true if something accepts connections on 127.0.0.1:PORT.
+kw_port_busy() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+kw_token() { cut -d, -f1 "$KW_RUN_DIR/pki/tokens.csv"; }
+
+# Health probes, each bounded by curl's own timeouts.
+kw_etcd_healthy() {
+  curl -fsS --max-time 3 "http://127.0.0.1:$KW_ETCD_CLIENT_PORT/health" 2>/dev/null | grep -q '"health":"true"'
+}
+kw_apiserver_ready() {
+  [ -s "$KW_RUN_DIR/cert/apiserver.crt" ] || return 1
+  [ "$(curl -sS --max-time 3 --cacert "$KW_RUN_DIR/cert/apiserver.crt" \
+    -H "Authorization: Bearer $(kw_token)" \
+    "https://127.0.0.1:$KW_APISERVER_PORT/readyz" 2>/dev/null)" = ok ]
+}
+kw_proxy_serves() {
+  curl -fsS --max-time 3 "$KW_PROXY_URL/api" 2>/dev/null | grep -q '"kind": *"APIVersions"'
+}
+
+# kw_wait_for NAME SECONDS DESCRIPTION PROBE...: poll PROBE every 0.5 s until
+# it succeeds, the process NAME dies, or SECONDS pass. On failure print the
+# log tail and exit.
+kw_wait_for() {
+  local name="$1" secs="$2" what="$3" deadline
+  shift 3
+  deadline=$(($(date +%s) + secs))
+  until "$@"; do
+    if ! kw_pid_alive "$name"; then
+      kw_log "$name exited while waiting for $what"
+      kw_log_tail "$name"
+      exit 1
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      kw_log "timed out after ${secs}s waiting for $what"
+      kw_log_tail "$name"
+      exit 1
+    fi
+    sleep 0.5
+  done
+}
+
+# kw_stack_healthy: all three components are ours, alive, and answer.
+kw_stack_healthy() {
+  kw_pid_alive etcd && kw_pid_alive kube-apiserver && kw_pid_alive proxy &&
+    [ -s "$KW_RUN_DIR/kubeconfig" ] && [ -s "$KW_RUN_DIR/env" ] &&
+    kw_etcd_healthy && kw_apiserver_ready && kw_proxy_serves
+}
+
+# kw_stop NAME: SIGTERM the recorded pid, wait up to 10 s, then SIGKILL. Only
+# a pid that still runs our binary is signalled (see kw_pid_alive).
+kw_stop() {
+  local name="$1" pid deadline
+  if ! kw_pid_alive "$name"; then
+    rm -f "$KW_RUN_DIR/$name.pid"
+    return 0
+  fi
+  pid="$(kw_pid "$name")"
+  kw_log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$(($(date +%s) + 10))
+  while kw_pid_alive "$name"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      kw_log "$name (pid $pid) still running 10s after SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.5
+      break
+    fi
+    sleep 0.2
+  done
+  if kw_pid_alive "$name"; then
+    kw_log "ERROR: $name (pid $pid) survived SIGKILL"
+    return 1
+  fi
+  rm -f "$KW_RUN_DIR/$name.pid"
+}
