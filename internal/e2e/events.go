@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/client-go/kubernetes/scheme"
+	restwatch "k8s.io/client-go/rest/watch"
+)
+
+// Event is one watch event reduced to what ground-truth files record: the
+// event type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR), the object's name
+// (empty for BOOKMARK and ERROR) and its resourceVersion (empty for ERROR).
+type Event struct {
+	Type            string `json:"type"`
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// DecodeWatchStream decodes a whole watch response body (after HTTP
+// de-chunking) of the given media type, "application/json" or
+// "application/vnd.kubernetes.protobuf" (parameters such as ";stream=watch"
+// are ignored), with client-go's own framers and decoders, so that it is
+// independent of kwatch's code. It returns the events decoded before the
+// first error; the error is nil only if the body ended cleanly between two
+// events.
+func DecodeWatchStream(mediaType string, body io.Reader) ([]Event, error) {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return nil, fmt.Errorf("media type %q: %w", mediaType, err)
+	}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mt)
+	if !ok || info.StreamSerializer == nil {
+		return nil, fmt.Errorf("media type %q has no stream serializer", mt)
+	}
+	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(body))
+	dec := restwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), info.Serializer)
+	var events []Event
+	for {
+		typ, obj, err := dec.Decode()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			return events, fmt.Errorf("event %d: %w", len(events)+1, err)
+		}
+		ev := Event{Type: string(typ)}
+		if st, ok := obj.(*metav1.Status); ok {
+			ev.ResourceVersion = st.ResourceVersion
+		} else {
+			acc, err := meta.Accessor(obj)
+			if err != nil {
+				return events, fmt.Errorf("event %d (%s): %w", len(events)+1, typ, err)
+			}
+			ev.Name = acc.GetName()
+			ev.ResourceVersion = acc.GetResourceVersion()
+		}
+		events = append(events, ev)
+	}
+}
