@@ -1,0 +1,149 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/pcap"
+)
+
+// progressMinBytes is the smallest capture file that gets a progress bar.
+const progressMinBytes = 16 << 20
+
+type pcapOptions struct {
+	output         outputOptions
+	port           int
+	allHTTP        bool
+	maxHeaderBytes int
+	file           string
+}
+
+func newPcapCommand(streams IOStreams) *cobra.Command {
+	o := &pcapOptions{}
+	c := &cobra.Command{
+		Use:   "pcap FILE",
+		Short: "Decode watch events and their chunks from a packet capture",
+		Long: `Read a pcap or pcapng capture (gzip'd or not; "-" reads stdin), reassemble its
+TCP connections, parse HTTP/1.1 and decode the chunked framing of every watch
+response into watch events, each shown with the chunk(s) that carried it.
+
+Link types: Ethernet, Linux SLL and SLL2 (tcpdump -i any), BSD loopback (macOS
+lo0), raw IP; IPv4 and IPv6. TLS connections (e.g. straight to port 6443) cannot
+be decoded: capture kubectl proxy's plain HTTP instead.
+
+Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
+2 unusable input or flags.`,
+		Example: `  # Capture a watch through kubectl proxy, then decode it
+  tcpdump -i any -s 0 -w watch.pcap port 8001 &
+  curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
+  kwatch pcap watch.pcap
+
+  # Decode live, event by event, as packets arrive
+  tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
+
+  # Show the framing bytes of each chunk, and also the non-watch requests
+  kwatch pcap --wire --all-http watch.pcap
+
+  # JSON Lines: event type, object name and chunk sizes
+  kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"pcap", "pcapng", "gz"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.file = args[0]
+			if err := o.validate(); err != nil {
+				return &exitError{code: ExitUsage, err: err}
+			}
+			return o.run(cmd, streams)
+		},
+	}
+	fs := c.Flags()
+	o.output.addFlags(fs)
+	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
+	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
+	fs.IntVar(&o.maxHeaderBytes, "max-header-bytes", httpconn.DefaultMaxHeaderBytes, "largest HTTP header section, in bytes")
+	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
+	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
+	return c
+}
+
+func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func (o *pcapOptions) validate() error {
+	if err := o.output.validate(); err != nil {
+		return err
+	}
+	if o.port < 0 || o.port > 65535 {
+		return fmt.Errorf("--port must be between 1 and 65535, not %d", o.port)
+	}
+	if o.maxHeaderBytes <= 0 {
+		return fmt.Errorf("--max-header-bytes must be positive")
+	}
+	return nil
+}
+
+func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
+	var in io.Reader = streams.In
+	name := o.file
+	if o.file != "-" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		defer f.Close()
+		in = f
+		// A progress bar on stderr for a large file read on a terminal,
+		// never for stdin (its size is unknown) or a pipe.
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() >= progressMinBytes && streams.ErrTTY {
+			bar := progressbar.NewOptions64(fi.Size(),
+				progressbar.OptionSetWriter(streams.ErrOut),
+				progressbar.OptionSetDescription("reading "+o.file),
+				progressbar.OptionShowBytes(true),
+				progressbar.OptionThrottle(100e6),
+				progressbar.OptionClearOnFinish(),
+			)
+			r := progressbar.NewReader(f, bar)
+			in = &r
+			defer bar.Finish()
+		}
+	}
+	p := o.output.printer(streams, o.allHTTP)
+	opt := pcap.Options{
+		Name: name,
+		Port: uint16(o.port),
+		HTTP: httpconn.Options{
+			MaxHeaderBytes: o.maxHeaderBytes,
+			MaxEventBytes:  o.output.MaxEventBytes,
+			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
+		},
+	}
+	_, err := pcap.Read(cmd.Context(), in, opt, p)
+	if err != nil {
+		if errors.Is(err, pcap.ErrNotCapture) {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
+		}
+		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
+	}
+	if err := p.Close(); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if cmd.Context().Err() != nil {
+		return &exitError{code: ExitInterrupted}
+	}
+	if t := p.Tally(); t.Problems+t.Warnings > 0 {
+		return problemsSeen
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+// Package cmd holds kwatch's cobra commands: flags, their validation, and the
+// wiring of pkg/ packages. It contains no protocol logic.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Exit codes of kwatch, documented in README.md.
+const (
+	// ExitOK: everything decoded without problems.
+	ExitOK = 0
+	// ExitProblems: the input decoded, but problems or warnings were reported.
+	ExitProblems = 1
+	// ExitUsage: the flags or the input were unusable (not a capture, a
+	// file that cannot be opened, a bad flag).
+	ExitUsage = 2
+	// ExitInterrupted: stopped by Ctrl-C before the input ended.
+	ExitInterrupted = 130
+)
+
+// version is set at build time with -ldflags "-X github.com/kwatch/kwatch/cmd.version=…".
+var version = "dev"
+
+// IOStreams are the standard streams a command uses, passed in so that
+// tests can use buffers.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// OutTTY and ErrTTY report whether Out and ErrOut are terminals.
+	OutTTY, ErrTTY bool
+	// Getenv reads the environment (NO_COLOR, TERM).
+	Getenv func(string) string
+}
+
+// SystemStreams returns the process's stdin, stdout and stderr.
+func SystemStreams() IOStreams {
+	return IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
+		OutTTY: term.IsTerminal(int(os.Stdout.Fd())), ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+		Getenv: os.Getenv}
+}
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// problemsSeen is returned by a command whose output already reported
+// problems: nothing more to print, exit 1.
+var problemsSeen = &exitError{code: ExitProblems}
+
+// NewRootCommand builds the kwatch command tree.
+func NewRootCommand(streams IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kwatch",
+		Short: "Show Kubernetes list-watch traffic as it travels on the wire",
+		Long: `kwatch shows Kubernetes watch traffic as it really travels: every watch event
+(ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with the HTTP/1.1 chunk(s) it arrived
+in, decoded from a packet capture or from a live watch.`,
+		Example: `  # Decode the watch events in a capture, with their chunk sizes
+  kwatch pcap testdata/captures/watch-lo.pcap
+
+  # Decode live while tcpdump captures kubectl proxy's port
+  tcpdump -i any -U -w - port 8001 | kwatch pcap -
+
+  # JSON Lines for jq: the chunk sizes of every event
+  kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version,
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.SetVersionTemplate("kwatch {{.Version}}\n")
+	root.AddCommand(newPcapCommand(streams), newVersionCommand(streams))
+	return root
+}
+
+// Execute runs kwatch with args and returns the process exit code. Errors
+// are printed once, here, as "kwatch: …".
+func Execute(ctx context.Context, streams IOStreams, args []string) int {
+	root := NewRootCommand(streams)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(streams.ErrOut, "kwatch: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Flag and argument errors from cobra.
+	fmt.Fprintf(streams.ErrOut, "kwatch: %v\nRun 'kwatch --help' for usage.\n", err)
+	return ExitUsage
+}
+
+func newVersionCommand(streams IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print kwatch's version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(streams.Out, "kwatch %s\n", version)
+			return err
+		},
+	}
+}

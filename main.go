@@ -1,0 +1,20 @@
+// Command kwatch shows Kubernetes list-watch traffic as it travels on the
+// wire: every watch event with the HTTP/1.1 chunks that carried it, from a
+// packet capture (kwatch pcap) or a live watch (kwatch stream).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kwatch/kwatch/cmd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cmd.Execute(ctx, cmd.SystemStreams(), os.Args[1:])
+	stop()
+	os.Exit(code)
+}

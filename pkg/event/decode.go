@@ -1,0 +1,245 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Media types of watch bodies (Kubernetes API concepts: alternate
+// representations of resources).
+const (
+	MediaJSON     = "application/json"
+	MediaProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// FormatForContentType returns the Format of a watch body from its
+// Content-Type header value: JSON for application/json (with or without
+// ";stream=watch"), Protobuf for application/vnd.kubernetes.protobuf. ok is
+// false for any other media type.
+func FormatForContentType(ct string) (f Format, ok bool) {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
+	}
+	switch mt {
+	case MediaJSON:
+		return FormatJSON, true
+	case MediaProtobuf:
+		return FormatProtobuf, true
+	}
+	return 0, false
+}
+
+// Event is one decoded watch event (metav1.WatchEvent) with the object's
+// identity pulled out for printing.
+type Event struct {
+	// Type is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, as sent.
+	Type string
+	// Object is the event's object as JSON: for JSON watches the bytes
+	// exactly as sent (Secret data redacted unless asked not to), for
+	// protobuf watches the decoded object marshalled to JSON, or for a
+	// protobuf type this build does not know, a JSON object holding its
+	// apiVersion, kind and raw size.
+	Object json.RawMessage
+	// APIVersion and Kind name the object's type.
+	APIVersion, Kind string
+	// Namespace and Name identify the object; empty for cluster-scoped
+	// objects or for a BOOKMARK/ERROR.
+	Namespace, Name string
+	// UID is metadata.uid.
+	UID string
+	// ResourceVersion is metadata.resourceVersion (for a BOOKMARK, the
+	// version the watch has reached).
+	ResourceVersion string
+	// InitialEventsEnd is true on a BOOKMARK annotated
+	// "k8s.io/initial-events-end: true" (Kubernetes API concepts: streaming
+	// lists).
+	InitialEventsEnd bool
+	// Status is set for ERROR events whose object is a metav1.Status.
+	Status *metav1.Status
+	// Redacted is true when Secret values were replaced in Object.
+	Redacted bool
+}
+
+// DecodeOptions tune Decode.
+type DecodeOptions struct {
+	// ShowSecrets keeps the data and stringData of Secrets; by default
+	// their values are replaced with "REDACTED".
+	ShowSecrets bool
+}
+
+// InitialEventsEndAnnotation marks the BOOKMARK that ends the initial events
+// of a watch with sendInitialEvents=true.
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+var (
+	jsonStream  = streamSerializer(runtime.ContentTypeJSON)
+	protoStream = streamSerializer(runtime.ContentTypeProtobuf)
+	universal   = scheme.Codecs.UniversalDeserializer()
+)
+
+// streamSerializer returns the serializer client-go uses for watch events
+// of a media type (rest/watch.NewDecoder's streaming decoder).
+func streamSerializer(mediaType string) runtime.Decoder {
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok || info.StreamSerializer == nil {
+		panic("event: client-go scheme has no stream serializer for " + mediaType)
+	}
+	return info.StreamSerializer.Serializer
+}
+
+// Decode decodes one frame's bytes as a metav1.WatchEvent in format f, the
+// way client-go's watch decoder does, and extracts the object's identity.
+// It returns an error when the bytes are not a watch event.
+func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
+	var we metav1.WatchEvent
+	dec := jsonStream
+	if f == FormatProtobuf {
+		dec = protoStream
+	}
+	if _, _, err := dec.Decode(data, nil, &we); err != nil {
+		return nil, fmt.Errorf("not a watch event: %w", err)
+	}
+	if we.Type == "" {
+		return nil, fmt.Errorf("not a watch event: no \"type\"")
+	}
+	ev := &Event{Type: we.Type}
+	raw := we.Object.Raw
+	if f == FormatProtobuf {
+		if err := ev.fromProtobuf(raw); err != nil {
+			return ev, err
+		}
+	} else {
+		if err := ev.fromJSON(raw); err != nil {
+			return ev, err
+		}
+	}
+	if ev.Kind == "Secret" && !opt.ShowSecrets {
+		ev.redact()
+	}
+	return ev, nil
+}
+
+// objectMeta is the part of an object kwatch prints.
+type objectMeta struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        struct {
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		UID             string            `json:"uid"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Annotations     map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+func (ev *Event) fromJSON(raw []byte) error {
+	ev.Object = raw
+	var m objectMeta
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("watch event object: %w", err)
+	}
+	ev.APIVersion, ev.Kind = m.APIVersion, m.Kind
+	ev.Namespace, ev.Name, ev.UID = m.Metadata.Namespace, m.Metadata.Name, m.Metadata.UID
+	ev.ResourceVersion = m.Metadata.ResourceVersion
+	ev.InitialEventsEnd = m.Metadata.Annotations[InitialEventsEndAnnotation] == "true"
+	if ev.Kind == "Status" {
+		var st metav1.Status
+		if err := json.Unmarshal(raw, &st); err == nil {
+			ev.Status = &st
+		}
+	}
+	return nil
+}
+
+// protobufMagic starts every object encoded by apimachinery's protobuf
+// serializer.
+var protobufMagic = []byte("k8s\x00")
+
+func (ev *Event) fromProtobuf(raw []byte) error {
+	obj, gvk, err := universal.Decode(raw, nil, nil)
+	if err != nil {
+		// A type this build does not know: read the runtime.Unknown
+		// envelope for its apiVersion and kind.
+		var unk runtime.Unknown
+		if bytes.HasPrefix(raw, protobufMagic) && unk.Unmarshal(raw[len(protobufMagic):]) == nil {
+			ev.APIVersion, ev.Kind = unk.APIVersion, unk.Kind
+			ev.Object, _ = json.Marshal(map[string]any{
+				"apiVersion": unk.APIVersion, "kind": unk.Kind, "rawBytes": len(unk.Raw),
+			})
+			return nil
+		}
+		return fmt.Errorf("watch event object: %w", err)
+	}
+	if gvk != nil {
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	}
+	ev.setFromObject(obj, gvk)
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("watch event object to JSON: %w", err)
+	}
+	ev.Object = js
+	return nil
+}
+
+func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind) {
+	if gvk != nil {
+		ev.APIVersion, ev.Kind = gvk.GroupVersion().String(), gvk.Kind
+	}
+	if st, ok := obj.(*metav1.Status); ok {
+		ev.Status = st
+		return
+	}
+	if acc, ok := obj.(metav1.Object); ok {
+		ev.Namespace, ev.Name, ev.UID = acc.GetNamespace(), acc.GetName(), string(acc.GetUID())
+		ev.ResourceVersion = acc.GetResourceVersion()
+		ev.InitialEventsEnd = acc.GetAnnotations()[InitialEventsEndAnnotation] == "true"
+	}
+}
+
+// Redacted is the value that replaces Secret data.
+const Redacted = "REDACTED"
+
+// redact replaces the values of a Secret's data and stringData.
+func (ev *Event) redact() {
+	var m map[string]any
+	if err := json.Unmarshal(ev.Object, &m); err != nil {
+		return
+	}
+	changed := false
+	for _, field := range []string{"data", "stringData"} {
+		if d, ok := m[field].(map[string]any); ok {
+			for k := range d {
+				d[k] = Redacted
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return
+	}
+	if js, err := json.Marshal(m); err == nil {
+		ev.Object = js
+		ev.Redacted = true
+	}
+}
+
+// DecodeStatusProtobuf decodes a protobuf-encoded metav1.Status body (as the
+// API server sends for errors when protobuf was asked for); nil when data
+// is not one.
+func DecodeStatusProtobuf(data []byte) *metav1.Status {
+	obj, _, err := universal.Decode(data, nil, nil)
+	if err != nil {
+		return nil
+	}
+	st, _ := obj.(*metav1.Status)
+	return st
+}

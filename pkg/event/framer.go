@@ -1,0 +1,402 @@
+// Package event splits the de-chunked body of a Kubernetes watch response
+// into watch events, keeps for each event the byte offsets and the chunks that
+// carried it, and decodes each event with apimachinery's serializers.
+//
+// Framing follows what the API server writes (Kubernetes API concepts:
+// efficient detection of changes; apimachinery runtime/serializer):
+//   - JSON watches ("application/json", "application/json;stream=watch"): one
+//     JSON object per event, {"type":…,"object":…}, each followed by "\n".
+//     apimachinery's json.Framer reads frames through encoding/json.Decoder,
+//     which cannot report where a frame began and ended on the wire, so the
+//     Framer here scans for the end of each top-level JSON object itself
+//     (tracking nesting depth, strings and escapes) and records byte offsets.
+//     The bytes of each frame are then decoded by apimachinery.
+//   - Protobuf watches ("application/vnd.kubernetes.protobuf;stream=watch"):
+//     each event is a 4-byte big-endian length followed by that many bytes of
+//     a protobuf metav1.WatchEvent (apimachinery protobuf.LengthDelimitedFramer).
+//
+// The Framer is push-based and bounded: it is fed data in any split with the
+// index of the chunk each byte arrived in, and keeps at most
+// Limits.MaxEventBytes of one event.
+package event
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Format is the framing of a watch body.
+type Format uint8
+
+// The watch body formats kwatch decodes.
+const (
+	// FormatJSON is newline-separated JSON objects.
+	FormatJSON Format = iota + 1
+	// FormatProtobuf is 4-byte big-endian length-prefixed protobuf frames.
+	FormatProtobuf
+)
+
+// String returns "json" or "protobuf".
+func (f Format) String() string {
+	switch f {
+	case FormatJSON:
+		return "json"
+	case FormatProtobuf:
+		return "protobuf"
+	}
+	return "unknown"
+}
+
+// DefaultMaxEventBytes is the default bound on one event's size, in bytes
+// (64 MiB). It is far above the API server's own default request limit
+// (3 MiB per object in etcd, 1.5 MiB by default) so that real objects always
+// decode; apimachinery's streaming decoder default has cut real watches short.
+const DefaultMaxEventBytes = 64 << 20
+
+// Span is the part of one event that one chunk carried.
+type Span struct {
+	// Chunk is the index of the chunk in the body (chunk.Chunk.Index), or
+	// -1 when the body is not chunked.
+	Chunk int
+	// Bytes is how many bytes of the event that chunk carried.
+	Bytes int64
+}
+
+// Frame is one complete event as framed from the body.
+type Frame struct {
+	// Data holds the event's bytes: the JSON object, or the protobuf payload
+	// without its 4-byte length prefix. It is nil when the event exceeded
+	// the size bound (see Oversize). Data is owned by the receiver.
+	Data []byte
+	// Offset is the byte offset of the event's first byte (for protobuf, the
+	// length prefix) in the de-chunked body.
+	Offset int64
+	// Length is the event's length in bytes on the wire, prefix included.
+	Length int64
+	// Spans lists, in wire order, the chunks that carried the event.
+	Spans []Span
+	// Oversize is true when the event was longer than the Framer's limit;
+	// its bytes were skipped, not kept.
+	Oversize bool
+	// Damaged is true when bytes of the event were lost (a gap in the
+	// capture); its Data is incomplete.
+	Damaged bool
+	// Serial numbers the frames of a body from 1 in the order they started.
+	Serial int
+}
+
+// Problem kinds the Framer reports.
+const (
+	KindJunk      = "bytes outside a watch event"
+	KindOversize  = "watch event larger than the limit"
+	KindTruncated = "watch event cut short"
+	KindLost      = "watch event damaged by lost bytes"
+)
+
+// FrameProblem is a framing problem at a byte offset of the de-chunked body.
+type FrameProblem struct {
+	// Offset is the byte offset in the de-chunked body.
+	Offset int64
+	// Kind is the stable wording, one of the Kind constants.
+	Kind string
+	// Detail gives the values involved.
+	Detail string
+}
+
+// Framer splits a watch body into Frames. Create it with NewFramer; it is
+// not safe for concurrent use.
+type Framer struct {
+	format  Format
+	max     int64
+	onFrame func(*Frame)
+	onProb  func(FrameProblem)
+
+	serial  int   // frames started
+	off     int64 // de-chunked offset of the next byte
+	in      bool  // inside a frame
+	cur     Frame
+	buf     []byte
+	curLen  int64 // bytes of the current frame so far, kept or not
+	damaged bool
+
+	// JSON scanner state.
+	depth  int
+	inStr  bool
+	escape bool
+	junk   int64 // junk bytes seen since the last frame
+	junkAt int64
+
+	resync bool // JSON: skip to the next line before looking for '{'
+	lost   bool // protobuf: framing lost for good
+
+	// Protobuf state.
+	prefix  [4]byte
+	nprefix int
+	want    int64 // payload bytes of the current frame (protobuf)
+}
+
+// NewFramer returns a Framer for format f that calls onFrame for every
+// complete event and onProblem for framing problems. maxEventBytes bounds one
+// event (0 means DefaultMaxEventBytes).
+func NewFramer(f Format, maxEventBytes int64, onFrame func(*Frame), onProblem func(FrameProblem)) *Framer {
+	if maxEventBytes <= 0 {
+		maxEventBytes = DefaultMaxEventBytes
+	}
+	return &Framer{format: f, max: maxEventBytes, onFrame: onFrame, onProb: onProblem}
+}
+
+// Offset returns the number of de-chunked bytes consumed.
+func (fr *Framer) Offset() int64 { return fr.off }
+
+// InFrame reports whether an event has started and not yet ended.
+func (fr *Framer) InFrame() bool { return fr.in }
+
+// Serial returns the serial number of the last frame started (the one in
+// progress while InFrame is true).
+func (fr *Framer) Serial() int { return fr.serial }
+
+// FirstChunk returns the chunk index of the first byte of the event in
+// progress, or -1 when there is none.
+func (fr *Framer) FirstChunk() int {
+	if !fr.in || len(fr.cur.Spans) == 0 {
+		return -1
+	}
+	return fr.cur.Spans[0].Chunk
+}
+
+// CurrentInChunk reports whether the event in progress has bytes in chunk c.
+func (fr *Framer) CurrentInChunk(c int) bool {
+	return fr.in && len(fr.cur.Spans) > 0 && fr.cur.Spans[len(fr.cur.Spans)-1].Chunk == c
+}
+
+// Write frames p, which arrived in chunk index c (-1 for a body that is not
+// chunked). It calls onFrame for each event that p completes.
+func (fr *Framer) Write(p []byte, c int) {
+	if fr.format == FormatProtobuf {
+		fr.writeProto(p, c)
+		return
+	}
+	fr.writeJSON(p, c)
+}
+
+func (fr *Framer) start(c int) {
+	fr.flushJunk()
+	fr.in = true
+	fr.serial++
+	fr.cur = Frame{Offset: fr.off, Serial: fr.serial}
+	fr.buf = fr.buf[:0]
+	fr.curLen = 0
+	fr.damaged = false
+	_ = c
+}
+
+// take adds p (from chunk c) to the current frame.
+func (fr *Framer) take(p []byte, c int) {
+	if len(p) == 0 {
+		return
+	}
+	n := int64(len(p))
+	if s := fr.cur.Spans; len(s) > 0 && s[len(s)-1].Chunk == c {
+		s[len(s)-1].Bytes += n
+	} else {
+		fr.cur.Spans = append(fr.cur.Spans, Span{Chunk: c, Bytes: n})
+	}
+	if !fr.cur.Oversize && fr.curLen+n > fr.max {
+		fr.cur.Oversize = true
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize,
+			Detail: fmt.Sprintf("more than %d bytes; skipped (raise --max-event-bytes)", fr.max)})
+		fr.buf = nil
+	}
+	if !fr.cur.Oversize {
+		fr.buf = append(fr.buf, p...)
+	}
+	fr.curLen += n
+	fr.off += n
+}
+
+func (fr *Framer) finish() {
+	f := fr.cur
+	f.Length = fr.curLen
+	f.Damaged = fr.damaged
+	if !f.Oversize {
+		f.Data = fr.buf
+		if fr.format == FormatProtobuf && len(f.Data) >= 4 {
+			f.Data = f.Data[4:]
+		}
+	}
+	fr.in = false
+	fr.buf = nil // the frame owns its bytes now
+	fr.cur = Frame{}
+	fr.onFrame(&f)
+}
+
+func (fr *Framer) writeJSON(p []byte, c int) {
+	for len(p) > 0 {
+		if !fr.in {
+			// Between events: skip whitespace; '{' starts an event.
+			i := 0
+			for fr.resync && i < len(p) {
+				if p[i] == '\n' {
+					fr.resync = false
+				}
+				i++
+			}
+			for i < len(p) {
+				b := p[i]
+				if b == '{' {
+					break
+				}
+				if b != '\n' && b != '\r' && b != ' ' && b != '\t' {
+					if fr.junk == 0 {
+						fr.junkAt = fr.off + int64(i)
+					}
+					fr.junk++
+				}
+				i++
+			}
+			fr.off += int64(i)
+			p = p[i:]
+			if len(p) == 0 {
+				return
+			}
+			fr.start(c)
+			fr.depth, fr.inStr, fr.escape = 0, false, false
+		}
+		end := fr.scanJSON(p)
+		if end < 0 {
+			fr.take(p, c)
+			return
+		}
+		fr.take(p[:end], c)
+		p = p[end:]
+		fr.finish()
+	}
+}
+
+// scanJSON advances the JSON scanner over p and returns the length of p up
+// to and including the byte that closes the top-level object, or -1.
+func (fr *Framer) scanJSON(p []byte) int {
+	for i := 0; i < len(p); i++ {
+		b := p[i]
+		if fr.inStr {
+			if fr.escape {
+				fr.escape = false
+				continue
+			}
+			switch b {
+			case '\\':
+				fr.escape = true
+			case '"':
+				fr.inStr = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			fr.inStr = true
+		case '{', '[':
+			fr.depth++
+		case '}', ']':
+			fr.depth--
+			if fr.depth <= 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+func (fr *Framer) writeProto(p []byte, c int) {
+	if fr.lost {
+		fr.off += int64(len(p))
+		return
+	}
+	for len(p) > 0 {
+		if !fr.in {
+			fr.start(c)
+			fr.nprefix = 0
+		}
+		if fr.nprefix < 4 {
+			k := copy(fr.prefix[fr.nprefix:], p)
+			fr.take(p[:k], c)
+			p = p[k:]
+			fr.nprefix += k
+			if fr.nprefix < 4 {
+				return
+			}
+			fr.want = int64(binary.BigEndian.Uint32(fr.prefix[:]))
+			if fr.want == 0 {
+				fr.finish()
+				continue
+			}
+		}
+		rest := fr.want + 4 - fr.curLen
+		k := int64(len(p))
+		if k > rest {
+			k = rest
+		}
+		fr.take(p[:k], c)
+		p = p[k:]
+		if fr.curLen == fr.want+4 {
+			fr.finish()
+		}
+	}
+}
+
+func (fr *Framer) flushJunk() {
+	if fr.junk > 0 {
+		fr.onProb(FrameProblem{Offset: fr.junkAt, Kind: KindJunk,
+			Detail: fmt.Sprintf("%d bytes skipped", fr.junk)})
+		fr.junk = 0
+	}
+}
+
+// Gap tells the Framer that n bytes of the body were lost. An event in
+// progress is reported as damaged and dropped. For JSON the Framer then
+// resynchronises on the next line that starts with "{"; for protobuf the
+// length prefix keeps the framing when the gap lies inside the current frame,
+// and otherwise the rest of the body cannot be framed.
+func (fr *Framer) Gap(n int64) {
+	if n <= 0 || fr.lost {
+		fr.off += n
+		return
+	}
+	if fr.in {
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindLost,
+			Detail: fmt.Sprintf("%d bytes missing at offset %d; the event cannot be decoded", n, fr.off)})
+	}
+	if fr.format == FormatProtobuf {
+		if fr.in && fr.nprefix == 4 && fr.curLen+n <= fr.want+4 {
+			// Keep counting toward the end of this frame, then drop it.
+			fr.cur.Oversize = true
+			fr.buf = nil
+			fr.damaged = true
+			fr.curLen += n
+			fr.off += n
+			if fr.curLen == fr.want+4 {
+				fr.in = false
+				fr.cur = Frame{}
+			}
+			return
+		}
+		fr.lost = true
+		fr.onProb(FrameProblem{Offset: fr.off, Kind: KindLost,
+			Detail: "protobuf framing lost; later events of this body cannot be framed"})
+	}
+	fr.in = false
+	fr.buf = nil
+	fr.cur = Frame{}
+	fr.resync = true
+	fr.off += n
+}
+
+// Close reports an event left incomplete when the body ended.
+func (fr *Framer) Close() {
+	fr.flushJunk()
+	if fr.in {
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
+			Detail: fmt.Sprintf("%d bytes of an event, then the body ended", fr.curLen)})
+		fr.in = false
+		fr.buf = nil
+	}
+}

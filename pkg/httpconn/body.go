@@ -1,0 +1,456 @@
+package httpconn
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/textproto"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kwatch/kwatch/pkg/chunk"
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// body follows one message body: its framing, its chunks and, for a watch,
+// its events.
+type body struct {
+	s         *side
+	resp      *record.Response // nil for a request body
+	exchange  int
+	framing   string // "chunked", "content-length", "close", "none"
+	length    int64  // Content-Length
+	read      int64  // body bytes consumed (framing included)
+	done      bool
+	start     time.Time
+	now       time.Time
+	dec       *chunk.Decoder
+	chunks    int
+	data      int64 // de-chunked bytes
+	trailers  []string
+	lastChunk []byte
+	sizes     []int64
+	problems  int
+
+	// Watch events.
+	framer    *event.Framer
+	format    event.Format
+	tentative bool // watch inferred from the response only
+	events    map[string]int
+	seq       int
+	window    []chunkInfo     // chunks still referenced by events, from windowBase
+	winBase   int             // chunk index of window[0]
+	pending   []*record.Event // decoded, waiting for their last chunk's data
+	pendLast  []int           // last chunk index of each pending event
+	curChunk  int
+	curSize   int64
+	curData   int64
+	completed []*event.Frame // frames completed by the current write
+
+	// Non-2xx: the body is kept (bounded) to show its Status.
+	keepStatus bool
+	statusBuf  []byte
+	ended      bool
+}
+
+type chunkInfo struct {
+	rec        record.Chunk
+	lastSerial  int // serial of the last frame counted in rec.Events
+	firstSerial int // serial of the first frame counted
+}
+
+func (s *side) newBody(hdr textproto.MIMEHeader, response bool, t time.Time) *body {
+	framing, n, warn := framingOf(hdr, response)
+	b := &body{s: s, framing: framing, length: n, start: t, now: t, curChunk: -1}
+	if warn != "" {
+		s.problem("stream", s.hdrStart, "unusual body framing", warn, "", true, t)
+	}
+	if framing == "chunked" {
+		b.dec = chunk.NewDecoder(b, s.c.opt.Chunk)
+	}
+	return b
+}
+
+func (b *body) startEvents(f event.Format) {
+	b.format = f
+	b.events = map[string]int{}
+	b.framer = event.NewFramer(f, b.s.c.opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
+}
+
+// write consumes body bytes from p and returns how many belong to the body.
+func (b *body) write(p []byte, t time.Time) int {
+	b.now = t
+	switch b.framing {
+	case "chunked":
+		n, err := b.dec.Write(p)
+		b.read += int64(n)
+		if err != nil {
+			b.chunkError(err, t)
+			// The rest of the stream cannot be framed.
+			b.s.dead = true
+			b.closeWith(-1, t)
+			return len(p)
+		}
+		if b.dec.Done() {
+			b.done = true
+		}
+		return n
+	case "content-length":
+		k := int64(len(p))
+		if rest := b.length - b.read; k > rest {
+			k = rest
+		}
+		b.content(p[:k], t)
+		b.read += k
+		if b.read == b.length {
+			b.done = true
+		}
+		return int(k)
+	default: // close-delimited
+		b.content(p, t)
+		b.read += int64(len(p))
+		return len(p)
+	}
+}
+
+// content handles de-chunked body bytes of a body that is not chunked.
+func (b *body) content(p []byte, t time.Time) {
+	b.data += int64(len(p))
+	b.keep(p)
+	if b.framer != nil {
+		b.framer.Write(p, -1)
+		b.flushCompleted(-1)
+	}
+}
+
+func (b *body) keep(p []byte) {
+	if b.keepStatus && len(b.statusBuf) < maxStatusBody {
+		n := min(len(p), maxStatusBody-len(b.statusBuf))
+		b.statusBuf = append(b.statusBuf, p[:n]...)
+	}
+}
+
+// chunk.Handler implementation.
+
+// ChunkStart records a chunk's framing.
+func (b *body) ChunkStart(c *chunk.Chunk) {
+	if c.Last {
+		b.lastChunk = append([]byte(nil), c.Header...)
+		return
+	}
+	b.chunks++
+	if len(b.sizes) < record.MaxListedChunks {
+		b.sizes = append(b.sizes, c.Size)
+	}
+	b.curChunk, b.curSize, b.curData = c.Index, c.Size, 0
+	if b.framer == nil {
+		return
+	}
+	if len(b.window) == 0 {
+		b.winBase = c.Index
+	}
+	b.window = append(b.window, chunkInfo{rec: record.Chunk{
+		Index: c.Index, Size: c.Size, SizeLine: string(c.Line), Offset: c.Offset,
+		Header: append([]byte(nil), c.Header...),
+	}})
+}
+
+// Data frames chunk data.
+func (b *body) Data(c *chunk.Chunk, p []byte) {
+	b.data += int64(len(p))
+	b.curData += int64(len(p))
+	b.keep(p)
+	if b.framer == nil {
+		return
+	}
+	b.framer.Write(p, c.Index)
+	b.flushCompleted(c.Index)
+}
+
+// ChunkEnd is a no-op: events are released when a chunk's data is complete.
+func (b *body) ChunkEnd(*chunk.Chunk) {}
+
+// Trailer keeps a trailer field line.
+func (b *body) Trailer(line []byte, _ int64) {
+	if len(b.trailers) < 32 {
+		b.trailers = append(b.trailers, string(line))
+	}
+}
+
+// Done marks the body complete.
+func (b *body) Done(int64) {}
+
+// Warning reports RFC 9112 deviations that were decoded.
+func (b *body) Warning(err *chunk.Error) {
+	b.problems++
+	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: err.Offset,
+		Exchange: b.exchange, Kind: err.Kind, Detail: err.Detail, Warning: true, Time: b.now})
+}
+
+func (b *body) chunkError(err error, t time.Time) {
+	b.problems++
+	p := &record.Problem{Direction: b.s.name(), Where: "body", Offset: -1, Exchange: b.exchange,
+		Kind: err.Error(), Time: t, Hint: "the rest of this connection is not decoded"}
+	if ce, ok := err.(*chunk.Error); ok {
+		p.Offset, p.Kind, p.Detail = ce.Offset, ce.Kind, ce.Detail
+	}
+	b.s.c.problem(p)
+}
+
+// onFrame decodes a complete frame into a pending event.
+func (b *body) onFrame(f *event.Frame) {
+	if f.Damaged || f.Oversize {
+		return
+	}
+	b.completed = append(b.completed, f)
+}
+
+func (b *body) onFrameProblem(fp event.FrameProblem) {
+	b.problems++
+	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
+		Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Time: b.now})
+}
+
+// flushCompleted decodes the frames the last write completed, counts events
+// per chunk, and emits every pending event whose chunks are all complete.
+// c is the chunk the write belonged to (-1 for bodies that are not chunked).
+func (b *body) flushCompleted(c int) {
+	for _, f := range b.completed {
+		b.countIn(f.Spans, f.Serial)
+		ev := b.decode(f)
+		if ev == nil {
+			continue
+		}
+		last := -1
+		if len(f.Spans) > 0 {
+			last = f.Spans[len(f.Spans)-1].Chunk
+		}
+		b.pending = append(b.pending, ev)
+		b.pendLast = append(b.pendLast, last)
+	}
+	b.completed = b.completed[:0]
+	if b.framer.InFrame() && c >= 0 && b.framer.CurrentInChunk(c) {
+		b.countIn([]event.Span{{Chunk: c}}, b.framer.Serial())
+	}
+	if c >= 0 && b.curData < b.curSize {
+		return // the chunk's data is not complete yet
+	}
+	b.release()
+}
+
+// countIn counts frame serial in the chunks of spans.
+func (b *body) countIn(spans []event.Span, serial int) {
+	for _, sp := range spans {
+		i := sp.Chunk - b.winBase
+		if sp.Chunk < 0 || i < 0 || i >= len(b.window) {
+			continue
+		}
+		if b.window[i].lastSerial < serial {
+			if b.window[i].rec.Events == 0 {
+				b.window[i].firstSerial = serial
+			}
+			b.window[i].lastSerial = serial
+			b.window[i].rec.Events++
+		}
+	}
+}
+
+// release emits pending events and trims the chunk window.
+func (b *body) release() {
+	for i, ev := range b.pending {
+		b.attachChunks(ev, b.pendLast[i])
+		b.s.c.emit(ev)
+	}
+	b.pending = b.pending[:0]
+	b.pendLast = b.pendLast[:0]
+	// Keep only chunks the event in progress may still need.
+	keepFrom := b.curChunk
+	if b.framer != nil && b.framer.InFrame() {
+		keepFrom = b.framer.FirstChunk()
+	}
+	if drop := keepFrom - b.winBase; drop > 0 {
+		if drop > len(b.window) {
+			drop = len(b.window)
+		}
+		b.window = append(b.window[:0], b.window[drop:]...)
+		b.winBase += drop
+	}
+}
+
+func (b *body) attachChunks(ev *record.Event, _ int) {
+	spans := ev.Chunks // placeholder from decode: Index and Bytes only
+	out := make([]record.Chunk, 0, len(spans))
+	for _, sp := range spans {
+		i := sp.Index - b.winBase
+		if sp.Index < 0 || i < 0 || i >= len(b.window) {
+			continue
+		}
+		rc := b.window[i].rec
+		rc.Bytes = sp.Bytes
+		rc.Ordinal = sp.Ordinal - b.window[i].firstSerial + 1
+		out = append(out, rc)
+	}
+	ev.Chunks = out
+}
+
+// decode turns a frame into an event record, or reports why it cannot.
+func (b *body) decode(f *event.Frame) *record.Event {
+	ev, err := event.Decode(b.format, f.Data, b.s.c.opt.Decode)
+	if err != nil {
+		if b.tentative && b.seq == 0 {
+			// The response only looked like a watch.
+			b.tentative = false
+			b.framer = nil
+			b.resp.Watch = false
+			return nil
+		}
+		b.problems++
+		b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
+			Exchange: b.exchange, Kind: "watch event does not decode", Detail: err.Error(), Time: b.now})
+		if ev == nil {
+			return nil
+		}
+	}
+	b.tentative = false
+	b.seq++
+	b.events[ev.Type]++
+	rec := &record.Event{Conn: b.s.c.rec, Exchange: b.exchange, Seq: b.seq, Time: b.now,
+		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
+		Namespace: ev.Namespace, Name: ev.Name, ResourceVersion: ev.ResourceVersion,
+		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status,
+		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
+	for _, sp := range f.Spans {
+		if sp.Chunk >= 0 {
+			rec.Chunks = append(rec.Chunks, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
+		}
+	}
+	return rec
+}
+
+// gap handles n lost body bytes; it returns false when the body's framing
+// is lost.
+func (b *body) gap(n int64, t time.Time) bool {
+	b.now = t
+	switch b.framing {
+	case "chunked":
+		inData, remain := b.dec.InData()
+		keep := b.dec.Skip(n)
+		if inData && n < remain {
+			b.curData += n
+			b.data += n
+		}
+		b.read += n
+		if b.framer != nil {
+			b.framer.Gap(n)
+		}
+		if !keep {
+			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
+				Exchange: b.exchange, Kind: "chunk framing lost", Time: t,
+				Detail: "looking for the next chunk-size line", Warning: true})
+		}
+		return true
+	case "content-length":
+		if b.read+n > b.length {
+			return false
+		}
+		b.read += n
+		b.data += n
+		if b.framer != nil {
+			b.framer.Gap(n)
+		}
+		if b.read == b.length {
+			b.done = true
+			b.finish(t)
+			b.s.body = nil
+		}
+		return true
+	default:
+		b.read += n
+		b.data += n
+		if b.framer != nil {
+			b.framer.Gap(n)
+		}
+		return true
+	}
+}
+
+// finish emits the End record of a complete body.
+func (b *body) finish(t time.Time) {
+	how := map[string]string{"chunked": "last-chunk", "content-length": "content-length",
+		"none": "no body", "close": "close"}[b.framing]
+	b.end(how, true, t)
+}
+
+// closeWith ends a body whose stream ended. how < 0 means a decoding error
+// ended it.
+func (b *body) closeWith(how Ending, t time.Time) {
+	if b.done {
+		b.finish(t)
+		return
+	}
+	if b.framing == "close" && (how == EndFIN || how == EndRST) {
+		b.end("close", true, t)
+		return
+	}
+	var desc string
+	switch how {
+	case EndFIN:
+		desc = "closed without the last chunk"
+		if b.framing == "content-length" {
+			desc = fmt.Sprintf("closed after %d of %d bytes", b.read, b.length)
+		}
+	case EndRST:
+		desc = "reset without the last chunk"
+		if b.framing == "content-length" {
+			desc = fmt.Sprintf("reset after %d of %d bytes", b.read, b.length)
+		}
+	case EndCapture:
+		desc = "capture ended mid-stream"
+	default:
+		desc = "not decoded further"
+	}
+	if b.dec != nil && how >= 0 {
+		if err := b.dec.Close(); err != nil && how != EndCapture {
+			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
+				desc += ": " + ce.Detail
+			}
+		}
+	}
+	b.end(desc, false, t)
+}
+
+func (b *body) end(how string, clean bool, t time.Time) {
+	if b.ended {
+		return
+	}
+	b.ended = true
+	if b.framer != nil {
+		b.framer.Close()
+		b.release()
+	}
+	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Clean: clean,
+		Trailers: b.trailers, LastChunk: b.lastChunk, Events: b.events, Chunks: b.chunks,
+		Bytes: b.read, Data: b.data, Duration: t.Sub(b.start), Problems: b.problems,
+		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
+	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
+		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)
+		if e.Status == nil {
+			e.BodyText = clip(string(b.statusBuf))
+		}
+	}
+	b.s.c.emit(e)
+}
+
+// decodeStatus decodes a metav1.Status body (JSON, possibly pretty-printed
+// over several lines, or protobuf); nil when it is not one.
+func decodeStatus(ct string, data []byte) *metav1.Status {
+	if f, ok := event.FormatForContentType(ct); ok && f == event.FormatProtobuf {
+		return event.DecodeStatusProtobuf(data)
+	}
+	var st metav1.Status
+	if err := json.Unmarshal(data, &st); err != nil || st.Kind != "Status" {
+		return nil
+	}
+	return &st
+}

@@ -1,0 +1,320 @@
+// Package httpconn follows the bytes of one HTTP/1.1 connection (RFC 9112):
+// it parses the requests the client sends and the responses the server sends,
+// pairs them into exchanges, frames each body (Content-Length, chunked coding
+// or connection close, RFC 9112 §6.3), decodes chunked bodies with pkg/chunk
+// and splits watch bodies into watch events with pkg/event. Everything it
+// finds becomes a record sent to a record.Sink, in wire order.
+//
+// It is fed from either side of kwatch: reassembled TCP streams from a capture
+// (pkg/pcap) or the bytes a live watch reads (pkg/watchclient). Input arrives
+// in any split; the parser keeps only bounded state.
+package httpconn
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/chunk"
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// DefaultMaxHeaderBytes bounds a request or response header section, in
+// bytes (1 MiB, the default of Go's net/http server).
+const DefaultMaxHeaderBytes = 1 << 20
+
+// DefaultMaxPending bounds how many requests may wait for their responses on
+// one connection (HTTP/1.1 pipelining).
+const DefaultMaxPending = 64
+
+// maxStatusBody bounds the bytes of a non-2xx body kept to show its Status.
+const maxStatusBody = 64 << 10
+
+// Options tune a Conn. The zero value means the defaults.
+type Options struct {
+	// MaxHeaderBytes bounds one header section, in bytes.
+	MaxHeaderBytes int
+	// MaxEventBytes bounds one watch event, in bytes.
+	MaxEventBytes int64
+	// Chunk bounds the chunked decoder's lines.
+	Chunk chunk.Limits
+	// Decode tunes event decoding (e.g. showing Secret data).
+	Decode event.DecodeOptions
+	// Locate, if set, is called on every Problem before it is emitted, to
+	// add where the bytes came from (capture file and packet number).
+	Locate func(*record.Problem)
+}
+
+// Conn is the HTTP/1.1 state of one connection. Create it with New.
+type Conn struct {
+	rec      *record.Conn
+	sink     record.Sink
+	opt      Options
+	client   *side
+	server   *side
+	pending  []*record.Request
+	exchange int
+	last     time.Time
+}
+
+// New returns a Conn that reports records of connection rec to sink.
+func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
+	if opt.MaxHeaderBytes <= 0 {
+		opt.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	c := &Conn{rec: rec, sink: sink, opt: opt}
+	c.client = &side{c: c, isServer: false}
+	c.server = &side{c: c, isServer: true}
+	return c
+}
+
+// Record returns the connection's identity.
+func (c *Conn) Record() *record.Conn { return c.rec }
+
+// ClientData feeds bytes the client sent, seen at time t.
+func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.client.feed(p, t) }
+
+// ServerData feeds bytes the server sent, seen at time t.
+func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.server.feed(p, t) }
+
+// ClientGap reports n bytes the client sent that were not captured.
+func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
+
+// ServerGap reports n bytes the server sent that were not captured.
+func (c *Conn) ServerGap(n int64, t time.Time) { c.server.gap(n, t) }
+
+// Ending says why a side's byte stream ended.
+type Ending int
+
+// How a connection's byte stream can end.
+const (
+	// EndFIN: the sender closed its side (TCP FIN), or a live read hit EOF.
+	EndFIN Ending = iota
+	// EndRST: the connection was reset.
+	EndRST
+	// EndCapture: the capture (or the live session) ended with the stream open.
+	EndCapture
+)
+
+// CloseServer ends the server's byte stream, which ends a body read until
+// close and shows how a chunked body ended.
+func (c *Conn) CloseServer(how Ending, t time.Time) { c.server.close(how, t) }
+
+// CloseClient ends the client's byte stream.
+func (c *Conn) CloseClient(how Ending, t time.Time) { c.client.close(how, t) }
+
+func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
+
+func (c *Conn) problem(p *record.Problem) {
+	p.Conn = c.rec
+	if p.Time.IsZero() {
+		p.Time = c.last
+	}
+	if c.opt.Locate != nil {
+		c.opt.Locate(p)
+	}
+	c.emit(p)
+}
+
+// side is one direction of the connection: a sequence of HTTP messages.
+type side struct {
+	c        *Conn
+	isServer bool
+	off      int64 // stream offset of the next byte
+	dead     bool  // not HTTP, or an unrecoverable error: ignore the rest
+	seen     bool  // any byte seen
+	closed   bool
+	hdr      []byte
+	hdrStart int64
+	body     *body // current message body, nil while reading a header
+}
+
+func (s *side) name() string {
+	if s.isServer {
+		return "server"
+	}
+	return "client"
+}
+
+func (s *side) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
+	s.c.problem(&record.Problem{Direction: s.name(), Where: where, Offset: off, Kind: kind,
+		Detail: detail, Hint: hint, Warning: warning, Time: t, Exchange: s.c.exchange})
+}
+
+func (s *side) feed(p []byte, t time.Time) {
+	for len(p) > 0 && !s.dead {
+		if !s.seen {
+			s.seen = true
+			if !s.sniff(p, t) {
+				s.dead = true
+				return
+			}
+		}
+		if s.body != nil {
+			n := s.body.write(p, t)
+			s.off += int64(n)
+			p = p[n:]
+			if s.body.done {
+				s.body.finish(t)
+				s.body = nil
+			}
+			continue
+		}
+		n := s.readHeader(p, t)
+		s.off += int64(n)
+		p = p[n:]
+	}
+}
+
+// sniff decides from the first bytes of a direction whether it carries
+// HTTP/1.1, and otherwise says what it carries.
+func (s *side) sniff(p []byte, t time.Time) bool {
+	if len(p) >= 3 && p[0] == 0x16 && p[1] == 0x03 {
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "tls",
+			Message: "TLS (handshake record version 3." + fmt.Sprint(p[2]) + "): encrypted, so no HTTP can be decoded; capture plain HTTP, e.g. through kubectl proxy (port 8001)"})
+		return false
+	}
+	if len(p) >= 9 && bytes.HasPrefix(p, []byte("PRI * HTTP/2")) {
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
+			Message: "HTTP/2 (prior knowledge preface): HTTP/2 has no chunked coding; capture an HTTP/1.1 connection"})
+		return false
+	}
+	if s.isServer {
+		if looksLike(p, "HTTP/") {
+			return true
+		}
+	} else if startsWithMethod(p) {
+		return true
+	}
+	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
+		Message: fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
+			s.name(), head(p, 8))})
+	return false
+}
+
+func head(p []byte, n int) []byte {
+	if len(p) > n {
+		return p[:n]
+	}
+	return p
+}
+
+// looksLike reports whether p starts with prefix (or with a part of it when
+// p is shorter).
+func looksLike(p []byte, prefix string) bool {
+	if len(p) < len(prefix) {
+		return bytes.HasPrefix([]byte(prefix), p)
+	}
+	return bytes.HasPrefix(p, []byte(prefix))
+}
+
+func startsWithMethod(p []byte) bool {
+	for i, b := range p {
+		if b == ' ' {
+			return i > 0
+		}
+		if !(b >= 'A' && b <= 'Z' || b == '-' || b == '_') || i > 20 {
+			return false
+		}
+	}
+	return len(p) > 0
+}
+
+// readHeader accumulates a header section; it returns the bytes of p
+// consumed. When the section is complete it starts the message.
+func (s *side) readHeader(p []byte, t time.Time) int {
+	if len(s.hdr) == 0 {
+		s.hdrStart = s.off
+		// RFC 9112 §2.2: a recipient should ignore at least one empty
+		// line before a request-line.
+		i := 0
+		for i < len(p) && (p[i] == '\r' || p[i] == '\n') {
+			i++
+		}
+		if i > 0 {
+			return i
+		}
+	}
+	from := len(s.hdr) - 3
+	if from < 0 {
+		from = 0
+	}
+	s.hdr = append(s.hdr, p...)
+	end := headerEnd(s.hdr, from)
+	if end < 0 {
+		if len(s.hdr) > s.c.opt.MaxHeaderBytes {
+			s.problem("stream", s.hdrStart, "header section too large",
+				fmt.Sprintf("more than %d bytes without an empty line", s.c.opt.MaxHeaderBytes),
+				"raise --max-header-bytes if this is real traffic", false, t)
+			s.dead = true
+			s.hdr = nil
+		}
+		return len(p)
+	}
+	used := end - (len(s.hdr) - len(p))
+	h := s.hdr[:end]
+	s.hdr = s.hdr[:0]
+	if s.isServer {
+		s.startResponse(h, t)
+	} else {
+		s.startRequest(h, t)
+	}
+	return used
+}
+
+// headerEnd returns the length of the header section in b (through the
+// empty line), searching from index from, or -1.
+func headerEnd(b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		if b[i] != '\n' {
+			continue
+		}
+		if i+1 < len(b) && b[i+1] == '\n' {
+			return i + 2
+		}
+		if i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n' {
+			return i + 3
+		}
+	}
+	return -1
+}
+
+func (s *side) gap(n int64, t time.Time) {
+	if s.dead || n <= 0 {
+		s.off += n
+		return
+	}
+	s.problem("stream", s.off, "bytes missing from the capture",
+		fmt.Sprintf("%d bytes missing at offset %d", n, s.off),
+		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
+	if s.body != nil {
+		if s.body.gap(n, t) {
+			s.off += n
+			return
+		}
+		s.body.finish(t)
+		s.body = nil
+	}
+	s.off += n
+	// Lost bytes in a header section or across messages: HTTP framing of
+	// this direction cannot be trusted any more.
+	s.hdr = s.hdr[:0]
+	s.dead = true
+	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
+		Message: fmt.Sprintf("%s stream: HTTP framing lost after missing bytes; the rest of this direction is not decoded", s.name())})
+}
+
+func (s *side) close(how Ending, t time.Time) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.body != nil {
+		s.body.closeWith(how, t)
+		s.body = nil
+	} else if len(s.hdr) > 0 && !s.dead {
+		s.problem("stream", s.hdrStart, "header section cut short",
+			fmt.Sprintf("%d bytes of a header section, then the stream ended", len(s.hdr)), "", false, t)
+	}
+}

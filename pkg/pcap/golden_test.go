@@ -1,0 +1,151 @@
+package pcap_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/printer"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// captureDir holds the captures with golden outputs beside them:
+// NAME.golden (pretty, color off, --all-http) and NAME.golden.jsonl (-o json
+// --all-http --wire).
+const captureDir = "../../testdata/pcap"
+
+type mode struct {
+	suffix string
+	opt    printer.Options
+	json   bool
+}
+
+var modes = []mode{
+	{suffix: ".golden", opt: printer.Options{AllHTTP: true}},
+	{suffix: ".golden.jsonl", opt: printer.Options{AllHTTP: true, Wire: true}, json: true},
+}
+
+// decode runs the capture through the same path as kwatch pcap.
+func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte bool) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	var p printer.Printer
+	if m.json {
+		p = printer.NewJSON(&out, m.opt)
+	} else {
+		p = printer.NewPretty(&out, m.opt)
+	}
+	r := bytes.NewReader(data)
+	var src io.Reader = r
+	if oneByte {
+		src = iotest.OneByteReader(r)
+	}
+	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, p); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func captures(t *testing.T) []string {
+	var files []string
+	for _, pat := range []string{"*.pcap", "*.pcapng", "*.pcap.gz"} {
+		m, err := filepath.Glob(filepath.Join(captureDir, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no captures in %s", captureDir)
+	}
+	return files
+}
+
+func goldenName(file, suffix string) string {
+	base := file
+	for _, ext := range []string{".gz", ".pcapng", ".pcap"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base + suffix
+}
+
+// TestGolden decodes every capture in testdata/pcap whole, with reassembled
+// bytes fed to HTTP decoding one byte at a time, and with the file read one
+// byte at a time, and compares each output with the same golden file.
+func TestGolden(t *testing.T) {
+	for _, file := range captures(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(file)
+		for _, m := range modes {
+			t.Run(name+m.suffix, func(t *testing.T) {
+				t.Parallel()
+				got := decode(t, data, name, m, 0, false)
+				golden := goldenName(file, m.suffix)
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test ./pkg/pcap -update to create it)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("output differs from %s:\n%s", golden, firstDiff(want, got))
+				}
+				if testing.Short() && len(data) > 64<<10 {
+					return
+				}
+				if split := decode(t, data, name, m, 1, false); !bytes.Equal(split, want) {
+					t.Errorf("fed one byte at a time, output differs from %s:\n%s", golden, firstDiff(want, split))
+				}
+				if ob := decode(t, data, name, m, 0, true); !bytes.Equal(ob, want) {
+					t.Errorf("file read one byte at a time, output differs from %s:\n%s", golden, firstDiff(want, ob))
+				}
+			})
+		}
+	}
+}
+
+// firstDiff shows the first line that differs.
+func firstDiff(want, got []byte) string {
+	wl := strings.Split(string(want), "\n")
+	gl := strings.Split(string(got), "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, clip(w), clip(g))
+		}
+	}
+	return "(no line differs)"
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
+

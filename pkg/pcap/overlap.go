@@ -1,0 +1,93 @@
+package pcap
+
+// Overlap window bounds, in bytes. The window grows from the minimum as a
+// direction carries more bytes, so short connections stay small.
+const (
+	overlapMinWindow = 16 << 10
+	overlapMaxWindow = 256 << 10
+)
+
+// overlapCheck remembers the most recent bytes of one TCP direction, so that
+// a retransmitted segment can be compared with the first copy. gopacket's
+// reassembly splices overlapping data without saying whether the copies
+// agreed; a difference means an endpoint may have seen other bytes than the
+// capture shows (e.g. injected segments).
+type overlapCheck struct {
+	init      bool
+	lastSeq   uint32
+	lastRel   int64 // stream offset of lastSeq
+	contig    int64 // bytes [validFrom, contig) are in ring
+	validFrom int64
+	ring      []byte
+}
+
+// rel converts a sequence number to a stream offset, following wrap-around
+// of the 32-bit sequence space (RFC 9293 §3.4).
+func (o *overlapCheck) rel(seq uint32) int64 {
+	r := o.lastRel + int64(int32(seq-o.lastSeq))
+	if r > o.lastRel {
+		o.lastSeq, o.lastRel = seq, r
+	}
+	return r
+}
+
+// add records a segment. It returns ok=false and the stream offset of the
+// first differing byte when payload overlaps earlier bytes with other
+// content.
+func (o *overlapCheck) add(seq uint32, syn bool, payload []byte) (int64, bool) {
+	if syn {
+		seq++ // the SYN occupies one sequence number (RFC 9293 §3.4)
+	}
+	if !o.init {
+		o.init = true
+		o.lastSeq = seq
+	}
+	if len(payload) == 0 {
+		return 0, true
+	}
+	r := o.rel(seq)
+	if r < 0 {
+		return 0, true
+	}
+	end := r + int64(len(payload))
+	n := int64(len(o.ring))
+	lo, hi := max(r, o.validFrom, o.contig-n), min(end, o.contig)
+	for x := lo; x < hi; x++ {
+		if o.ring[x%n] != payload[x-r] {
+			return x, false
+		}
+	}
+	if r > o.contig {
+		// A gap: bytes before r are unknown.
+		o.validFrom, o.contig = r, r
+	}
+	if end <= o.contig {
+		return 0, true
+	}
+	o.grow(end)
+	n = int64(len(o.ring))
+	for x := o.contig; x < end; x++ {
+		o.ring[x%n] = payload[x-r]
+	}
+	o.contig = end
+	return 0, true
+}
+
+// grow enlarges the ring, up to overlapMaxWindow, when the stream has
+// carried more bytes than it holds.
+func (o *overlapCheck) grow(end int64) {
+	n := int64(len(o.ring))
+	if n >= overlapMaxWindow || (n > 0 && end-o.validFrom <= n) {
+		return
+	}
+	size := max(n*2, overlapMinWindow)
+	for size < end-o.validFrom && size < overlapMaxWindow {
+		size *= 2
+	}
+	size = min(size, overlapMaxWindow)
+	ring := make([]byte, size)
+	for x := max(o.validFrom, o.contig-n); x < o.contig; x++ {
+		ring[x%size] = o.ring[x%n]
+	}
+	o.ring = ring
+}

@@ -1,0 +1,222 @@
+package pcap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/reassembly"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Defaults of Options.
+const (
+	// DefaultGapTimeout is how much capture time may pass before data
+	// waiting behind a missing segment is delivered and the gap reported.
+	DefaultGapTimeout = 2 * time.Second
+	// DefaultMaxBufferedPerConn bounds the out-of-order pages (about
+	// 1900 bytes each, gopacket reassembly) one connection may buffer while
+	// a segment is missing: 2048 pages, about 4 MiB.
+	DefaultMaxBufferedPerConn = 2048
+	// DefaultMaxBufferedTotal bounds out-of-order pages over all
+	// connections: 16384 pages, about 32 MiB.
+	DefaultMaxBufferedTotal = 16384
+	// maxTruncatedReports bounds how many snaplen-cut packets are reported
+	// one by one; the rest are counted in the summary.
+	maxTruncatedReports = 5
+)
+
+// Options tune Read. The zero value means the defaults.
+type Options struct {
+	// Name is the capture's file name, "-" for stdin; it prefixes the
+	// location of every problem.
+	Name string
+	// Port, when not 0, keeps only connections with this TCP port on either
+	// side.
+	Port uint16
+	// HTTP tunes the HTTP/1.1 decoding of each connection.
+	HTTP httpconn.Options
+	// MaxFeed, when not 0, hands reassembled bytes to HTTP decoding in
+	// pieces of at most MaxFeed bytes. Output must not depend on it; tests
+	// use 1 to prove that.
+	MaxFeed int
+	// GapTimeout is DefaultGapTimeout when 0.
+	GapTimeout time.Duration
+	// MaxBufferedPerConn and MaxBufferedTotal bound reassembly buffers, in
+	// pages; 0 means the defaults.
+	MaxBufferedPerConn, MaxBufferedTotal int
+}
+
+// Stats counts what Read saw.
+type Stats struct {
+	// Format is "pcap" or "pcapng", with " (gzip)" when compressed.
+	Format string
+	// Packets is the number of packet records read.
+	Packets int64
+	// TCP is the number of TCP packets given to reassembly.
+	TCP int64
+	// Connections is the number of TCP connections that carried data.
+	Connections int
+	// Truncated counts packets cut short by the capture's snaplen.
+	Truncated int64
+}
+
+// Read decodes the capture read from r and sends records to sink, in the
+// order their bytes were captured, then a record.Summary. It returns an
+// error wrapping ErrNotCapture when r is not a capture, or another error for
+// an unreadable header; problems inside the capture (a file cut mid-record,
+// undecodable packets) are reported as records and do not stop it. ctx
+// cancellation stops reading; what was read is flushed first.
+func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Stats, error) {
+	src, err := openSource(r)
+	if err != nil {
+		return nil, err
+	}
+	if opt.GapTimeout <= 0 {
+		opt.GapTimeout = DefaultGapTimeout
+	}
+	if opt.MaxBufferedPerConn <= 0 {
+		opt.MaxBufferedPerConn = DefaultMaxBufferedPerConn
+	}
+	if opt.MaxBufferedTotal <= 0 {
+		opt.MaxBufferedTotal = DefaultMaxBufferedTotal
+	}
+	rd := &reader{opt: opt, sink: sink, stats: &Stats{Format: src.format}}
+	rd.httpOpt = opt.HTTP
+	rd.httpOpt.Locate = rd.locate
+	pool := reassembly.NewStreamPool(rd)
+	asm := reassembly.NewAssembler(pool)
+	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn
+	asm.MaxBufferedPagesTotal = opt.MaxBufferedTotal
+	dec := newPacketDecoder()
+	badLinks := map[layers.LinkType]bool{}
+	var lastFlush time.Time
+
+	for {
+		if ctx.Err() != nil {
+			break
+		}
+		data, ci, link, err := src.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rd.fileProblem(src, err)
+			break
+		}
+		rd.stats.Packets++
+		rd.now = ci.Timestamp
+		if ci.CaptureLength < ci.Length {
+			rd.truncated(ci)
+		}
+		netFlow, tcp, ok, err := dec.decode(link, data)
+		if err != nil {
+			if !badLinks[link] {
+				badLinks[link] = true
+				rd.emit(&record.Problem{File: opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
+					Kind: "unsupported link type", Detail: err.Error()})
+			}
+			continue
+		}
+		if !ok || (opt.Port != 0 && uint16(tcp.SrcPort) != opt.Port && uint16(tcp.DstPort) != opt.Port) {
+			continue
+		}
+		rd.stats.TCP++
+		asm.AssembleWithContext(netFlow, tcp, &captureContext{ci: ci})
+		// Deliver data stuck behind a lost segment once it has waited
+		// GapTimeout of capture time; never close idle connections
+		// (a quiet watch is still open).
+		if ci.Timestamp.Sub(lastFlush) > time.Second {
+			lastFlush = ci.Timestamp
+			asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-opt.GapTimeout)})
+		}
+	}
+	rd.ending = true
+	asm.FlushAll()
+	if rd.stats.Truncated > maxTruncatedReports {
+		rd.emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
+			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
+	}
+	rd.stats.Connections = rd.nconn
+	sink.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.nconn})
+	return rd.stats, nil
+}
+
+// captureContext passes a packet's capture info through reassembly.
+type captureContext struct{ ci gopacket.CaptureInfo }
+
+func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
+
+// reader is the state of one Read: it is the reassembly StreamFactory.
+type reader struct {
+	opt     Options
+	httpOpt httpconn.Options
+	sink    record.Sink
+	stats   *Stats
+	now     time.Time
+	nconn   int
+	ending  bool // FlushAll at the end of the capture
+}
+
+func (rd *reader) emit(r record.Record) { rd.sink.Emit(r) }
+
+// locate adds the file name and current packet number to a problem.
+func (rd *reader) locate(p *record.Problem) {
+	p.File = rd.opt.Name
+	if p.Packet == 0 {
+		p.Packet = rd.stats.Packets
+	}
+}
+
+func (rd *reader) truncated(ci gopacket.CaptureInfo) {
+	rd.stats.Truncated++
+	if rd.stats.Truncated > maxTruncatedReports {
+		return
+	}
+	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
+		Kind: "packet cut short by the snaplen",
+		Detail: fmt.Sprintf("captured %d of %d bytes", ci.CaptureLength, ci.Length),
+		Hint:   "capture with -s 0", Warning: true})
+}
+
+func (rd *reader) fileProblem(src *source, err error) {
+	kind := "capture file unreadable"
+	hint := ""
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		kind = "capture file ends mid-record"
+		hint = "the capture was cut short (was tcpdump killed?); every complete packet was decoded"
+	}
+	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: src.offset(),
+		Time: rd.now, Kind: kind, Detail: err.Error(), Hint: hint})
+}
+
+// New creates the Stream of a new TCP connection (reassembly.StreamFactory).
+func (rd *reader) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+	s := &stream{rd: rd, net: netFlow, tcp: tcpFlow}
+	// The gopacket direction "client to server" is the sender of the first
+	// packet seen. A SYN without ACK confirms it; a SYN+ACK reverses it.
+	switch {
+	case tcp.SYN && !tcp.ACK:
+		s.clientDir, s.known = reassembly.TCPDirClientToServer, true
+	case tcp.SYN && tcp.ACK:
+		s.clientDir, s.known = reassembly.TCPDirServerToClient, true
+	}
+	return s
+}
+
+// endpoint builds an address:port from a flow's endpoint bytes.
+func endpoint(ip, port []byte) netip.AddrPort {
+	a, _ := netip.AddrFromSlice(ip)
+	var p uint16
+	if len(port) == 2 {
+		p = uint16(port[0])<<8 | uint16(port[1])
+	}
+	return netip.AddrPortFrom(a.Unmap(), p)
+}

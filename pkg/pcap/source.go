@@ -1,0 +1,126 @@
+// Package pcap reads packet captures (pcap and pcapng, optionally gzip'd),
+// decodes their link, IP and TCP layers with gopacket, reassembles each TCP
+// connection with gopacket's reassembly package, and hands the bytes of both
+// directions of every connection to pkg/httpconn. It reports what it cannot
+// decode (truncated files, snaplen-cut packets, lost segments, retransmissions
+// whose bytes differ from the first copy) as records with their location.
+package pcap
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// Capture file magic numbers (pcap: the tcpdump.org file format; pcapng:
+// draft-ietf-opsawg-pcapng §4.1 Section Header Block; gzip: RFC 1952 §2.3.1).
+const (
+	magicPcapMicro    = 0xa1b2c3d4
+	magicPcapNano     = 0xa1b23c4d
+	magicPcapMicroSwp = 0xd4c3b2a1
+	magicPcapNanoSwp  = 0x4d3cb2a1
+	magicPcapNG       = 0x0a0d0d0a
+)
+
+// ErrNotCapture is wrapped by the error Open returns for input that is not a
+// pcap or pcapng file.
+var ErrNotCapture = errors.New("not a pcap or pcapng file")
+
+// source reads packets with their link type.
+type source struct {
+	pcap   *pcapgo.Reader
+	ng     *pcapgo.NgReader
+	count  *countingReader
+	link   layers.LinkType
+	format string // "pcap", "pcapng", with " (gzip)" when compressed
+	gz     bool
+}
+
+// countingReader counts the bytes read through it, to locate truncation.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// openSource detects the capture format from its magic number and returns a
+// packet source. The error wraps ErrNotCapture (with the magic seen) for any
+// other input.
+func openSource(r io.Reader) (*source, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(4)
+	if err != nil {
+		if len(magic) == 0 {
+			return nil, fmt.Errorf("%w (the input is empty)", ErrNotCapture)
+		}
+		return nil, fmt.Errorf("%w (only %d bytes)", ErrNotCapture, len(magic))
+	}
+	s := &source{}
+	var in io.Reader = br
+	if magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		s.gz = true
+		gbr := bufio.NewReaderSize(zr, 64<<10)
+		if magic, err = gbr.Peek(4); err != nil {
+			return nil, fmt.Errorf("%w (gzip'd data of %d bytes)", ErrNotCapture, len(magic))
+		}
+		in = gbr
+	}
+	s.count = &countingReader{r: in}
+	switch m := binary.BigEndian.Uint32(magic); m {
+	case magicPcapMicro, magicPcapNano, magicPcapMicroSwp, magicPcapNanoSwp:
+		rd, err := pcapgo.NewReader(s.count)
+		if err != nil {
+			return nil, fmt.Errorf("pcap header: %w", err)
+		}
+		s.pcap, s.link, s.format = rd, rd.LinkType(), "pcap"
+	case magicPcapNG:
+		rd, err := pcapgo.NewNgReader(s.count, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		if err != nil {
+			return nil, fmt.Errorf("pcapng header: %w", err)
+		}
+		s.ng, s.link, s.format = rd, rd.LinkType(), "pcapng"
+	default:
+		return nil, fmt.Errorf("%w (magic 0x%08x)", ErrNotCapture, m)
+	}
+	if s.gz {
+		s.format += " (gzip)"
+	}
+	return s, nil
+}
+
+// next returns the next packet's bytes, capture info and link type. The
+// bytes are valid until the next call. It returns io.EOF at a clean end and
+// io.ErrUnexpectedEOF when the file ends inside a record.
+func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	if s.pcap != nil {
+		data, ci, err := s.pcap.ZeroCopyReadPacketData()
+		return data, ci, s.link, err
+	}
+	data, ci, err := s.ng.ReadPacketData()
+	link := s.link
+	if err == nil && len(ci.AncillaryData) > 0 {
+		if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
+			link = lt
+		}
+	}
+	return data, ci, link, err
+}
+
+// offset returns the bytes of the (decompressed) capture consumed so far.
+func (s *source) offset() int64 { return s.count.n }

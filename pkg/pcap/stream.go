@@ -1,0 +1,233 @@
+package pcap
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/reassembly"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// stream is one TCP connection (reassembly.Stream).
+type stream struct {
+	rd        *reader
+	net, tcp  gopacket.Flow
+	clientDir reassembly.TCPFlowDirection
+	known     bool // clientDir is decided
+	rec       *record.Conn
+	hc        *httpconn.Conn
+	half      [2]halfState // by gopacket direction
+	noStart   bool         // reported that the connection began before the capture
+	done      bool
+}
+
+// halfState is what kwatch tracks of one direction beyond reassembly.
+type halfState struct {
+	fin, rst, closed bool
+	overlap          overlapCheck
+}
+
+// Accept sees every TCP packet of the connection before reassembly. It
+// accepts all of them, starts a stream whose SYN was not captured (gopacket
+// would otherwise hold its data until the end), notes FIN and RST, and
+// compares retransmitted bytes with the first copy.
+func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
+	*start = true
+	h := s.halfOf(dir)
+	if tcp.FIN {
+		h.fin = true
+	}
+	if tcp.RST {
+		h.rst = true
+	}
+	if len(tcp.Payload) > 0 {
+		if off, ok := h.overlap.add(tcp.Seq, tcp.SYN, tcp.Payload); !ok {
+			s.ensureConn(dir, nil)
+			s.rd.emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.rec,
+				Direction: s.dirName(dir), Where: "stream", Offset: off, Time: ci.Timestamp,
+				Kind:   "retransmission differs from the first copy",
+				Detail: fmt.Sprintf("%d bytes at seq %d overlap earlier bytes with other content", len(tcp.Payload), tcp.Seq),
+				Hint:   "the stream may have been tampered with; which copy the endpoint used is unknown"})
+		}
+	} else if tcp.SYN {
+		h.overlap.add(tcp.Seq, true, nil)
+	}
+	return true
+}
+
+// halfOf returns the state of one gopacket direction.
+func (s *stream) halfOf(dir reassembly.TCPFlowDirection) *halfState {
+	if dir == reassembly.TCPDirClientToServer {
+		return &s.half[0]
+	}
+	return &s.half[1]
+}
+
+func (s *stream) dirName(dir reassembly.TCPFlowDirection) string {
+	if s.known && dir == s.clientDir {
+		return "client"
+	}
+	if s.known {
+		return "server"
+	}
+	return ""
+}
+
+// ensureConn decides which side is the client (from the SYN, or from the
+// first data: a request line or a status line, or else from the ports) and
+// creates the HTTP state.
+func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
+	if s.hc != nil {
+		return
+	}
+	if !s.known {
+		s.known = true
+		switch {
+		case bytes.HasPrefix(data, []byte("HTTP/")):
+			s.clientDir = dir.Reverse()
+		case len(data) > 0 && isRequestStart(data):
+			s.clientDir = dir
+		default:
+			// The listening side usually has the lower, non-ephemeral
+			// port (or the one --port named).
+			src, dst := portOf(s.tcp.Src().Raw()), portOf(s.tcp.Dst().Raw())
+			s.clientDir = reassembly.TCPDirClientToServer
+			if p := s.rd.opt.Port; (p != 0 && src == p) || (p == 0 && src < dst) {
+				s.clientDir = reassembly.TCPDirServerToClient
+			}
+		}
+	}
+	a := endpoint(s.net.Src().Raw(), s.tcp.Src().Raw())
+	b := endpoint(s.net.Dst().Raw(), s.tcp.Dst().Raw())
+	if s.clientDir != reassembly.TCPDirClientToServer {
+		a, b = b, a
+	}
+	// Connections are numbered in the order they first carried data.
+	s.rd.nconn++
+	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
+	s.hc = httpconn.New(s.rec, s.rd.sink, s.rd.httpOpt)
+}
+
+func portOf(b []byte) uint16 {
+	if len(b) != 2 {
+		return 0
+	}
+	return uint16(b[0])<<8 | uint16(b[1])
+}
+
+func isRequestStart(p []byte) bool {
+	for _, m := range []string{"GET ", "POST ", "PUT ", "PATCH ", "DELETE ", "HEAD ", "OPTIONS ", "CONNECT ", "TRACE "} {
+		if bytes.HasPrefix(p, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReassembledSG receives in-order bytes of one direction, with the size of
+// any gap before them.
+func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
+	dir, _, end, skip := sg.Info()
+	length, _ := sg.Lengths()
+	var data []byte
+	if length > 0 {
+		data = sg.Fetch(length)
+	}
+	ci := gopacket.CaptureInfo{Timestamp: s.rd.now}
+	if ac != nil {
+		ci = ac.GetCaptureInfo()
+	}
+	if length > 0 {
+		ci = sg.CaptureInfo(length - 1)
+	}
+	if length > 0 || skip > 0 {
+		s.ensureConn(dir, data)
+	}
+	client := dir == s.clientDir
+	if skip < 0 && !s.noStart && length > 0 {
+		s.noStart = true
+		s.rd.emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
+			Message: "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"})
+	}
+	if skip > 0 {
+		if client {
+			s.hc.ClientGap(int64(skip), ci.Timestamp)
+		} else {
+			s.hc.ServerGap(int64(skip), ci.Timestamp)
+		}
+	}
+	for len(data) > 0 {
+		piece := data
+		if m := s.rd.opt.MaxFeed; m > 0 && len(piece) > m {
+			piece = piece[:m]
+		}
+		data = data[len(piece):]
+		if client {
+			s.hc.ClientData(piece, ci.Timestamp)
+		} else {
+			s.hc.ServerData(piece, ci.Timestamp)
+		}
+	}
+	if end {
+		s.closeHalf(dir, ci)
+	}
+}
+
+func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureInfo) {
+	h := s.halfOf(dir)
+	if h.closed || s.hc == nil {
+		return
+	}
+	h.closed = true
+	how := httpconn.EndFIN
+	switch {
+	case h.rst || s.halfOf(dir.Reverse()).rst:
+		how = httpconn.EndRST
+	case !h.fin && s.rd.ending:
+		how = httpconn.EndCapture
+	}
+	if dir == s.clientDir {
+		s.hc.CloseClient(how, ci.Timestamp)
+	} else {
+		s.hc.CloseServer(how, ci.Timestamp)
+	}
+}
+
+// ReassemblyComplete is called once when both directions are done: closed
+// by FIN or RST, or flushed at the end of the capture.
+func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	if s.done {
+		return true
+	}
+	s.done = true
+	ci := gopacket.CaptureInfo{Timestamp: s.rd.now}
+	if ac != nil {
+		ci = ac.GetCaptureInfo()
+	}
+	if s.rd.ending {
+		ci.Timestamp = s.rd.now
+	}
+	s.closeHalf(s.clientDir.Reverse(), ci)
+	s.closeHalf(s.clientDir, ci)
+	if s.hc != nil {
+		note := &record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "closed"}
+		switch {
+		case s.half[0].rst || s.half[1].rst:
+			note.Message = "connection reset (RST)"
+		case s.half[0].fin && s.half[1].fin:
+			note.Message = "connection closed (FIN both ways)"
+		case s.half[0].fin || s.half[1].fin:
+			note.Message = "capture ended with the connection half-closed"
+			note.Kind = "capture-ended"
+		default:
+			note.Message = "capture ended with the connection open"
+			note.Kind = "capture-ended"
+		}
+		s.rd.emit(note)
+	}
+	return true
+}

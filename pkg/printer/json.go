@@ -1,0 +1,244 @@
+package printer
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// JSON writes one JSON object per line (JSON Lines). Every object has a
+// "record" field: "connection", "request", "response", "event", "end",
+// "note", "problem" or "summary". README.md documents each.
+type JSON struct {
+	filter
+	w   *errWriter
+	enc *json.Encoder
+}
+
+// NewJSON returns a JSON Lines printer writing to w.
+func NewJSON(w io.Writer, opt Options) *JSON {
+	ew := &errWriter{w: w}
+	enc := json.NewEncoder(writerFunc(func(p []byte) (int, error) {
+		if ew.err != nil {
+			return 0, ew.err
+		}
+		n, err := w.Write(p)
+		ew.err = err
+		return n, err
+	}))
+	enc.SetEscapeHTML(false)
+	return &JSON{filter: newFilter(opt), w: ew, enc: enc}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Emit writes r as JSON if the filter passes it.
+func (j *JSON) Emit(r record.Record) {
+	for _, x := range j.pass(r) {
+		if v := j.object(x); v != nil {
+			_ = j.enc.Encode(v)
+		}
+	}
+}
+
+// Close returns the first write error.
+func (j *JSON) Close() error { return j.w.err }
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+type jsonConn struct {
+	Record     string `json:"record"`
+	ID         int    `json:"id"`
+	Connection string `json:"connection"`
+	Client     string `json:"client"`
+	Server     string `json:"server"`
+}
+
+type jsonRequest struct {
+	Record     string              `json:"record"`
+	Time       string              `json:"time"`
+	Connection string              `json:"connection"`
+	Exchange   int                 `json:"exchange"`
+	Method     string              `json:"method"`
+	Target     string              `json:"target"`
+	Proto      string              `json:"proto"`
+	Watch      bool                `json:"watch"`
+	Header     map[string][]string `json:"header,omitempty"`
+}
+
+type jsonResponse struct {
+	Record        string              `json:"record"`
+	Time          string              `json:"time"`
+	Connection    string              `json:"connection"`
+	Exchange      int                 `json:"exchange"`
+	Proto         string              `json:"proto"`
+	StatusCode    int                 `json:"statusCode"`
+	Reason        string              `json:"reason"`
+	Framing       string              `json:"framing"`
+	ContentLength int64               `json:"contentLength,omitempty"`
+	ContentType   string              `json:"contentType,omitempty"`
+	Watch         bool                `json:"watch"`
+	Format        string              `json:"format,omitempty"`
+	Header        map[string][]string `json:"header,omitempty"`
+}
+
+type jsonChunk struct {
+	Size     int64  `json:"size"`
+	SizeLine string `json:"sizeLine"`
+	Offset   int64  `json:"offset"`
+	Index    int    `json:"index"`
+	Events   int    `json:"events"`
+	Bytes    int64  `json:"bytes"`
+	Wire     string `json:"wire,omitempty"`
+}
+
+type jsonEvent struct {
+	Record           string          `json:"record"`
+	Type             string          `json:"type"`
+	Object           json.RawMessage `json:"object"`
+	Chunks           []jsonChunk     `json:"chunks"`
+	Connection       string          `json:"connection"`
+	Time             string          `json:"time"`
+	Exchange         int             `json:"exchange"`
+	Seq              int             `json:"seq"`
+	Kind             string          `json:"kind,omitempty"`
+	Namespace        string          `json:"namespace,omitempty"`
+	Name             string          `json:"name,omitempty"`
+	ResourceVersion  string          `json:"resourceVersion,omitempty"`
+	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
+	Offset           int64           `json:"offset"`
+	Length           int64           `json:"length"`
+	Format           string          `json:"format"`
+}
+
+type jsonEnd struct {
+	Record     string          `json:"record"`
+	Time       string          `json:"time"`
+	Connection string          `json:"connection"`
+	Exchange   int             `json:"exchange"`
+	How        string          `json:"how"`
+	Clean      bool            `json:"clean"`
+	Request    bool            `json:"request,omitempty"`
+	Events     map[string]int  `json:"events,omitempty"`
+	Chunks     int             `json:"chunks"`
+	ChunkSizes []int64         `json:"chunkSizes,omitempty"`
+	Bytes      int64           `json:"bytes"`
+	Data       int64           `json:"dataBytes"`
+	DurationS  float64         `json:"durationSeconds"`
+	Problems   int             `json:"problems"`
+	Trailers   []string        `json:"trailers,omitempty"`
+	LastChunk  string          `json:"lastChunk,omitempty"`
+	Status     *metav1.Status  `json:"status,omitempty"`
+	BodyText   string          `json:"body,omitempty"`
+}
+
+type jsonNote struct {
+	Record     string `json:"record"`
+	Time       string `json:"time"`
+	Connection string `json:"connection"`
+	Kind       string `json:"kind"`
+	Message    string `json:"message"`
+}
+
+type jsonProblem struct {
+	Record     string `json:"record"`
+	Problem    string `json:"problem"`
+	Detail     string `json:"detail,omitempty"`
+	Hint       string `json:"hint,omitempty"`
+	Severity   string `json:"severity"`
+	File       string `json:"file,omitempty"`
+	Packet     int64  `json:"packet,omitempty"`
+	Connection string `json:"connection,omitempty"`
+	Exchange   int    `json:"exchange,omitempty"`
+	Direction  string `json:"direction,omitempty"`
+	Where      string `json:"where,omitempty"`
+	Offset     *int64 `json:"offset,omitempty"`
+	Time       string `json:"time,omitempty"`
+	Message    string `json:"message"`
+}
+
+type jsonSummary struct {
+	Record      string         `json:"record"`
+	Packets     int64          `json:"packets"`
+	Connections int            `json:"connections"`
+	Watches     int            `json:"watches"`
+	Events      map[string]int `json:"events"`
+	Chunks      int            `json:"chunks"`
+	Problems    int            `json:"problems"`
+	Warnings    int            `json:"warnings"`
+}
+
+func (j *JSON) object(r record.Record) any {
+	switch v := r.(type) {
+	case connRecord:
+		return jsonConn{Record: "connection", ID: v.conn.ID, Connection: v.conn.String(),
+			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
+	case *record.Request:
+		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
+			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header}
+	case *record.Response:
+		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
+			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
+			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
+			Watch: v.Watch, Format: v.Format, Header: v.Header}
+	case *record.Event:
+		chunks := make([]jsonChunk, len(v.Chunks))
+		for i, c := range v.Chunks {
+			chunks[i] = jsonChunk{Size: c.Size, SizeLine: c.SizeLine, Offset: c.Offset, Index: c.Index,
+				Events: c.Events, Bytes: c.Bytes}
+			if j.opt.Wire {
+				chunks[i].Wire = hexBytes(c.Header)
+			}
+		}
+		obj := v.Object
+		if len(obj) == 0 {
+			obj = json.RawMessage("null")
+		}
+		return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: chunks,
+			Connection: v.Conn.String(), Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
+			Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
+			InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format}
+	case *record.End:
+		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
+			How: v.How, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
+			Bytes: v.Bytes, Data: v.Data, DurationS: v.Duration.Seconds(), Problems: v.Problems,
+			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
+		if !v.Watch {
+			e.ChunkSizes = v.ChunkSizes
+		}
+		if len(v.LastChunk) > 0 {
+			e.LastChunk = hexBytes(v.LastChunk)
+		}
+		return e
+	case *record.ConnNote:
+		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message}
+	case *record.Problem:
+		p := jsonProblem{Record: "problem", Problem: v.Kind, Detail: v.Detail, Hint: v.Hint, Severity: "error",
+			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Exchange: v.Exchange,
+			Direction: v.Direction, Where: v.Where, Time: rfc3339(v.Time), Message: ProblemText(v)}
+		if v.Warning {
+			p.Severity = "warning"
+		}
+		if v.Offset >= 0 && v.Where != "" {
+			off := v.Offset
+			p.Offset = &off
+		}
+		return p
+	case *record.Summary:
+		t := &j.tally
+		return jsonSummary{Record: "summary", Packets: v.Packets, Connections: v.Connections,
+			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fatih/color"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// scheme holds the colors of the pretty printer, each enabled or disabled
+// explicitly (fatih/color's global decides from os.Stdout alone).
+type scheme struct {
+	added, modified, deleted, bookmark, errorEv, unknown *color.Color
+	conn, dim, problem, warning, header                   *color.Color
+}
+
+func newScheme(on bool) scheme {
+	mk := func(attrs ...color.Attribute) *color.Color {
+		c := color.New(attrs...)
+		if on {
+			c.EnableColor()
+		} else {
+			c.DisableColor()
+		}
+		return c
+	}
+	return scheme{
+		added:    mk(color.FgGreen),
+		modified: mk(color.FgYellow),
+		deleted:  mk(color.FgRed),
+		bookmark: mk(color.FgCyan),
+		errorEv:  mk(color.FgRed, color.Bold),
+		unknown:  mk(color.FgMagenta),
+		conn:     mk(color.FgBlue, color.Bold),
+		dim:      mk(color.Faint),
+		problem:  mk(color.FgRed, color.Bold),
+		warning:  mk(color.FgYellow),
+		header:   mk(color.Bold),
+	}
+}
+
+func (s scheme) forType(t string) *color.Color {
+	switch t {
+	case "ADDED":
+		return s.added
+	case "MODIFIED":
+		return s.modified
+	case "DELETED":
+		return s.deleted
+	case "BOOKMARK":
+		return s.bookmark
+	case "ERROR":
+		return s.errorEv
+	}
+	return s.unknown
+}
+
+// Pretty prints one readable line per watch event, with the connection's
+// request and response before them and how the body ended after them.
+type Pretty struct {
+	filter
+	w  *errWriter
+	cs scheme
+}
+
+// NewPretty returns a Pretty printer writing to w.
+func NewPretty(w io.Writer, opt Options) *Pretty {
+	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color)}
+}
+
+// Emit prints r if the filter passes it.
+func (p *Pretty) Emit(r record.Record) {
+	for _, x := range p.pass(r) {
+		p.print(x)
+	}
+}
+
+// Close returns the first write error; the summary record prints itself.
+func (p *Pretty) Close() error { return p.w.err }
+
+func (p *Pretty) ts(t time.Time) string {
+	if t.IsZero() {
+		return strings.Repeat(" ", 15)
+	}
+	if p.opt.Terminal {
+		return t.Local().Format("15:04:05.000000")
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+func (p *Pretty) id(c *record.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return p.cs.conn.Sprintf("#%d", c.ID)
+}
+
+func (p *Pretty) print(r record.Record) {
+	switch v := r.(type) {
+	case connRecord:
+		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
+	case *record.Request:
+		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.id(v.Conn), Escape(v.Method), Escape(v.Target), Escape(v.Proto))
+	case *record.Response:
+		p.printResponse(v)
+	case *record.Event:
+		p.printEvent(v)
+	case *record.End:
+		p.printEnd(v)
+	case *record.ConnNote:
+		p.w.printf("%s %s %s\n", p.ts(v.Time), p.id(v.Conn), p.cs.dim.Sprint(Escape(v.Message)))
+	case *record.Problem:
+		p.printProblem(v)
+	case *record.Summary:
+		p.printSummary(v)
+	}
+}
+
+func (p *Pretty) printResponse(v *record.Response) {
+	var parts []string
+	switch v.Framing {
+	case "chunked":
+		parts = append(parts, "chunked")
+	case "content-length":
+		parts = append(parts, fmt.Sprintf("Content-Length %d", v.ContentLength))
+	case "close":
+		parts = append(parts, "read until close")
+	}
+	if v.ContentType != "" {
+		parts = append(parts, Escape(v.ContentType))
+	}
+	if enc := v.Header["Content-Encoding"]; len(enc) > 0 {
+		parts = append(parts, "Content-Encoding "+Escape(strings.Join(enc, ", ")))
+	}
+	if v.Watch {
+		w := "watch"
+		if v.Request == nil {
+			w += " (request not captured)"
+		}
+		parts = append(parts, w)
+	}
+	status := fmt.Sprintf("%s %d %s", Escape(v.Proto), v.StatusCode, Escape(v.Reason))
+	if v.StatusCode >= 400 {
+		status = p.cs.problem.Sprint(status)
+	}
+	p.w.printf("%s %s < %s · %s\n", p.ts(v.Time), p.id(v.Conn), status, strings.Join(parts, " · "))
+}
+
+// ChunkText describes the chunks that carried an event: "chunk 0x3aa = 938
+// bytes", "3 chunks: 32768+32768+9560 bytes", "1 of 4 events in chunk 0x8000
+// = 32768 bytes", or "no chunks" for a body that is not chunked.
+func ChunkText(e *record.Event) string {
+	switch len(e.Chunks) {
+	case 0:
+		return "not chunked"
+	case 1:
+		c := e.Chunks[0]
+		s := fmt.Sprintf("chunk 0x%s = %d bytes", Escape(c.SizeLine), c.Size)
+		if c.Events > 1 {
+			s = fmt.Sprintf("%d of %d events in %s", c.Ordinal, c.Events, s)
+		}
+		return s
+	}
+	sizes := make([]string, len(e.Chunks))
+	shared := false
+	for i, c := range e.Chunks {
+		sizes[i] = fmt.Sprint(c.Size)
+		if c.Events > 1 {
+			shared = true
+		}
+	}
+	s := fmt.Sprintf("%d chunks: %s bytes", len(e.Chunks), strings.Join(sizes, "+"))
+	if shared {
+		s += " (shared with other events)"
+	}
+	return s
+}
+
+func (p *Pretty) printEvent(e *record.Event) {
+	c := p.cs.forType(e.Type)
+	what := ""
+	switch {
+	case e.Type == "ERROR" && e.Status != nil:
+		what = StatusText(e.Status)
+	case e.Type == "BOOKMARK":
+		what = "rv " + Escape(e.ResourceVersion)
+		if e.InitialEventsEnd {
+			what += " (k8s.io/initial-events-end)"
+		}
+	default:
+		obj := Escape(e.Kind)
+		if e.Namespace != "" {
+			obj += " " + Escape(e.Namespace) + "/" + Escape(e.Name)
+		} else if e.Name != "" {
+			obj += " " + Escape(e.Name)
+		}
+		what = fmt.Sprintf("%s  rv %s", obj, Escape(e.ResourceVersion))
+	}
+	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.dim.Sprintf("%3d", e.Seq),
+		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
+	if p.opt.Wire {
+		for _, ch := range e.Chunks {
+			p.w.printf("%s      chunk %d @%d  %s %s  %d data bytes  0d 0a\n", strings.Repeat(" ", 15),
+				ch.Index, ch.Offset, hexBytes(ch.Header), p.cs.dim.Sprintf("%q", ch.Header), ch.Size)
+		}
+	}
+}
+
+// StatusText formats a metav1.Status on one line: "410 Expired: too old
+// resource version: 1 (5)".
+func StatusText(st *metav1.Status) string {
+	s := fmt.Sprintf("%d %s", st.Code, Escape(string(st.Reason)))
+	if st.Message != "" {
+		s += ": " + Escape(strings.Join(strings.Fields(st.Message), " "))
+	}
+	return s
+}
+
+func hexBytes(b []byte) string {
+	var sb strings.Builder
+	for i, c := range b {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		fmt.Fprintf(&sb, "%02x", c)
+	}
+	return sb.String()
+}
+
+func (p *Pretty) printEnd(e *record.End) {
+	how := e.How
+	if !e.Clean {
+		how = p.cs.warning.Sprint(how)
+	}
+	parts := []string{"end: " + how}
+	if e.Request {
+		parts[0] = "request body end: " + how
+	}
+	if e.Watch {
+		parts = append(parts, countsLine(e.Events))
+	}
+	if e.Chunks > 0 {
+		cs := plural(e.Chunks, "chunk")
+		if !e.Watch && len(e.ChunkSizes) > 0 {
+			sizes := make([]string, len(e.ChunkSizes))
+			for i, n := range e.ChunkSizes {
+				sizes[i] = fmt.Sprint(n)
+			}
+			cs += " (" + strings.Join(sizes, "+")
+			if e.Chunks > len(e.ChunkSizes) {
+				cs += "+…"
+			}
+			cs += " bytes)"
+		}
+		parts = append(parts, cs)
+		parts = append(parts, fmt.Sprintf("%d data bytes in %d body bytes", e.Data, e.Bytes))
+	} else if e.Bytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d body bytes", e.Bytes))
+	}
+	if e.Duration > 0 {
+		parts = append(parts, e.Duration.Round(time.Millisecond).String())
+	}
+	if e.Problems > 0 {
+		parts = append(parts, p.cs.warning.Sprint(plural(e.Problems, "problem")))
+	}
+	p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), strings.Join(parts, " · "))
+	if e.Status != nil {
+		p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.problem.Sprint("status: "+StatusText(e.Status)))
+	} else if e.BodyText != "" {
+		p.w.printf("%s %s body: %s\n", p.ts(e.Time), p.id(e.Conn), Escape(strings.Join(strings.Fields(e.BodyText), " ")))
+	}
+	if p.opt.Wire && len(e.LastChunk) > 0 {
+		p.w.printf("%s      last-chunk %s %s\n", strings.Repeat(" ", 15), hexBytes(e.LastChunk), p.cs.dim.Sprintf("%q", e.LastChunk))
+	}
+	for _, t := range e.Trailers {
+		p.w.printf("%s %s trailer: %s\n", p.ts(e.Time), p.id(e.Conn), Escape(t))
+	}
+}
+
+// ProblemText formats a problem on one line: location, kind, detail, hint.
+func ProblemText(pr *record.Problem) string {
+	s := pr.Location()
+	if s != "" {
+		s += ": "
+	}
+	s += pr.Kind
+	if pr.Detail != "" {
+		s += " (" + pr.Detail + ")"
+	}
+	if pr.Hint != "" {
+		s += "; " + pr.Hint
+	}
+	return Escape(s)
+}
+
+func (p *Pretty) printProblem(pr *record.Problem) {
+	label := p.cs.problem.Sprint("problem:")
+	if pr.Warning {
+		label = p.cs.warning.Sprint("warning:")
+	}
+	p.w.printf("%s %s %s\n", p.ts(pr.Time), label, ProblemText(pr))
+}
+
+func (p *Pretty) printSummary(s *record.Summary) {
+	t := &p.tally
+	parts := []string{
+		plural(int(s.Packets), "packet"),
+		plural(s.Connections, "TCP connection"),
+		plural(t.Watches, "watch") + "es",
+		countsLine(t.Events),
+		plural(t.Chunks, "chunk"),
+	}
+	parts[2] = strings.TrimSuffix(parts[2], "es")
+	if t.Watches != 1 {
+		parts[2] = fmt.Sprintf("%d watches", t.Watches)
+	}
+	pw := fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning"))
+	if t.Problems+t.Warnings > 0 {
+		pw = p.cs.warning.Sprint(pw)
+	}
+	parts = append(parts, pw)
+	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// Escape makes bytes that came from the wire safe for a terminal: control
+// characters (ESC, CR, …) and invalid UTF-8 become Go escapes, so a capture
+// cannot move the cursor or recolor the screen.
+func Escape(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var sb strings.Builder
+	for i, r := range s {
+		switch {
+		case r == 0xfffd && !strings.HasPrefix(s[i:], "\ufffd"):
+			fmt.Fprintf(&sb, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&sb, `\x%02x`, r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,214 @@
+// Package printer turns kwatch records into output: readable, colored lines
+// for people (Pretty) and JSON Lines for scripts (JSON). Both filter the same
+// way: watch exchanges are shown, other HTTP exchanges only when asked, and
+// problems and non-HTTP connections always.
+package printer
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Options tune a printer.
+type Options struct {
+	// Color enables ANSI colors (decided once by the caller from
+	// --color, NO_COLOR, TERM and whether stdout is a terminal).
+	Color bool
+	// Wire shows the framing bytes of every chunk in hex.
+	Wire bool
+	// AllHTTP also shows HTTP exchanges that are not watches.
+	AllHTTP bool
+	// Terminal selects local clock times (15:04:05.000000) instead of RFC
+	// 3339 times in UTC.
+	Terminal bool
+}
+
+// Printer is a record.Sink that writes output; Close writes the summary.
+type Printer interface {
+	record.Sink
+	// Close finishes the output (the summary) and returns the first write
+	// error.
+	Close() error
+	// Tally returns what was printed so far.
+	Tally() *Tally
+}
+
+// Tally counts the records a printer saw.
+type Tally struct {
+	Events      map[string]int
+	Chunks      int
+	Watches     int
+	Exchanges   int
+	Problems    int // errors
+	Warnings    int // problems that decoded anyway
+	Connections int
+}
+
+// filter decides which records are shown, holding back a request until its
+// response says whether the exchange is a watch.
+type filter struct {
+	opt       Options
+	held      map[heldKey]*record.Request
+	shownConn map[int]bool
+	watch     map[heldKey]bool
+	tally     Tally
+}
+
+type heldKey struct{ conn, exchange int }
+
+func newFilter(opt Options) filter {
+	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
+		watch: map[heldKey]bool{}, tally: Tally{Events: map[string]int{}}}
+}
+
+// pass returns the records to print for r, in order (possibly none, or a
+// held request followed by r).
+func (f *filter) pass(r record.Record) []record.Record {
+	switch v := r.(type) {
+	case *record.Request:
+		k := heldKey{v.Conn.ID, v.Exchange}
+		if v.Watch || f.opt.AllHTTP {
+			f.watch[k] = v.Watch
+			return f.withConn(v.Conn, r)
+		}
+		if len(f.held) < 1024 {
+			f.held[k] = v
+		}
+		return nil
+	case *record.Response:
+		k := heldKey{v.Conn.ID, v.Exchange}
+		req := f.held[k]
+		delete(f.held, k)
+		if v.Watch {
+			f.tally.Watches++
+		}
+		if !v.Watch && !f.opt.AllHTTP {
+			return nil
+		}
+		f.watch[k] = v.Watch
+		f.tally.Exchanges++
+		out := f.withConn(v.Conn)
+		if req != nil {
+			out = append(out, req)
+		}
+		return append(out, r)
+	case *record.Event:
+		f.tally.Events[v.Type]++
+		return f.withConn(v.Conn, r)
+	case *record.End:
+		k := heldKey{v.Conn.ID, v.Exchange}
+		if _, ok := f.watch[k]; !ok {
+			delete(f.held, k)
+			return nil
+		}
+		if v.Request && !f.opt.AllHTTP {
+			return nil
+		}
+		f.tally.Chunks += v.Chunks
+		return []record.Record{r}
+	case *record.ConnNote:
+		if v.Kind == "tls" || v.Kind == "not-http" {
+			return f.withConn(v.Conn, r)
+		}
+		if !f.shownConn[v.Conn.ID] {
+			return nil
+		}
+		return []record.Record{r}
+	case *record.Problem:
+		if v.Warning {
+			f.tally.Warnings++
+		} else {
+			f.tally.Problems++
+		}
+		if v.Conn != nil {
+			return f.withConn(v.Conn, r)
+		}
+		return []record.Record{r}
+	case *record.Summary:
+		return []record.Record{r}
+	}
+	return []record.Record{r}
+}
+
+// connRecord marks the first record shown of a connection.
+type connRecord struct{ conn *record.Conn }
+
+func (connRecord) When() time.Time { return time.Time{} }
+
+func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
+	if c == nil || f.shownConn[c.ID] {
+		return rs
+	}
+	f.shownConn[c.ID] = true
+	f.tally.Connections++
+	return append([]record.Record{connRecord{c}}, rs...)
+}
+
+// Tally returns the counts.
+func (f *filter) Tally() *Tally { return &f.tally }
+
+// countsLine formats event counts as "4 events: 1 ADDED, 2 MODIFIED, 1 DELETED"
+// in the canonical type order.
+func countsLine(m map[string]int) string {
+	total := 0
+	for _, n := range m {
+		total += n
+	}
+	s := plural(total, "event")
+	if total == 0 {
+		return s
+	}
+	var parts []string
+	for _, t := range eventTypes(m) {
+		parts = append(parts, fmt.Sprintf("%d %s", m[t], t))
+	}
+	return s + ": " + strings.Join(parts, ", ")
+}
+
+var typeOrder = map[string]int{"ADDED": 0, "MODIFIED": 1, "DELETED": 2, "BOOKMARK": 3, "ERROR": 4}
+
+func eventTypes(m map[string]int) []string {
+	var ts []string
+	for t, n := range m {
+		if n > 0 {
+			ts = append(ts, t)
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool {
+		oi, iok := typeOrder[ts[i]]
+		oj, jok := typeOrder[ts[j]]
+		if iok != jok {
+			return iok
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return ts[i] < ts[j]
+	})
+	return ts
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// errWriter remembers the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err != nil {
+		return
+	}
+	_, e.err = fmt.Fprintf(e.w, format, args...)
+}

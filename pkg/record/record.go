@@ -1,0 +1,284 @@
+// Package record defines what kwatch reports, in the order it happens on a
+// connection: the HTTP/1.1 request and response of each exchange, every
+// watch event with the chunks that carried it, problems with their location,
+// and how each body and connection ended. Both subcommands produce these
+// records (from a capture or from a live connection) and the printers
+// consume them; the JSON Lines schema in README.md is their JSON form.
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Record is any of the record types of this package.
+type Record interface {
+	// When returns the capture or arrival time the record refers to; zero
+	// when none applies.
+	When() time.Time
+}
+
+// Sink receives records in order. Implementations are printers; Emit must
+// not keep pointers into the record after it returns unless it copies them.
+type Sink interface {
+	Emit(r Record)
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(Record)
+
+// Emit calls f(r).
+func (f SinkFunc) Emit(r Record) { f(r) }
+
+// Conn identifies a TCP connection by its client and server endpoints, as
+// "client ip:port -> server ip:port" (IPv6 in brackets, RFC 3986 §3.2.2).
+type Conn struct {
+	// ID numbers connections from 1 in the order they were first seen.
+	ID int
+	// Client is the endpoint that sent the first request (or, when no
+	// request was seen, the one that did not listen).
+	Client netip.AddrPort
+	// Server is the other endpoint.
+	Server netip.AddrPort
+}
+
+// String returns "client -> server", e.g. "127.0.0.1:55486 -> 127.0.0.1:8001".
+func (c *Conn) String() string {
+	if c == nil {
+		return ""
+	}
+	return c.Client.String() + " -> " + c.Server.String()
+}
+
+// Request is an HTTP/1.1 request line and header section (RFC 9112 §3).
+type Request struct {
+	Conn *Conn
+	// Exchange numbers the request/response exchanges of a connection from 1.
+	Exchange int
+	Time     time.Time
+	Method   string
+	Target   string
+	Proto    string
+	Header   map[string][]string
+	// Watch is true when the request asks for a watch (watch=true|1 query
+	// parameter or a /watch/ path).
+	Watch bool
+}
+
+// When returns the time of the request's last header byte.
+func (r *Request) When() time.Time { return r.Time }
+
+// Response is an HTTP/1.1 status line and header section (RFC 9112 §4) with
+// how its body is framed.
+type Response struct {
+	Conn       *Conn
+	Exchange   int
+	Time       time.Time
+	Proto      string
+	StatusCode int
+	Reason     string
+	Header     map[string][]string
+	// Framing is "chunked", "content-length" (with ContentLength bytes),
+	// "close" (read until the connection closes) or "none".
+	Framing       string
+	ContentLength int64
+	ContentType   string
+	// Watch is true when the exchange is a watch: from the request, or,
+	// when the request was not captured, from the response.
+	Watch bool
+	// Format is "json" or "protobuf" for a watch body.
+	Format string
+	// Request is the matching request, nil when it was not captured.
+	Request *Request
+}
+
+// When returns the time of the response's last header byte.
+func (r *Response) When() time.Time { return r.Time }
+
+// Chunk is one chunk of a body as on the wire (RFC 9112 §7.1).
+type Chunk struct {
+	// Index numbers the chunks of a body from 0.
+	Index int `json:"index"`
+	// Size is the chunk-size: data bytes in the chunk.
+	Size int64 `json:"size"`
+	// SizeLine is the chunk-size line as on the wire, without CRLF: hex
+	// digits and any chunk-ext.
+	SizeLine string `json:"sizeLine"`
+	// Offset is the byte offset of the chunk's size line in the body.
+	Offset int64 `json:"offset"`
+	// Header is the size line with its line ending, as bytes (the wire
+	// view prints them in hex).
+	Header []byte `json:"-"`
+	// Events is how many watch events have bytes in this chunk.
+	Events int `json:"events,omitempty"`
+	// Bytes is how many bytes of the event at hand the chunk carried.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Ordinal is which of the chunk's events the event at hand is, from 1.
+	Ordinal int `json:"-"`
+}
+
+// Event is one watch event with the chunks that carried it.
+type Event struct {
+	Conn     *Conn
+	Exchange int
+	// Seq numbers the events of an exchange from 1.
+	Seq int
+	// Time is the capture (or arrival) time of the event's last byte.
+	Time time.Time
+	// Type is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
+	Type string
+	// Object is the event's object as JSON.
+	Object          json.RawMessage
+	APIVersion      string
+	Kind            string
+	Namespace, Name string
+	ResourceVersion string
+	// InitialEventsEnd marks the BOOKMARK that ends a watch's initial events.
+	InitialEventsEnd bool
+	// Status is the Status object of an ERROR event.
+	Status *metav1.Status
+	// Offset is the byte offset of the event in the de-chunked body; Length
+	// is its length in bytes (for protobuf including the 4-byte prefix).
+	Offset, Length int64
+	// Chunks lists, in wire order, every chunk that carried bytes of the
+	// event, with how many of them (Bytes) and how many events the chunk
+	// held in all (Events). Empty for a body that is not chunked.
+	Chunks []Chunk
+	// Format is "json" or "protobuf".
+	Format string
+}
+
+// When returns the time of the event's last byte.
+func (e *Event) When() time.Time { return e.Time }
+
+// End says how a body ended: "last-chunk" (the terminating chunk was read),
+// "content-length" (all announced bytes read), "close" (connection closed,
+// which ends a close-delimited body), "fin without last-chunk", "rst",
+// "capture ended", or "not decoded".
+type End struct {
+	Conn     *Conn
+	Exchange int
+	Time     time.Time
+	How      string
+	// Clean is true for a complete body.
+	Clean bool
+	// Trailers are the trailer field lines after the last-chunk.
+	Trailers []string
+	// LastChunk is the last-chunk's size line with its ending, for the wire view.
+	LastChunk []byte
+	// Counts of what the body held.
+	Events   map[string]int
+	Chunks   int
+	Bytes    int64 // body bytes on the wire, framing included
+	Data     int64 // de-chunked data bytes
+	Duration time.Duration
+	Problems int
+	// Watch repeats Response.Watch.
+	Watch bool
+	// ChunkSizes lists the chunk sizes in bytes of a non-watch body (for
+	// --all-http), in wire order; at most MaxListedChunks are kept.
+	ChunkSizes []int64
+	// Request is true for the end of a request body.
+	Request bool
+	// Status is the metav1.Status a non-2xx response carried, if any.
+	Status *metav1.Status
+	// BodyText is the start of a non-2xx body that is not a Status.
+	BodyText string
+}
+
+// MaxListedChunks bounds End.ChunkSizes.
+const MaxListedChunks = 64
+
+// When returns the time the end was seen.
+func (e *End) When() time.Time { return e.Time }
+
+// ConnNote says something about a whole connection: that it is not HTTP
+// (e.g. TLS), or how it closed.
+type ConnNote struct {
+	Conn *Conn
+	Time time.Time
+	// Kind is "tls", "not-http", "closed" or "capture-ended".
+	Kind    string
+	Message string
+}
+
+// When returns the time of the note.
+func (n *ConnNote) When() time.Time { return n.Time }
+
+// Problem is anything that did not decode cleanly, located as precisely as
+// kwatch knows it. The wording of Kind is stable; README.md lists them.
+type Problem struct {
+	// File is the capture file ("-" for stdin); empty for live input.
+	File string
+	// Packet is the 1-based packet number in the capture, 0 if none.
+	Packet int64
+	// Conn is the connection, nil if the problem is not tied to one.
+	Conn *Conn
+	// Exchange is the exchange number on Conn, 0 if none.
+	Exchange int
+	// Direction is "client" or "server" for problems in one direction.
+	Direction string
+	// Where says which byte offset: "stream" (bytes of the TCP stream),
+	// "body" (the message body) or "data" (the de-chunked body); Offset is
+	// -1 when no offset applies.
+	Where  string
+	Offset int64
+	Time   time.Time
+	// Kind is the stable one-line wording; Detail the values seen; Hint
+	// what to do about it.
+	Kind, Detail, Hint string
+	// Warning is true for input that decoded despite the problem.
+	Warning bool
+}
+
+// When returns the time the problem was seen.
+func (p *Problem) When() time.Time { return p.Time }
+
+// Location formats where the problem is, e.g. "capture.pcap: packet 12:
+// 127.0.0.1:55486 -> 127.0.0.1:8001: server body offset 941".
+func (p *Problem) Location() string {
+	s := ""
+	add := func(part string) {
+		if s != "" {
+			s += ": "
+		}
+		s += part
+	}
+	if p.File != "" {
+		add(p.File)
+	}
+	if p.Packet > 0 {
+		add(fmt.Sprintf("packet %d", p.Packet))
+	}
+	if p.Conn != nil {
+		add(p.Conn.String())
+	}
+	if p.Offset >= 0 && p.Where != "" {
+		w := p.Where
+		if p.Direction != "" {
+			w = p.Direction + " " + w
+		}
+		add(fmt.Sprintf("%s offset %d", w, p.Offset))
+	}
+	return s
+}
+
+// Summary totals what a whole run saw.
+type Summary struct {
+	Time        time.Time
+	Packets     int64
+	Connections int
+	Exchanges   int
+	Watches     int
+	Events      map[string]int
+	Chunks      int
+	Problems    int
+	Warnings    int
+}
+
+// When returns the time of the last packet.
+func (s *Summary) When() time.Time { return s.Time }
