@@ -25,6 +25,24 @@ type recorder struct {
 	pendingIx int
 	inChunk   int // index of the chunk between ChunkStart and ChunkEnd, or -1
 	dataCalls int // Data calls, before merging
+
+	// When in is set (the whole input, no bytes skipped), the recorder
+	// also checks that every slice it is given is the input at the offset
+	// reported for it.
+	in      []byte
+	dataPos int64  // offset of the next data byte in in
+	all     []byte // all chunk data, concatenated
+	sawLast bool   // the last-chunk was started
+}
+
+// at checks that b is in[off:off+len(b)] when the recorder knows the input.
+func (r *recorder) at(what string, off int64, b []byte) {
+	if r.in == nil {
+		return
+	}
+	if off < 0 || off+int64(len(b)) > int64(len(r.in)) || !bytes.Equal(r.in[off:off+int64(len(b))], b) {
+		r.add("BUG %s %q is not the input at offset %d", what, b, off)
+	}
 }
 
 func newRecorder() *recorder { return &recorder{inChunk: -1, pendingIx: -1} }
@@ -78,6 +96,9 @@ func (r *recorder) ChunkStart(c *Chunk) {
 	if !c.Last {
 		r.inChunk = c.Index
 	}
+	r.sawLast = r.sawLast || c.Last
+	r.at("header", c.Offset, c.Header)
+	r.dataPos = c.DataOffset
 }
 
 func (r *recorder) Data(c *Chunk, p []byte) {
@@ -93,6 +114,9 @@ func (r *recorder) Data(c *Chunk, p []byte) {
 		r.pendingIx = c.Index
 	}
 	r.pending = append(r.pending, p...)
+	r.all = append(r.all, p...)
+	r.at("data", r.dataPos, p)
+	r.dataPos += int64(len(p))
 }
 
 func (r *recorder) ChunkEnd(c *Chunk) {
@@ -103,9 +127,17 @@ func (r *recorder) ChunkEnd(c *Chunk) {
 	r.inChunk = -1
 }
 
-func (r *recorder) Trailer(line []byte, offset int64) { r.add("trailer %q @%d", line, offset) }
+func (r *recorder) Trailer(line []byte, offset int64) {
+	r.add("trailer %q @%d", line, offset)
+	r.at("trailer", offset, line)
+}
 
-func (r *recorder) Done(offset int64) { r.add("done @%d", offset) }
+func (r *recorder) Done(offset int64) {
+	r.add("done @%d", offset)
+	if r.in != nil && offset > int64(len(r.in)) {
+		r.add("BUG done at %d after the end of the input", offset)
+	}
+}
 
 func (r *recorder) Warning(err *Error) {
 	r.add("warn %s @%d", err.Kind, err.Offset)
@@ -116,10 +148,12 @@ func (r *recorder) Warning(err *Error) {
 
 // result is what feeding one input to a Decoder produced.
 type result struct {
-	log  []string
-	n    int    // bytes consumed, summed over the Writes
-	err  string // errString of the first error, "" for none
-	done bool
+	log   []string
+	n     int    // bytes consumed, summed over the Writes
+	err   string // errString of the first error, "" for none
+	done  bool
+	close error // what Close returned after the Writes
+	rec   *recorder
 }
 
 // errString renders an error from the Decoder as "kind @offset", the part
@@ -159,8 +193,9 @@ func randomSplits(seed int64) splitter {
 // rest of its buffer to whatever follows the body.
 func decode(in []byte, lim Limits, next splitter) result {
 	rec := newRecorder()
+	rec.in = in
 	d := NewDecoder(rec, lim)
-	var res result
+	res := result{rec: rec}
 	for off := 0; off < len(in); {
 		k := next(len(in) - off)
 		piece := in[off : off+k]
@@ -185,6 +220,7 @@ func decode(in []byte, lim Limits, next splitter) result {
 	if int64(res.n) != d.Offset() {
 		rec.add("BUG consumed %d bytes but Offset is %d", res.n, d.Offset())
 	}
+	res.close = d.Close()
 	res.log, res.done = rec.lines(), d.Done()
 	return res
 }

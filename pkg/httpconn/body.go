@@ -55,7 +55,7 @@ type body struct {
 }
 
 type chunkInfo struct {
-	rec        record.Chunk
+	rec         record.Chunk
 	lastSerial  int // serial of the last frame counted in rec.Events
 	firstSerial int // serial of the first frame counted
 }

@@ -181,7 +181,7 @@ func (rd *reader) truncated(ci gopacket.CaptureInfo) {
 		return
 	}
 	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
-		Kind: "packet cut short by the snaplen",
+		Kind:   "packet cut short by the snaplen",
 		Detail: fmt.Sprintf("captured %d of %d bytes", ci.CaptureLength, ci.Length),
 		Hint:   "capture with -s 0", Warning: true})
 }

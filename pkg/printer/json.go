@@ -123,24 +123,24 @@ type jsonEvent struct {
 }
 
 type jsonEnd struct {
-	Record     string          `json:"record"`
-	Time       string          `json:"time"`
-	Connection string          `json:"connection"`
-	Exchange   int             `json:"exchange"`
-	How        string          `json:"how"`
-	Clean      bool            `json:"clean"`
-	Request    bool            `json:"request,omitempty"`
-	Events     map[string]int  `json:"events,omitempty"`
-	Chunks     int             `json:"chunks"`
-	ChunkSizes []int64         `json:"chunkSizes,omitempty"`
-	Bytes      int64           `json:"bytes"`
-	Data       int64           `json:"dataBytes"`
-	DurationS  float64         `json:"durationSeconds"`
-	Problems   int             `json:"problems"`
-	Trailers   []string        `json:"trailers,omitempty"`
-	LastChunk  string          `json:"lastChunk,omitempty"`
-	Status     *metav1.Status  `json:"status,omitempty"`
-	BodyText   string          `json:"body,omitempty"`
+	Record     string         `json:"record"`
+	Time       string         `json:"time"`
+	Connection string         `json:"connection"`
+	Exchange   int            `json:"exchange"`
+	How        string         `json:"how"`
+	Clean      bool           `json:"clean"`
+	Request    bool           `json:"request,omitempty"`
+	Events     map[string]int `json:"events,omitempty"`
+	Chunks     int            `json:"chunks"`
+	ChunkSizes []int64        `json:"chunkSizes,omitempty"`
+	Bytes      int64          `json:"bytes"`
+	Data       int64          `json:"dataBytes"`
+	DurationS  float64        `json:"durationSeconds"`
+	Problems   int            `json:"problems"`
+	Trailers   []string       `json:"trailers,omitempty"`
+	LastChunk  string         `json:"lastChunk,omitempty"`
+	Status     *metav1.Status `json:"status,omitempty"`
+	BodyText   string         `json:"body,omitempty"`
 }
 
 type jsonNote struct {

@@ -16,7 +16,7 @@ import (
 // explicitly (fatih/color's global decides from os.Stdout alone).
 type scheme struct {
 	added, modified, deleted, bookmark, errorEv, unknown *color.Color
-	conn, dim, problem, warning, header                   *color.Color
+	conn, dim, problem, warning, header                  *color.Color
 }
 
 func newScheme(on bool) scheme {
