@@ -29,7 +29,8 @@ type body struct {
 	chunks    int
 	data      int64 // de-chunked bytes
 	trailers  []string
-	lastChunk []byte
+	lastChunk []byte // last-chunk line and the final line ending, as on the wire
+	bareLFAt  int64  // body offset of the last bare LF reported
 	sizes     []int64
 	problems  int
 
@@ -62,7 +63,7 @@ type chunkInfo struct {
 
 func (s *side) newBody(hdr textproto.MIMEHeader, response bool, t time.Time) *body {
 	framing, n, warn := framingOf(hdr, response)
-	b := &body{s: s, framing: framing, length: n, start: t, now: t, curChunk: -1}
+	b := &body{s: s, framing: framing, length: n, start: t, now: t, curChunk: -1, bareLFAt: -1}
 	if warn != "" {
 		s.problem("stream", s.hdrStart, "unusual body framing", warn, "", true, t)
 	}
@@ -178,11 +179,21 @@ func (b *body) Trailer(line []byte, _ int64) {
 	}
 }
 
-// Done marks the body complete.
-func (b *body) Done(int64) {}
+// Done adds the line ending that closes the trailer section to the
+// last-chunk's wire bytes (a bare LF when that is what was read).
+func (b *body) Done(off int64) {
+	if b.bareLFAt == off-1 {
+		b.lastChunk = append(b.lastChunk, '\n')
+		return
+	}
+	b.lastChunk = append(b.lastChunk, '\r', '\n')
+}
 
 // Warning reports RFC 9112 deviations that were decoded.
 func (b *body) Warning(err *chunk.Error) {
+	if err.Kind == chunk.KindBareLF {
+		b.bareLFAt = err.Offset
+	}
 	b.problems++
 	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: err.Offset,
 		Exchange: b.exchange, Kind: err.Kind, Detail: err.Detail, Warning: true, Time: b.now})

@@ -1,0 +1,142 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, stdin []byte, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	streams := IOStreams{In: bytes.NewReader(stdin), Out: &out, ErrOut: &errOut,
+		Getenv: func(k string) string { return env[k] }}
+	code := Execute(context.Background(), streams, args)
+	return out.String(), errOut.String(), code
+}
+
+const watchCapture = "../testdata/pcap/watch-timeout-any.pcap"
+
+func TestPcapEventsAndExitCode(t *testing.T) {
+	out, errOut, code := run(t, nil, nil, "pcap", watchCapture)
+	if code != ExitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{
+		"ADDED     ConfigMap kube-system/coredns  rv 151  chunk 0x322 = 802 bytes",
+		"MODIFIED  ConfigMap kube-system/coredns  rv 152  chunk 0x3d1 = 977 bytes",
+		"MODIFIED  ConfigMap kube-system/coredns  rv 153  chunk 0x423 = 1059 bytes",
+		"DELETED   ConfigMap kube-system/coredns  rv 154  chunk 0x422 = 1058 bytes",
+		"end: last-chunk · 4 events: 1 ADDED, 2 MODIFIED, 1 DELETED · 4 chunks",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Error("colors on a pipe with --color auto")
+	}
+}
+
+func TestPcapStdin(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, _, _ := run(t, nil, nil, "pcap", "-o", "json", watchCapture)
+	fromStdin, errOut, code := run(t, data, nil, "pcap", "-o", "json", "-")
+	if code != ExitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if fromFile != fromStdin {
+		t.Error("stdin and file outputs differ")
+	}
+	if n := strings.Count(fromStdin, `"record":"event"`); n != 4 {
+		t.Errorf("%d events in JSON, want 4", n)
+	}
+}
+
+func TestPcapWire(t *testing.T) {
+	out, _, _ := run(t, nil, nil, "pcap", "--wire", watchCapture)
+	if !strings.Contains(out, "33 32 32 0d 0a") { // "322\r\n"
+		t.Errorf("--wire output lacks the size line bytes of chunk 0x322:\n%s", out)
+	}
+	if !strings.Contains(out, "last-chunk 30 0d 0a 0d 0a") {
+		t.Errorf("--wire output lacks the last-chunk bytes:\n%s", out)
+	}
+}
+
+func TestColor(t *testing.T) {
+	out, _, _ := run(t, nil, nil, "pcap", "--color", "always", watchCapture)
+	if !strings.Contains(out, "\x1b[32mADDED") {
+		t.Errorf("--color always: ADDED not green:\n%q", out)
+	}
+	out, _, _ = run(t, nil, map[string]string{"NO_COLOR": "1"}, "pcap", "--color", "always", watchCapture)
+	if !strings.Contains(out, "\x1b[") {
+		t.Error("--color always must win over NO_COLOR")
+	}
+}
+
+func TestNotACapture(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(f, []byte("hello, world\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, nil, nil, "pcap", f)
+	if code != ExitUsage {
+		t.Errorf("exit %d, want %d", code, ExitUsage)
+	}
+	want := "kwatch: " + f + ": not a pcap or pcapng file (magic 0x68656c6c)\n"
+	if errOut != want || out != "" {
+		t.Errorf("stderr %q, want %q; stdout %q", errOut, want, out)
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	_, errOut, code := run(t, nil, nil, "pcap", "/nonexistent/x.pcap")
+	if code != ExitUsage || !strings.Contains(errOut, "no such file") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"pcap", "-o", "yaml", watchCapture},
+		{"pcap", "--color", "sometimes", watchCapture},
+		{"pcap", "--port", "70000", watchCapture},
+		{"pcap"},
+		{"pcap", "--no-such-flag", watchCapture},
+	} {
+		_, errOut, code := run(t, nil, nil, args...)
+		if code != ExitUsage || !strings.HasPrefix(errOut, "kwatch: ") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestPortFilter(t *testing.T) {
+	out, _, code := run(t, nil, nil, "pcap", "--port", "9999", watchCapture)
+	if code != ExitOK || strings.Contains(out, "ADDED") {
+		t.Errorf("--port 9999 should hide the :8001 watch; exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "summary: 20 packets · 0 TCP connections") {
+		t.Errorf("summary: %s", out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := run(t, nil, nil, "version")
+	if code != ExitOK || out != "kwatch dev\n" {
+		t.Errorf("exit %d, %q", code, out)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	out, _, code := run(t, nil, nil, "completion", "bash")
+	if code != ExitOK || !strings.Contains(out, "__start_kwatch") {
+		t.Errorf("exit %d; bash completion script missing", code)
+	}
+}
