@@ -418,11 +418,13 @@ func (b *body) closeWith(how Ending, t time.Time) {
 		}
 	case EndCapture:
 		desc = "capture ended mid-stream"
+	case EndLocal:
+		desc = "closed by kwatch"
 	default:
 		desc = "not decoded further"
 	}
 	if b.dec != nil && how >= 0 {
-		if err := b.dec.Close(); err != nil && how != EndCapture {
+		if err := b.dec.Close(); err != nil && how != EndCapture && how != EndLocal {
 			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
 				desc += ": " + ce.Detail
 			}

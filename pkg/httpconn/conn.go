@@ -93,8 +93,11 @@ const (
 	EndFIN Ending = iota
 	// EndRST: the connection was reset.
 	EndRST
-	// EndCapture: the capture (or the live session) ended with the stream open.
+	// EndCapture: the capture ended with the stream open.
 	EndCapture
+	// EndLocal: kwatch itself closed a live connection (Ctrl-C, or a
+	// watch it stopped).
+	EndLocal
 )
 
 // CloseServer ends the server's byte stream, which ends a body read until

@@ -278,7 +278,85 @@ type Summary struct {
 	Chunks      int
 	Problems    int
 	Warnings    int
+	// Live is true for kwatch stream; then WatchesOpened, Relists and
+	// Bytes (wire bytes read) are set instead of Packets.
+	Live          bool
+	WatchesOpened int
+	Relists       int
+	Bytes         int64
+	Duration      time.Duration
 }
 
 // When returns the time of the last packet.
 func (s *Summary) When() time.Time { return s.Time }
+
+// List is the LIST that starts (or restarts) a list-watch (Kubernetes API
+// concepts: efficient detection of changes).
+type List struct {
+	Time time.Time
+	// Resource is the resource listed, e.g. "configmaps" or "deployments.apps".
+	Resource string
+	// Namespace is empty for all namespaces or a cluster-scoped resource.
+	Namespace string
+	// Items is the number of objects the list returned.
+	Items int
+	// ResourceVersion is the list's metadata.resourceVersion, from which the
+	// watch starts.
+	ResourceVersion string
+	// Duration is how long the LIST took.
+	Duration time.Duration
+	// Reason says why: "initial" or "re-list after 410 Gone".
+	Reason string
+}
+
+// When returns the time the list completed.
+func (l *List) When() time.Time { return l.Time }
+
+// WatchStart is a watch request being opened.
+type WatchStart struct {
+	Time time.Time
+	// Number counts the watches of the session from 1.
+	Number int
+	// Path is the request path and query.
+	Path string
+	// ResourceVersion is the version the watch starts from.
+	ResourceVersion string
+	// Reason says why this watch was opened: "initial", "resume", "re-list".
+	Reason string
+	// After is how long the previous watch lasted (for a resume).
+	After time.Duration
+	// Transport says how the bytes travel, e.g. "HTTP/1.1 through kubectl
+	// proxy http://127.0.0.1:8001".
+	Transport string
+}
+
+// When returns the time the watch was opened.
+func (w *WatchStart) When() time.Time { return w.Time }
+
+// Relist reports what changed between the last state known from the watch
+// and a new LIST after the watch fell too far behind (410 Gone): the events
+// that happened while nobody was watching.
+type Relist struct {
+	Time time.Time
+	// Appeared, Disappeared and Changed name objects as "namespace/name"
+	// (at most MaxListedNames each; the counts are exact).
+	Appeared, Disappeared, Changed               []string
+	NAppeared, NDisappeared, NChanged, Unchanged int
+}
+
+// MaxListedNames bounds the names listed in a Relist.
+const MaxListedNames = 20
+
+// When returns the time of the re-list.
+func (r *Relist) When() time.Time { return r.Time }
+
+// Retry reports a failed watch or list attempt that will be retried.
+type Retry struct {
+	Time  time.Time
+	Error string
+	// Wait is the back-off before the next attempt.
+	Wait time.Duration
+}
+
+// When returns the time of the failure.
+func (r *Retry) When() time.Time { return r.Time }
