@@ -374,16 +374,18 @@ func (d *Decoder) sizeLine(full, line []byte) *Error {
 	if err := d.checkExt(ext, d.lineOff+int64(i)); err != nil {
 		return err
 	}
-	d.cur = Chunk{
-		Index:      d.index,
-		Size:       size,
-		Line:       line,
-		Ext:        ext,
-		Header:     full,
-		Offset:     d.lineOff,
-		DataOffset: d.lineOff + int64(len(full)),
-		Last:       size == 0,
-	}
+	// Set the fields one by one: a composite literal is built on the
+	// stack and copied, and the copy's wide loads of the narrow stores
+	// just made stall the CPU (a third of the time on 1-byte chunks).
+	c := &d.cur
+	c.Index = d.index
+	c.Size = size
+	c.Line = line
+	c.Ext = ext
+	c.Header = full
+	c.Offset = d.lineOff
+	c.DataOffset = d.lineOff + int64(len(full))
+	c.Last = size == 0
 	d.index++
 	d.h.ChunkStart(&d.cur)
 	// Slices must not outlive the callback; clear them so that later
