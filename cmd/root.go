@@ -91,7 +91,7 @@ in, decoded from a packet capture or from a live watch.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.SetVersionTemplate("kwatch {{.Version}}\n")
-	root.AddCommand(newPcapCommand(streams), newVersionCommand(streams))
+	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newVersionCommand(streams))
 	return root
 }
 

@@ -146,7 +146,7 @@ func (s *side) problem(where string, off int64, kind, detail, hint string, warni
 }
 
 func (s *side) feed(p []byte, t time.Time) {
-	for len(p) > 0 && !s.dead {
+	for len(p) > 0 && !s.dead && !s.closed {
 		if !s.seen {
 			s.seen = true
 			if !s.sniff(p, t) {

@@ -58,6 +58,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	if err != nil {
 		s.problem("stream", s.hdrStart, "malformed header field", err.Error(), "", true, t)
 	}
+	redactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
 		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1])}
@@ -200,4 +201,24 @@ func framingOf(hdr textproto.MIMEHeader, response bool) (string, int64, string) 
 		return "close", 0, ""
 	}
 	return "none", 0, ""
+}
+
+// credentialFields are request header fields that carry credentials; their
+// values never leave the decoder.
+var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Remote-User", "Impersonate-User"}
+
+// redactCredentials replaces the values of credential header fields with
+// "REDACTED" (keeping the scheme word of Authorization, e.g. "Bearer").
+func redactCredentials(h textproto.MIMEHeader) {
+	for _, f := range credentialFields {
+		vs := h[f]
+		for i, v := range vs {
+			scheme, _, found := strings.Cut(v, " ")
+			if found && (f == "Authorization" || f == "Proxy-Authorization") {
+				vs[i] = scheme + " REDACTED"
+			} else {
+				vs[i] = "REDACTED"
+			}
+		}
+	}
 }

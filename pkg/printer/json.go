@@ -177,6 +177,52 @@ type jsonSummary struct {
 	Chunks      int            `json:"chunks"`
 	Problems    int            `json:"problems"`
 	Warnings    int            `json:"warnings"`
+	// Live sessions (kwatch stream) only.
+	WatchesOpened *int    `json:"watchesOpened,omitempty"`
+	Relists       *int    `json:"relists,omitempty"`
+	Bytes         *int64  `json:"bytes,omitempty"`
+	DurationS     float64 `json:"durationSeconds,omitempty"`
+}
+
+type jsonList struct {
+	Record          string  `json:"record"`
+	Time            string  `json:"time"`
+	Resource        string  `json:"resource"`
+	Namespace       string  `json:"namespace,omitempty"`
+	Items           int     `json:"items"`
+	ResourceVersion string  `json:"resourceVersion"`
+	DurationS       float64 `json:"durationSeconds"`
+	Reason          string  `json:"reason"`
+}
+
+type jsonWatch struct {
+	Record          string  `json:"record"`
+	Time            string  `json:"time"`
+	Number          int     `json:"number"`
+	Path            string  `json:"path"`
+	ResourceVersion string  `json:"resourceVersion"`
+	Reason          string  `json:"reason"`
+	AfterS          float64 `json:"afterSeconds,omitempty"`
+	Transport       string  `json:"transport"`
+}
+
+type jsonRelist struct {
+	Record       string   `json:"record"`
+	Time         string   `json:"time"`
+	Appeared     []string `json:"appeared"`
+	Disappeared  []string `json:"disappeared"`
+	Changed      []string `json:"changed"`
+	NAppeared    int      `json:"nAppeared"`
+	NDisappeared int      `json:"nDisappeared"`
+	NChanged     int      `json:"nChanged"`
+	Unchanged    int      `json:"unchanged"`
+}
+
+type jsonRetry struct {
+	Record string  `json:"record"`
+	Time   string  `json:"time"`
+	Error  string  `json:"error"`
+	WaitS  float64 `json:"waitSeconds"`
 }
 
 func (j *JSON) object(r record.Record) any {
@@ -237,8 +283,24 @@ func (j *JSON) object(r record.Record) any {
 		return p
 	case *record.Summary:
 		t := &j.tally
-		return jsonSummary{Record: "summary", Packets: v.Packets, Connections: v.Connections,
+		s := jsonSummary{Record: "summary", Packets: v.Packets, Connections: v.Connections,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
+		if v.Live {
+			s.Connections = t.Connections
+			s.WatchesOpened, s.Relists, s.Bytes, s.DurationS = &v.WatchesOpened, &v.Relists, &v.Bytes, v.Duration.Seconds()
+		}
+		return s
+	case *record.List:
+		return jsonList{Record: "list", Time: rfc3339(v.Time), Resource: v.Resource, Namespace: v.Namespace,
+			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: v.Duration.Seconds(), Reason: v.Reason}
+	case *record.WatchStart:
+		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), Number: v.Number, Path: v.Path,
+			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: v.After.Seconds(), Transport: v.Transport}
+	case *record.Relist:
+		return jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
+			Changed: v.Changed, NAppeared: v.NAppeared, NDisappeared: v.NDisappeared, NChanged: v.NChanged, Unchanged: v.Unchanged}
+	case *record.Retry:
+		return jsonRetry{Record: "retry", Time: rfc3339(v.Time), Error: v.Error, WaitS: v.Wait.Seconds()}
 	}
 	return nil
 }

@@ -118,7 +118,51 @@ func (p *Pretty) print(r record.Record) {
 		p.printProblem(v)
 	case *record.Summary:
 		p.printSummary(v)
+	case *record.List:
+		ns := ""
+		if v.Namespace != "" {
+			ns = " -n " + Escape(v.Namespace)
+		}
+		p.w.printf("%s %s %s%s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
+			Escape(v.Resource), ns, plural(v.Items, "item"), Escape(v.ResourceVersion), v.Duration.Round(time.Millisecond), v.Reason)
+	case *record.WatchStart:
+		from := "from resourceVersion " + Escape(v.ResourceVersion)
+		if v.ResourceVersion == "" {
+			from = "from now (no resourceVersion)"
+		}
+		why := v.Reason
+		if v.After > 0 {
+			why += fmt.Sprintf(" after %s", v.After.Round(time.Millisecond))
+		}
+		p.w.printf("%s %s %s · %s · %s\n", p.ts(v.Time), p.cs.header.Sprintf("WATCH %d", v.Number), from, why, v.Transport)
+	case *record.Relist:
+		p.w.printf("%s %s %s\n", p.ts(v.Time), p.cs.warning.Sprint("RE-LIST"), RelistText(v))
+	case *record.Retry:
+		p.w.printf("%s %s %s; retrying in %s\n", p.ts(v.Time), p.cs.warning.Sprint("retry:"), Escape(v.Error), v.Wait.Round(time.Millisecond))
 	}
+}
+
+// RelistText says what a re-list found changed while the watch was not
+// running: "2 appeared (ns/a, ns/b) · 1 disappeared (ns/c) · 0 changed · 5
+// unchanged".
+func RelistText(r *record.Relist) string {
+	part := func(n int, names []string, what string) string {
+		s := fmt.Sprintf("%d %s", n, what)
+		if len(names) > 0 {
+			s += " (" + Escape(strings.Join(names, ", "))
+			if n > len(names) {
+				s += ", …"
+			}
+			s += ")"
+		}
+		return s
+	}
+	return strings.Join([]string{
+		part(r.NAppeared, r.Appeared, "appeared"),
+		part(r.NDisappeared, r.Disappeared, "disappeared"),
+		part(r.NChanged, r.Changed, "changed"),
+		fmt.Sprintf("%d unchanged", r.Unchanged),
+	}, " · ") + " while not watching"
 }
 
 func (p *Pretty) printResponse(v *record.Response) {
@@ -308,6 +352,22 @@ func (p *Pretty) printProblem(pr *record.Problem) {
 
 func (p *Pretty) printSummary(s *record.Summary) {
 	t := &p.tally
+	if s.Live {
+		parts := []string{
+			plural(s.WatchesOpened, "watch") + " opened",
+			plural(s.Relists, "re-list"),
+			countsLine(t.Events),
+			plural(t.Chunks, "chunk"),
+			fmt.Sprintf("%d bytes read", s.Bytes),
+			s.Duration.Round(time.Millisecond).String(),
+			fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning")),
+		}
+		if s.WatchesOpened != 1 {
+			parts[0] = fmt.Sprintf("%d watches opened", s.WatchesOpened)
+		}
+		p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+		return
+	}
 	parts := []string{
 		plural(int(s.Packets), "packet"),
 		plural(s.Connections, "TCP connection"),

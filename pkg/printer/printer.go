@@ -129,8 +129,6 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return f.withConn(v.Conn, r)
 		}
 		return []record.Record{r}
-	case *record.Summary:
-		return []record.Record{r}
 	}
 	return []record.Record{r}
 }

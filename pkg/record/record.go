@@ -136,6 +136,7 @@ type Event struct {
 	APIVersion      string
 	Kind            string
 	Namespace, Name string
+	UID             string
 	ResourceVersion string
 	// InitialEventsEnd marks the BOOKMARK that ends a watch's initial events.
 	InitialEventsEnd bool

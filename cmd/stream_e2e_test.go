@@ -1,0 +1,489 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kwatch/kwatch/internal/e2e"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// session runs kwatch in the background until stop is called.
+type session struct {
+	out, errOut *syncBuffer
+	cancel      context.CancelFunc
+	done        chan int
+}
+
+func startKwatch(t *testing.T, args ...string) *session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	streams := IOStreams{In: strings.NewReader(""), Out: s.out, ErrOut: s.errOut, Getenv: func(string) string { return "" }}
+	go func() { s.done <- Execute(ctx, streams, args) }()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *session) stop(t *testing.T) int {
+	s.cancel()
+	select {
+	case code := <-s.done:
+		s.done <- code
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kwatch did not stop within 20s after cancel; output:\n%s", s.out.String())
+	}
+	return -1
+}
+
+// records parses the JSON Lines written so far.
+func (s *session) records(t *testing.T) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s.out.String()))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasSuffix(line, []byte("}")) {
+			continue // a line still being written
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("bad JSON line %q: %v", line, err)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// waitFor polls until cond holds on the records, or fails after d.
+func (s *session) waitFor(t *testing.T, d time.Duration, what string, cond func([]map[string]any) bool) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		recs := s.records(t)
+		if cond(recs) {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; stdout:\n%s\nstderr:\n%s", d, what, s.out.String(), s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func events(recs []map[string]any, name string) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["record"] == "event" && (name == "" || r["name"] == name) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func ofRecord(recs []map[string]any, kind string) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["record"] == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkChunks asserts that every event arrived in chunks whose size line is
+// the hex of their size, and that they carried all of the event's bytes.
+func checkChunks(t *testing.T, ev map[string]any) {
+	t.Helper()
+	chunks, _ := ev["chunks"].([]any)
+	if len(chunks) == 0 {
+		t.Fatalf("event without chunks: %v", ev)
+	}
+	var carried float64
+	for _, c := range chunks {
+		c := c.(map[string]any)
+		size := int64(c["size"].(float64))
+		line := c["sizeLine"].(string)
+		got, err := strconv.ParseInt(line, 16, 64)
+		if err != nil || got != size || size <= 0 {
+			t.Errorf("chunk size line %q does not match size %d", line, size)
+		}
+		carried += c["bytes"].(float64)
+	}
+	if carried != ev["length"].(float64) {
+		t.Errorf("chunks carried %v bytes of a %v-byte event", carried, ev["length"])
+	}
+}
+
+// writeAndCheck creates, patches and deletes a ConfigMap and checks kwatch
+// showed ADDED, MODIFIED, DELETED with the server's resourceVersions.
+func writeAndCheck(t *testing.T, env *e2e.Env, s *session, ns, name string) {
+	t.Helper()
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool {
+		return len(ofRecord(r, "response")) > 0
+	})
+	created, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
+		[]byte(`{"data":{"k":"v2"}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "ADDED, MODIFIED, DELETED of "+name, func(r []map[string]any) bool {
+		return len(events(r, name)) >= 3
+	})
+	evs := events(recs, name)
+	want := []struct{ typ, rv string }{{"ADDED", created.ResourceVersion}, {"MODIFIED", patched.ResourceVersion}, {"DELETED", ""}}
+	for i, w := range want {
+		ev := evs[i]
+		if ev["type"] != w.typ || ev["namespace"] != ns {
+			t.Errorf("event %d: %v %v/%v, want %s %s/%s", i, ev["type"], ev["namespace"], ev["name"], w.typ, ns, name)
+		}
+		if w.rv != "" && ev["resourceVersion"] != w.rv {
+			t.Errorf("event %d: resourceVersion %v, want %s", i, ev["resourceVersion"], w.rv)
+		}
+		checkChunks(t, ev)
+	}
+}
+
+func TestStreamThroughProxy(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "-o", "json")
+	writeAndCheck(t, env, s, ns, "through-proxy")
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d after cancel; stderr %s", code, s.errOut.String())
+	}
+	recs := s.records(t)
+	if w := ofRecord(recs, "watch"); len(w) == 0 || !strings.Contains(w[0]["transport"].(string), "kubectl proxy") {
+		t.Errorf("watch record does not say it went through kubectl proxy: %v", w)
+	}
+	sum := ofRecord(recs, "summary")
+	if len(sum) != 1 || sum[0]["watchesOpened"] != 1.0 {
+		t.Errorf("summary: %v", sum)
+	}
+}
+
+func TestStreamDirectTLS(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "cm", "-n", ns, "--kubeconfig", env.Kubeconfig, "-o", "json")
+	writeAndCheck(t, env, s, ns, "direct")
+	recs := s.records(t)
+	if w := ofRecord(recs, "watch"); len(w) == 0 || !strings.Contains(w[0]["transport"].(string), "HTTP/1.1 over TLS") {
+		t.Errorf("watch record does not say HTTP/1.1 over TLS: %v", w)
+	}
+	for _, r := range ofRecord(recs, "request") {
+		h, _ := json.Marshal(r["header"])
+		if strings.Contains(string(h), "Bearer ") && !strings.Contains(string(h), "Bearer REDACTED") {
+			t.Errorf("credentials printed: %s", h)
+		}
+	}
+}
+
+func TestStreamProtobuf(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "--proto", "-o", "json")
+	writeAndCheck(t, env, s, ns, "proto")
+	for _, ev := range events(s.records(t), "proto") {
+		if ev["format"] != "protobuf" {
+			t.Errorf("event format %v, want protobuf", ev["format"])
+		}
+	}
+}
+
+// TestStreamBookmarksAndResume asks the server to end each watch after 5 s:
+// kwatch must show the bookmark the server sends, the end of the watch, and
+// watch again from the last resourceVersion it saw.
+func TestStreamBookmarksAndResume(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "--timeout", "5s", "-o", "json")
+	s.waitFor(t, 30*time.Second, "the first watch", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	// The watch cache sends a bookmark only when its resourceVersion has
+	// moved past what the watcher has seen: write something.
+	if _, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "tick"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "a second watch", func(r []map[string]any) bool {
+		return len(ofRecord(r, "watch")) >= 2
+	})
+	watches := ofRecord(recs, "watch")
+	if !strings.HasPrefix(watches[1]["reason"].(string), "resume") {
+		t.Errorf("second watch reason %q, want a resume", watches[1]["reason"])
+	}
+	ends := ofRecord(recs, "end")
+	if len(ends) == 0 || ends[0]["how"] != "last-chunk" {
+		t.Errorf("first watch should end with the last-chunk: %v", ends)
+	}
+	var bookmarks int
+	for _, ev := range events(recs, "") {
+		if ev["type"] == "BOOKMARK" {
+			bookmarks++
+		}
+	}
+	if bookmarks == 0 {
+		t.Errorf("no BOOKMARK in a watch the server ended after 5s")
+	}
+	if !strings.Contains(watches[1]["path"].(string), "timeoutSeconds=5") {
+		t.Errorf("resume path %v", watches[1]["path"])
+	}
+}
+
+// TestStreamRelistOn410 makes a watch fall behind for good: kubectl proxy
+// goes away, objects are created, changed and deleted, and etcd is compacted
+// past the last resourceVersion kwatch saw. PodTemplates have no watch cache
+// in the test stack (--watch-cache-sizes=podtemplates#0), so the resumed
+// watch reaches etcd and gets 410 Gone; kwatch must list again and say what
+// changed while it was not watching.
+func TestStreamRelistOn410(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	pt := func(name, v string) *corev1.PodTemplate {
+		return &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"v": v}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}
+	}
+	for _, n := range []string{"keep", "change", "remove"} {
+		if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, pt(n, "1"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newProxy(t, env)
+	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--proxy", p.url, "-o", "json")
+	s.waitFor(t, 30*time.Second, "the first watch", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+
+	p.stop()
+	if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, pt("new", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := cs.CoreV1().PodTemplates(ns).Update(ctx, pt("change", "2"), metav1.UpdateOptions{})
+	if err != nil {
+		// Update needs the current resourceVersion.
+		cur, gerr := cs.CoreV1().PodTemplates(ns).Get(ctx, "change", metav1.GetOptions{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		cur.Labels["v"] = "2"
+		if changed, err = cs.CoreV1().PodTemplates(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.CoreV1().PodTemplates(ns).Delete(ctx, "remove", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	compactEtcd(t, changed.ResourceVersion)
+	p.start()
+
+	recs := s.waitFor(t, 60*time.Second, "a re-list after 410", func(r []map[string]any) bool {
+		return len(ofRecord(r, "relist")) > 0
+	})
+	gone := false
+	for _, r := range recs {
+		if (r["record"] == "response" && r["statusCode"] == 410.0) || (r["record"] == "event" && r["type"] == "ERROR") {
+			gone = true
+		}
+	}
+	if !gone {
+		t.Errorf("no 410 response or ERROR event shown")
+	}
+	lists := ofRecord(recs, "list")
+	if len(lists) < 2 || lists[1]["reason"] != "re-list after 410 Gone" || lists[1]["items"] != 3.0 {
+		t.Errorf("lists: %v", lists)
+	}
+	rl := ofRecord(recs, "relist")[0]
+	want := map[string]string{"appeared": ns + "/new", "disappeared": ns + "/remove", "changed": ns + "/change"}
+	for field, name := range want {
+		got, _ := rl[field].([]any)
+		if len(got) != 1 || got[0] != name {
+			t.Errorf("relist %s = %v, want [%s]", field, got, name)
+		}
+	}
+	if rl["unchanged"] != 1.0 {
+		t.Errorf("relist unchanged = %v, want 1", rl["unchanged"])
+	}
+}
+
+// compactEtcd compacts etcd's history up to revision rv through etcd's
+// JSON gateway (POST /v3/kv/compaction), so that older resourceVersions are
+// gone.
+func compactEtcd(t *testing.T, rv string) {
+	t.Helper()
+	body := strings.NewReader(`{"revision":"` + rv + `","physical":true}`)
+	resp, err := http.Post("http://127.0.0.1:2379/v3/kv/compaction", "application/json", body)
+	if err != nil {
+		t.Fatalf("compacting etcd: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("compacting etcd: %s: %s", resp.Status, msg)
+	}
+}
+
+// testProxy is a kubectl proxy of the test's own, on a free port.
+type testProxy struct {
+	t       *testing.T
+	kubectl string
+	kc      string
+	port    int
+	url     string
+	cmd     *exec.Cmd
+}
+
+func newProxy(t *testing.T, env *e2e.Env) *testProxy {
+	p := &testProxy{t: t, kubectl: kubectlBinary(t, env), kc: env.Kubeconfig, port: freePort(t)}
+	p.url = fmt.Sprintf("http://127.0.0.1:%d", p.port)
+	p.start()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *testProxy) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.kubectl, "--kubeconfig", p.kc, "proxy", "--address=127.0.0.1", fmt.Sprintf("--port=%d", p.port))
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p.port)); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("kubectl proxy did not listen on %d", p.port)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *testProxy) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+// TestStreamProxyRestart kills kubectl proxy in the middle of a watch,
+// writes while it is down, starts it again, and checks that kwatch resumed
+// from the last resourceVersion and lost no event.
+func TestStreamProxyRestart(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	p := newProxy(t, env)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", p.url, "-o", "json")
+	writeAndCheck(t, env, s, ns, "before")
+
+	p.stop()
+	cs := env.Clientset(t)
+	var rvs []string
+	for i := 0; i < 5; i++ {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("outage-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rvs = append(rvs, cm.ResourceVersion)
+	}
+	time.Sleep(time.Second)
+	p.start()
+
+	recs := s.waitFor(t, 60*time.Second, "the 5 ConfigMaps created while the proxy was down", func(r []map[string]any) bool {
+		n := 0
+		for _, ev := range events(r, "") {
+			if strings.HasPrefix(fmt.Sprint(ev["name"]), "outage-") && ev["type"] == "ADDED" {
+				n++
+			}
+		}
+		return n >= 5
+	})
+	got := map[string]bool{}
+	for _, ev := range events(recs, "") {
+		if strings.HasPrefix(fmt.Sprint(ev["name"]), "outage-") {
+			got[fmt.Sprint(ev["resourceVersion"])] = true
+		}
+	}
+	for _, rv := range rvs {
+		if !got[rv] {
+			t.Errorf("the ADDED event at resourceVersion %s (made while the proxy was down) is missing", rv)
+		}
+	}
+	if len(ofRecord(recs, "retry")) == 0 {
+		t.Errorf("no retry shown while the proxy was down")
+	}
+}
+
+// kubectlBinary finds the kubectl that runs the stack's proxy.
+func kubectlBinary(t *testing.T, env *e2e.Env) string {
+	t.Helper()
+	pidFile := filepath.Join(filepath.Dir(env.Kubeconfig), "proxy.pid")
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("finding kubectl: %v", err)
+	}
+	exe, err := os.Readlink("/proc/" + strings.TrimSpace(string(pid)) + "/exe")
+	if err != nil {
+		t.Fatalf("finding kubectl: %v", err)
+	}
+	return exe
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,228 @@
+// Package watchclient runs a live Kubernetes list-watch and shows every watch
+// event with the HTTP/1.1 chunks it arrived in. The watch connection is
+// tapped: the bytes it carries (decrypted, for TLS) go through the same
+// pkg/httpconn → pkg/chunk → pkg/event path as a packet capture, so live and
+// captured traffic are decoded by one decoder.
+//
+// It follows the list-watch protocol (Kubernetes API concepts: efficient
+// detection of changes): LIST, then WATCH from the list's resourceVersion
+// with bookmarks; watch again from the last resourceVersion seen when the
+// server ends a watch; LIST again when that version is too old (410 Gone),
+// reporting what changed while nobody watched. Lists, watches, discovery and
+// credentials use client-go.
+package watchclient
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// DefaultProxyURL is where `kubectl proxy` listens by default.
+const DefaultProxyURL = "http://127.0.0.1:8001"
+
+// ConnectOptions say where the API server is.
+type ConnectOptions struct {
+	// ProxyURL, when set, reaches the API server through kubectl proxy
+	// (plain HTTP/1.1, no credentials).
+	ProxyURL string
+	// Kubeconfig and Context select a kubeconfig file and context, as
+	// kubectl's --kubeconfig and --context do; empty means kubectl's
+	// defaults ($KUBECONFIG, ~/.kube/config, current-context).
+	Kubeconfig, Context string
+	// HTTP2 keeps HTTP/2 on a direct TLS connection: events are shown
+	// without chunks, since HTTP/2 has no chunked coding.
+	HTTP2 bool
+	// HTTP tunes the decoding of the tapped bytes.
+	HTTP httpconn.Options
+}
+
+// Client holds what a list-watch needs: a client-go config for LIST and
+// discovery, and an HTTP client whose watch connections are tapped.
+type Client struct {
+	// Config is the client-go configuration (credentials included; never
+	// printed).
+	Config *rest.Config
+	// Transport describes how watch bytes travel, for people.
+	Transport string
+	// Namespace is the kubeconfig context's namespace ("" if none).
+	Namespace string
+
+	watchHTTP *http.Client
+	sink      *lockedSink
+	http2     bool
+	httpOpt   httpconn.Options
+}
+
+// ProxyAnswers reports whether a kubectl proxy answers at proxyURL within
+// timeout (GET /version).
+func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(proxyURL, "/")+"/version", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Connect builds a Client that sends records of tapped watch connections to
+// sink. It returns an error when the kubeconfig cannot be loaded or the
+// proxy URL is malformed.
+func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
+	c := &Client{sink: &lockedSink{sink: sink}, http2: opt.HTTP2, httpOpt: opt.HTTP}
+	t := &tapper{sink: c.sink, opt: opt.HTTP}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if opt.ProxyURL != "" {
+		u, err := url.Parse(opt.ProxyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("proxy URL %q: want http://HOST:PORT", opt.ProxyURL)
+		}
+		c.Config = &rest.Config{Host: opt.ProxyURL}
+		c.Transport = "HTTP/1.1 through kubectl proxy " + opt.ProxyURL
+		tr := &http.Transport{DialContext: t.plainDialer(dialer.DialContext), DisableKeepAlives: true,
+			DisableCompression: true, ForceAttemptHTTP2: false}
+		c.watchHTTP = &http.Client{Transport: tr}
+		return c, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = opt.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opt.Context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if ns, _, err := cc.Namespace(); err == nil {
+		c.Namespace = ns
+	}
+	c.Config = cfg
+	if opt.HTTP2 {
+		c.Transport = "HTTP/2 straight to " + cfg.Host + " (no chunks: HTTP/2 has no chunked coding; event sizes only)"
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.watchHTTP = hc
+		return c, nil
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dial := dialer.DialContext
+	if cfg.Dial != nil {
+		dial = cfg.Dial
+	} else if h, err := cfg.TransportConfig(); err == nil && h.DialHolder != nil && h.DialHolder.Dial != nil {
+		// Exec credential plugins track connections through DialHolder.
+		dial = h.DialHolder.Dial
+	}
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, DisableCompression: true}
+	if tlsCfg != nil {
+		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg)
+		c.Transport = "HTTP/1.1 over TLS straight to " + cfg.Host + " (decrypted bytes decoded)"
+	} else {
+		tr.DialContext = t.plainDialer(dial)
+		c.Transport = "HTTP/1.1 straight to " + cfg.Host
+	}
+	rt, err := rest.HTTPWrappersForConfig(cfg, tr)
+	if err != nil {
+		return nil, err
+	}
+	c.watchHTTP = &http.Client{Transport: rt}
+	return c, nil
+}
+
+// WireBytes returns the bytes read on tapped connections so far.
+func (c *Client) WireBytes() int64 {
+	c.sink.mu.Lock()
+	defer c.sink.mu.Unlock()
+	return c.sink.bytes
+}
+
+// Resource is a resource resolved through discovery.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+}
+
+// String returns "configmaps" for the core group, "deployments.apps" otherwise.
+func (r Resource) String() string {
+	if r.GVR.Group == "" {
+		return r.GVR.Resource
+	}
+	return r.GVR.Resource + "." + r.GVR.Group
+}
+
+// Resolve maps a resource argument as kubectl does ("pods", "po",
+// "deployments.apps", "deploy", a CRD's plural or short name) to a resource
+// through discovery and its short names. It returns an error naming the
+// argument when nothing matches.
+func (c *Client) Resolve(ctx context.Context, arg string) (Resource, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		return Resource{}, err
+	}
+	cached := memory.NewMemCacheClient(dc)
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+	gvr, gr := schema.ParseResourceArg(strings.ToLower(arg))
+	var found schema.GroupVersionResource
+	if gvr != nil {
+		found, err = mapper.ResourceFor(*gvr)
+	}
+	if gvr == nil || err != nil {
+		found, err = mapper.ResourceFor(gr.WithVersion(""))
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return Resource{}, fmt.Errorf("the server doesn't have a resource type %q (kubectl api-resources lists them)", arg)
+		}
+		return Resource{}, fmt.Errorf("resolving %q: %w", arg, err)
+	}
+	gvk, err := mapper.KindFor(found)
+	if err != nil {
+		return Resource{}, err
+	}
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return Resource{}, err
+	}
+	return Resource{GVR: found, Kind: gvk.Kind, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+func (c *Client) dynamic() (dynamic.Interface, error) { return dynamic.NewForConfig(c.Config) }
+
+// watchREST returns a REST client on the tapped HTTP client.
+func (c *Client) watchREST() (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if cfg.GroupVersion == nil {
+		cfg.GroupVersion = &schema.GroupVersion{}
+	}
+	// The watch returns once response headers arrive; the body is read
+	// as long as the server keeps it open.
+	cfg.Timeout = 0
+	return rest.UnversionedRESTClientForConfigAndClient(cfg, c.watchHTTP)
+}

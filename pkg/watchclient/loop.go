@@ -1,0 +1,574 @@
+package watchclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// WatchOptions say what to list and watch.
+type WatchOptions struct {
+	// Resource to list and watch (from Client.Resolve); ignored with Raw.
+	Resource Resource
+	// Namespace, or "" for all namespaces (and cluster-scoped resources).
+	Namespace string
+	// Name restricts the watch to one object (field selector
+	// metadata.name=Name), as `kubectl get RESOURCE/NAME -w` does.
+	Name string
+	// LabelSelector and FieldSelector filter as kubectl's -l and
+	// --field-selector.
+	LabelSelector, FieldSelector string
+	// ResourceVersion, when set, skips the first LIST and watches from it.
+	ResourceVersion string
+	// TimeoutSeconds asks the server to end each watch after that many
+	// seconds (0: the server's default, 30 to 60 minutes).
+	TimeoutSeconds int64
+	// Raw watches this exact path and query (e.g.
+	// "/api/v1/watch/namespaces/default/configmaps") without a LIST; a
+	// resume adds resourceVersion=LAST.
+	Raw string
+	// Proto asks for application/vnd.kubernetes.protobuf;stream=watch.
+	Proto bool
+	// Backoff bounds retries; the zero value means 500 ms doubling to 30 s.
+	Backoff wait.Backoff
+}
+
+// Stats counts what a list-watch did.
+type Stats struct {
+	Watches int
+	Lists   int
+	Relists int
+	Events  int
+}
+
+// errGone means the watch must re-list (410 Gone / Expired).
+var errGone = errors.New("resource version too old")
+
+// object is what the loop remembers of each object.
+type object struct {
+	uid types.UID
+	rv  string
+}
+
+// Run lists and watches until ctx ends, emitting records to the Client's
+// sink. It returns nil when ctx ends, or an error that retrying cannot fix
+// (401 Unauthorized, 403 Forbidden, 404 Not Found for the resource).
+func Run(ctx context.Context, c *Client, opt WatchOptions) (*Stats, error) {
+	if opt.Backoff.Duration == 0 {
+		opt.Backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	}
+	l := &loop{c: c, opt: opt, stats: &Stats{}, known: map[string]object{}}
+	rc, err := c.watchREST()
+	if err != nil {
+		return l.stats, err
+	}
+	l.lw = &cache.ListWatch{
+		ListWithContextFunc:  l.list,
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return l.watch(ctx, rc, o) },
+	}
+	return l.stats, l.run(ctx)
+}
+
+type loop struct {
+	c       *Client
+	opt     WatchOptions
+	lw      *cache.ListWatch
+	stats   *Stats
+	known   map[string]object
+	rv      string
+	listed  bool
+	started time.Time // when the current watch opened
+}
+
+func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
+
+func (l *loop) run(ctx context.Context) error {
+	backoff := l.opt.Backoff
+	reason := "initial"
+	l.rv = l.opt.ResourceVersion
+	needList := l.opt.Raw == "" && l.rv == ""
+	for ctx.Err() == nil {
+		if needList {
+			if err := l.doList(ctx, reason); err != nil {
+				if fatal(err) || ctx.Err() != nil {
+					return quiet(ctx, err)
+				}
+				l.retry(ctx, err, &backoff)
+				continue
+			}
+			needList = false
+			reason = "after LIST"
+		}
+		err := l.watchOnce(ctx, reason)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errGone):
+			if l.opt.Raw != "" {
+				return fmt.Errorf("watch of %s: resourceVersion %s is too old (410 Gone) and --raw cannot re-list; start again without --resource-version", l.opt.Raw, l.rv)
+			}
+			needList = true
+			reason = "re-list after 410 Gone"
+			backoff = l.opt.Backoff
+		case err != nil && fatal(err):
+			return err
+		case err != nil:
+			l.retry(ctx, err, &backoff)
+			reason = "resume after an error"
+		default:
+			backoff = l.opt.Backoff
+			reason = "resume: the server ended the watch"
+		}
+	}
+	return nil
+}
+
+func quiet(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// fatal reports errors that retrying will not fix.
+func fatal(err error) bool {
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return true
+	case apierrors.IsForbidden(err):
+		return true
+	case apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err), apierrors.IsBadRequest(err):
+		return true
+	}
+	return false
+}
+
+func (l *loop) retry(ctx context.Context, err error, b *wait.Backoff) {
+	d := b.Step()
+	l.emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (l *loop) listOptions() metav1.ListOptions {
+	o := metav1.ListOptions{LabelSelector: l.opt.LabelSelector, FieldSelector: l.opt.FieldSelector}
+	if l.opt.Name != "" {
+		sel := "metadata.name=" + l.opt.Name
+		if o.FieldSelector != "" {
+			sel = o.FieldSelector + "," + sel
+		}
+		o.FieldSelector = sel
+	}
+	return o
+}
+
+func (l *loop) list(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	dc, err := l.c.dynamic()
+	if err != nil {
+		return nil, err
+	}
+	r := dc.Resource(l.opt.Resource.GVR)
+	if l.opt.Resource.Namespaced && l.opt.Namespace != "" {
+		return r.Namespace(l.opt.Namespace).List(ctx, o)
+	}
+	return r.List(ctx, o)
+}
+
+// doList lists through the ListWatch and, on a re-list, reports what
+// changed since the state the watch had built.
+func (l *loop) doList(ctx context.Context, reason string) error {
+	start := time.Now()
+	obj, err := l.lw.ListWithContext(ctx, l.listOptions())
+	if err != nil {
+		return err
+	}
+	l.stats.Lists++
+	lm, err := meta.ListAccessor(obj)
+	if err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]object, len(items))
+	for _, it := range items {
+		a, err := meta.Accessor(it)
+		if err != nil {
+			continue
+		}
+		fresh[key(a.GetNamespace(), a.GetName())] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+	}
+	l.emit(&record.List{Time: time.Now(), Resource: l.opt.Resource.String(), Namespace: l.opt.Namespace,
+		Items: len(items), ResourceVersion: lm.GetResourceVersion(), Duration: time.Since(start), Reason: reason})
+	if l.listed {
+		l.stats.Relists++
+		l.emit(diffStates(l.known, fresh))
+	}
+	l.listed = true
+	l.known = fresh
+	l.rv = lm.GetResourceVersion()
+	return nil
+}
+
+func key(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// diffStates compares the state known from the watch with a new list.
+func diffStates(old, fresh map[string]object) *record.Relist {
+	r := &record.Relist{Time: time.Now()}
+	add := func(list *[]string, n *int, k string) {
+		*n++
+		if len(*list) < record.MaxListedNames {
+			*list = append(*list, k)
+		}
+	}
+	keys := make([]string, 0, len(fresh))
+	for k := range fresh {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o, ok := old[k]
+		switch {
+		case !ok:
+			add(&r.Appeared, &r.NAppeared, k)
+		case o.uid != fresh[k].uid || o.rv != fresh[k].rv:
+			add(&r.Changed, &r.NChanged, k)
+		default:
+			r.Unchanged++
+		}
+	}
+	gone := make([]string, 0)
+	for k := range old {
+		if _, ok := fresh[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	sort.Strings(gone)
+	for _, k := range gone {
+		add(&r.Disappeared, &r.NDisappeared, k)
+	}
+	return r
+}
+
+// watchOnce opens one watch from l.rv and consumes it until it ends. It
+// returns errGone when the server says the version is too old.
+func (l *loop) watchOnce(ctx context.Context, reason string) error {
+	o := l.listOptions()
+	o.ResourceVersion = l.rv
+	o.AllowWatchBookmarks = true
+	o.Watch = true
+	if l.opt.TimeoutSeconds > 0 {
+		ts := l.opt.TimeoutSeconds
+		o.TimeoutSeconds = &ts
+	}
+	var after time.Duration
+	if !l.started.IsZero() {
+		after = time.Since(l.started)
+	}
+	l.stats.Watches++
+	l.emit(&record.WatchStart{Time: time.Now(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
+		Reason: reason, After: after, Transport: l.c.Transport})
+	l.started = time.Now()
+	w, err := l.lw.WatchWithContext(ctx, o)
+	if err != nil {
+		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			return errGone
+		}
+		return err
+	}
+	defer func() {
+		w.Stop()
+		// Let the connection's reader report how the body ended before
+		// anything else is printed.
+		if ww, ok := w.(*wireWatcher); ok {
+			select {
+			case <-ww.finished:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	for ev := range w.ResultChan() {
+		if err := l.apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply updates the loop's state from one event.
+func (l *loop) apply(ev watch.Event) error {
+	l.stats.Events++
+	if ev.Type == watch.Error {
+		st, ok := ev.Object.(*metav1.Status)
+		if ok && (st.Code == 410 || st.Reason == metav1.StatusReasonExpired || st.Reason == metav1.StatusReasonGone) {
+			return errGone
+		}
+		if ok {
+			return apierrors.FromObject(st)
+		}
+		return fmt.Errorf("watch ERROR event")
+	}
+	a, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return nil
+	}
+	if rv := a.GetResourceVersion(); rv != "" {
+		l.rv = rv
+	}
+	k := key(a.GetNamespace(), a.GetName())
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		l.known[k] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+	case watch.Deleted:
+		delete(l.known, k)
+	}
+	return nil
+}
+
+// path returns the watch request's path and query, for display.
+func (l *loop) path(o metav1.ListOptions) string {
+	if l.opt.Raw != "" {
+		return l.rawPath(o.ResourceVersion)
+	}
+	g := l.opt.Resource.GVR
+	var sb strings.Builder
+	if g.Group == "" {
+		sb.WriteString("/api/" + g.Version)
+	} else {
+		sb.WriteString("/apis/" + g.Group + "/" + g.Version)
+	}
+	if l.opt.Resource.Namespaced && l.opt.Namespace != "" {
+		sb.WriteString("/namespaces/" + l.opt.Namespace)
+	}
+	sb.WriteString("/" + g.Resource)
+	q := url.Values{}
+	q.Set("watch", "true")
+	q.Set("allowWatchBookmarks", "true")
+	if o.ResourceVersion != "" {
+		q.Set("resourceVersion", o.ResourceVersion)
+	}
+	if o.LabelSelector != "" {
+		q.Set("labelSelector", o.LabelSelector)
+	}
+	if o.FieldSelector != "" {
+		q.Set("fieldSelector", o.FieldSelector)
+	}
+	if o.TimeoutSeconds != nil {
+		q.Set("timeoutSeconds", strconv.FormatInt(*o.TimeoutSeconds, 10))
+	}
+	return sb.String() + "?" + q.Encode()
+}
+
+// rawPath adds or replaces resourceVersion in the --raw path for a resume.
+func (l *loop) rawPath(rv string) string {
+	u, err := url.Parse(l.opt.Raw)
+	if err != nil || rv == "" {
+		return l.opt.Raw
+	}
+	q := u.Query()
+	q.Set("resourceVersion", rv)
+	if q.Get("watch") == "" && !strings.Contains(u.Path, "/watch/") {
+		q.Set("watch", "true")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// watch opens a watch request on the tapped client and returns a
+// watch.Interface fed with the events kwatch's decoder reads off the wire.
+func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (watch.Interface, error) {
+	full := l.path(o)
+	u, err := url.Parse(full)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	req := rc.Get().AbsPath(u.Path)
+	for k, vs := range u.Query() {
+		for _, v := range vs {
+			req = req.Param(k, v)
+		}
+	}
+	accept := event.MediaJSON
+	if l.opt.Proto {
+		accept = event.MediaProtobuf + ";stream=watch"
+	}
+	req = req.SetHeader("Accept", accept)
+	ww := newWireWatcher(cancel)
+	l.c.sink.mu.Lock()
+	l.c.sink.current = ww
+	l.c.sink.mu.Unlock()
+	body, err := req.Stream(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() {
+		defer ww.finish()
+		if l.c.http2 {
+			l.c.feedHTTP2(body, full, accept)
+		} else {
+			_, _ = io.Copy(io.Discard, body)
+		}
+		body.Close()
+	}()
+	return ww, nil
+}
+
+// restGetter starts GET requests (rest.RESTClient).
+type restGetter interface{ Get() *rest.Request }
+
+// wireWatcher is a watch.Interface fed by the tap's decoded events. The
+// queue is unbounded so that the goroutine reading the connection never
+// blocks while holding the sink's lock.
+type wireWatcher struct {
+	mu      sync.Mutex
+	queue   []watch.Event
+	done    bool
+	wake    chan struct{}
+	out     chan watch.Event
+	stopped  chan struct{}
+	finished chan struct{} // closed when the body has been read to its end
+	cancel   context.CancelFunc
+	once    sync.Once
+}
+
+func newWireWatcher(cancel context.CancelFunc) *wireWatcher {
+	w := &wireWatcher{wake: make(chan struct{}, 1), out: make(chan watch.Event), stopped: make(chan struct{}), finished: make(chan struct{}), cancel: cancel}
+	go w.pump()
+	return w
+}
+
+func (w *wireWatcher) push(ev watch.Event) {
+	w.mu.Lock()
+	w.queue = append(w.queue, ev)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *wireWatcher) finish() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+	close(w.finished)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *wireWatcher) pump() {
+	defer close(w.out)
+	for {
+		w.mu.Lock()
+		q := w.queue
+		w.queue = nil
+		done := w.done
+		w.mu.Unlock()
+		for _, ev := range q {
+			select {
+			case w.out <- ev:
+			case <-w.stopped:
+				return
+			}
+		}
+		if done && len(q) == 0 {
+			return
+		}
+		if len(q) == 0 {
+			select {
+			case <-w.wake:
+			case <-w.stopped:
+				return
+			}
+		}
+	}
+}
+
+// Stop ends the watch and closes its connection.
+func (w *wireWatcher) Stop() {
+	w.once.Do(func() {
+		close(w.stopped)
+		w.cancel()
+	})
+}
+
+// ResultChan returns the events.
+func (w *wireWatcher) ResultChan() <-chan watch.Event { return w.out }
+
+// toWatchEvent turns a decoded event record into a watch.Event whose object
+// carries the identity the loop needs.
+func toWatchEvent(e *record.Event) watch.Event {
+	if e.Type == string(watch.Error) && e.Status != nil {
+		return watch.Event{Type: watch.Error, Object: e.Status}
+	}
+	obj := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: e.APIVersion, Kind: e.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion,
+			UID: types.UID(e.UID)},
+	}
+	return watch.Event{Type: watch.EventType(e.Type), Object: obj}
+}
+
+// feedHTTP2 decodes an HTTP/2 watch body: there are no chunks, so the
+// de-framed body goes to the same decoder as if it were a body read until
+// close, behind a synthetic request and status line.
+func (c *Client) feedHTTP2(body io.Reader, path, accept string) {
+	c.sink.mu.Lock()
+	c.sink.conns++
+	rec := &record.Conn{ID: c.sink.conns}
+	hc := httpconn.New(rec, held{c.sink}, c.httpOpt)
+	now := time.Now()
+	hc.ClientData([]byte("GET "+path+" HTTP/2.0\r\nAccept: "+accept+"\r\n\r\n"), now)
+	hc.ServerData([]byte("HTTP/2.0 200 OK\r\nContent-Type: "+accept+"\r\n\r\n"), now)
+	c.sink.mu.Unlock()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		c.sink.mu.Lock()
+		if n > 0 {
+			c.sink.bytes += int64(n)
+			hc.ServerData(buf[:n], time.Now())
+		}
+		if err != nil {
+			hc.CloseServer(httpconn.EndFIN, time.Now())
+			c.sink.mu.Unlock()
+			return
+		}
+		c.sink.mu.Unlock()
+	}
+}

@@ -1,0 +1,176 @@
+package watchclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// lockedSink serialises records from several connections (each read in its
+// own goroutine by net/http) and from the list-watch loop into one sink,
+// counts wire bytes, and passes decoded events to the watch in progress.
+type lockedSink struct {
+	mu      sync.Mutex
+	sink    record.Sink
+	bytes   int64
+	conns   int
+	current *wireWatcher
+}
+
+// Emit delivers r, taking the lock.
+func (l *lockedSink) Emit(r record.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deliver(r)
+}
+
+// deliver prints r and hands events to the current watch; l.mu must be held.
+func (l *lockedSink) deliver(r record.Record) {
+	l.sink.Emit(r)
+	if e, ok := r.(*record.Event); ok && l.current != nil {
+		l.current.push(toWatchEvent(e))
+	}
+}
+
+// held is the sink given to the HTTP decoders, which run with l.mu held.
+type held struct{ l *lockedSink }
+
+func (h held) Emit(r record.Record) { h.l.deliver(r) }
+
+// tapConn is a connection whose bytes, in both directions, are also fed to
+// kwatch's HTTP/1.1 decoder: what the server wrote is decoded exactly as a
+// capture of it would be. For TLS it wraps the *tls.Conn, so it sees the
+// decrypted bytes.
+type tapConn struct {
+	net.Conn
+	sink   *lockedSink
+	hc     *httpconn.Conn
+	closed bool
+}
+
+// Read reads from the connection and decodes what was read.
+func (c *tapConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.sink.mu.Lock()
+	defer c.sink.mu.Unlock()
+	now := time.Now()
+	if n > 0 && !c.closed {
+		c.sink.bytes += int64(n)
+		// Decode synchronously: net/http reuses p after Read returns.
+		c.hc.ServerData(p[:n], now)
+	}
+	if err != nil && !c.closed {
+		how := httpconn.EndFIN
+		switch {
+		case errors.Is(err, syscall.ECONNRESET):
+			how = httpconn.EndRST
+		case errors.Is(err, net.ErrClosed):
+			how = httpconn.EndLocal
+		case !errors.Is(err, io.EOF):
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				how = httpconn.EndLocal
+			}
+		}
+		c.closed = true
+		c.hc.CloseServer(how, now)
+		c.hc.CloseClient(how, now)
+	}
+	return n, err
+}
+
+// Write decodes the request bytes, then writes them.
+func (c *tapConn) Write(p []byte) (int, error) {
+	c.sink.mu.Lock()
+	c.hc.ClientData(p, time.Now())
+	c.sink.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// Close closes the connection; a body still open is reported as ended by
+// kwatch.
+func (c *tapConn) Close() error {
+	c.sink.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		now := time.Now()
+		c.hc.CloseServer(httpconn.EndLocal, now)
+		c.hc.CloseClient(httpconn.EndLocal, now)
+	}
+	c.sink.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
+
+// tapper wraps dialled connections in tapConns.
+type tapper struct {
+	sink *lockedSink
+	opt  httpconn.Options
+}
+
+func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
+	t.sink.mu.Lock()
+	t.sink.conns++
+	rec := &record.Conn{ID: t.sink.conns, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
+	t.sink.mu.Unlock()
+	return &tapConn{Conn: shown, sink: t.sink, hc: httpconn.New(rec, held{t.sink}, t.opt)}
+}
+
+// dialFunc dials a TCP connection.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// tlsDialer returns a DialTLSContext that dials with dial, completes a TLS
+// handshake with cfg offering only HTTP/1.1 (ALPN "http/1.1", RFC 7301),
+// and taps the decrypted bytes.
+func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := base.Clone()
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			cfg.ServerName = host
+		}
+		// Offering h2 makes the API server choose it, and HTTP/2 has no
+		// chunked coding to show.
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return t.wrap(raw, tc), nil
+	}
+}
+
+// plainDialer taps a plain TCP connection (kubectl proxy).
+func (t *tapper) plainDialer(dial dialFunc) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return t.wrap(raw, raw), nil
+	}
+}
