@@ -453,15 +453,15 @@ type restGetter interface{ Get() *rest.Request }
 // queue is unbounded so that the goroutine reading the connection never
 // blocks while holding the sink's lock.
 type wireWatcher struct {
-	mu      sync.Mutex
-	queue   []watch.Event
-	done    bool
-	wake    chan struct{}
-	out     chan watch.Event
+	mu       sync.Mutex
+	queue    []watch.Event
+	done     bool
+	wake     chan struct{}
+	out      chan watch.Event
 	stopped  chan struct{}
 	finished chan struct{} // closed when the body has been read to its end
 	cancel   context.CancelFunc
-	once    sync.Once
+	once     sync.Once
 }
 
 func newWireWatcher(cancel context.CancelFunc) *wireWatcher {
