@@ -49,6 +49,22 @@ start_all=$(date +%s)
 kw_build
 BIN="$(kw_bin_dir)"
 
+# If starting fails half-way, stop what this run started (in reverse order),
+# so that a failed cluster-up leaves no process behind. Components that were
+# already running are left alone.
+STARTED=()
+on_exit() {
+  local rc=$? i
+  if [ "$rc" -ne 0 ] && [ ${#STARTED[@]} -gt 0 ]; then
+    kw_log "cluster-up failed; stopping what it started: ${STARTED[*]}"
+    for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
+      kw_stop "${STARTED[$i]}" || true
+    done
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+
 # kw_start NAME ARGS...: start a component detached from this script.
 # - setsid: its own session, so a Ctrl-C in the terminal that ran this script
 #   (or go test killing a test binary) does not take the stack down with it;
@@ -70,6 +86,7 @@ kw_start() {
   kw_log "starting $name: $exe $*"
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$exe" "$@" \
     </dev/null >"$log" 2>&1 8>&- 9>&- &
+  STARTED+=("$name")
   deadline=$(($(date +%s) + 10))
   until [ -s "$pidf" ]; do
     [ "$(date +%s)" -lt "$deadline" ] || kw_die "$name did not record its pid in $pidf within 10s"
@@ -86,6 +103,11 @@ kw_need_port() {
     kw_die "free port $2 (or stop that program) and run $0 again"
   fi
 }
+
+# Check every port we are about to need before starting anything.
+kw_pid_alive etcd || { kw_need_port etcd "$KW_ETCD_CLIENT_PORT"; kw_need_port etcd "$KW_ETCD_PEER_PORT"; }
+kw_pid_alive kube-apiserver || kw_need_port kube-apiserver "$KW_APISERVER_PORT"
+kw_pid_alive proxy || kw_need_port "kubectl proxy" "$KW_PROXY_PORT"
 
 # --- credentials --------------------------------------------------------------
 # Service-account signing keys and a static admin bearer token. The serving
