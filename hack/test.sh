@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The one test command (`make test`, run by .ci/run): unit, golden and
+# end-to-end tests against a real control plane.
+#
+# 1. Brings the stack up with hack/cluster-up.sh (building it first if the
+#    cached binaries are missing: 5-10 minutes cold on 2 cores). If it cannot
+#    start, this fails: the end-to-end tests must not silently skip.
+# 2. Exports KUBECONFIG, PROXY_URL and KWATCH_CLUSTER_ENV, so that
+#    internal/e2e uses this stack and never starts another one.
+# 3. Runs `go test -count=1 -timeout 30m ./...`; arguments, if any, replace
+#    `./...` (e.g. `hack/test.sh -run TestX ./internal/e2e/`).
+# 4. Brings the stack down again, even on failure or Ctrl-C, unless it was
+#    already running before (then it is left as it was found).
+# Exits with go test's status.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$KW_REPO_ROOT"
+
+start=$(date +%s)
+elapsed() { echo "$(($(date +%s) - start))s"; }
+
+was_up=0
+if kw_stack_healthy; then
+  was_up=1
+  kw_log "control plane already running; it will be left running"
+fi
+
+finish() {
+  local rc=$?
+  if [ "$was_up" = 0 ]; then
+    kw_log "stopping the control plane"
+    "$KW_REPO_ROOT/hack/cluster-down.sh" || rc=1
+  fi
+  kw_log "hack/test.sh: total time $(elapsed) (exit $rc)"
+  exit "$rc"
+}
+trap finish EXIT
+# Turn signals into a normal exit so that the EXIT trap stops the stack.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if ! env_lines="$("$KW_REPO_ROOT/hack/cluster-up.sh")"; then
+  kw_die "the control plane did not start (see above); the end-to-end tests need it"
+fi
+while IFS='=' read -r key value; do
+  case "$key" in
+    KUBECONFIG | PROXY_URL) export "$key=$value" ;;
+  esac
+done <<<"$env_lines"
+[ -n "${KUBECONFIG:-}" ] && [ -n "${PROXY_URL:-}" ] ||
+  kw_die "cluster-up.sh printed no KUBECONFIG/PROXY_URL lines: $env_lines"
+export KWATCH_CLUSTER_ENV="$KW_RUN_DIR/env"
+kw_log "control plane ready after $(elapsed): KUBECONFIG=$KUBECONFIG PROXY_URL=$PROXY_URL"
+
+# Generous timeout: the suite itself takes far less, but a slow, shared CI
+# machine should fail on a real hang, not on a tight budget.
+[ $# -gt 0 ] || set -- ./...
+rc=0
+go test -count=1 -timeout 30m "$@" || rc=$?
+exit "$rc"
