@@ -1,5 +1,7 @@
 package pcap
 
+import "bytes"
+
 // Overlap window bounds, in bytes. The window grows from the minimum as a
 // direction carries more bytes, so short connections stay small.
 const (
@@ -52,10 +54,19 @@ func (o *overlapCheck) add(seq uint32, syn bool, payload []byte) (int64, bool) {
 	end := r + int64(len(payload))
 	n := int64(len(o.ring))
 	lo, hi := max(r, o.validFrom, o.contig-n), min(end, o.contig)
-	for x := lo; x < hi; x++ {
-		if o.ring[x%n] != payload[x-r] {
-			return x, false
+	for x := lo; x < hi; {
+		// Compare run by run up to the ring's wrap point.
+		i := x % n
+		k := min(hi-x, n-i)
+		a, b := o.ring[i:i+k], payload[x-r:x-r+k]
+		if !bytes.Equal(a, b) {
+			for j := range a {
+				if a[j] != b[j] {
+					return x + int64(j), false
+				}
+			}
 		}
+		x += k
 	}
 	if r > o.contig {
 		// A gap: bytes before r are unknown.
@@ -66,8 +77,12 @@ func (o *overlapCheck) add(seq uint32, syn bool, payload []byte) (int64, bool) {
 	}
 	o.grow(end)
 	n = int64(len(o.ring))
-	for x := o.contig; x < end; x++ {
-		o.ring[x%n] = payload[x-r]
+	from := max(o.contig, end-n) // only the last n bytes fit
+	for x := from; x < end; {
+		i := x % n
+		k := min(end-x, n-i)
+		copy(o.ring[i:i+k], payload[x-r:x-r+k])
+		x += k
 	}
 	o.contig = end
 	return 0, true
