@@ -32,7 +32,12 @@ if ! flock -n 9; then
 fi
 
 emit() {
-  local kubeconfig="$KW_RUN_DIR/kubeconfig"
+  local kubeconfig="$KW_RUN_DIR/kubeconfig" exe
+  # run folder/bin -> the binaries the running stack was started from, so that
+  # tests and people can use the matching kubectl ($KW_RUN_DIR/bin/kubectl)
+  # without knowing the hash.
+  exe="$(readlink "/proc/$(kw_pid proxy)/exe")"
+  ln -sfn "$(dirname "$exe")" "$KW_RUN_DIR/bin"
   # Written atomically: readers (internal/e2e) may look at it any time.
   printf 'KUBECONFIG=%s\nPROXY_URL=%s\n' "$kubeconfig" "$KW_PROXY_URL" >"$KW_RUN_DIR/env.tmp"
   mv "$KW_RUN_DIR/env.tmp" "$KW_RUN_DIR/env"

@@ -10,8 +10,9 @@
 #       version and the build flags, so the binaries are rebuilt only when a pin
 #       (or the toolchain) changes.
 #   ${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}/
-#       logs, pid files, certificates, the etcd data dir, the kubeconfig and the
-#       `env` file with KUBECONFIG=… and PROXY_URL=….
+#       logs, pid files, certificates, the etcd data dir, the kubeconfig, the
+#       `env` file with KUBECONFIG=… and PROXY_URL=…, and `bin`, a symlink to
+#       the binaries the running stack was started from.
 
 KW_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KW_CLUSTER_MOD="$KW_REPO_ROOT/hack/cluster"

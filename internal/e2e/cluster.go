@@ -43,6 +43,9 @@ type Env struct {
 	// ProxyURL is the base URL of kubectl proxy, plain HTTP without
 	// authentication, e.g. "http://127.0.0.1:8001".
 	ProxyURL string
+	// Kubectl is the path of the kubectl built with the stack (the same
+	// version as the server), or "" if it cannot be found.
+	Kubectl string
 
 	// runDir is the folder holding the components' logs.
 	runDir string
@@ -153,8 +156,21 @@ func readEnvFile(path string) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	env.runDir = filepath.Dir(path)
+	env.setRunDir(filepath.Dir(path))
 	return env, nil
+}
+
+// setRunDir records the run folder and what hack/cluster-up.sh leaves in it.
+func (e *Env) setRunDir(dir string) {
+	e.runDir = dir
+	if kubectl := filepath.Join(dir, "bin", "kubectl"); fileExists(kubectl) {
+		e.Kubectl = kubectl
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func parseEnv(data []byte) (*Env, error) {
@@ -282,7 +298,7 @@ func startStack() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s printed %q: %w", script, stdout.String(), err)
 	}
-	env.runDir = filepath.Dir(env.Kubeconfig)
+	env.setRunDir(filepath.Dir(env.Kubeconfig))
 	if err := env.ping(); err != nil {
 		return nil, fmt.Errorf("%s succeeded but the stack does not answer: %w%s", script, err, env.logTails())
 	}

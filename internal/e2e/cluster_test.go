@@ -20,6 +20,9 @@ import (
 // its create, update and delete with the resourceVersions the server gave.
 func TestConfigMapThroughAPIAndProxy(t *testing.T) {
 	env := Cluster(t)
+	if env.Kubectl == "" {
+		t.Errorf("Env.Kubectl is empty; want the stack's kubectl in %s/bin", env.runDir)
+	}
 	cs := env.Clientset(t)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
