@@ -19,13 +19,15 @@ KW_CLUSTER_MOD="$KW_REPO_ROOT/hack/cluster"
 KW_CACHE_BASE="${XDG_CACHE_HOME:-$HOME/.cache}/kwatch"
 KW_RUN_DIR="${KWATCH_CLUSTER_DIR:-$KW_CACHE_BASE/run}"
 
-# Fixed loopback ports. They are the well-known defaults, so anyone reading a
+# Loopback ports. The defaults are the well-known ones, so anyone reading a
 # capture recognises them; cluster-up.sh refuses to start if another program
-# already holds one of them.
-KW_ETCD_CLIENT_PORT=2379
-KW_ETCD_PEER_PORT=2380
-KW_APISERVER_PORT=6443
-KW_PROXY_PORT=8001
+# already holds one of them. The KWATCH_*_PORT variables exist only to run a
+# second stack beside the first (with its own KWATCH_CLUSTER_DIR), e.g. a
+# cold-build check while a developer's stack is up.
+KW_ETCD_CLIENT_PORT="${KWATCH_ETCD_CLIENT_PORT:-2379}"
+KW_ETCD_PEER_PORT="${KWATCH_ETCD_PEER_PORT:-2380}"
+KW_APISERVER_PORT="${KWATCH_APISERVER_PORT:-6443}"
+KW_PROXY_PORT="${KWATCH_PROXY_PORT:-8001}"
 KW_PROXY_URL="http://127.0.0.1:$KW_PROXY_PORT"
 
 kw_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
