@@ -1,0 +1,194 @@
+package event
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+type collected struct {
+	frames   []*Frame
+	problems []FrameProblem
+}
+
+func (c *collected) framer(f Format, max int64) *Framer {
+	return NewFramer(f, max, func(fr *Frame) { c.frames = append(c.frames, fr) },
+		func(p FrameProblem) { c.problems = append(c.problems, p) })
+}
+
+func (c *collected) String() string {
+	var sb strings.Builder
+	for _, f := range c.frames {
+		fmt.Fprintf(&sb, "frame %d off=%d len=%d spans=%v data=%q\n", f.Serial, f.Offset, f.Length, f.Spans, f.Data)
+	}
+	for _, p := range c.problems {
+		fmt.Fprintf(&sb, "problem %s @%d (%s)\n", p.Kind, p.Offset, p.Detail)
+	}
+	return sb.String()
+}
+
+const ev1 = `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a}{\"b","namespace":"ns","resourceVersion":"5"},"data":{"k":"[{ü}]"}}}`
+
+func TestJSONFramesAnySplit(t *testing.T) {
+	body := ev1 + "\n" + ev1 + "\n"
+	var whole collected
+	fr := whole.framer(FormatJSON, 0)
+	fr.Write([]byte(body), 0)
+	if len(whole.frames) != 2 || string(whole.frames[0].Data) != ev1 || whole.frames[1].Offset != int64(len(ev1)+1) {
+		t.Fatalf("whole:\n%s", whole.String())
+	}
+	for cut := 1; cut < len(body); cut++ {
+		var c collected
+		fr := c.framer(FormatJSON, 0)
+		fr.Write([]byte(body[:cut]), 0)
+		fr.Write([]byte(body[cut:]), 1)
+		if len(c.frames) != 2 || string(c.frames[0].Data) != ev1 || string(c.frames[1].Data) != ev1 {
+			t.Fatalf("cut %d:\n%s", cut, c.String())
+		}
+		var total int64
+		for _, s := range c.frames[0].Spans {
+			total += s.Bytes
+		}
+		if total != int64(len(ev1)) {
+			t.Fatalf("cut %d: spans %v do not add up to %d", cut, c.frames[0].Spans, len(ev1))
+		}
+		// Decoding must not depend on where the chunk boundary fell, even
+		// inside the two bytes of "ü".
+		ev, err := Decode(FormatJSON, c.frames[0].Data, DecodeOptions{})
+		if err != nil || ev.Name != `a}{"b` || ev.ResourceVersion != "5" {
+			t.Fatalf("cut %d: %v %+v", cut, err, ev)
+		}
+	}
+}
+
+func TestJSONSeveralEventsInOneChunkAndStraddling(t *testing.T) {
+	var c collected
+	fr := c.framer(FormatJSON, 0)
+	fr.Write([]byte(ev1+"\n"+ev1[:10]), 0)
+	if !fr.InFrame() || !fr.CurrentInChunk(0) || fr.FirstChunk() != 0 {
+		t.Fatal("second event should be in progress in chunk 0")
+	}
+	fr.Write([]byte(ev1[10:]+"\n"), 1)
+	if len(c.frames) != 2 {
+		t.Fatalf("frames:\n%s", c.String())
+	}
+	want := []Span{{Chunk: 0, Bytes: 10}, {Chunk: 1, Bytes: int64(len(ev1) - 10)}}
+	if fmt.Sprint(c.frames[1].Spans) != fmt.Sprint(want) {
+		t.Errorf("spans %v, want %v", c.frames[1].Spans, want)
+	}
+}
+
+func TestJSONJunkOversizeAndGap(t *testing.T) {
+	var c collected
+	fr := c.framer(FormatJSON, 40)
+	fr.Write([]byte("xx "+ev1+"\n"), 0)
+	fr.Write([]byte(`{"type":"ADDED"}`+"\n"), 0)
+	if len(c.problems) != 2 || c.problems[0].Kind != KindJunk || c.problems[0].Offset != 0 ||
+		c.problems[1].Kind != KindOversize || c.problems[1].Offset != 3 {
+		t.Fatalf("problems:\n%s", c.String())
+	}
+	if len(c.frames) != 2 || !c.frames[0].Oversize || c.frames[0].Data != nil || string(c.frames[1].Data) != `{"type":"ADDED"}` {
+		t.Fatalf("frames:\n%s", c.String())
+	}
+
+	var g collected
+	fr = g.framer(FormatJSON, 0)
+	fr.Write([]byte(ev1[:20]), 0)
+	fr.Gap(30)
+	fr.Write([]byte(ev1[50:]+"\n"+ev1+"\n"), 1)
+	if len(g.frames) != 1 || string(g.frames[0].Data) != ev1 || len(g.problems) != 1 || g.problems[0].Kind != KindLost {
+		t.Fatalf("after a gap the framer must drop the damaged event and resync on the next line:\n%s", g.String())
+	}
+}
+
+func TestProtobufFrames(t *testing.T) {
+	payload := []byte("0123456789")
+	var frame []byte
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(payload)))
+	frame = append(frame, payload...)
+	body := append(append([]byte{}, frame...), frame...)
+	for cut := 1; cut < len(body); cut++ {
+		var c collected
+		fr := c.framer(FormatProtobuf, 0)
+		fr.Write(body[:cut], 0)
+		fr.Write(body[cut:], 1)
+		if len(c.frames) != 2 || string(c.frames[1].Data) != string(payload) || c.frames[1].Offset != 14 || c.frames[1].Length != 14 {
+			t.Fatalf("cut %d:\n%s", cut, c.String())
+		}
+	}
+	var c collected
+	fr := c.framer(FormatProtobuf, 0)
+	fr.Write(body[:6], 0)
+	fr.Close()
+	if len(c.problems) != 1 || c.problems[0].Kind != KindTruncated {
+		t.Fatalf("truncated frame:\n%s", c.String())
+	}
+}
+
+func TestDecodeBookmarkErrorAndSecret(t *testing.T) {
+	bm := `{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"103","annotations":{"k8s.io/initial-events-end":"true"}}}}`
+	ev, err := Decode(FormatJSON, []byte(bm), DecodeOptions{})
+	if err != nil || ev.Type != "BOOKMARK" || ev.ResourceVersion != "103" || !ev.InitialEventsEnd {
+		t.Errorf("bookmark: %v %+v", err, ev)
+	}
+	er := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}`
+	ev, err = Decode(FormatJSON, []byte(er), DecodeOptions{})
+	if err != nil || ev.Status == nil || ev.Status.Code != 410 || ev.Status.Reason != metav1.StatusReasonExpired {
+		t.Errorf("error event: %v %+v", err, ev)
+	}
+	sec := `{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns"},"data":{"password":"aHVudGVyMg=="}}}`
+	ev, err = Decode(FormatJSON, []byte(sec), DecodeOptions{})
+	if err != nil || strings.Contains(string(ev.Object), "aHVudGVyMg") || !strings.Contains(string(ev.Object), Redacted) || !ev.Redacted {
+		t.Errorf("secret not redacted: %v %s", err, ev.Object)
+	}
+	ev, _ = Decode(FormatJSON, []byte(sec), DecodeOptions{ShowSecrets: true})
+	if !strings.Contains(string(ev.Object), "aHVudGVyMg") {
+		t.Errorf("--show-secrets lost the data: %s", ev.Object)
+	}
+	if _, err := Decode(FormatJSON, []byte(`{"kind":"ConfigMap"}`), DecodeOptions{}); err == nil {
+		t.Error("an object that is not a watch event decoded")
+	}
+}
+
+func TestDecodeProtobuf(t *testing.T) {
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system", ResourceVersion: "137"}}
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	raw, err := runtime.Encode(enc, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	we := &metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: raw}}
+	data, err := we.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := Decode(FormatProtobuf, data, DecodeOptions{})
+	if err != nil || ev.Kind != "ConfigMap" || ev.Name != "coredns" || ev.ResourceVersion != "137" {
+		t.Fatalf("%v %+v", err, ev)
+	}
+	if !strings.Contains(string(ev.Object), `"name":"coredns"`) || !strings.Contains(string(ev.Object), `"kind":"ConfigMap"`) {
+		t.Errorf("object as JSON: %s", ev.Object)
+	}
+}
+
+func TestFormatForContentType(t *testing.T) {
+	for ct, want := range map[string]Format{
+		"application/json":                                 FormatJSON,
+		"application/json;stream=watch":                    FormatJSON,
+		"Application/JSON; charset=utf-8":                  FormatJSON,
+		"application/vnd.kubernetes.protobuf;stream=watch": FormatProtobuf,
+		"text/plain": 0,
+	} {
+		if got, _ := FormatForContentType(ct); got != want {
+			t.Errorf("%q: %v, want %v", ct, got, want)
+		}
+	}
+}
