@@ -126,7 +126,8 @@ type side struct {
 	isServer bool
 	off      int64 // stream offset of the next byte
 	dead     bool  // not HTTP, or an unrecoverable error: ignore the rest
-	seen     bool  // any byte seen
+	seen     bool  // the first bytes were sniffed
+	sniffBuf []byte
 	closed   bool
 	hdr      []byte
 	hdrStart int64
@@ -145,15 +146,62 @@ func (s *side) problem(where string, off int64, kind, detail, hint string, warni
 		Detail: detail, Hint: hint, Warning: warning, Time: t, Exchange: s.c.exchange})
 }
 
+// sniffLen is how many first bytes can be needed to tell what a direction
+// carries: len("PRI * HTTP/2"), the start of the HTTP/2 preface.
+const sniffLen = 12
+
+// undecided reports whether the first bytes b could still start a TLS
+// record or the HTTP/2 preface, so that sniff needs more of them.
+func undecided(b []byte) bool {
+	if len(b) >= sniffLen {
+		return false
+	}
+	if b[0] == 0x16 {
+		return len(b) < 3 && (len(b) < 2 || b[1] == 0x03)
+	}
+	return bytes.HasPrefix([]byte("PRI * HTTP/2"), b)
+}
+
 func (s *side) feed(p []byte, t time.Time) {
-	for len(p) > 0 && !s.dead && !s.closed {
-		if !s.seen {
-			s.seen = true
-			if !s.sniff(p, t) {
-				s.dead = true
+	if !s.seen && !s.dead && !s.closed && len(p) > 0 {
+		// The first bytes may come one at a time (a live read, a small
+		// TCP segment): hold them until sniff can decide, so that the
+		// decision does not depend on how the bytes were split.
+		if len(s.sniffBuf) > 0 || undecided(p) {
+			s.sniffBuf = append(s.sniffBuf, p...)
+			if undecided(s.sniffBuf) {
 				return
 			}
+			p, s.sniffBuf = s.sniffBuf, nil
 		}
+		s.seen = true
+		if !s.sniff(p, t) {
+			s.dead = true
+			return
+		}
+	}
+	s.process(p, t)
+}
+
+// flushSniff decides on the first bytes held so far, when no more will
+// come before a gap or the end of the stream.
+func (s *side) flushSniff(t time.Time) {
+	if len(s.sniffBuf) == 0 {
+		return
+	}
+	p := s.sniffBuf
+	s.sniffBuf = nil
+	s.seen = true
+	if !s.sniff(p, t) {
+		s.dead = true
+		return
+	}
+	s.process(p, t)
+}
+
+// process consumes bytes of HTTP messages.
+func (s *side) process(p []byte, t time.Time) {
+	for len(p) > 0 && !s.dead && !s.closed {
 		if s.body != nil {
 			n := s.body.write(p, t)
 			s.off += int64(n)
@@ -284,6 +332,7 @@ func headerEnd(b []byte, from int) int {
 }
 
 func (s *side) gap(n int64, t time.Time) {
+	s.flushSniff(t)
 	if s.dead || n <= 0 {
 		s.off += n
 		return
@@ -312,6 +361,7 @@ func (s *side) close(how Ending, t time.Time) {
 	if s.closed {
 		return
 	}
+	s.flushSniff(t)
 	s.closed = true
 	if s.body != nil {
 		s.body.closeWith(how, t)
