@@ -107,6 +107,32 @@ func TestJSONJunkOversizeAndGap(t *testing.T) {
 	}
 }
 
+func TestJSONResyncAtChunkStart(t *testing.T) {
+	// The lost bytes held the end of the damaged event and its '\n'; the
+	// next chunk starts with an intact event, which must not be skipped.
+	var c collected
+	fr := c.framer(FormatJSON, 0)
+	fr.Write([]byte(ev1[:20]), 0)
+	fr.Gap(int64(len(ev1) - 20 + 1))
+	fr.ChunkStart()
+	fr.Write([]byte(ev1+"\n"), 1)
+	if len(c.frames) != 1 || string(c.frames[0].Data) != ev1 || len(c.problems) != 1 || c.problems[0].Kind != KindLost {
+		t.Fatalf("an event starting a chunk after a gap must be framed:\n%s", c.String())
+	}
+	// Inside a chunk, after a gap, a '{' is not trusted: the line is
+	// skipped.
+	var d collected
+	fr = d.framer(FormatJSON, 0)
+	fr.Write([]byte(ev1[:20]), 0)
+	fr.Gap(5)
+	fr.ChunkStart()
+	fr.Write([]byte("x"), 1)
+	fr.Write([]byte(ev1[26:]+"\n"+ev1+"\n"), 1)
+	if len(d.frames) != 1 || string(d.frames[0].Data) != ev1 {
+		t.Fatalf("a chunk that does not start with '{' keeps skipping to the next line:\n%s", d.String())
+	}
+}
+
 func TestProtobufFrames(t *testing.T) {
 	payload := []byte("0123456789")
 	var frame []byte

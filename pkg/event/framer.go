@@ -126,8 +126,9 @@ type Framer struct {
 	junk   int64 // junk bytes seen since the last frame
 	junkAt int64
 
-	resync bool // JSON: skip to the next line before looking for '{'
-	lost   bool // protobuf: framing lost for good
+	resync  bool // JSON: skip to the next line before looking for '{'
+	atChunk bool // the next byte is the first data byte of a chunk
+	lost    bool // protobuf: framing lost for good
 
 	// Protobuf state.
 	prefix  [4]byte
@@ -169,9 +170,30 @@ func (fr *Framer) CurrentInChunk(c int) bool {
 	return fr.in && len(fr.cur.Spans) > 0 && fr.cur.Spans[len(fr.cur.Spans)-1].Chunk == c
 }
 
+// ChunkStart tells the Framer that the next byte written is the first data
+// byte of a chunk. It matters only while a JSON Framer resynchronises after
+// lost bytes (see Gap): a '{' there is taken as the start of an event.
+func (fr *Framer) ChunkStart() { fr.atChunk = true }
+
 // Write frames p, which arrived in chunk index c (-1 for a body that is not
 // chunked). It calls onFrame for each event that p completes.
 func (fr *Framer) Write(p []byte, c int) {
+	if len(p) == 0 {
+		return
+	}
+	// After lost bytes the rest of the line is skipped, because the '\n'
+	// that ends the damaged event is the first sure event boundary. But
+	// when the chunk decoder has regained its framing, the lost bytes may
+	// have held that '\n' (and the chunk decoder drops the bytes it scans
+	// while resynchronising), so skipping to the next '\n' would silently
+	// drop the next, intact event. kube-apiserver writes each JSON event
+	// with one write and flushes when idle, so a chunk that starts with
+	// '{' after a gap usually starts an event; if it does not, the frame
+	// fails to decode and is reported rather than lost.
+	if fr.resync && fr.atChunk && p[0] == '{' {
+		fr.resync = false
+	}
+	fr.atChunk = false
 	if fr.format == FormatProtobuf {
 		fr.writeProto(p, c)
 		return
@@ -353,10 +375,12 @@ func (fr *Framer) flushJunk() {
 
 // Gap tells the Framer that n bytes of the body were lost. An event in
 // progress is reported as damaged and dropped. For JSON the Framer then
-// resynchronises on the next line that starts with "{"; for protobuf the
+// resynchronises on the next line that starts with "{", or on a chunk whose
+// data starts with "{" (see ChunkStart); for protobuf the
 // length prefix keeps the framing when the gap lies inside the current frame,
 // and otherwise the rest of the body cannot be framed.
 func (fr *Framer) Gap(n int64) {
+	fr.atChunk = false
 	if n <= 0 || fr.lost {
 		fr.off += n
 		return

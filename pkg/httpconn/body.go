@@ -148,6 +148,7 @@ func (b *body) ChunkStart(c *chunk.Chunk) {
 	if b.framer == nil {
 		return
 	}
+	b.framer.ChunkStart()
 	if len(b.window) == 0 {
 		b.winBase = c.Index
 	}
