@@ -439,6 +439,9 @@ func (b *body) end(how string, clean bool, t time.Time) {
 		return
 	}
 	b.ended = true
+	// Problems the framer reports now (an event cut short) happened when
+	// the body ended, not when its last byte came.
+	b.now = t
 	if b.framer != nil {
 		b.framer.Close()
 		b.release()
