@@ -21,6 +21,7 @@ type stream struct {
 	rec       *record.Conn
 	hc        *httpconn.Conn
 	half      [2]halfState // by gopacket direction
+	sawSYN    bool         // a SYN was captured (either direction)
 	noStart   bool         // reported that the connection began before the capture
 	done      bool
 }
@@ -37,6 +38,9 @@ type halfState struct {
 // compares retransmitted bytes with the first copy.
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	*start = true
+	if tcp.SYN {
+		s.sawSYN = true
+	}
 	h := s.halfOf(dir)
 	if tcp.FIN {
 		h.fin = true
@@ -148,7 +152,9 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		s.ensureConn(dir, data)
 	}
 	client := dir == s.clientDir
-	if skip < 0 && !s.noStart && length > 0 {
+	// Accept forces every stream to start, so gopacket never reports
+	// skip < 0 ("start not seen"): whether the SYN was captured says it.
+	if !s.sawSYN && !s.noStart && length > 0 {
 		s.noStart = true
 		s.rd.emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
 			Message: "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"})

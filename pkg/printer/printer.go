@@ -56,6 +56,9 @@ type filter struct {
 	held      map[heldKey]*record.Request
 	shownConn map[int]bool
 	watch     map[heldKey]bool
+	// notes about a connection not shown yet (such as "no-syn", which
+	// comes before its first request), by connection ID.
+	heldNotes map[int][]record.Record
 	tally     Tally
 }
 
@@ -63,7 +66,7 @@ type heldKey struct{ conn, exchange int }
 
 func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
-		watch: map[heldKey]bool{}, tally: Tally{Events: map[string]int{}}}
+		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}}}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -116,6 +119,16 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return f.withConn(v.Conn, r)
 		}
 		if !f.shownConn[v.Conn.ID] {
+			// A note can come before the connection's first shown
+			// record (e.g. "no-syn" before the request): hold it
+			// until the connection is shown, and forget it when the
+			// connection ends unshown.
+			switch {
+			case v.Kind == "closed" || v.Kind == "capture-ended":
+				delete(f.heldNotes, v.Conn.ID)
+			case len(f.heldNotes) < 1024 && len(f.heldNotes[v.Conn.ID]) < 8:
+				f.heldNotes[v.Conn.ID] = append(f.heldNotes[v.Conn.ID], r)
+			}
 			return nil
 		}
 		return []record.Record{r}
@@ -144,7 +157,9 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	}
 	f.shownConn[c.ID] = true
 	f.tally.Connections++
-	return append([]record.Record{connRecord{c}}, rs...)
+	out := append([]record.Record{connRecord{c}}, f.heldNotes[c.ID]...)
+	delete(f.heldNotes, c.ID)
+	return append(out, rs...)
 }
 
 // Tally returns the counts.
