@@ -24,6 +24,10 @@ import (
 // bytes (1 MiB, the default of Go's net/http server).
 const DefaultMaxHeaderBytes = 1 << 20
 
+// KindMissing is the Problem kind of bytes a capture lost (ClientGap,
+// ServerGap).
+const KindMissing = "bytes missing from the capture"
+
 // DefaultMaxPending bounds how many requests may wait for their responses on
 // one connection (HTTP/1.1 pipelining).
 const DefaultMaxPending = 64
@@ -337,7 +341,7 @@ func (s *side) gap(n int64, t time.Time) {
 		s.off += n
 		return
 	}
-	s.problem("stream", s.off, "bytes missing from the capture",
+	s.problem("stream", s.off, KindMissing,
 		fmt.Sprintf("%d bytes missing at offset %d", n, s.off),
 		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
 	if s.body != nil {

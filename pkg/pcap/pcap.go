@@ -129,7 +129,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			continue
 		}
 		rd.stats.TCP++
-		asm.AssembleWithContext(netFlow, tcp, &captureContext{ci: ci})
+		asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
 		// Deliver data stuck behind a lost segment once it has waited
 		// GapTimeout of capture time; never close idle connections
 		// (a quiet watch is still open).
@@ -149,10 +149,38 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	return rd.stats, nil
 }
 
-// captureContext passes a packet's capture info through reassembly.
-type captureContext struct{ ci gopacket.CaptureInfo }
+// captureContext passes a packet's capture info through reassembly, with
+// the packet's number in the capture in its AncillaryData (see packetOf), so
+// that bytes reassembly delivers later can be traced to their packet.
+type captureContext struct {
+	ci     gopacket.CaptureInfo
+	packet int64
+	anc    [1]any
+}
+
+func newCaptureContext(ci gopacket.CaptureInfo, packet int64) *captureContext {
+	c := &captureContext{packet: packet}
+	c.anc[0] = c // a pointer: no allocation
+	if len(ci.AncillaryData) == 0 {
+		ci.AncillaryData = c.anc[:]
+	} else {
+		ci.AncillaryData = append(ci.AncillaryData[:len(ci.AncillaryData):len(ci.AncillaryData)], c)
+	}
+	c.ci = ci
+	return c
+}
 
 func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
+
+// packetOf returns the number of the packet ci came with, 0 if unknown.
+func packetOf(ci gopacket.CaptureInfo) int64 {
+	for _, a := range ci.AncillaryData {
+		if c, ok := a.(*captureContext); ok {
+			return c.packet
+		}
+	}
+	return 0
+}
 
 // reader is the state of one Read: it is the reassembly StreamFactory.
 type reader struct {
@@ -163,6 +191,13 @@ type reader struct {
 	now     time.Time
 	nconn   int
 	ending  bool // FlushAll at the end of the capture
+	gap     gapContext
+}
+
+// gapContext describes the gap a stream is reporting, for locate.
+type gapContext struct {
+	packet int64 // the packet after the gap, 0 if unknown
+	snap   bool  // packets of this direction were cut short by the snaplen
 }
 
 func (rd *reader) emit(r record.Record) { rd.sink.Emit(r) }
@@ -172,6 +207,17 @@ func (rd *reader) locate(p *record.Problem) {
 	p.File = rd.opt.Name
 	if p.Packet == 0 {
 		p.Packet = rd.stats.Packets
+		// Problems found while reporting a gap (the gap itself, the
+		// event or chunk framing it damaged) belong to the packet after
+		// it, the one Wireshark marks "previous segment not captured",
+		// not to the later packet whose arrival made reassembly give up
+		// waiting.
+		if rd.gap.packet > 0 {
+			p.Packet = rd.gap.packet
+		}
+	}
+	if rd.gap.snap && p.Kind == httpconn.KindMissing {
+		p.Hint = "packets of this connection were cut short by the snaplen; capture with -s 0"
 	}
 }
 

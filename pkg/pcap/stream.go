@@ -30,6 +30,16 @@ type stream struct {
 type halfState struct {
 	fin, rst, closed bool
 	overlap          overlapCheck
+	// delivered counts the bytes of this direction handed on or reported
+	// missing, from the first byte captured.
+	delivered int64
+	// finAt is the stream offset of the FIN (finKnown when one was seen
+	// after the stream's start was known).
+	finAt    int64
+	finKnown bool
+	finCI    gopacket.CaptureInfo // the FIN's packet
+	// snapCut: a packet of this direction was cut short by the snaplen.
+	snapCut bool
 }
 
 // Accept sees every TCP packet of the connection before reassembly. It
@@ -59,6 +69,13 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		}
 	} else if tcp.SYN {
 		h.overlap.add(tcp.Seq, true, nil)
+	}
+	if tcp.FIN && !tcp.SYN && h.overlap.init && !h.finKnown {
+		h.finAt, h.finKnown = h.overlap.rel(tcp.Seq)+int64(len(tcp.Payload)), true
+		h.finCI = ci
+	}
+	if ci.CaptureLength < ci.Length {
+		h.snapCut = true
 	}
 	return true
 }
@@ -159,13 +176,16 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		s.rd.emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
 			Message: "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"})
 	}
+	h := s.halfOf(dir)
 	if skip > 0 {
-		if client {
-			s.hc.ClientGap(int64(skip), ci.Timestamp)
-		} else {
-			s.hc.ServerGap(int64(skip), ci.Timestamp)
+		// The gap is located at the first byte after it.
+		gci := ci
+		if length > 0 {
+			gci = sg.CaptureInfo(0)
 		}
+		s.gap(dir, int64(skip), gci)
 	}
+	h.delivered += int64(length)
 	for len(data) > 0 {
 		piece := data
 		if m := s.rd.opt.MaxFeed; m > 0 && len(piece) > m {
@@ -183,12 +203,35 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	}
 }
 
+// gap reports n bytes of one direction that the capture lost.
+func (s *stream) gap(dir reassembly.TCPFlowDirection, n int64, ci gopacket.CaptureInfo) {
+	h := s.halfOf(dir)
+	h.delivered += n
+	// The gap problem is made by httpconn; locate gives it the packet
+	// after the gap, and the snaplen hint when this direction had packets
+	// cut short.
+	s.rd.gap = gapContext{packet: packetOf(ci), snap: h.snapCut}
+	defer func() { s.rd.gap = gapContext{} }()
+	if dir == s.clientDir {
+		s.hc.ClientGap(n, ci.Timestamp)
+	} else {
+		s.hc.ServerGap(n, ci.Timestamp)
+	}
+}
+
 func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureInfo) {
 	h := s.halfOf(dir)
 	if h.closed || s.hc == nil {
 		return
 	}
 	h.closed = true
+	// gopacket's reassembly ends a direction at its FIN without reporting
+	// the bytes lost just before it (the last segment, or the part of it
+	// the snaplen cut off): the FIN's sequence number says how many there
+	// were.
+	if h.fin && h.finKnown && !h.rst && h.finAt > h.delivered {
+		s.gap(dir, h.finAt-h.delivered, h.finCI)
+	}
 	how := httpconn.EndFIN
 	switch {
 	case h.rst || s.halfOf(dir.Reverse()).rst:
