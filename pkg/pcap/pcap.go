@@ -239,8 +239,18 @@ func (rd *reader) fileProblem(src *source, err error) {
 		kind = "capture file ends mid-record"
 		hint = "the capture was cut short (was tcpdump killed?); every complete packet was decoded"
 	}
-	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: src.offset(),
-		Time: rd.now, Kind: kind, Detail: err.Error(), Hint: hint})
+	// Locate the bad record itself when the format allows (pcap);
+	// otherwise say how far the file was read.
+	off, detail := src.offset(), err.Error()
+	if rec := src.record(); rec >= 0 {
+		off = rec
+		detail = fmt.Sprintf("%v; the record starts at this offset and the file ends %d bytes into it", err, src.offset()-rec)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			detail = fmt.Sprintf("%v; the record starts at this offset", err)
+		}
+	}
+	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: off,
+		Time: rd.now, Kind: kind, Detail: detail, Hint: hint})
 }
 
 // New creates the Stream of a new TCP connection (reassembly.StreamFactory).

@@ -41,6 +41,9 @@ type source struct {
 	link   layers.LinkType
 	format string // "pcap", "pcapng", with " (gzip)" when compressed
 	gz     bool
+	// recOff is the offset of the next pcap record in the (decompressed)
+	// file: pcapgo reads through its own buffer, so count.n runs ahead.
+	recOff int64
 }
 
 // countingReader counts the bytes read through it, to locate truncation.
@@ -89,6 +92,7 @@ func openSource(r io.Reader) (*source, error) {
 			return nil, fmt.Errorf("pcap header: %w", err)
 		}
 		s.pcap, s.link, s.format = rd, rd.LinkType(), "pcap"
+		s.recOff = 24 // the file header
 	case magicPcapNG:
 		rd, err := pcapgo.NewNgReader(s.count, pcapgo.NgReaderOptions{WantMixedLinkType: true})
 		if err != nil {
@@ -110,6 +114,9 @@ func openSource(r io.Reader) (*source, error) {
 func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 	if s.pcap != nil {
 		data, ci, err := s.pcap.ZeroCopyReadPacketData()
+		if err == nil {
+			s.recOff += 16 + int64(len(data)) // record header and data
+		}
 		return data, ci, s.link, err
 	}
 	data, ci, err := s.ng.ReadPacketData()
@@ -124,3 +131,12 @@ func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 
 // offset returns the bytes of the (decompressed) capture consumed so far.
 func (s *source) offset() int64 { return s.count.n }
+
+// record returns the offset of the record being read in the (decompressed)
+// file, or -1 when it is not known (pcapng).
+func (s *source) record() int64 {
+	if s.pcap == nil {
+		return -1
+	}
+	return s.recOff
+}
