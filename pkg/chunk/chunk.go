@@ -27,11 +27,19 @@
 //     the size is unambiguous.
 //   - last-chunk = 1*("0") [ chunk-ext ] CRLF, then the trailer section
 //     *( field-line CRLF ) and a final CRLF (RFC 9112 §7.1.2).
-//   - Bare LF as a line terminator: RFC 9112 §2.2 lets a recipient accept it;
-//     Go's reader refuses it since CVE-2025-22871 because a proxy and a server
-//     that disagree on it can be smuggled past. kwatch only observes traffic,
-//     so it decodes leniently (a bare LF ends the line) and reports every bare
-//     LF as a Warning, so that the disagreement is visible rather than hidden.
+//   - Bare LF as a line terminator: chunked framing requires CRLF. RFC 9112
+//     §2.2 lets a recipient accept a bare LF in the start-line and field
+//     lines (so in trailer lines), not explicitly in chunk-size lines or after
+//     chunk data; Go's reader refuses it there since CVE-2025-22871, because a
+//     proxy and a server that disagree on it can be smuggled past. This is
+//     kwatch's choice, not the RFC's: kwatch only observes traffic, so it
+//     decodes leniently (a bare LF ends the line) and reports every bare LF as
+//     a Warning, so that the disagreement is visible rather than hidden.
+//   - After lost bytes (Skip across a chunk boundary) the decoder looks for
+//     the next size line: CRLF, 1 to 8 hex digits, CRLF, or hex digits and
+//     CRLF as the very first bytes after the gap. Chunk data that happens to
+//     look like that is mistaken for a size line; indexes then count the
+//     chunks seen, not the chunks sent.
 //   - A chunk-data section not followed by CRLF (or bare LF) is an error: the
 //     chunk was shorter or longer than its chunk-size announced.
 package chunk
@@ -191,6 +199,9 @@ type Decoder struct {
 	index   int
 	trailer int // bytes of trailer section so far
 	err     *Error
+	// resyncFresh: no byte since the gap has left the resync window, so a
+	// size line may start at the window's first byte.
+	resyncFresh bool
 }
 
 // NewDecoder returns a Decoder that reports to h, with the given limits (the
@@ -614,6 +625,7 @@ func (d *Decoder) Skip(n int64) bool {
 	}
 	d.off += n
 	d.st = stResync
+	d.resyncFresh = true
 	d.line = d.line[:0]
 	return false
 }
@@ -634,6 +646,7 @@ const resyncWindow = 12
 func (d *Decoder) resync(p []byte) int {
 	for i, b := range p {
 		if len(d.line) == resyncWindow {
+			d.resyncFresh = false
 			copy(d.line, d.line[1:])
 			d.line = d.line[:resyncWindow-1]
 		}
@@ -644,7 +657,7 @@ func (d *Decoder) resync(p []byte) int {
 		}
 		w := d.line
 		// w ends with LF; look for "\r\n" HEX+ "\r\n" at its end.
-		if len(w) < 5 || w[len(w)-2] != '\r' {
+		if len(w) < 3 || w[len(w)-2] != '\r' {
 			continue
 		}
 		j := len(w) - 3
@@ -655,10 +668,14 @@ func (d *Decoder) resync(p []byte) int {
 			j--
 		}
 		digits := len(w) - 3 - j
-		if digits < 1 || digits > 8 || j < 1 || w[j] != '\n' || w[j-1] != '\r' {
+		// A size line right at the first byte after the gap (the lost
+		// bytes ended exactly at a chunk boundary) has no CRLF before it.
+		atStart := d.resyncFresh && j == -1
+		if digits < 1 || digits > 8 || (!atStart && (j < 1 || w[j] != '\n' || w[j-1] != '\r')) {
 			continue
 		}
 		hdr := w[j+1:]
+		d.resyncFresh = false
 		d.lineOff = d.off - int64(len(hdr))
 		d.line = append(d.line[:0], hdr...)
 		if err := d.sizeLine(d.line, d.line[:len(d.line)-2]); err != nil {

@@ -985,6 +985,25 @@ func TestSkip(t *testing.T) {
 			wantChunks: 3,
 		},
 		{
+			// The gap ends exactly at chunk 1's size line (a lost
+			// segment that held the rest of chunk 0): the size line at
+			// the first byte after the gap is taken.
+			name: "ending at a size line", before: 4, gap: 6, resyncing: true,
+			want: []string{
+				`start 0 size=5 line="5" off=0 data=3`,
+				data(0, "h"),
+				`start 1 size=5 line="5" off=10 data=13`,
+				data(1, "world"),
+				`end 1`,
+				`start 2 size=3 line="3" off=20 data=23`,
+				data(2, "abc"),
+				`end 2`,
+				`start 3 size=0 line="0" off=28 data=31 last`,
+				`done @33`,
+			},
+			wantChunks: 4,
+		},
+		{
 			// The gap ends inside the CRLF after chunk 0: the resync
 			// needs a whole CRLF before the hex digits, so chunk 1 is
 			// lost too and the decoder picks up at chunk 2.
@@ -1016,7 +1035,7 @@ func TestSkip(t *testing.T) {
 		},
 		{
 			// Resync finds the last-chunk and the body still ends.
-			name: "into the last chunk's data", before: 4, gap: 20, resyncing: true,
+			name: "into the last chunk's data", before: 4, gap: 22, resyncing: true,
 			want: []string{
 				`start 0 size=5 line="5" off=0 data=3`,
 				data(0, "h"),
@@ -1180,5 +1199,28 @@ func TestAllocs(t *testing.T) {
 				t.Errorf("%v allocations per chunk, want 0", allocs)
 			}
 		})
+	}
+}
+
+// TestSkipHexDataAfterGap shows a known limit of resynchronisation: chunk
+// data that starts with hex digits and CRLF right after the gap ("bc\r\n")
+// reads as a size line; the body then looks truncated inside that chunk.
+func TestSkipHexDataAfterGap(t *testing.T) {
+	const body = "5\r\nhello\r\n5\r\nworld\r\n3\r\nabc\r\n0\r\n\r\n"
+	rec := newRecorder()
+	d := NewDecoder(rec, Limits{})
+	if _, err := d.Write([]byte(body[:4])); err != nil {
+		t.Fatal(err)
+	}
+	if d.Skip(20) {
+		t.Fatal("Skip across chunk boundaries kept framing")
+	}
+	if _, err := d.Write([]byte(body[24:])); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Close()
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindTruncated || ce.Detail != "inside chunk 1: 5 of 188 data bytes" {
+		t.Fatalf("Close = %v", err)
 	}
 }
