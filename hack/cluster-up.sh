@@ -38,6 +38,7 @@ emit() {
   # without knowing the hash.
   exe="$(readlink "/proc/$(kw_pid proxy)/exe")"
   ln -sfn "$(dirname "$exe")" "$KW_RUN_DIR/bin"
+  echo "http://127.0.0.1:$KW_ETCD_CLIENT_PORT" >"$KW_RUN_DIR/etcd-endpoint"
   # Written atomically: readers (internal/e2e) may look at it any time.
   printf 'KUBECONFIG=%s\nPROXY_URL=%s\n' "$kubeconfig" "$KW_PROXY_URL" >"$KW_RUN_DIR/env.tmp"
   mv "$KW_RUN_DIR/env.tmp" "$KW_RUN_DIR/env"

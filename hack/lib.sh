@@ -11,8 +11,9 @@
 #       (or the toolchain) changes.
 #   ${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}/
 #       logs, pid files, certificates, the etcd data dir, the kubeconfig, the
-#       `env` file with KUBECONFIG=… and PROXY_URL=…, and `bin`, a symlink to
-#       the binaries the running stack was started from.
+#       `env` file with KUBECONFIG=… and PROXY_URL=…, `etcd-endpoint` (etcd's
+#       client URL, for tests that talk to etcd itself, e.g. to compact), and
+#       `bin`, a symlink to the binaries the running stack was started from.
 
 KW_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KW_CLUSTER_MOD="$KW_REPO_ROOT/hack/cluster"
@@ -79,8 +80,9 @@ kw_bin_dir() {
 # build is silent for ~5 minutes otherwise). `-v` makes go list each package it
 # actually compiles, which gives a count to show.
 kw_go_build_progress() {
-  local name="$1" log="$2" pkg="$3" ldflags="$4" out="$5" start pid elapsed n rc
+  local name="$1" log="$2" pkg="$3" ldflags="$4" out="$5" start pid elapsed n n0 rc
   start=$(date +%s)
+  n0=$(grep -c '^[a-z]' "$log" || true)  # the log is shared by all builds
   kw_log "building $name ($pkg) ..."
   (
     cd "$KW_CLUSTER_MOD"
@@ -98,7 +100,7 @@ kw_go_build_progress() {
       sleep 1
     done
     elapsed=$(($(date +%s) - start))
-    n=$(grep -c '^[a-z]' "$log" || true)
+    n=$(($(grep -c '^[a-z]' "$log" || true) - n0))
     kw_log "  still building $name: ${elapsed}s elapsed, $n packages compiled so far (cold kube-apiserver: ~5 min on 2 cores)"
   done
   rc=0

@@ -46,6 +46,10 @@ type Env struct {
 	// Kubectl is the path of the kubectl built with the stack (the same
 	// version as the server), or "" if it cannot be found.
 	Kubectl string
+	// EtcdURL is etcd's client URL (e.g. "http://127.0.0.1:2379"), for tests
+	// that must act on etcd itself, such as compacting it to provoke
+	// "410 Gone"; "" if it cannot be found.
+	EtcdURL string
 
 	// runDir is the folder holding the components' logs.
 	runDir string
@@ -165,6 +169,9 @@ func (e *Env) setRunDir(dir string) {
 	e.runDir = dir
 	if kubectl := filepath.Join(dir, "bin", "kubectl"); fileExists(kubectl) {
 		e.Kubectl = kubectl
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "etcd-endpoint")); err == nil {
+		e.EtcdURL = strings.TrimSpace(string(data))
 	}
 }
 

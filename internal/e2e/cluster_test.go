@@ -23,6 +23,15 @@ func TestConfigMapThroughAPIAndProxy(t *testing.T) {
 	if env.Kubectl == "" {
 		t.Errorf("Env.Kubectl is empty; want the stack's kubectl in %s/bin", env.runDir)
 	}
+	if env.EtcdURL == "" {
+		t.Errorf("Env.EtcdURL is empty; want the URL in %s/etcd-endpoint", env.runDir)
+	} else {
+		var health struct{ Health string }
+		getJSON(t, context.Background(), env.EtcdURL+"/health", &health)
+		if health.Health != "true" {
+			t.Errorf("GET %s/health: health=%q, want \"true\"", env.EtcdURL, health.Health)
+		}
+	}
 	cs := env.Clientset(t)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
