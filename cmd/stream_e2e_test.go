@@ -9,9 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,7 +318,7 @@ func TestStreamRelistOn410(t *testing.T) {
 	if err := cs.CoreV1().PodTemplates(ns).Delete(ctx, "remove", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	compactEtcd(t, changed.ResourceVersion)
+	compactEtcd(t, env.EtcdURL, changed.ResourceVersion)
 	p.start()
 
 	recs := s.waitFor(t, 60*time.Second, "a re-list after 410", func(r []map[string]any) bool {
@@ -355,10 +353,10 @@ func TestStreamRelistOn410(t *testing.T) {
 // compactEtcd compacts etcd's history up to revision rv through etcd's
 // JSON gateway (POST /v3/kv/compaction), so that older resourceVersions are
 // gone.
-func compactEtcd(t *testing.T, rv string) {
+func compactEtcd(t *testing.T, etcdURL, rv string) {
 	t.Helper()
 	body := strings.NewReader(`{"revision":"` + rv + `","physical":true}`)
-	resp, err := http.Post("http://127.0.0.1:2379/v3/kv/compaction", "application/json", body)
+	resp, err := http.Post(strings.TrimRight(etcdURL, "/")+"/v3/kv/compaction", "application/json", body)
 	if err != nil {
 		t.Fatalf("compacting etcd: %v", err)
 	}
@@ -380,7 +378,7 @@ type testProxy struct {
 }
 
 func newProxy(t *testing.T, env *e2e.Env) *testProxy {
-	p := &testProxy{t: t, kubectl: kubectlBinary(t, env), kc: env.Kubeconfig, port: freePort(t)}
+	p := &testProxy{t: t, kubectl: env.Kubectl, kc: env.Kubeconfig, port: freePort(t)}
 	p.url = fmt.Sprintf("http://127.0.0.1:%d", p.port)
 	p.start()
 	t.Cleanup(p.stop)
@@ -461,21 +459,6 @@ func TestStreamProxyRestart(t *testing.T) {
 	if len(ofRecord(recs, "retry")) == 0 {
 		t.Errorf("no retry shown while the proxy was down")
 	}
-}
-
-// kubectlBinary finds the kubectl that runs the stack's proxy.
-func kubectlBinary(t *testing.T, env *e2e.Env) string {
-	t.Helper()
-	pidFile := filepath.Join(filepath.Dir(env.Kubeconfig), "proxy.pid")
-	pid, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatalf("finding kubectl: %v", err)
-	}
-	exe, err := os.Readlink("/proc/" + strings.TrimSpace(string(pid)) + "/exe")
-	if err != nil {
-		t.Fatalf("finding kubectl: %v", err)
-	}
-	return exe
 }
 
 func freePort(t *testing.T) int {

@@ -7,7 +7,7 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
-SC_VERSION=2026.2.2
+SC_VERSION=v0.8.2  # staticcheck 2026.2.2
 if ! command -v staticcheck >/dev/null 2>&1; then
   GOBIN="$(go env GOPATH)/bin" go install "honnef.co/go/tools/cmd/staticcheck@${SC_VERSION}" 
   PATH="$(go env GOPATH)/bin:$PATH"

@@ -20,8 +20,12 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // captureDir holds the captures with golden outputs beside them:
 // NAME.golden (pretty, color off, --all-http) and NAME.golden.jsonl (-o json
-// --all-http --wire).
-const captureDir = "../../testdata/pcap"
+// --all-http --wire). recordedDir holds the recordings of `make record`,
+// each scenario with its events file; they have golden outputs too.
+const (
+	captureDir  = "../../testdata/pcap"
+	recordedDir = "../../testdata/captures"
+)
 
 type mode struct {
 	suffix string
@@ -60,12 +64,14 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 
 func captures(t *testing.T) []string {
 	var files []string
-	for _, pat := range []string{"*.pcap", "*.pcapng", "*.pcap.gz"} {
-		m, err := filepath.Glob(filepath.Join(captureDir, pat))
-		if err != nil {
-			t.Fatal(err)
+	for _, dir := range []string{captureDir, recordedDir} {
+		for _, pat := range []string{"*.pcap", "*.pcapng", "*.pcap.gz"} {
+			m, err := filepath.Glob(filepath.Join(dir, pat))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, m...)
 		}
-		files = append(files, m...)
 	}
 	if len(files) == 0 {
 		t.Fatalf("no captures in %s", captureDir)
