@@ -470,3 +470,29 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestStreamHTTP2 keeps HTTP/2 on the direct connection: no chunks exist,
+// events come with their sizes only, and the watch line says so.
+func TestStreamHTTP2(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--http2", "-o", "json")
+	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	cm, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "h2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "the ADDED event", func(r []map[string]any) bool { return len(events(r, "h2")) > 0 })
+	ev := events(recs, "h2")[0]
+	if ev["resourceVersion"] != cm.ResourceVersion || len(ev["chunks"].([]any)) != 0 || ev["length"].(float64) < 100 {
+		t.Errorf("HTTP/2 event: %v", ev)
+	}
+	w := ofRecord(recs, "watch")[0]
+	if !strings.Contains(w["transport"].(string), "HTTP/2") {
+		t.Errorf("transport %v", w["transport"])
+	}
+	if resp := ofRecord(recs, "response")[0]; resp["proto"] != "HTTP/2.0" || !strings.HasSuffix(resp["connection"].(string), ":6443") {
+		t.Errorf("response %v", resp)
+	}
+}

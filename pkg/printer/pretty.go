@@ -197,11 +197,12 @@ func (p *Pretty) printResponse(v *record.Response) {
 
 // ChunkText describes the chunks that carried an event: "chunk 0x3aa = 938
 // bytes", "3 chunks: 32768+32768+9560 bytes", "1 of 4 events in chunk 0x8000
-// = 32768 bytes", or "no chunks" for a body that is not chunked.
+// = 32768 bytes", or "425 bytes, not chunked" for a body that is not chunked
+// (Content-Length, HTTP/2).
 func ChunkText(e *record.Event) string {
 	switch len(e.Chunks) {
 	case 0:
-		return "not chunked"
+		return fmt.Sprintf("%d bytes, not chunked", e.Length)
 	case 1:
 		c := e.Chunks[0]
 		s := fmt.Sprintf("chunk 0x%s = %d bytes", Escape(c.SizeLine), c.Size)

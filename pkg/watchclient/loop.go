@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -429,6 +431,14 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 	l.c.sink.mu.Lock()
 	l.c.sink.current = ww
 	l.c.sink.mu.Unlock()
+	// With HTTP/2 the tap sees no bytes; learn the connection's endpoints
+	// from net/http instead.
+	var local, remote netip.AddrPort
+	if l.c.http2 {
+		wctx = httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			local, remote = addrPort(info.Conn.LocalAddr()), addrPort(info.Conn.RemoteAddr())
+		}})
+	}
 	body, err := req.Stream(wctx)
 	if err != nil {
 		cancel()
@@ -437,7 +447,7 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 	go func() {
 		defer ww.finish()
 		if l.c.http2 {
-			l.c.feedHTTP2(body, full, accept)
+			l.c.feedHTTP2(body, full, accept, local, remote)
 		} else {
 			_, _ = io.Copy(io.Discard, body)
 		}
@@ -547,10 +557,10 @@ func toWatchEvent(e *record.Event) watch.Event {
 // feedHTTP2 decodes an HTTP/2 watch body: there are no chunks, so the
 // de-framed body goes to the same decoder as if it were a body read until
 // close, behind a synthetic request and status line.
-func (c *Client) feedHTTP2(body io.Reader, path, accept string) {
+func (c *Client) feedHTTP2(body io.Reader, path, accept string, local, remote netip.AddrPort) {
 	c.sink.mu.Lock()
 	c.sink.conns++
-	rec := &record.Conn{ID: c.sink.conns}
+	rec := &record.Conn{ID: c.sink.conns, Client: local, Server: remote}
 	hc := httpconn.New(rec, held{c.sink}, c.httpOpt)
 	now := time.Now()
 	hc.ClientData([]byte("GET "+path+" HTTP/2.0\r\nAccept: "+accept+"\r\n\r\n"), now)
