@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -494,5 +496,106 @@ func TestStreamHTTP2(t *testing.T) {
 	}
 	if resp := ofRecord(recs, "response")[0]; resp["proto"] != "HTTP/2.0" || !strings.HasSuffix(resp["connection"].(string), ":6443") {
 		t.Errorf("response %v", resp)
+	}
+}
+
+// TestStreamAPIServerRestart restarts kube-apiserver in the middle of a
+// watch (SIGKILL, then hack/cluster-up.sh starts it again). It runs its own stack (other ports, its own run folder) so that the
+// other end-to-end tests keep theirs. kwatch must retry while the server is
+// down and then resume (or re-list) without losing the event written after.
+func TestStreamAPIServerRestart(t *testing.T) {
+	e2e.Cluster(t) // skips under -short; builds the binaries if needed
+	root, err := e2e.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(), "KWATCH_CLUSTER_DIR="+dir,
+		fmt.Sprintf("KWATCH_ETCD_CLIENT_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_ETCD_PEER_PORT=%d", freePort(t)),
+		fmt.Sprintf("KWATCH_APISERVER_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_PROXY_PORT=%d", freePort(t)))
+	script := func(name string) string {
+		cmd := exec.Command("bash", filepath.Join(root, "hack", name))
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, stderr.String())
+		}
+		return string(out)
+	}
+	lines := script("cluster-up.sh")
+	t.Cleanup(func() { script("cluster-down.sh") })
+	var kubeconfig, proxyURL string
+	for _, l := range strings.Split(lines, "\n") {
+		if v, ok := strings.CutPrefix(l, "KUBECONFIG="); ok {
+			kubeconfig = v
+		}
+		if v, ok := strings.CutPrefix(l, "PROXY_URL="); ok {
+			proxyURL = v
+		}
+	}
+	own := &e2e.Env{Kubeconfig: kubeconfig, ProxyURL: proxyURL}
+	cs := own.Clientset(t)
+	create := func(name string) string {
+		var cm *corev1.ConfigMap
+		var err error
+		for i := 0; i < 100; i++ { // the restarted server may need a moment
+			cm, err = cs.CoreV1().ConfigMaps("default").Create(context.Background(), &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if err == nil {
+				return cm.ResourceVersion
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("creating %s: %v", name, err)
+		return ""
+	}
+
+	s := startKwatch(t, "stream", "configmaps", "-n", "default", "--proxy", proxyURL, "-o", "json")
+	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	rv1 := create("before-restart")
+	s.waitFor(t, 30*time.Second, "before-restart", func(r []map[string]any) bool { return len(events(r, "before-restart")) > 0 })
+
+	pid, err := os.ReadFile(filepath.Join(dir, "kube-apiserver.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL, a crash: with SIGTERM kube-apiserver drains long-running
+	// requests for up to 60 s before it goes.
+	if out, err := exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).CombinedOutput(); err != nil {
+		t.Fatalf("kill: %v %s", err, out)
+	}
+	t0 := time.Now()
+	s.waitFor(t, 60*time.Second, "a retry while kube-apiserver is down", func(r []map[string]any) bool { return len(ofRecord(r, "retry")) > 0 })
+	t.Logf("first retry %s after the kill", time.Since(t0))
+	script("cluster-up.sh") // restarts kube-apiserver and the proxy
+	t.Logf("restarted %s after the kill", time.Since(t0))
+	rv2 := create("after-restart")
+	// The restarted server's watch cache starts at the current
+	// resourceVersion, so the resumed watch may get 410 Gone: then the
+	// object must show up in the re-list's "appeared" instead of as an
+	// event. Either way it is not lost.
+	inRelist := func(r []map[string]any) bool {
+		for _, rl := range ofRecord(r, "relist") {
+			for _, n := range rl["appeared"].([]any) {
+				if n == "default/after-restart" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	recs := s.waitFor(t, 60*time.Second, "after-restart as an event or in a re-list", func(r []map[string]any) bool {
+		return len(events(r, "after-restart")) > 0 || inRelist(r)
+	})
+	if evs := events(recs, "after-restart"); len(evs) > 0 && (evs[0]["type"] != "ADDED" || evs[0]["resourceVersion"] != rv2) {
+		t.Errorf("after restart: %v, want ADDED at %s", evs[0], rv2)
+	}
+	if ev := events(recs, "before-restart")[0]; ev["resourceVersion"] != rv1 {
+		t.Errorf("before restart: %v, want rv %s", ev, rv1)
+	}
+	if n := len(ofRecord(recs, "watch")); n < 2 {
+		t.Errorf("%d watches, want a resumed one", n)
 	}
 }
