@@ -255,3 +255,60 @@ func withGVR(r Resource) Resource {
 	r.GVR.Version, r.GVR.Resource = "v1", "configmaps"
 	return r
 }
+
+// TestLoopGoneStatus: a 410 as the HTTP status of the watch request (not an
+// ERROR event in the stream) also makes the loop list again.
+func TestLoopGoneStatus(t *testing.T) {
+	fs := &fakeServer{t: t, list: []string{listBody("5", "a"), listBody("9", "a", "b")}, watches: []func(http.ResponseWriter, *http.Request){
+		func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 5 (8)","reason":"Expired","code":410}`)
+		},
+	}}
+	srv := httptest.NewServer(fs)
+	defer srv.Close()
+	sink := &collect{}
+	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "kube-system"})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fs.mu.Lock()
+		n := len(fs.seen)
+		fs.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second watch; records %v", sink.snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := strings.Join(fs.seen, ","); got != "5,9" {
+		t.Errorf("watches from %s, want 5,9", got)
+	}
+	var status, appeared string
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.End:
+			if v.Status != nil && status == "" {
+				status = fmt.Sprint(v.Status.Code, " ", v.Status.Reason)
+			}
+		case *record.Relist:
+			appeared = fmt.Sprint(v.Appeared)
+		}
+	}
+	if status != "410 Expired" || appeared != "[kube-system/b]" {
+		t.Errorf("status %q, appeared %q", status, appeared)
+	}
+}
