@@ -21,7 +21,7 @@ type outputOptions struct {
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", "pretty", "output format: pretty or json (JSON Lines)")
-	fs.StringVar(&o.Color, "color", "auto", "color output: auto, always or never (auto: only on a terminal, and not when NO_COLOR is set)")
+	fs.StringVar(&o.Color, "color", "auto", "color output: auto, always or never (auto: only on a terminal, not when NO_COLOR is set or TERM=dumb)")
 	fs.BoolVar(&o.Wire, "wire", false, "show the framing bytes of each chunk in hex (e.g. 33 61 61 0d 0a for \"3aa\\r\\n\")")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", event.DefaultMaxEventBytes, "largest watch event decoded, in bytes; larger ones are reported and skipped")

@@ -41,7 +41,7 @@ be decoded: capture kubectl proxy's plain HTTP instead.
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 2 unusable input or flags.`,
 		Example: `  # Capture a watch through kubectl proxy, then decode it
-  tcpdump -i any -s 0 -w watch.pcap port 8001 &
+  tcpdump -i any -s 0 -U --immediate-mode -B 65536 -w watch.pcap port 8001 &
   curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
   kwatch pcap watch.pcap
 
@@ -86,7 +86,7 @@ func (o *pcapOptions) validate() error {
 		return err
 	}
 	if o.port < 0 || o.port > 65535 {
-		return fmt.Errorf("--port must be between 1 and 65535, not %d", o.port)
+		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
 	}
 	if o.maxHeaderBytes <= 0 {
 		return fmt.Errorf("--max-header-bytes must be positive")
@@ -103,6 +103,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			return &exitError{code: ExitUsage, err: err}
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: is a directory; give a capture file", o.file)}
+		}
 		in = f
 		// A progress bar on stderr for a large file read on a terminal,
 		// never for stdin (its size is unknown) or a pipe.

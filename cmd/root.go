@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/klog/v2"
 )
 
 // Exit codes of kwatch, documented in README.md.
@@ -79,7 +81,7 @@ in, decoded from a packet capture or from a live watch.`,
   kwatch pcap testdata/captures/watch-lo.pcap
 
   # Decode live while tcpdump captures kubectl proxy's port
-  tcpdump -i any -U -w - port 8001 | kwatch pcap -
+  tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
 
   # JSON Lines for jq: the chunk sizes of every event
   kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
@@ -98,6 +100,9 @@ in, decoded from a packet capture or from a live watch.`,
 // Execute runs kwatch with args and returns the process exit code. Errors
 // are printed once, here, as "kwatch: …".
 func Execute(ctx context.Context, streams IOStreams, args []string) int {
+	// client-go logs through klog to stderr (retries, discovery errors)
+	// beside kwatch's own messages; kwatch reports what matters itself.
+	klog.SetLogger(logr.Discard())
 	root := NewRootCommand(streams)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -45,19 +45,22 @@ resourceVersion it saw (bookmarks included); when that version is too old
 
 Where it connects: through kubectl proxy (--proxy, and by default
 http://127.0.0.1:8001 when no --kubeconfig or --context is given and the proxy
-answers), or straight to the API server from a kubeconfig. Straight over TLS,
+answers and neither --kubeconfig, --context nor $KUBECONFIG is set), or straight
+to the API server from a kubeconfig. Straight over TLS,
 kwatch asks for HTTP/1.1 and decodes the decrypted bytes; --http2 keeps
 HTTP/2, which has no chunks (event sizes only).
 
-Ctrl-C ends with a summary. Exit status: 0 after Ctrl-C, 1 when the API server
-refuses the watch (401, 403, 404), 2 for bad flags or an unusable kubeconfig.`,
+Ctrl-C (or SIGTERM) ends with a summary. Exit status: 0 after Ctrl-C, 1 when the
+watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405; or the
+resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 		Example: `  # Through kubectl proxy (run "kubectl proxy" first)
   kwatch stream configmaps -n kube-system
 
   # One object, straight to the API server from your kubeconfig
   kwatch stream --kubeconfig ~/.kube/config deployments.apps/coredns -n kube-system
 
-  # Every pod in the cluster, protobuf, with bookmarks every few seconds
+  # Every pod in the cluster as protobuf; the server ends each watch after 30s
+  # and kwatch resumes from the last resourceVersion (bookmarks included)
   kwatch stream pods -A --proto --timeout 30s
 
   # An exact watch path, as curl would request it
@@ -76,7 +79,7 @@ refuses the watch (401, 403, 404), 2 for bad flags or an unusable kubeconfig.`,
 	fs := c.Flags()
 	o.output.addFlags(fs)
 	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace to watch (default: the kubeconfig context's, or \"default\")")
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "watch all namespaces")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "watch all namespaces (wins over --namespace, as in kubectl)")
 	fs.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. -l app=web")
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
@@ -86,7 +89,7 @@ refuses the watch (401, 403, 404), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types)")
-	fs.DurationVar(&o.timeout, "timeout", 0, "ask the server to end each watch after this long (timeoutSeconds); kwatch then resumes")
+	fs.DurationVar(&o.timeout, "timeout", 0, "ask the server to end each watch after this long, in whole seconds (timeoutSeconds); kwatch then resumes")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -105,13 +108,21 @@ func (o *streamOptions) complete(args []string) error {
 		return fmt.Errorf("--raw takes a path starting with /, e.g. /api/v1/namespaces/default/configmaps?watch=1")
 	}
 	if len(args) == 1 {
-		o.resource, o.name, _ = strings.Cut(args[0], "/")
-		if o.resource == "" || strings.Contains(o.name, "/") {
-			return fmt.Errorf("%q: want RESOURCE or RESOURCE/NAME", args[0])
+		var slash bool
+		o.resource, o.name, slash = strings.Cut(args[0], "/")
+		if o.resource == "" || strings.Contains(o.name, "/") || (slash && o.name == "") {
+			return fmt.Errorf("%q: want RESOURCE or RESOURCE/NAME, e.g. configmaps or cm/coredns", args[0])
+		}
+		if strings.Contains(o.resource, ",") {
+			return fmt.Errorf("%q: kwatch stream watches one resource type at a time; run one kwatch per type", args[0])
 		}
 	}
-	if o.allNamespaces && o.namespace != "" {
-		return fmt.Errorf("--namespace and --all-namespaces exclude each other")
+	if o.raw != "" && (o.selector != "" || o.fieldSelector != "" || o.namespace != "" || o.allNamespaces) {
+		return fmt.Errorf("--raw watches its path as given: put selectors and the namespace in the path instead of -l, --field-selector, -n or -A")
+	}
+	if o.allNamespaces {
+		// As kubectl: --all-namespaces wins over --namespace.
+		o.namespace = ""
 	}
 	if o.allNamespaces && o.name != "" {
 		return fmt.Errorf("RESOURCE/NAME needs one namespace, not --all-namespaces")
@@ -122,26 +133,31 @@ func (o *streamOptions) complete(args []string) error {
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
 	}
-	if o.timeout < 0 || (o.timeout > 0 && o.timeout < time.Second) {
-		return fmt.Errorf("--timeout must be at least 1s")
+	if o.timeout < 0 || o.timeout%time.Second != 0 {
+		return fmt.Errorf("--timeout is sent as whole seconds (timeoutSeconds): give e.g. 5s or 1m, not %s", o.timeout)
 	}
 	return nil
 }
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
-	p := o.output.printer(streams, false)
+	// Every exchange on a tapped connection is one kwatch asked for: show
+	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
+	p := o.output.printer(streams, true)
 	proxy := o.proxy
-	if proxy == "" && o.kubeconfig == "" && o.context == "" &&
-		watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
+	// A kubeconfig named by flag or by $KUBECONFIG means "connect
+	// straight"; only without either is kubectl proxy's default port tried.
+	explicit := o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
+	if proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
 		proxy = watchclient.DefaultProxyURL
 	}
 	client, err := watchclient.Connect(watchclient.ConnectOptions{
 		ProxyURL: proxy, Kubeconfig: o.kubeconfig, Context: o.context, HTTP2: o.http2,
+		UserAgent: "kwatch/" + version, Warnings: streams.ErrOut,
 		HTTP: httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
 			Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}},
 	}, p)
 	if err != nil {
-		if proxy == "" && o.kubeconfig == "" && o.context == "" {
+		if proxy == "" && !explicit {
 			err = fmt.Errorf("%w (and no kubectl proxy answers at %s; start one with \"kubectl proxy\" or pass --kubeconfig)", err, watchclient.DefaultProxyURL)
 		}
 		return &exitError{code: ExitUsage, err: err}
@@ -167,7 +183,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
-	p.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesOpened: stats.Watches, Relists: stats.Relists,
+	p.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesOpened: stats.Opened, Relists: stats.Relists,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}

@@ -208,13 +208,29 @@ func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind)
 // Redacted is the value that replaces Secret data.
 const Redacted = "REDACTED"
 
-// redact replaces the values of a Secret's data and stringData.
+// secretAnnotations are annotations that may hold a copy of a Secret's
+// data: kubectl apply keeps the whole applied object in
+// last-applied-configuration.
+var secretAnnotations = []string{"kubectl.kubernetes.io/last-applied-configuration"}
+
+// redact replaces the values of a Secret's data and stringData, and of
+// annotations that copy them.
 func (ev *Event) redact() {
 	var m map[string]any
 	if err := json.Unmarshal(ev.Object, &m); err != nil {
 		return
 	}
 	changed := false
+	if md, ok := m["metadata"].(map[string]any); ok {
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			for _, a := range secretAnnotations {
+				if _, ok := ann[a]; ok {
+					ann[a] = Redacted
+					changed = true
+				}
+			}
+		}
+	}
 	for _, field := range []string{"data", "stringData"} {
 		if d, ok := m[field].(map[string]any); ok {
 			for k := range d {

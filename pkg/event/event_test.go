@@ -168,9 +168,9 @@ func TestDecodeBookmarkErrorAndSecret(t *testing.T) {
 	if err != nil || ev.Status == nil || ev.Status.Code != 410 || ev.Status.Reason != metav1.StatusReasonExpired {
 		t.Errorf("error event: %v %+v", err, ev)
 	}
-	sec := `{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns"},"data":{"password":"aHVudGVyMg=="}}}`
+	sec := `{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"stringData\":{\"password\":\"hunter2\"}}"}},"data":{"password":"aHVudGVyMg=="}}}`
 	ev, err = Decode(FormatJSON, []byte(sec), DecodeOptions{})
-	if err != nil || strings.Contains(string(ev.Object), "aHVudGVyMg") || !strings.Contains(string(ev.Object), Redacted) || !ev.Redacted {
+	if err != nil || strings.Contains(string(ev.Object), "aHVudGVyMg") || strings.Contains(string(ev.Object), "hunter2") || !strings.Contains(string(ev.Object), Redacted) || !ev.Redacted {
 		t.Errorf("secret not redacted: %v %s", err, ev.Object)
 	}
 	ev, _ = Decode(FormatJSON, []byte(sec), DecodeOptions{ShowSecrets: true})

@@ -15,6 +15,7 @@ package watchclient
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -52,6 +53,11 @@ type ConnectOptions struct {
 	HTTP2 bool
 	// HTTP tunes the decoding of the tapped bytes.
 	HTTP httpconn.Options
+	// UserAgent is sent with every request (e.g. "kwatch/v0.1.0").
+	UserAgent string
+	// Warnings, if set, receives the API server's warnings (e.g.
+	// deprecated APIs), one line each, without repeats.
+	Warnings io.Writer
 }
 
 // Client holds what a list-watch needs: a client-go config for LIST and
@@ -101,6 +107,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 			return nil, fmt.Errorf("proxy URL %q: want http://HOST:PORT", opt.ProxyURL)
 		}
 		c.Config = &rest.Config{Host: opt.ProxyURL}
+		c.setCommon(opt)
 		c.Transport = "HTTP/1.1 through kubectl proxy " + opt.ProxyURL
 		tr := &http.Transport{DialContext: t.plainDialer(dialer.DialContext), DisableKeepAlives: true,
 			DisableCompression: true, ForceAttemptHTTP2: false}
@@ -118,6 +125,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		c.Namespace = ns
 	}
 	c.Config = cfg
+	c.setCommon(opt)
 	if opt.HTTP2 {
 		c.Transport = "HTTP/2 straight to " + cfg.Host + " (no chunks: HTTP/2 has no chunked coding; event sizes only)"
 		hc, err := rest.HTTPClientFor(cfg)
@@ -152,6 +160,17 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	}
 	c.watchHTTP = &http.Client{Transport: rt}
 	return c, nil
+}
+
+func (c *Client) setCommon(opt ConnectOptions) {
+	if opt.UserAgent != "" {
+		c.Config.UserAgent = opt.UserAgent
+	}
+	if opt.Warnings != nil {
+		c.Config.WarningHandler = rest.NewWarningWriter(opt.Warnings, rest.WarningWriterOptions{Deduplicate: true})
+	} else {
+		c.Config.WarningHandler = rest.NoWarnings{}
+	}
 }
 
 // WireBytes returns the bytes read on tapped connections so far.

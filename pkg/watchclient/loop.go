@@ -58,11 +58,31 @@ type WatchOptions struct {
 
 // Stats counts what a list-watch did.
 type Stats struct {
+	// Watches counts watch requests made; Opened those the server
+	// answered with a watch stream.
 	Watches int
+	Opened  int
 	Lists   int
 	Relists int
 	Events  int
 }
+
+// endPhrase says in words how a watch's body ended, from record.End.How.
+func endPhrase(how string) string {
+	switch {
+	case how == "":
+		return "the watch ended"
+	case how == "last-chunk":
+		return "the server ended the watch (last-chunk)"
+	case strings.HasPrefix(how, "closed without"), strings.HasPrefix(how, "reset"):
+		return "the connection " + how
+	}
+	return "the watch ended (" + how + ")"
+}
+
+// quickEnd: a watch that ends sooner than this without an event is retried
+// with back-off rather than at once.
+const quickEnd = time.Second
 
 // errGone means the watch must re-list (410 Gone / Expired).
 var errGone = errors.New("resource version too old")
@@ -101,6 +121,11 @@ type loop struct {
 	rv      string
 	listed  bool
 	started time.Time // when the current watch opened
+	// lastEnd and lastEvents say how the last watch's body ended (the
+	// End record's How) and how many events it carried.
+	lastEnd    string
+	lastEvents int
+	lastWatch  bool // the last response was a watch stream
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -139,8 +164,20 @@ func (l *loop) run(ctx context.Context) error {
 			l.retry(ctx, err, &backoff)
 			reason = "resume after an error"
 		default:
-			backoff = l.opt.Backoff
-			reason = "resume: the server ended the watch"
+			// How the watch's body ended, as its own decoder saw it.
+			if l.lastEnd != "" && !l.lastWatch {
+				return fmt.Errorf("the answer to %s is not a watch stream (see the response above); give a watch path, e.g. /api/v1/namespaces/default/configmaps?watch=1", l.path(metav1.ListOptions{ResourceVersion: l.rv}))
+			}
+			how, events := endPhrase(l.lastEnd), l.lastEvents
+			if events == 0 && time.Since(l.started) < quickEnd {
+				// A watch that ends at once without an event (a path
+				// that is not a watch, a proxy that closes) must not
+				// be reopened in a tight loop.
+				l.retry(ctx, fmt.Errorf("%s after %s without an event", how, time.Since(l.started).Round(time.Millisecond)), &backoff)
+			} else {
+				backoff = l.opt.Backoff
+			}
+			reason = "resume: " + how
 		}
 	}
 	return nil
@@ -302,6 +339,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	l.emit(&record.WatchStart{Time: time.Now(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
 		Reason: reason, After: after, Transport: l.c.Transport})
 	l.started = time.Now()
+	l.lastEnd, l.lastEvents = "", 0
 	w, err := l.lw.WatchWithContext(ctx, o)
 	if err != nil {
 		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
@@ -309,6 +347,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		}
 		return err
 	}
+	l.stats.Opened++
 	defer func() {
 		w.Stop()
 		// Let the connection's reader report how the body ended before
@@ -318,9 +357,13 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 			case <-ww.finished:
 			case <-time.After(5 * time.Second):
 			}
+			ww.mu.Lock()
+			l.lastEnd, l.lastWatch = ww.endHow, ww.endWatch
+			ww.mu.Unlock()
 		}
 	}()
 	for ev := range w.ResultChan() {
+		l.lastEvents++
 		if err := l.apply(ev); err != nil {
 			return err
 		}
@@ -470,6 +513,8 @@ type wireWatcher struct {
 	out      chan watch.Event
 	stopped  chan struct{}
 	finished chan struct{} // closed when the body has been read to its end
+	endHow   string        // how the body ended (record.End.How)
+	endWatch bool          // the body was a watch stream
 	cancel   context.CancelFunc
 	once     sync.Once
 }

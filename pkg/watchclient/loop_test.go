@@ -204,7 +204,7 @@ func TestLoopResumeAndRelist(t *testing.T) {
 		"event ADDED coredns rv 151 chunks 1",
 		"event MODIFIED coredns rv 152 chunks 1",
 		"end last-chunk",
-		"watch 2 from 152: resume: the server ended the watch",
+		"watch 2 from 152: resume: the server ended the watch (last-chunk)",
 		"event ERROR  rv  chunks 1",
 		"end last-chunk",
 		"list 1 items rv 160: re-list after 410 Gone",

@@ -36,8 +36,18 @@ func (l *lockedSink) Emit(r record.Record) {
 // deliver prints r and hands events to the current watch; l.mu must be held.
 func (l *lockedSink) deliver(r record.Record) {
 	l.sink.Emit(r)
-	if e, ok := r.(*record.Event); ok && l.current != nil {
-		l.current.push(toWatchEvent(e))
+	if l.current == nil {
+		return
+	}
+	switch v := r.(type) {
+	case *record.Event:
+		l.current.push(toWatchEvent(v))
+	case *record.End:
+		if !v.Request {
+			l.current.mu.Lock()
+			l.current.endHow, l.current.endWatch = v.How, v.Watch
+			l.current.mu.Unlock()
+		}
 	}
 }
 
