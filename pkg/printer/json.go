@@ -50,11 +50,15 @@ func (j *JSON) Emit(r record.Record) {
 // Close returns the first write error.
 func (j *JSON) Close() error { return j.w.err }
 
+// timeFormat is RFC 3339 in UTC with nanoseconds always written out, so
+// that times have one width and sort as strings.
+const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
 func rfc3339(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(timeFormat)
 }
 
 type jsonConn struct {

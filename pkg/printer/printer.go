@@ -87,13 +87,18 @@ func (f *filter) pass(r record.Record) []record.Record {
 		k := heldKey{v.Conn.ID, v.Exchange}
 		req := f.held[k]
 		delete(f.held, k)
-		if v.Watch {
+		_, reqShown := f.watch[k]
+		// A watch exchange: the request asked for a watch (whatever the
+		// answer, e.g. 410 Gone or 403), or the response is a watch
+		// stream whose request was not captured.
+		isWatch := v.Watch || (v.Request != nil && v.Request.Watch)
+		if isWatch {
 			f.tally.Watches++
 		}
-		if !v.Watch && !f.opt.AllHTTP {
+		if !isWatch && !reqShown && !f.opt.AllHTTP {
 			return nil
 		}
-		f.watch[k] = v.Watch
+		f.watch[k] = isWatch
 		f.tally.Exchanges++
 		out := f.withConn(v.Conn)
 		if req != nil {
