@@ -83,7 +83,18 @@ type Frame struct {
 	Damaged bool
 	// Serial numbers the frames of a body from 1 in the order they started.
 	Serial int
+	// UnlistedChunks counts the chunks that carried bytes of the event
+	// after Spans reached the Framer's bound (see LimitSpans), and
+	// UnlistedBytes the bytes they carried.
+	UnlistedChunks int
+	UnlistedBytes  int64
 }
+
+// DefaultMaxSpans bounds the chunks listed for one event (Frame.Spans):
+// 16384, which lists every chunk of a 64 MiB event cut into 4 KiB chunks
+// and keeps a Frame's bookkeeping under 256 KiB however many tiny chunks
+// carry the event.
+const DefaultMaxSpans = 1 << 14
 
 // Problem kinds the Framer reports.
 const (
@@ -111,6 +122,8 @@ type Framer struct {
 	onFrame func(*Frame)
 	onProb  func(FrameProblem)
 
+	maxSpans int
+
 	serial  int   // frames started
 	off     int64 // de-chunked offset of the next byte
 	in      bool  // inside a frame
@@ -130,6 +143,8 @@ type Framer struct {
 	atChunk bool // the next byte is the first data byte of a chunk
 	lost    bool // protobuf: framing lost for good
 
+	unlistedAt int // chunk of the last unlisted bytes
+
 	// Protobuf state.
 	prefix  [4]byte
 	nprefix int
@@ -143,8 +158,30 @@ func NewFramer(f Format, maxEventBytes int64, onFrame func(*Frame), onProblem fu
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	return &Framer{format: f, max: maxEventBytes, onFrame: onFrame, onProb: onProblem}
+	return &Framer{format: f, max: maxEventBytes, maxSpans: DefaultMaxSpans, onFrame: onFrame, onProb: onProblem}
 }
+
+// LimitSpans sets how many chunks are listed for one event (n ≥ 1; the
+// default is DefaultMaxSpans). Chunks after those are only counted
+// (Frame.UnlistedChunks).
+func (fr *Framer) LimitSpans(n int) {
+	if n >= 1 {
+		fr.maxSpans = n
+	}
+}
+
+// LastListedChunk returns the chunk index of the last span listed for the
+// event in progress, or -1 when there is none.
+func (fr *Framer) LastListedChunk() int {
+	if !fr.in || len(fr.cur.Spans) == 0 {
+		return -1
+	}
+	return fr.cur.Spans[len(fr.cur.Spans)-1].Chunk
+}
+
+// SpansFull reports whether the event in progress lists as many chunks as
+// it may: the bytes of later chunks are only counted.
+func (fr *Framer) SpansFull() bool { return fr.in && len(fr.cur.Spans) >= fr.maxSpans }
 
 // Offset returns the number of de-chunked bytes consumed.
 func (fr *Framer) Offset() int64 { return fr.off }
@@ -218,22 +255,36 @@ func (fr *Framer) take(p []byte, c int) {
 		return
 	}
 	n := int64(len(p))
-	if s := fr.cur.Spans; len(s) > 0 && s[len(s)-1].Chunk == c {
+	switch s := fr.cur.Spans; {
+	case len(s) > 0 && s[len(s)-1].Chunk == c:
 		s[len(s)-1].Bytes += n
-	} else {
+	case len(s) < fr.maxSpans:
 		fr.cur.Spans = append(fr.cur.Spans, Span{Chunk: c, Bytes: n})
+	default:
+		// Bounded bookkeeping: an event cut into more chunks than
+		// are listed (say a million one-byte chunks) costs no more.
+		if fr.cur.UnlistedBytes == 0 || c != fr.unlistedAt {
+			fr.cur.UnlistedChunks++
+			fr.unlistedAt = c
+		}
+		fr.cur.UnlistedBytes += n
 	}
 	if !fr.cur.Oversize && fr.curLen+n > fr.max {
-		fr.cur.Oversize = true
-		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize,
-			Detail: fmt.Sprintf("more than %d bytes; skipped (raise --max-event-bytes)", fr.max)})
-		fr.buf = nil
+		fr.oversize(fmt.Sprintf("more than %d bytes; skipped (raise --max-event-bytes)", fr.max))
 	}
 	if !fr.cur.Oversize {
 		fr.buf = append(fr.buf, p...)
 	}
 	fr.curLen += n
 	fr.off += n
+}
+
+// oversize reports the current frame as larger than the bound and stops
+// keeping its bytes.
+func (fr *Framer) oversize(detail string) {
+	fr.cur.Oversize = true
+	fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize, Detail: detail})
+	fr.buf = nil
 }
 
 func (fr *Framer) finish() {
@@ -350,6 +401,13 @@ func (fr *Framer) writeProto(p []byte, c int) {
 			if fr.want == 0 {
 				fr.finish()
 				continue
+			}
+			if fr.want+4 > fr.max && !fr.cur.Oversize {
+				// The prefix says the frame is too large: skip it
+				// now instead of buffering up to the bound first
+				// (a prefix of up to 4 GiB costs nothing).
+				fr.oversize(fmt.Sprintf("the length prefix announces %d bytes, more than %d; skipped (raise --max-event-bytes)",
+					fr.want+4, fr.max))
 			}
 		}
 		rest := fr.want + 4 - fr.curLen
