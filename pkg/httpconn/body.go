@@ -1,9 +1,11 @@
 package httpconn
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/textproto"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,19 +42,31 @@ type body struct {
 	tentative bool // watch inferred from the response only
 	events    map[string]int
 	seq       int
-	window    []chunkInfo     // chunks still referenced by events, from windowBase
-	winBase   int             // chunk index of window[0]
-	pending   []*record.Event // decoded, waiting for their last chunk's data
-	pendLast  []int           // last chunk index of each pending event
+	// window holds the chunks events may still refer to, by increasing
+	// index: those of the event in progress and the current chunk.
+	window []chunkInfo
+	// pending holds decoded events waiting for their last chunk's data,
+	// and the problems found after them, to be emitted in order;
+	// pendBytes counts the bytes of those events.
+	pending   []record.Record
+	pendBytes int64
 	curChunk  int
 	curSize   int64
 	curData   int64
-	completed []*event.Frame // frames completed by the current write
+	completed []framed // what the framer reported during the current write
 
 	// Non-2xx: the body is kept (bounded) to show its Status.
 	keepStatus bool
 	statusBuf  []byte
 	ended      bool
+}
+
+// framed is one thing the framer reported: a complete frame or a framing
+// problem. They are handled after the write, in the order they happened,
+// so that the records do not depend on how many frames one write held.
+type framed struct {
+	frame *event.Frame
+	prob  *event.FrameProblem
 }
 
 type chunkInfo struct {
@@ -77,6 +91,16 @@ func (b *body) startEvents(f event.Format) {
 	b.format = f
 	b.events = map[string]int{}
 	b.framer = event.NewFramer(f, b.s.c.opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
+	b.framer.LimitSpans(b.s.c.opt.MaxEventChunks)
+}
+
+// find returns the window's entry for chunk index i, or nil.
+func (b *body) find(i int) *chunkInfo {
+	k, ok := slices.BinarySearchFunc(b.window, i, func(ci chunkInfo, i int) int { return cmp.Compare(ci.rec.Index, i) })
+	if !ok {
+		return nil
+	}
+	return &b.window[k]
 }
 
 // write consumes body bytes from p and returns how many belong to the body.
@@ -149,13 +173,19 @@ func (b *body) ChunkStart(c *chunk.Chunk) {
 		return
 	}
 	b.framer.ChunkStart()
-	if len(b.window) == 0 {
-		b.winBase = c.Index
-	}
-	b.window = append(b.window, chunkInfo{rec: record.Chunk{
+	ci := chunkInfo{rec: record.Chunk{
 		Index: c.Index, Size: c.Size, SizeLine: string(c.Line), Offset: c.Offset,
 		Header: append([]byte(nil), c.Header...),
-	}})
+	}}
+	// Once the event in progress lists as many chunks as it may, the
+	// chunk just left is needed by no event unless it is listed: take
+	// its place, so that an event cut into a million tiny chunks keeps
+	// the window bounded.
+	if n := len(b.window); n > 0 && b.framer.SpansFull() && b.window[n-1].rec.Index > b.framer.LastListedChunk() {
+		b.window[n-1] = ci
+		return
+	}
+	b.window = append(b.window, ci)
 }
 
 // Data frames chunk data.
@@ -210,38 +240,69 @@ func (b *body) chunkError(err error, t time.Time) {
 	b.s.c.problem(p)
 }
 
-// onFrame decodes a complete frame into a pending event.
+// onFrame queues a complete frame to be decoded.
 func (b *body) onFrame(f *event.Frame) {
 	if f.Damaged || f.Oversize {
 		return
 	}
-	b.completed = append(b.completed, f)
+	b.completed = append(b.completed, framed{frame: f})
 }
 
+// onFrameProblem queues a framing problem, to be reported in wire order
+// with the frames around it.
 func (b *body) onFrameProblem(fp event.FrameProblem) {
-	b.problems++
-	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
-		Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Time: b.now})
+	b.completed = append(b.completed, framed{prob: &fp})
 }
 
-// flushCompleted decodes the frames the last write completed, counts events
-// per chunk, and emits every pending event whose chunks are all complete.
-// c is the chunk the write belonged to (-1 for bodies that are not chunked).
-func (b *body) flushCompleted(c int) {
-	for _, f := range b.completed {
+// drain reports the framing problems and decodes the frames the framer
+// reported, in order, into pending events.
+func (b *body) drain() {
+	for _, out := range b.completed {
+		if fp := out.prob; fp != nil {
+			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
+				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Time: b.now})
+			continue
+		}
+		f := out.frame
 		b.countIn(f.Spans, f.Serial)
 		ev := b.decode(f)
+		if b.framer == nil {
+			// The first frame of a watch inferred from the response
+			// did not decode: the body is not a watch after all, and
+			// what follows that frame is not about events either.
+			break
+		}
 		if ev == nil {
 			continue
 		}
-		last := -1
-		if len(f.Spans) > 0 {
-			last = f.Spans[len(f.Spans)-1].Chunk
-		}
 		b.pending = append(b.pending, ev)
-		b.pendLast = append(b.pendLast, last)
+		b.pendBytes += f.Length
+		if f.UnlistedChunks > 0 {
+			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
+				Exchange: b.exchange, Kind: "watch event in too many chunks", Warning: true, Time: b.now,
+				Detail: fmt.Sprintf("%d more chunks carried %d of its %d bytes; only the first %d chunks are listed",
+					f.UnlistedChunks, f.UnlistedBytes, f.Length, len(f.Spans))})
+		}
+		if len(b.pending) >= maxPendingEvents || b.pendBytes > b.framerMax() {
+			// A huge chunk full of events (a chunk-size of 1 GiB,
+			// say) would keep them all: emit them now, with the
+			// counts of events per chunk known so far.
+			b.emitPending()
+		}
 	}
+	clear(b.completed) // drop the frames' data
 	b.completed = b.completed[:0]
+}
+
+// flushCompleted handles what the last write completed (drain), counts
+// events per chunk, and emits every pending event whose chunks are all
+// complete. c is the chunk the write belonged to (-1 for bodies that are not
+// chunked).
+func (b *body) flushCompleted(c int) {
+	b.drain()
+	if b.framer == nil {
+		return
+	}
 	if b.framer.InFrame() && c >= 0 && b.framer.CurrentInChunk(c) {
 		b.countIn([]event.Span{{Chunk: c}}, b.framer.Serial())
 	}
@@ -254,53 +315,90 @@ func (b *body) flushCompleted(c int) {
 // countIn counts frame serial in the chunks of spans.
 func (b *body) countIn(spans []event.Span, serial int) {
 	for _, sp := range spans {
-		i := sp.Chunk - b.winBase
-		if sp.Chunk < 0 || i < 0 || i >= len(b.window) {
+		w := b.find(sp.Chunk)
+		if sp.Chunk < 0 || w == nil {
 			continue
 		}
-		if b.window[i].lastSerial < serial {
-			if b.window[i].rec.Events == 0 {
-				b.window[i].firstSerial = serial
+		if w.lastSerial < serial {
+			if w.rec.Events == 0 {
+				w.firstSerial = serial
 			}
-			b.window[i].lastSerial = serial
-			b.window[i].rec.Events++
+			w.lastSerial = serial
+			w.rec.Events++
 		}
 	}
 }
 
-// release emits pending events and trims the chunk window.
-func (b *body) release() {
-	for i, ev := range b.pending {
-		b.attachChunks(ev, b.pendLast[i])
-		b.s.c.emit(ev)
+// maxPendingEvents bounds the events kept waiting for the end of their
+// chunk (see release); pendBytes is bounded by the largest event.
+const maxPendingEvents = 1024
+
+// framerMax is the bound on one event's bytes.
+func (b *body) framerMax() int64 {
+	if m := b.s.c.opt.MaxEventBytes; m > 0 {
+		return m
 	}
-	b.pending = b.pending[:0]
-	b.pendLast = b.pendLast[:0]
+	return event.DefaultMaxEventBytes
+}
+
+// dataProblem reports a problem with the events of the body. While decoded
+// events wait for their chunks (see release), it waits behind them, so that
+// records keep the order of the bytes they are about.
+func (b *body) dataProblem(p *record.Problem) {
+	b.problems++
+	if len(b.pending) == 0 {
+		b.s.c.problem(p)
+		return
+	}
+	b.s.c.locate(p)
+	b.pending = append(b.pending, p)
+}
+
+// release emits pending events (and the problems behind them) and trims
+// the chunk window.
+func (b *body) release() {
+	b.emitPending()
 	// Keep only chunks the event in progress may still need.
 	keepFrom := b.curChunk
 	if b.framer != nil && b.framer.InFrame() {
 		keepFrom = b.framer.FirstChunk()
 	}
-	if drop := keepFrom - b.winBase; drop > 0 {
-		if drop > len(b.window) {
-			drop = len(b.window)
-		}
-		b.window = append(b.window[:0], b.window[drop:]...)
-		b.winBase += drop
+	drop := 0
+	for drop < len(b.window) && b.window[drop].rec.Index < keepFrom {
+		drop++
+	}
+	if drop > 0 {
+		n := copy(b.window, b.window[drop:])
+		clear(b.window[n:])
+		b.window = b.window[:n]
 	}
 }
 
-func (b *body) attachChunks(ev *record.Event, _ int) {
+// emitPending emits the pending events, with their chunks, and the
+// problems behind them.
+func (b *body) emitPending() {
+	for _, r := range b.pending {
+		if ev, ok := r.(*record.Event); ok {
+			b.attachChunks(ev)
+		}
+		b.s.c.emit(r)
+	}
+	clear(b.pending)
+	b.pending = b.pending[:0]
+	b.pendBytes = 0
+}
+
+func (b *body) attachChunks(ev *record.Event) {
 	spans := ev.Chunks // placeholder from decode: Index and Bytes only
 	out := make([]record.Chunk, 0, len(spans))
 	for _, sp := range spans {
-		i := sp.Index - b.winBase
-		if sp.Index < 0 || i < 0 || i >= len(b.window) {
+		w := b.find(sp.Index)
+		if sp.Index < 0 || w == nil {
 			continue
 		}
-		rc := b.window[i].rec
+		rc := w.rec
 		rc.Bytes = sp.Bytes
-		rc.Ordinal = sp.Ordinal - b.window[i].firstSerial + 1
+		rc.Ordinal = sp.Ordinal - w.firstSerial + 1
 		out = append(out, rc)
 	}
 	ev.Chunks = out
@@ -317,8 +415,7 @@ func (b *body) decode(f *event.Frame) *record.Event {
 			b.resp.Watch = false
 			return nil
 		}
-		b.problems++
-		b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
+		b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
 			Exchange: b.exchange, Kind: "watch event does not decode", Detail: err.Error(), Time: b.now})
 		if ev == nil {
 			return nil
@@ -355,6 +452,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 		b.read += n
 		if b.framer != nil {
 			b.framer.Gap(n)
+			b.drain()
 		}
 		if !keep {
 			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
@@ -370,6 +468,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 		b.data += n
 		if b.framer != nil {
 			b.framer.Gap(n)
+			b.drain()
 		}
 		if b.read == b.length {
 			b.done = true
@@ -382,6 +481,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 		b.data += n
 		if b.framer != nil {
 			b.framer.Gap(n)
+			b.drain()
 		}
 		return true
 	}
@@ -444,6 +544,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	b.now = t
 	if b.framer != nil {
 		b.framer.Close()
+		b.drain()
 		b.release()
 	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Clean: clean,

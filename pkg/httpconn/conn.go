@@ -41,6 +41,10 @@ type Options struct {
 	MaxHeaderBytes int
 	// MaxEventBytes bounds one watch event, in bytes.
 	MaxEventBytes int64
+	// MaxEventChunks bounds the chunks listed for one watch event
+	// (event.DefaultMaxSpans when 0); an event carried by more chunks
+	// still decodes, with a warning saying how many were not listed.
+	MaxEventChunks int
 	// Chunk bounds the chunked decoder's lines.
 	Chunk chunk.Limits
 	// Decode tunes event decoding (e.g. showing Secret data).
@@ -114,6 +118,13 @@ func (c *Conn) CloseClient(how Ending, t time.Time) { c.client.close(how, t) }
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 
 func (c *Conn) problem(p *record.Problem) {
+	c.locate(p)
+	c.emit(p)
+}
+
+// locate completes a problem with its connection, time and (Options.Locate)
+// where its bytes came from.
+func (c *Conn) locate(p *record.Problem) {
 	p.Conn = c.rec
 	if p.Time.IsZero() {
 		p.Time = c.last
@@ -121,7 +132,6 @@ func (c *Conn) problem(p *record.Problem) {
 	if c.opt.Locate != nil {
 		c.opt.Locate(p)
 	}
-	c.emit(p)
 }
 
 // side is one direction of the connection: a sequence of HTTP messages.
@@ -150,20 +160,40 @@ func (s *side) problem(where string, off int64, kind, detail, hint string, warni
 		Detail: detail, Hint: hint, Warning: warning, Time: t, Exchange: s.c.exchange})
 }
 
-// sniffLen is how many first bytes can be needed to tell what a direction
-// carries: len("PRI * HTTP/2"), the start of the HTTP/2 preface.
-const sniffLen = 12
+// sniffMax is how many first bytes are enough for sniff in every case: a
+// method of up to 21 characters and its space (methodPrefix).
+const sniffMax = 22
 
-// undecided reports whether the first bytes b could still start a TLS
-// record or the HTTP/2 preface, so that sniff needs more of them.
-func undecided(b []byte) bool {
-	if len(b) >= sniffLen {
+// sniffHead is how many first bytes the note about a direction that is not
+// HTTP shows.
+const sniffHead = 8
+
+// h2Preface is the start of the HTTP/2 connection preface (RFC 9113 §3.4).
+const h2Preface = "PRI * HTTP/2"
+
+// sniffDecided reports whether sniff's verdict on the first bytes b can no
+// longer change when more bytes come, so that the verdict (and the bytes the
+// note shows) does not depend on how the first bytes were split.
+func (s *side) sniffDecided(b []byte) bool {
+	switch {
+	case len(b) >= sniffMax:
+		return true
+	case b[0] == 0x16 && (len(b) < 2 || b[1] == 0x03):
+		return len(b) >= 3 // a TLS record header
+	case bytes.HasPrefix(b, []byte(h2Preface)):
+		return true
+	case bytes.HasPrefix([]byte(h2Preface), b):
 		return false
 	}
-	if b[0] == 0x16 {
-		return len(b) < 3 && (len(b) < 2 || b[1] == 0x03)
+	if s.isServer {
+		if looksLike(b, "HTTP/") {
+			return len(b) >= len("HTTP/")
+		}
+	} else if ok, sure := methodPrefix(b); ok || !sure {
+		return sure
 	}
-	return bytes.HasPrefix([]byte("PRI * HTTP/2"), b)
+	// Not HTTP: decided once the bytes the note shows have come.
+	return len(b) >= sniffHead
 }
 
 func (s *side) feed(p []byte, t time.Time) {
@@ -171,9 +201,9 @@ func (s *side) feed(p []byte, t time.Time) {
 		// The first bytes may come one at a time (a live read, a small
 		// TCP segment): hold them until sniff can decide, so that the
 		// decision does not depend on how the bytes were split.
-		if len(s.sniffBuf) > 0 || undecided(p) {
+		if len(s.sniffBuf) > 0 || !s.sniffDecided(p) {
 			s.sniffBuf = append(s.sniffBuf, p...)
-			if undecided(s.sniffBuf) {
+			if !s.sniffDecided(s.sniffBuf) {
 				return
 			}
 			p, s.sniffBuf = s.sniffBuf, nil
@@ -230,7 +260,7 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 			Message: "TLS (handshake record version 3." + fmt.Sprint(p[2]) + "): encrypted, so no HTTP can be decoded; capture plain HTTP, e.g. through kubectl proxy (port 8001)"})
 		return false
 	}
-	if len(p) >= 9 && bytes.HasPrefix(p, []byte("PRI * HTTP/2")) {
+	if bytes.HasPrefix(p, []byte(h2Preface)) {
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
 			Message: "HTTP/2 (prior knowledge preface): HTTP/2 has no chunked coding; capture an HTTP/1.1 connection"})
 		return false
@@ -239,12 +269,13 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		if looksLike(p, "HTTP/") {
 			return true
 		}
-	} else if startsWithMethod(p) {
+	} else if ok, _ := methodPrefix(p); ok {
+		// A method cut short by the end of the stream counts as one.
 		return true
 	}
 	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
 		Message: fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
-			s.name(), head(p, 8))})
+			s.name(), head(p, sniffHead))})
 	return false
 }
 
@@ -264,16 +295,19 @@ func looksLike(p []byte, prefix string) bool {
 	return bytes.HasPrefix(p, []byte(prefix))
 }
 
-func startsWithMethod(p []byte) bool {
+// methodPrefix reports whether p starts with a request method (a token of
+// upper-case letters, "-" or "_", at most 21 long) and its space. sure is
+// false when p ends before that is known; ok is then true.
+func methodPrefix(p []byte) (ok, sure bool) {
 	for i, b := range p {
 		if b == ' ' {
-			return i > 0
+			return i > 0, true
 		}
 		if !(b >= 'A' && b <= 'Z' || b == '-' || b == '_') || i > 20 {
-			return false
+			return false, true
 		}
 	}
-	return len(p) > 0
+	return len(p) > 0, false
 }
 
 // readHeader accumulates a header section; it returns the bytes of p
@@ -295,16 +329,24 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 	if from < 0 {
 		from = 0
 	}
+	// A section may hold MaxHeaderBytes bytes, its empty line included.
+	// Keep at most one byte more, which is enough to tell that it is too
+	// long: whether it is does not depend on how the bytes were split,
+	// and a section that never ends costs no more than the bound.
+	if room := s.c.opt.MaxHeaderBytes + 1 - len(s.hdr); len(p) > room {
+		p = p[:room]
+	}
 	s.hdr = append(s.hdr, p...)
 	end := headerEnd(s.hdr, from)
-	if end < 0 {
-		if len(s.hdr) > s.c.opt.MaxHeaderBytes {
-			s.problem("stream", s.hdrStart, "header section too large",
-				fmt.Sprintf("more than %d bytes without an empty line", s.c.opt.MaxHeaderBytes),
-				"raise --max-header-bytes if this is real traffic", false, t)
-			s.dead = true
-			s.hdr = nil
-		}
+	if end < 0 && len(s.hdr) <= s.c.opt.MaxHeaderBytes {
+		return len(p)
+	}
+	if end < 0 || end > s.c.opt.MaxHeaderBytes {
+		s.problem("stream", s.hdrStart, "header section too large",
+			fmt.Sprintf("more than %d bytes without an empty line", s.c.opt.MaxHeaderBytes),
+			"raise --max-header-bytes if this is real traffic", false, t)
+		s.dead = true
+		s.hdr = nil
 		return len(p)
 	}
 	used := end - (len(s.hdr) - len(p))
