@@ -143,7 +143,7 @@ type objectMeta struct {
 func (ev *Event) fromJSON(raw []byte) error {
 	ev.Object = raw
 	var m objectMeta
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := readMeta(raw, &m); err != nil {
 		return fmt.Errorf("watch event object: %w", err)
 	}
 	ev.APIVersion, ev.Kind = m.APIVersion, m.Kind
@@ -154,6 +154,40 @@ func (ev *Event) fromJSON(raw []byte) error {
 		var st metav1.Status
 		if err := json.Unmarshal(raw, &st); err == nil {
 			ev.Status = &st
+		}
+	}
+	return nil
+}
+
+// readMeta reads apiVersion, kind and metadata of a JSON object and stops
+// there: the API server writes them first, so the object's data (which may
+// be megabytes) is not scanned a second time; it was validated when the
+// watch event was decoded. Keys before them are skipped as whole values.
+func readMeta(raw []byte, m *objectMeta) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("not a JSON object")
+	}
+	for need := 3; need > 0 && dec.More(); {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var dst any
+		switch tok {
+		case "apiVersion":
+			dst = &m.APIVersion
+		case "kind":
+			dst = &m.Kind
+		case "metadata":
+			dst = &m.Metadata
+		default:
+			dst = new(json.RawMessage)
+			need++ // not one of the three
+		}
+		need--
+		if err := dec.Decode(dst); err != nil {
+			return err
 		}
 	}
 	return nil

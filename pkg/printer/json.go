@@ -1,6 +1,7 @@
 package printer
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"time"
@@ -15,8 +16,10 @@ import (
 // "note", "problem" or "summary". README.md documents each.
 type JSON struct {
 	filter
-	w   *errWriter
-	enc *json.Encoder
+	w    *errWriter
+	enc  *json.Encoder
+	line bytes.Buffer
+	out  []byte
 }
 
 // NewJSON returns a JSON Lines printer writing to w.
@@ -41,9 +44,55 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // Emit writes r as JSON if the filter passes it.
 func (j *JSON) Emit(r record.Record) {
 	for _, x := range j.pass(r) {
-		if v := j.object(x); v != nil {
+		v := j.object(x)
+		if ev, ok := v.(jsonEvent); ok {
+			j.event(ev)
+			continue
+		}
+		if v != nil {
 			_ = j.enc.Encode(v)
 		}
+	}
+}
+
+// event writes an event line. The object's bytes are written as they are
+// (they are JSON that apimachinery decoded, from the server or from
+// json.Marshal), not re-validated and compacted by encoding/json, which
+// would scan a large object twice more; an object spread over several lines
+// is compacted so that the output stays one line per record.
+func (j *JSON) event(ev jsonEvent) {
+	obj := ev.Object
+	ev.Object = json.RawMessage(`0`)
+	if bytes.IndexByte(obj, '\n') >= 0 || bytes.IndexByte(obj, '\r') >= 0 {
+		var c bytes.Buffer
+		if err := json.Compact(&c, obj); err == nil {
+			obj = c.Bytes()
+		}
+	}
+	j.line.Reset()
+	e := json.NewEncoder(&j.line)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(ev); err != nil {
+		return
+	}
+	b := j.line.Bytes()
+	i := bytes.Index(b, []byte(`,"object":0,`))
+	if i < 0 {
+		return
+	}
+	if j.w.err != nil {
+		return
+	}
+	// One write per line: output may be a terminal or a pipe read live.
+	j.out = append(j.out[:0], b[:i]...)
+	j.out = append(j.out, `,"object":`...)
+	j.out = append(j.out, obj...)
+	j.out = append(j.out, b[i+len(`,"object":0`):]...)
+	if _, err := j.w.w.Write(j.out); err != nil {
+		j.w.err = err
+	}
+	if cap(j.out) > 1<<20 {
+		j.out = nil // do not keep a buffer sized for one huge event
 	}
 }
 
