@@ -17,8 +17,18 @@ import (
 // reassembly, HTTP, chunks, events) in MB/s of capture file, with the JSON
 // printer writing to io.Discard and with no printer at all.
 func BenchmarkPipeline(b *testing.B) {
-	for _, name := range []string{"big-lo.pcap", "burst-any.pcap", "watch-lo.pcap"} {
-		data, err := os.ReadFile(filepath.Join(captureDir, name))
+	files := []string{"big-lo.pcap", "burst-any.pcap", "watch-lo.pcap"}
+	for i := range files {
+		files[i] = filepath.Join(captureDir, files[i])
+	}
+	// KWATCH_BENCH_CAPTURE adds a capture of your own, e.g. one written by
+	// go run ./bench/gen.
+	if extra := os.Getenv("KWATCH_BENCH_CAPTURE"); extra != "" {
+		files = append(files, extra)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		data, err := os.ReadFile(file)
 		if err != nil {
 			b.Fatal(err)
 		}
