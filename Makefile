@@ -28,3 +28,15 @@ cluster-down: ## stop the control plane started by cluster-up
 
 record: ## record a scenario's watch traffic: make record SCENARIO=watch
 	hack/record.sh $(SCENARIO)
+
+FUZZTIME ?= 10m
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after another
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/chunk
+	$(GO) test -run '^$$' -fuzz '^FuzzSkip$$' -fuzztime $(FUZZTIME) ./pkg/chunk
+	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./pkg/event
+	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
+	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) ./pkg/pcap
+
+bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)
+	bench/run.sh
