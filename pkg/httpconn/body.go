@@ -32,6 +32,7 @@ type body struct {
 	data      int64 // de-chunked bytes
 	trailers  []string
 	lastChunk []byte // last-chunk line and the final line ending, as on the wire
+	endDetail string // where inside the framing an unclean body stopped
 	bareLFAt  int64  // body offset of the last bare LF reported
 	sizes     []int64
 	problems  int
@@ -505,17 +506,17 @@ func (b *body) closeWith(how Ending, t time.Time) {
 		b.end("close", true, t)
 		return
 	}
-	var desc string
+	var desc, detail string
 	switch how {
 	case EndFIN:
 		desc = "closed without the last chunk"
 		if b.framing == "content-length" {
-			desc = fmt.Sprintf("closed after %d of %d bytes", b.read, b.length)
+			desc, detail = "closed before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
 		}
 	case EndRST:
 		desc = "reset without the last chunk"
 		if b.framing == "content-length" {
-			desc = fmt.Sprintf("reset after %d of %d bytes", b.read, b.length)
+			desc, detail = "reset before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
 		}
 	case EndCapture:
 		desc = "capture ended mid-stream"
@@ -527,10 +528,11 @@ func (b *body) closeWith(how Ending, t time.Time) {
 	if b.dec != nil && how >= 0 {
 		if err := b.dec.Close(); err != nil && how != EndCapture && how != EndLocal {
 			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
-				desc += ": " + ce.Detail
+				detail = ce.Detail
 			}
 		}
 	}
+	b.endDetail = detail
 	b.end(desc, false, t)
 }
 
@@ -547,7 +549,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 		b.drain()
 		b.release()
 	}
-	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Clean: clean,
+	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
 		Trailers: b.trailers, LastChunk: b.lastChunk, Events: b.events, Chunks: b.chunks,
 		Bytes: b.read, Data: b.data, Duration: t.Sub(b.start), Problems: b.problems,
 		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}

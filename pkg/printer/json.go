@@ -181,6 +181,7 @@ type jsonEnd struct {
 	Connection string         `json:"connection"`
 	Exchange   int            `json:"exchange"`
 	How        string         `json:"how"`
+	Detail     string         `json:"detail,omitempty"`
 	Clean      bool           `json:"clean"`
 	Request    bool           `json:"request,omitempty"`
 	Events     map[string]int `json:"events,omitempty"`
@@ -310,7 +311,7 @@ func (j *JSON) object(r record.Record) any {
 			InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format}
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
-			How: v.How, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
+			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
 			Bytes: v.Bytes, Data: v.Data, DurationS: v.Duration.Seconds(), Problems: v.Problems,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
 		if !v.Watch {

@@ -279,6 +279,9 @@ func hexBytes(b []byte) string {
 
 func (p *Pretty) printEnd(e *record.End) {
 	how := e.How
+	if e.Detail != "" {
+		how += ": " + e.Detail
+	}
 	if !e.Clean {
 		how = p.cs.warning.Sprint(how)
 	}

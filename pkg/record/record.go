@@ -156,15 +156,19 @@ type Event struct {
 // When returns the time of the event's last byte.
 func (e *Event) When() time.Time { return e.Time }
 
-// End says how a body ended: "last-chunk" (the terminating chunk was read),
-// "content-length" (all announced bytes read), "close" (connection closed,
-// which ends a close-delimited body), "fin without last-chunk", "rst",
-// "capture ended", or "not decoded".
+// End says how a body ended. How is one of a fixed set: "last-chunk" (the
+// terminating chunk was read), "content-length" (all announced bytes read),
+// "close" (the connection closed, which ends a close-delimited body), "no
+// body", "closed without the last chunk", "reset without the last chunk",
+// "closed before the end of the body", "reset before the end of the body"
+// (Content-Length bodies), "capture ended mid-stream", "closed by kwatch" or
+// "not decoded further"; Detail says where inside the framing it stopped.
 type End struct {
 	Conn     *Conn
 	Exchange int
 	Time     time.Time
 	How      string
+	Detail   string
 	// Clean is true for a complete body.
 	Clean bool
 	// Trailers are the trailer field lines after the last-chunk.
