@@ -203,4 +203,3 @@ func (w *writer) write(pkt []byte) error {
 	w.written += 16 + int64(len(pkt))
 	return w.w.WritePacket(ci, pkt)
 }
-
