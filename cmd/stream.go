@@ -28,6 +28,7 @@ type streamOptions struct {
 	http2           bool
 	proto           bool
 	timeout         time.Duration
+	idleTimeout     time.Duration
 
 	resource, name string
 }
@@ -90,6 +91,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "ask the server to end each watch after this long, in whole seconds (timeoutSeconds); kwatch then resumes")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "end a watch that reads no byte for this long (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -133,6 +135,9 @@ func (o *streamOptions) complete(args []string) error {
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
 	}
+	if o.idleTimeout < 0 {
+		return fmt.Errorf("--idle-timeout must not be negative")
+	}
 	if o.timeout < 0 || o.timeout%time.Second != 0 {
 		return fmt.Errorf("--timeout is sent as whole seconds (timeoutSeconds): give e.g. 5s or 1m, not %s", o.timeout)
 	}
@@ -164,7 +169,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
 		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto,
-		TimeoutSeconds: int64(o.timeout / time.Second)}
+		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout}
 	if o.raw == "" {
 		res, err := client.Resolve(ctx, o.resource)
 		if err != nil {

@@ -52,6 +52,9 @@ type WatchOptions struct {
 	Raw string
 	// Proto asks for application/vnd.kubernetes.protobuf;stream=watch.
 	Proto bool
+	// IdleTimeout, when not 0, ends a watch that reads no byte for that
+	// long (a stalled server or proxy), reports it, and watches again.
+	IdleTimeout time.Duration
 	// Backoff bounds retries; the zero value means 500 ms doubling to 30 s.
 	Backoff wait.Backoff
 }
@@ -126,6 +129,7 @@ type loop struct {
 	lastEnd    string
 	lastEvents int
 	lastWatch  bool // the last response was a watch stream
+	stalled    bool // the watchdog ended the last watch
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -165,10 +169,13 @@ func (l *loop) run(ctx context.Context) error {
 			reason = "resume after an error"
 		default:
 			// How the watch's body ended, as its own decoder saw it.
-			if l.lastEnd != "" && !l.lastWatch {
+			if l.lastEnd != "" && !l.lastWatch && !l.stalled {
 				return fmt.Errorf("the answer to %s is not a watch stream (see the response above); give a watch path, e.g. /api/v1/namespaces/default/configmaps?watch=1", l.path(metav1.ListOptions{ResourceVersion: l.rv}))
 			}
 			how, events := endPhrase(l.lastEnd), l.lastEvents
+			if l.stalled {
+				how, l.stalled = "the watch stalled (--idle-timeout)", false
+			}
 			if events == 0 && time.Since(l.started) < quickEnd {
 				// A watch that ends at once without an event (a path
 				// that is not a watch, a proxy that closes) must not
@@ -362,6 +369,11 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 			ww.mu.Unlock()
 		}
 	}()
+	if l.opt.IdleTimeout > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go l.watchdog(w, stop)
+	}
 	for ev := range w.ResultChan() {
 		l.lastEvents++
 		if err := l.apply(ev); err != nil {
@@ -369,6 +381,33 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		}
 	}
 	return nil
+}
+
+// watchdog stops watch w when no byte has been read for IdleTimeout.
+func (l *loop) watchdog(w watch.Interface, stop <-chan struct{}) {
+	tick := time.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		l.c.sink.mu.Lock()
+		last := l.c.sink.lastRead
+		l.c.sink.mu.Unlock()
+		if last.Before(l.started) {
+			last = l.started
+		}
+		if idle := time.Since(last); idle >= l.opt.IdleTimeout {
+			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Kind: "watch stalled",
+				Detail: fmt.Sprintf("no byte for %s (--idle-timeout)", idle.Round(time.Millisecond)),
+				Hint:   "closing the watch and watching again from the last resourceVersion"})
+			l.stalled = true
+			w.Stop()
+			return
+		}
+	}
 }
 
 // apply updates the loop's state from one event.

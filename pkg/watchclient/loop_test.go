@@ -312,3 +312,55 @@ func TestLoopGoneStatus(t *testing.T) {
 		t.Errorf("status %q, appeared %q", status, appeared)
 	}
 }
+
+// TestLoopIdleTimeout: a server that sends the response headers and then
+// nothing is reported as stalled after IdleTimeout, and watched again.
+func TestLoopIdleTimeout(t *testing.T) {
+	stall := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}
+	fs := &fakeServer{t: t, list: []string{listBody("7")}, watches: []func(http.ResponseWriter, *http.Request){stall}}
+	srv := httptest.NewServer(fs)
+	defer srv.Close()
+	sink := &collect{}
+	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default", IdleTimeout: 300 * time.Millisecond})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fs.mu.Lock()
+		n := len(fs.seen)
+		fs.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second watch after a stall; records %v", sink.snapshot())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var stalled, resumed bool
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Problem:
+			stalled = stalled || v.Kind == "watch stalled"
+		case *record.WatchStart:
+			resumed = resumed || (v.Number == 2 && strings.Contains(v.Reason, "stalled") && v.ResourceVersion == "7")
+		}
+	}
+	if !stalled || !resumed {
+		t.Errorf("stalled=%v resumed=%v; records %v", stalled, resumed, sink.snapshot())
+	}
+}

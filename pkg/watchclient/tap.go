@@ -21,9 +21,10 @@ import (
 type lockedSink struct {
 	mu      sync.Mutex
 	sink    record.Sink
-	bytes   int64
-	conns   int
-	current *wireWatcher
+	bytes    int64
+	conns    int
+	current  *wireWatcher
+	lastRead time.Time // when a tapped connection last read a byte
 }
 
 // Emit delivers r, taking the lock.
@@ -75,6 +76,7 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	now := time.Now()
 	if n > 0 && !c.closed {
 		c.sink.bytes += int64(n)
+		c.sink.lastRead = now
 		// Decode synchronously: net/http reuses p after Read returns.
 		c.hc.ServerData(p[:n], now)
 	}
