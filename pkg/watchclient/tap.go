@@ -19,8 +19,8 @@ import (
 // own goroutine by net/http) and from the list-watch loop into one sink,
 // counts wire bytes, and passes decoded events to the watch in progress.
 type lockedSink struct {
-	mu      sync.Mutex
-	sink    record.Sink
+	mu       sync.Mutex
+	sink     record.Sink
 	bytes    int64
 	conns    int
 	current  *wireWatcher
