@@ -364,3 +364,69 @@ func TestLoopIdleTimeout(t *testing.T) {
 		t.Errorf("stalled=%v resumed=%v; records %v", stalled, resumed, sink.snapshot())
 	}
 }
+
+// TestLoopServerFaults: a 500 is retried; a watch answered with a
+// Content-Length body holding one ERROR event (not chunked, as some servers
+// do) still re-lists; a Status pretty-printed over several lines is read.
+func TestLoopServerFaults(t *testing.T) {
+	status500 := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"etcdserver: leader changed\",\n  \"code\": 500\n}\n")
+	}
+	goneCL := func(w http.ResponseWriter, r *http.Request) {
+		body := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 3 (9)","reason":"Expired","code":410}}` + "\n"
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, body)
+	}
+	fs := &fakeServer{t: t, list: []string{listBody("3"), listBody("9")},
+		watches: []func(http.ResponseWriter, *http.Request){status500, goneCL}}
+	srv := httptest.NewServer(fs)
+	defer srv.Close()
+	sink := &collect{}
+	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default",
+			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fs.mu.Lock()
+		n := len(fs.seen)
+		fs.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d watches; records %v", n, sink.snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := strings.Join(fs.seen, ","); got != "3,3,9" {
+		t.Errorf("watches from %s, want 3,3,9 (retry after the 500, re-list after the 410)", got)
+	}
+	var status500Seen, retried, errEvent bool
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.End:
+			status500Seen = status500Seen || (v.Status != nil && v.Status.Code == 500 && v.Status.Message == "etcdserver: leader changed")
+		case *record.Retry:
+			retried = true
+		case *record.Event:
+			errEvent = errEvent || (v.Type == "ERROR" && v.Status != nil && v.Status.Code == 410 && len(v.Chunks) == 0)
+		}
+	}
+	if !status500Seen || !retried || !errEvent {
+		t.Errorf("500 status shown %v, retried %v, 410 ERROR event from a Content-Length body %v", status500Seen, retried, errEvent)
+	}
+}
