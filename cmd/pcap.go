@@ -22,6 +22,7 @@ type pcapOptions struct {
 	port           int
 	allHTTP        bool
 	maxHeaderBytes int
+	follow         bool
 	file           string
 }
 
@@ -48,6 +49,9 @@ Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
   # Decode live, event by event, as packets arrive
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
 
+  # Follow a capture file that tcpdump is still writing
+  kwatch pcap --follow watch.pcap
+
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
 
@@ -69,6 +73,7 @@ Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f (Ctrl-C ends)")
 	fs.IntVar(&o.maxHeaderBytes, "max-header-bytes", httpconn.DefaultMaxHeaderBytes, "largest HTTP header section, in bytes")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -87,6 +92,9 @@ func (o *pcapOptions) validate() error {
 	}
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
+	}
+	if o.follow && o.file == "-" {
+		return fmt.Errorf("--follow reads a file that grows; stdin is already read as it comes")
 	}
 	if o.maxHeaderBytes <= 0 {
 		return fmt.Errorf("--max-header-bytes must be positive")
@@ -109,7 +117,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		in = f
 		// A progress bar on stderr for a large file read on a terminal,
 		// never for stdin (its size is unknown) or a pipe.
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() >= progressMinBytes && streams.ErrTTY {
+		if o.follow {
+			in = pcap.Follow(cmd.Context(), f)
+		} else if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() >= progressMinBytes && streams.ErrTTY {
 			bar := progressbar.NewOptions64(fi.Size(),
 				progressbar.OptionSetWriter(streams.ErrOut),
 				progressbar.OptionSetDescription("reading "+o.file),
@@ -142,7 +152,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
 	}
-	if cmd.Context().Err() != nil {
+	if cmd.Context().Err() != nil && !o.follow {
 		return &exitError{code: ExitInterrupted}
 	}
 	if t := p.Tally(); t.Problems+t.Warnings > 0 {

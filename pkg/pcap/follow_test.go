@@ -1,0 +1,80 @@
+package pcap_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// TestFollow reads a capture while it is being written, as tcpdump -w does:
+// events in the first part are decoded before the rest exists, the rest
+// after it is appended, and cancelling ends the read with the summary.
+func TestFollow(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(captureDir, "watch-timeout-any.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "growing.pcap")
+	if err := os.WriteFile(path, src[:3000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var events []string
+	summary := false
+	sink := record.SinkFunc(func(r record.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch v := r.(type) {
+		case *record.Event:
+			events = append(events, v.Type+" "+v.ResourceVersion)
+		case *record.Summary:
+			summary = true
+		}
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(events) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := pcap.Read(ctx, pcap.Follow(ctx, f), pcap.Options{Name: path}, sink)
+		done <- err
+	}()
+	waitFor := func(n int) {
+		deadline := time.Now().Add(10 * time.Second)
+		for count() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d events, want %d", count(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor(1) // the first 3000 bytes hold the ADDED event
+	w, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(src[3000:]); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	waitFor(4)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := len(events); got != 4 || events[3] != "DELETED 154" || !summary {
+		t.Errorf("events %v, summary %v", events, summary)
+	}
+}
