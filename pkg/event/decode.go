@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -81,10 +82,25 @@ type DecodeOptions struct {
 const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 
 var (
-	jsonStream  = streamSerializer(runtime.ContentTypeJSON)
-	protoStream = streamSerializer(runtime.ContentTypeProtobuf)
-	universal   = scheme.Codecs.UniversalDeserializer()
+	// jsonStream is apimachinery's JSON serializer, as client-go's watch
+	// decoder uses it, with one change: its MetaFactory does not look for
+	// apiVersion and kind. A watch event has neither (the object inside has,
+	// and keeps them as raw bytes), so the default MetaFactory's extra
+	// encoding/json pass over the whole event, megabytes for a large object,
+	// finds nothing; the type comes from the metav1.WatchEvent decoded into.
+	jsonStream  runtime.Decoder = kjson.NewSerializerWithOptions(noKindMeta{}, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
+	protoStream                 = streamSerializer(runtime.ContentTypeProtobuf)
+	universal                   = scheme.Codecs.UniversalDeserializer()
 )
+
+// noKindMeta is a json.MetaFactory for documents without apiVersion and
+// kind of their own (watch events).
+type noKindMeta struct{}
+
+// Interpret returns an empty GroupVersionKind without reading data.
+func (noKindMeta) Interpret([]byte) (*schema.GroupVersionKind, error) {
+	return &schema.GroupVersionKind{}, nil
+}
 
 // streamSerializer returns the serializer client-go uses for watch events
 // of a media type (rest/watch.NewDecoder's streaming decoder).
