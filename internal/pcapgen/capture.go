@@ -99,6 +99,7 @@ type Capture struct {
 
 	packets []packet
 	ipID    map[string]uint16
+	added   map[*Conn]int // segments of each Conn laid out so far
 }
 
 // packet is one packet as sent, before the snaplen.
@@ -110,18 +111,27 @@ type packet struct {
 
 // Add lays out the segments c has now, in its capture order, as packets on
 // interface iface (an index into Links) after the packets already added.
+// Adding the same Conn again lays out only the segments it made since, so
+// that connections can be interleaved: make some segments, Add, make more,
+// Add again. (Segments already laid out are not looked at again: reorder
+// or drop them before.)
 func (cp *Capture) Add(c *Conn, iface int) error {
 	link := cp.link(iface)
 	if link < 0 {
 		return fmt.Errorf("pcapgen: no interface %d (the capture has %d)", iface, max(len(cp.Links), 1))
 	}
-	for i, s := range c.segs {
+	if cp.added == nil {
+		cp.added = map[*Conn]int{}
+	}
+	for i := cp.added[c]; i < len(c.segs); i++ {
+		s := c.segs[i]
 		data, err := cp.serialize(c, s, layers.LinkType(link))
 		if err != nil {
 			return fmt.Errorf("pcapgen: segment %d of %s -> %s: %w", i, c.Client, c.Server, err)
 		}
 		cp.packets = append(cp.packets, packet{iface: iface, data: data, delay: s.Delay})
 	}
+	cp.added[c] = len(c.segs)
 	return nil
 }
 

@@ -154,6 +154,15 @@ func (c *Conn) Handshake() {
 	c.add(&Segment{From: Client, Seq: c.next[Client], Ack: c.next[Server], Flags: ACK})
 }
 
+// SYN adds the client's SYN alone, as the first segment of a connection
+// the server never answers (a half-open connection, or a SYN flood). It
+// occupies one sequence number.
+func (c *Conn) SYN() *Segment {
+	s := c.add(&Segment{From: Client, Seq: c.next[Client], Flags: SYN})
+	c.next[Client]++
+	return s
+}
+
 // Send adds segments carrying data from side s and returns them in order.
 // A segment starts at each offset in cuts (byte offsets into data, in
 // increasing order, each inside data) and no segment is longer than the MSS.

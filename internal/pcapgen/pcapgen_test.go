@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
@@ -294,5 +295,43 @@ func TestPcapNGTwoInterfaces(t *testing.T) {
 	tcps, cis := decodeAll(t, data, true)
 	if len(tcps) != 2 || string(tcps[1].Payload) != "on raw IPv6" || cis[1].InterfaceIndex != 1 {
 		t.Fatalf("decoded %d packets: %+v", len(tcps), cis)
+	}
+}
+
+// TestInterleave adds two connections in turns: each Add lays out only the
+// segments made since the last one, so the packets interleave.
+func TestInterleave(t *testing.T) {
+	a := pcapgen.NewConn(client4, server4)
+	b := pcapgen.NewConn(netip.AddrPortFrom(client4.Addr(), client4.Port()+1), server4)
+	cp := &pcapgen.Capture{}
+	add := func(c *pcapgen.Conn) {
+		if err := cp.Add(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.SYN()
+	add(a)
+	b.SYN()
+	add(b)
+	a.Send(pcapgen.Client, []byte("a1"))
+	add(a)
+	b.Send(pcapgen.Client, []byte("b1"))
+	add(b)
+	add(b) // nothing new
+	data, err := cp.Encode(pcapgen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcps, _ := decodeAll(t, data, false)
+	var got []string
+	for _, tcp := range tcps {
+		got = append(got, fmt.Sprintf("%d:%s:%v", tcp.SrcPort, tcp.Payload, tcp.SYN))
+	}
+	want := fmt.Sprintf("[%d::true %d::true %d:a1:false %d:b1:false]", client4.Port(), client4.Port()+1, client4.Port(), client4.Port()+1)
+	if fmt.Sprint(got) != want {
+		t.Errorf("packets %v; want %s", got, want)
+	}
+	if tcps[2].Seq != tcps[0].Seq+1 {
+		t.Errorf("data after a lone SYN at seq %d; want %d", tcps[2].Seq, tcps[0].Seq+1)
 	}
 }
