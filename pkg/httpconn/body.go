@@ -23,6 +23,7 @@ type body struct {
 	exchange  int
 	framing   string // "chunked", "content-length", "close", "none"
 	length    int64  // Content-Length
+	coded     string // transfer codings applied before chunked
 	read      int64  // body bytes consumed (framing included)
 	done      bool
 	start     time.Time
@@ -76,13 +77,18 @@ type chunkInfo struct {
 	firstSerial int // serial of the first frame counted
 }
 
-func (s *side) newBody(hdr textproto.MIMEHeader, response bool, t time.Time) *body {
-	framing, n, warn := framingOf(hdr, response)
-	b := &body{s: s, framing: framing, length: n, start: t, now: t, curChunk: -1, bareLFAt: -1}
-	if warn != "" {
-		s.problem("stream", s.hdrStart, "unusual body framing", warn, "", true, t)
+// newBody starts the body of a message with header hdr; noBody says that
+// the message has none whatever its fields say (RFC 9112 §6.3 items 1-2).
+func (s *side) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.Time) *body {
+	f := framing{how: "none"}
+	if !noBody {
+		f = framingOf(hdr, response)
 	}
-	if framing == "chunked" {
+	b := &body{s: s, framing: f.how, length: f.length, coded: f.coded, start: t, now: t, curChunk: -1, bareLFAt: -1}
+	for _, w := range f.warns {
+		s.problem("stream", s.hdrStart, "unusual body framing", w, "", true, t)
+	}
+	if f.how == "chunked" {
 		b.dec = chunk.NewDecoder(b, s.c.opt.Chunk)
 	}
 	return b
@@ -522,11 +528,13 @@ func (b *body) closeWith(how Ending, t time.Time) {
 		desc = "capture ended mid-stream"
 	case EndLocal:
 		desc = "closed by kwatch"
+	case EndDropped:
+		desc = "no longer followed (too many connections at once)"
 	default:
 		desc = "not decoded further"
 	}
 	if b.dec != nil && how >= 0 {
-		if err := b.dec.Close(); err != nil && how != EndCapture && how != EndLocal {
+		if err := b.dec.Close(); err != nil && how != EndCapture && how != EndLocal && how != EndDropped {
 			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
 				detail = ce.Detail
 			}

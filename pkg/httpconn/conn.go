@@ -56,14 +56,18 @@ type Options struct {
 
 // Conn is the HTTP/1.1 state of one connection. Create it with New.
 type Conn struct {
-	rec      *record.Conn
-	sink     record.Sink
-	opt      Options
-	client   *side
-	server   *side
-	pending  []*record.Request
-	exchange int
-	last     time.Time
+	rec     *record.Conn
+	sink    record.Sink
+	opt     Options
+	client  *side
+	server  *side
+	pending []*record.Request
+	// unqueued counts requests not kept in pending because it was full;
+	// the oldest of them is exchange number unqueuedFirst.
+	unqueued      int
+	unqueuedFirst int
+	exchange      int
+	last          time.Time
 }
 
 // New returns a Conn that reports records of connection rec to sink.
@@ -106,6 +110,9 @@ const (
 	// EndLocal: kwatch itself closed a live connection (Ctrl-C, or a
 	// watch it stopped).
 	EndLocal
+	// EndDropped: kwatch stopped following a connection of a capture
+	// that held more connections at once than it tracks.
+	EndDropped
 )
 
 // CloseServer ends the server's byte stream, which ends a body read until
@@ -116,6 +123,44 @@ func (c *Conn) CloseServer(how Ending, t time.Time) { c.server.close(how, t) }
 func (c *Conn) CloseClient(how Ending, t time.Time) { c.client.close(how, t) }
 
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
+
+// queue adds a request to those waiting for a response. Beyond
+// DefaultMaxPending it keeps only a count of them: their responses are
+// still given their exchange numbers, in order, without the request.
+func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
+	if len(c.pending) < DefaultMaxPending && c.unqueued == 0 {
+		c.pending = append(c.pending, req)
+		return
+	}
+	if c.unqueued == 0 {
+		c.unqueuedFirst = req.Exchange
+		c.client.problem("stream", off, "too many requests waiting for responses",
+			fmt.Sprintf("more than %d pipelined requests without a response", DefaultMaxPending),
+			"the responses to later requests are matched by order only: a response to HEAD may be misread", true, t)
+	}
+	c.unqueued++
+}
+
+// answer pairs a final response with the oldest request waiting for one
+// and returns that request (nil when it was not kept) and the exchange
+// number.
+func (c *Conn) answer() (*record.Request, int) {
+	if len(c.pending) > 0 {
+		req := c.pending[0]
+		c.pending[0] = nil
+		c.pending = c.pending[1:]
+		return req, req.Exchange
+	}
+	if c.unqueued > 0 {
+		// Requests were numbered in order while none was answered
+		// without one, so the unqueued ones have consecutive numbers.
+		c.unqueued--
+		c.unqueuedFirst++
+		return nil, c.unqueuedFirst - 1
+	}
+	c.exchange++
+	return nil, c.exchange
+}
 
 func (c *Conn) problem(p *record.Problem) {
 	c.locate(p)
@@ -352,6 +397,11 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 	used := end - (len(s.hdr) - len(p))
 	h := s.hdr[:end]
 	s.hdr = s.hdr[:0]
+	if cap(s.hdr) > 4<<10 {
+		// Do not keep a large section's buffer for the life of the
+		// connection (parsing below copies what it keeps).
+		s.hdr = nil
+	}
 	if s.isServer {
 		s.startResponse(h, t)
 	} else {

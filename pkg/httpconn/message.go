@@ -62,14 +62,11 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
 		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1])}
-	if len(s.c.pending) >= DefaultMaxPending {
-		s.c.pending = s.c.pending[1:]
-	}
-	s.c.pending = append(s.c.pending, req)
 	s.c.emit(req)
+	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
 	// without either a request has no body.
-	b := s.newBody(hdr, false, t)
+	b := s.newBody(hdr, false, false, t)
 	b.exchange = req.Exchange
 	if b.framing != "none" {
 		s.body = b
@@ -80,7 +77,8 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	line, hdr, err := parseHeader(h)
 	parts := strings.SplitN(line, " ", 3)
 	code := 0
-	if len(parts) >= 2 && strings.HasPrefix(parts[0], "HTTP/") {
+	// RFC 9112 §4: status-code = 3DIGIT.
+	if len(parts) >= 2 && strings.HasPrefix(parts[0], "HTTP/") && len(parts[1]) == 3 && isDigits(parts[1]) {
 		code, _ = strconv.Atoi(parts[1])
 	}
 	if code < 100 || code > 999 {
@@ -96,27 +94,18 @@ func (s *side) startResponse(h []byte, t time.Time) {
 		reason = parts[2]
 	}
 	var req *record.Request
-	if code >= 200 && len(s.c.pending) > 0 {
-		req = s.c.pending[0]
-		s.c.pending = s.c.pending[1:]
-	}
 	exchange := 0
-	if req != nil {
-		exchange = req.Exchange
-	} else if code >= 200 {
-		s.c.exchange++
-		exchange = s.c.exchange
+	if code >= 200 {
+		req, exchange = s.c.answer()
 	}
 	resp := &record.Response{Conn: s.c.rec, Exchange: exchange, Time: t, Proto: parts[0],
 		StatusCode: code, Reason: reason, Header: hdr, Request: req,
 		ContentType: hdr.Get("Content-Type")}
-	b := s.newBody(hdr, true, t)
+	// RFC 9112 §6.3: responses to HEAD, 1xx, 204 and 304 have no body.
+	noBody := (req != nil && req.Method == "HEAD") || code < 200 || code == 204 || code == 304
+	b := s.newBody(hdr, true, noBody, t)
 	b.exchange = exchange
 	b.resp = resp
-	// RFC 9112 §6.3: responses to HEAD, 1xx, 204 and 304 have no body.
-	if (req != nil && req.Method == "HEAD") || code < 200 || code == 204 || code == 304 {
-		b.framing = "none"
-	}
 	resp.Framing = b.framing
 	resp.ContentLength = b.length
 	if code == 101 {
@@ -139,12 +128,21 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			b.tentative = true
 		}
 		if resp.Watch {
-			if enc := hdr.Get("Content-Encoding"); enc != "" && enc != "identity" {
+			enc := hdr.Get("Content-Encoding")
+			switch {
+			case enc != "" && enc != "identity":
 				s.problem("body", 0, "content-encoded watch body",
 					fmt.Sprintf("Content-Encoding: %s; chunks are listed, events are not decoded", enc),
 					"", true, t)
 				resp.Watch = false
-			} else {
+			case b.coded != "":
+				detail := fmt.Sprintf("Transfer-Encoding: %s; events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
+				if b.framing == "chunked" {
+					detail = fmt.Sprintf("Transfer-Encoding: %s; chunks are listed, events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
+				}
+				s.problem("body", 0, "content-encoded watch body", detail, "", true, t)
+				resp.Watch = false
+			default:
 				resp.Format = f.String()
 				b.startEvents(f)
 			}
@@ -169,38 +167,126 @@ func clip(s string) string {
 	return s
 }
 
+// framing is how a message body is delimited (RFC 9112 §6.3).
+type framing struct {
+	how    string // "chunked", "content-length", "close" or "none"
+	length int64  // the Content-Length
+	// coded names the transfer codings other than chunked (e.g. "gzip"):
+	// the de-chunked bytes are not the content.
+	coded string
+	// warns says what is unusual about the framing fields.
+	warns []string
+}
+
 // framingOf decides how a message body is delimited (RFC 9112 §6.3).
-func framingOf(hdr textproto.MIMEHeader, response bool) (string, int64, string) {
-	if te := hdr.Values("Transfer-Encoding"); len(te) > 0 {
-		codings := strings.Split(strings.Join(te, ","), ",")
-		last := strings.ToLower(strings.TrimSpace(codings[len(codings)-1]))
-		if last == "chunked" {
-			return "chunked", 0, ""
-		}
-		if response {
-			return "close", 0, "Transfer-Encoding " + last + " without chunked: body read until close"
-		}
-		return "none", 0, "request Transfer-Encoding " + last + " without chunked is not decodable"
-	}
-	if cl := hdr.Values("Content-Length"); len(cl) > 0 {
-		n, err := strconv.ParseInt(strings.TrimSpace(cl[0]), 10, 64)
-		if err != nil || n < 0 {
-			return "close", 0, fmt.Sprintf("invalid Content-Length %q", cl[0])
-		}
-		for _, v := range cl[1:] {
-			if strings.TrimSpace(v) != strings.TrimSpace(cl[0]) {
-				return "content-length", n, "conflicting Content-Length values"
+func framingOf(hdr textproto.MIMEHeader, response bool) framing {
+	var f framing
+	te := hdr.Values("Transfer-Encoding")
+	cl := hdr.Values("Content-Length")
+	if len(te) > 0 {
+		var codings []string
+		chunked := 0
+		for _, v := range te {
+			for c := range strings.SplitSeq(v, ",") {
+				if c = strings.ToLower(strings.TrimSpace(c)); c != "" {
+					codings = append(codings, c)
+				}
+				if c == "chunked" {
+					chunked++
+				}
 			}
 		}
-		if n == 0 {
-			return "none", 0, ""
+		if len(cl) > 0 {
+			// RFC 9112 §6.3 item 3: Transfer-Encoding overrides
+			// Content-Length, and the pair is a smuggling pattern.
+			f.warns = append(f.warns, "both Transfer-Encoding and Content-Length; Transfer-Encoding wins (RFC 9112 §6.3), a request-smuggling pattern")
 		}
-		return "content-length", n, ""
+		if chunked > 1 {
+			// RFC 9112 §6.1: chunked must not be applied more than
+			// once. The body is decoded once, as proxies that repeat
+			// the field send it.
+			f.warns = append(f.warns, fmt.Sprintf("Transfer-Encoding lists chunked %d times; decoded once", chunked))
+		}
+		last := ""
+		if len(codings) > 0 {
+			last = codings[len(codings)-1]
+		}
+		if last == "chunked" {
+			f.how = "chunked"
+			var other []string
+			for _, c := range codings {
+				if c != "chunked" {
+					other = append(other, c)
+				}
+			}
+			f.coded = strings.Join(other, ", ")
+			return f
+		}
+		if response {
+			f.how = "close"
+			f.coded = strings.Join(codings, ", ")
+			f.warns = append(f.warns, "Transfer-Encoding "+f.coded+" without chunked last: body read until close")
+			return f
+		}
+		// RFC 9112 §6.3 item 4: a request whose last coding is not
+		// chunked cannot be framed.
+		f.how = "none"
+		f.warns = append(f.warns, "request Transfer-Encoding "+strings.Join(codings, ", ")+" without chunked last is not decodable")
+		return f
+	}
+	if len(cl) > 0 {
+		n, ok := parseContentLength(cl)
+		if !ok {
+			// RFC 9112 §6.3 item 5: an invalid Content-Length is an
+			// unrecoverable framing error; what follows is read as one
+			// body until the connection closes.
+			f.how = "close"
+			f.warns = append(f.warns, fmt.Sprintf("invalid Content-Length %q: body read until close", clip(strings.Join(cl, ", "))))
+			return f
+		}
+		if n == 0 {
+			f.how = "none"
+			return f
+		}
+		f.how, f.length = "content-length", n
+		return f
 	}
 	if response {
-		return "close", 0, ""
+		f.how = "close"
+		return f
 	}
-	return "none", 0, ""
+	f.how = "none"
+	return f
+}
+
+// parseContentLength parses the Content-Length field values: 1*DIGIT that
+// fit in 63 bits (RFC 9110 §8.6), the same value however often it is
+// repeated ("42, 42" or two fields), which a recipient may accept.
+func parseContentLength(values []string) (int64, bool) {
+	n := int64(-1)
+	for _, v := range values {
+		for e := range strings.SplitSeq(v, ",") {
+			e = strings.TrimSpace(e)
+			if e == "" || !isDigits(e) {
+				return 0, false
+			}
+			m, err := strconv.ParseInt(e, 10, 64)
+			if err != nil || n >= 0 && m != n {
+				return 0, false
+			}
+			n = m
+		}
+	}
+	return n, n >= 0
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // credentialFields are request header fields that carry credentials; their

@@ -1,0 +1,493 @@
+package httpconn_test
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Hostile input fed straight to a Conn: each test checks the records that
+// say what happened, that what could be decoded was, and (where the input
+// is large) that the live heap stayed under an explicit bound.
+
+// heapPeak runs f and returns how much the live heap grew over what was
+// live before, at its highest among the moments f calls probe and f's end.
+// probe collects garbage and reads runtime.MemStats, so that only live
+// objects count; f calls it from its own goroutine, at the points where
+// the heap is largest (say after every few pieces of input).
+func heapPeak(f func(probe func())) uint64 {
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := live()
+	var peak uint64
+	probe := func() { peak = max(peak, live()) }
+	f(probe)
+	probe()
+	if peak < base {
+		return 0
+	}
+	return peak - base
+}
+
+const MiB = 1 << 20
+
+// tally keeps what the tests assert on, and no more (so that it does not
+// weigh on the heap measured): events as "TYPE name", problems, responses
+// and ends.
+type tally struct {
+	events    []string
+	nEvents   int
+	problems  []*record.Problem
+	responses []*record.Response
+	nResp     int
+	last      *record.End
+	nEnds     int
+	notes     []*record.ConnNote
+	keepResp  bool
+	keepEvent bool
+}
+
+func (tl *tally) Emit(r record.Record) {
+	switch v := r.(type) {
+	case *record.Event:
+		tl.nEvents++
+		if tl.keepEvent {
+			tl.events = append(tl.events, v.Type+" "+v.Name)
+		}
+	case *record.Problem:
+		tl.problems = append(tl.problems, v)
+	case *record.Response:
+		tl.nResp++
+		if tl.keepResp {
+			tl.responses = append(tl.responses, v)
+		}
+	case *record.End:
+		tl.last = v
+		tl.nEnds++
+	case *record.ConnNote:
+		tl.notes = append(tl.notes, v)
+	}
+}
+
+// kinds lists the problem kinds in order, with their details.
+func (tl *tally) kinds() []string {
+	var ks []string
+	for _, p := range tl.problems {
+		ks = append(ks, p.Kind+": "+p.Detail)
+	}
+	return ks
+}
+
+func (tl *tally) lastEnd() string {
+	if tl.last == nil {
+		return ""
+	}
+	return tl.last.How
+}
+
+func newTally() *tally { return &tally{keepResp: true, keepEvent: true} }
+
+// jsonEv is a small JSON watch event of ConfigMap name.
+func jsonEv(typ, name string) string {
+	return `{"type":"` + typ + `","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + name +
+		`","namespace":"default","resourceVersion":"7"}}}` + "\n"
+}
+
+// feedIn feeds p to f in pieces of at most n bytes, calling probe every
+// 256 pieces.
+func feedIn(p []byte, n int, f func([]byte, time.Time), probe func()) {
+	for i := 1; len(p) > 0; i++ {
+		k := min(n, len(p))
+		f(p[:k], t0)
+		p = p[k:]
+		if i%256 == 0 {
+			probe()
+		}
+	}
+}
+
+// TestHugeChunkSize announces a chunk of 1 GiB and sends 4 MiB of events in
+// it: nothing may be allocated for the announced size, every event in the
+// part that came decodes, and the body ends without its last chunk.
+func TestHugeChunkSize(t *testing.T) {
+	tl := newTally()
+	tl.keepEvent = false
+	var body bytes.Buffer
+	n := 0
+	for body.Len() < 4*MiB {
+		body.WriteString(jsonEv("ADDED", fmt.Sprintf("cm-%d", n)))
+		n++
+	}
+	peak := heapPeak(func(probe func()) {
+		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		c.ServerData([]byte(chunkedOK+"40000000\r\n"), t0)
+		feedIn(body.Bytes(), 1448, c.ServerData, probe)
+		c.CloseServer(httpconn.EndFIN, t0)
+	})
+	t.Logf("1 GiB chunk-size, %d bytes of %d events: live heap peak %.2f MiB", body.Len(), n, float64(peak)/MiB)
+	if peak > 2*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 2 MiB for 4 MiB of input", float64(peak)/MiB)
+	}
+	if tl.nEvents != n {
+		t.Errorf("%d events decoded, want %d", tl.nEvents, n)
+	}
+	if len(tl.problems) != 0 || tl.lastEnd() != "closed without the last chunk" {
+		t.Errorf("problems %q, end %q; want none and \"closed without the last chunk\"", tl.kinds(), tl.lastEnd())
+	}
+}
+
+// TestMillionTinyChunks sends one event cut into a million 1-byte chunks,
+// then events of about 150 bytes in 1-byte chunks: the bookkeeping of
+// chunks must not grow with their number.
+func TestMillionTinyChunks(t *testing.T) {
+	const chunks = 1_000_000
+	big := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"big","namespace":"default"},"data":{"k":"` +
+		strings.Repeat("x", chunks-200)
+	big += strings.Repeat(" ", chunks-len(big)-4) + `"}}}`
+	var small strings.Builder
+	n := 0
+	for small.Len() < chunks {
+		small.WriteString(jsonEv("MODIFIED", fmt.Sprintf("cm-%d", n)))
+		n++
+	}
+	oneByteChunks := func(s string) []byte {
+		out := make([]byte, 0, 6*len(s))
+		for i := 0; i < len(s); i++ {
+			out = append(out, '1', '\r', '\n', s[i], '\r', '\n')
+		}
+		return out
+	}
+	wire := append(oneByteChunks(big+"\n"), oneByteChunks(small.String())...)
+	wire = append(wire, lastChunk...)
+
+	tl := newTally()
+	tl.keepEvent = false
+	peak := heapPeak(func(probe func()) {
+		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		c.ServerData([]byte(chunkedOK), t0)
+		feedIn(wire, 1448, c.ServerData, probe)
+		c.CloseServer(httpconn.EndFIN, t0)
+	})
+	t.Logf("%d one-byte chunks (%d bytes on the wire), %d events: live heap peak %.2f MiB",
+		2*chunks+1, len(wire), n+1, float64(peak)/MiB)
+	// The big event itself is 1 MiB and is kept whole; its listed chunks
+	// cost about 130 bytes each (16384 of them), the others nothing.
+	if peak > 6*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 6 MiB", float64(peak)/MiB)
+	}
+	if tl.nEvents != n+1 || tl.lastEnd() != "last-chunk" {
+		t.Errorf("%d events, end %q; want %d and last-chunk", tl.nEvents, tl.lastEnd(), n+1)
+	}
+	if len(tl.problems) != 1 || tl.problems[0].Kind != "watch event in too many chunks" || !tl.problems[0].Warning ||
+		tl.problems[0].Detail != "983616 more chunks carried 983616 of its 1000000 bytes; only the first 16384 chunks are listed" {
+		t.Errorf("problems %q; want one \"watch event in too many chunks\" warning", tl.kinds())
+	}
+	if e, want := tl.last, len(big)+1+small.Len(); e.Chunks != want {
+		t.Errorf("end counts %d chunks, want %d", e.Chunks, want)
+	}
+}
+
+// TestHeaderNeverEnds sends 16 MiB of header fields without the empty line:
+// one problem at MaxHeaderBytes, and no more than that buffered.
+func TestHeaderNeverEnds(t *testing.T) {
+	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
+	tl := newTally()
+	peak := heapPeak(func(probe func()) {
+		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		c.ServerData([]byte("HTTP/1.1 200 OK\r\n"), t0)
+		chunk := bytes.Repeat(line, 1000)
+		for sent := 0; sent < 16*MiB; sent += len(chunk) {
+			c.ServerData(chunk, t0)
+			probe()
+		}
+		c.CloseServer(httpconn.EndFIN, t0)
+	})
+	t.Logf("16 MiB header section: live heap peak %.2f MiB", float64(peak)/MiB)
+	// The section is kept to MaxHeaderBytes+1 bytes.
+	if peak > 2*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 2 MiB (MaxHeaderBytes is 1 MiB)", float64(peak)/MiB)
+	}
+	want := []string{"header section too large: more than 1048576 bytes without an empty line"}
+	if fmt.Sprint(tl.kinds()) != fmt.Sprint(want) || tl.problems[0].Offset != 0 || tl.problems[0].Direction != "server" {
+		t.Errorf("problems %q at %+v; want %q at server stream offset 0", tl.kinds(), tl.problems, want)
+	}
+}
+
+// TestEventNeverCloses sends a JSON watch event whose top-level object never
+// closes: it is skipped once it passes MaxEventBytes, and the bytes after
+// that are not kept.
+func TestEventNeverCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		max   int64
+		bytes int
+	}{
+		{"limit-1MiB", 1 * MiB, 32 * MiB},
+		{"default-limit", 0, 96 * MiB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.max == 0 {
+				t.Skip("96 MiB of input")
+			}
+			tl := newTally()
+			limit := tc.max
+			if limit == 0 {
+				limit = 64 * MiB
+			}
+			peak := heapPeak(func(probe func()) {
+				c := httpconn.New(testConn, tl, httpconn.Options{MaxEventBytes: tc.max})
+				c.ClientData([]byte(watchGET), t0)
+				c.ServerData([]byte(chunkedOK), t0)
+				c.ServerData([]byte(chunkOf(jsonEv("ADDED", "before"))), t0)
+				c.ServerData([]byte(chunkOf(`{"type":"ADDED","object":{"data":{"k":"`)), t0)
+				piece := []byte(chunkOf(strings.Repeat(`x","k":{"y":[1,2,3]},"z":"`, 1200)))
+				for sent, i := 0, 1; sent < tc.bytes; sent, i = sent+len(piece), i+1 {
+					c.ServerData(piece, t0)
+					if i%64 == 0 {
+						probe()
+					}
+				}
+				c.CloseServer(httpconn.EndFIN, t0)
+			})
+			t.Logf("%d MiB of one unclosed event, limit %d MiB: live heap peak %.2f MiB", tc.bytes/MiB, limit/MiB, float64(peak)/MiB)
+			if bound := uint64(limit) + 2*MiB; peak > bound {
+				t.Errorf("live heap grew by %.1f MiB; want under %d MiB", float64(peak)/MiB, bound/MiB)
+			}
+			want := []string{
+				fmt.Sprintf("watch event larger than the limit: more than %d bytes; skipped (raise --max-event-bytes)", limit),
+			}
+			if got := tl.kinds(); len(got) != 2 || got[0] != want[0] || !strings.HasPrefix(got[1], "watch event cut short: ") {
+				t.Errorf("problems %q; want %q then \"watch event cut short\"", got, want)
+			}
+			if fmt.Sprint(tl.events) != "[ADDED before]" || tl.lastEnd() != "closed without the last chunk" {
+				t.Errorf("events %q, end %q", tl.events, tl.lastEnd())
+			}
+		})
+	}
+}
+
+// TestDeeplyNestedJSON sends events nested 100000 and 1000000 levels deep:
+// they are reported as not decoding (apimachinery's JSON decoder stops at
+// its depth limit, without recursing that deep), and the events after them
+// decode.
+func TestDeeplyNestedJSON(t *testing.T) {
+	tl := newTally()
+	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c.ClientData([]byte(watchGET), t0)
+	c.ServerData([]byte(chunkedOK), t0)
+	for _, depth := range []int{100_000, 1_000_000} {
+		deep := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","data":` +
+			strings.Repeat(`{"a":[`, depth) + strings.Repeat(`]}`, depth) + "}}\n"
+		c.ServerData([]byte(chunkOf(deep)), t0)
+		c.ServerData([]byte(chunkOf(jsonEv("ADDED", fmt.Sprint("after-", depth)))), t0)
+	}
+	c.ServerData([]byte(lastChunk), t0)
+	if fmt.Sprint(tl.events) != "[ADDED after-100000 ADDED after-1000000]" {
+		t.Errorf("events %q", tl.events)
+	}
+	if len(tl.problems) != 2 {
+		t.Fatalf("problems %q; want two", tl.kinds())
+	}
+	for _, p := range tl.problems {
+		if p.Kind != "watch event does not decode" || !strings.Contains(p.Detail, "depth") {
+			t.Errorf("problem %s: %s; want \"watch event does not decode\" naming the depth", p.Kind, p.Detail)
+		}
+	}
+}
+
+// TestProtobufPrefix4GiB sends a protobuf frame whose length prefix says
+// 4 GiB, then 8 MiB: the frame is skipped at its prefix and nothing is
+// buffered.
+func TestProtobufPrefix4GiB(t *testing.T) {
+	tl := newTally()
+	peak := heapPeak(func(probe func()) {
+		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(protoGET), t0)
+		c.ServerData([]byte(protoOK), t0)
+		c.ServerData([]byte(chunkOf(protoEvent("ADDED", "before", "5"))), t0)
+		c.ServerData([]byte(chunkOf("\xff\xff\xff\xff")), t0)
+		piece := []byte(chunkOf(string(bytes.Repeat([]byte{0x0a}, 32<<10))))
+		for sent, i := 0, 1; sent < 8*MiB; sent, i = sent+len(piece), i+1 {
+			c.ServerData(piece, t0)
+			if i%16 == 0 {
+				probe()
+			}
+		}
+		c.CloseServer(httpconn.EndFIN, t0)
+	})
+	t.Logf("4 GiB protobuf length prefix, 8 MiB after it: live heap peak %.2f MiB", float64(peak)/MiB)
+	if peak > 1*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 1 MiB", float64(peak)/MiB)
+	}
+	want := []string{
+		"watch event larger than the limit: the length prefix announces 4294967299 bytes, more than 67108864; skipped (raise --max-event-bytes)",
+		"watch event cut short: 8388612 bytes of an event, then the body ended",
+	}
+	if fmt.Sprint(tl.kinds()) != fmt.Sprint(want) {
+		t.Errorf("problems %q; want %q", tl.kinds(), want)
+	}
+	if fmt.Sprint(tl.events) != "[ADDED before]" {
+		t.Errorf("events %q", tl.events)
+	}
+}
+
+// response is a header section with the given status and fields.
+func response(status string, fields ...string) string {
+	return "HTTP/1.1 " + status + "\r\n" + strings.Join(append(fields, ""), "\r\n") + "\r\n"
+}
+
+// TestPipelinedBeyondPending sends 100 requests before any response, then
+// the 100 responses, then one more exchange: the first 64 responses are
+// paired with their requests, the others get their exchange numbers in
+// order without the request, one warning says so, and the exchange after
+// them is paired again.
+func TestPipelinedBeyondPending(t *testing.T) {
+	tl := newTally()
+	c := httpconn.New(testConn, tl, httpconn.Options{})
+	const n = 100
+	for i := 1; i <= n; i++ {
+		c.ClientData([]byte(fmt.Sprintf("GET /api/v1/namespaces/default/configmaps/cm-%d HTTP/1.1\r\nHost: x\r\n\r\n", i)), t0)
+	}
+	for i := 1; i <= n; i++ {
+		c.ServerData([]byte(response("200 OK", "Content-Length: 2")+"{}"), t0)
+	}
+	c.ClientData([]byte(watchGET), t0)
+	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+lastChunk), t0)
+
+	if len(tl.problems) != 1 || tl.problems[0].Kind != "too many requests waiting for responses" || !tl.problems[0].Warning ||
+		tl.problems[0].Exchange != httpconn.DefaultMaxPending+1 {
+		t.Fatalf("problems %q; want one \"too many requests waiting for responses\" warning at exchange %d", tl.kinds(), httpconn.DefaultMaxPending+1)
+	}
+	if len(tl.responses) != n+1 {
+		t.Fatalf("%d responses, want %d", len(tl.responses), n+1)
+	}
+	for i, r := range tl.responses {
+		paired := i < httpconn.DefaultMaxPending || i == n
+		if r.Exchange != i+1 || (r.Request != nil) != paired ||
+			r.Request != nil && r.Request.Exchange != r.Exchange {
+			t.Errorf("response %d: exchange %d, request %v; want exchange %d, paired %v", i+1, r.Exchange, r.Request, i+1, paired)
+		}
+	}
+	if last := tl.responses[n]; !last.Watch || fmt.Sprint(tl.events) != "[ADDED a]" {
+		t.Errorf("the watch after the pipelined requests: watch %v, events %q", last.Watch, tl.events)
+	}
+}
+
+// TestInformationalLoop sends 200000 "100 Continue" responses before the
+// watch response: each is reported, none takes the request, the live heap
+// does not grow with them, and the watch decodes.
+func TestInformationalLoop(t *testing.T) {
+	tl := newTally()
+	tl.keepResp = false
+	var c *httpconn.Conn
+	const n = 200_000
+	peak := heapPeak(func(probe func()) {
+		c = httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		cont := []byte(response("100 Continue"))
+		for i := 1; i <= n; i++ {
+			c.ServerData(cont, t0)
+			if i%10_000 == 0 {
+				probe()
+			}
+		}
+	})
+	t.Logf("%d 100 Continue responses: live heap peak %.2f MiB", n, float64(peak)/MiB)
+	if peak > 1*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 1 MiB", float64(peak)/MiB)
+	}
+	tl.keepResp = true
+	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+chunkOf(jsonEv("DELETED", "a"))+lastChunk), t0)
+	if tl.nResp != n+1 || len(tl.problems) != 0 {
+		t.Errorf("%d responses, problems %q; want %d and none", tl.nResp, tl.kinds(), n+1)
+	}
+	if r := tl.responses[0]; r.StatusCode != 200 || r.Request == nil || r.Exchange != 1 || !r.Watch {
+		t.Errorf("the 200 response: %+v; want exchange 1, paired with the watch request", r)
+	}
+	if fmt.Sprint(tl.events) != "[ADDED a DELETED a]" || tl.lastEnd() != "last-chunk" {
+		t.Errorf("events %q, end %q", tl.events, tl.lastEnd())
+	}
+}
+
+// TestFramingFields covers Content-Length and Transfer-Encoding fields that
+// are invalid, conflicting or repeated (RFC 9112 §6.3, RFC 9110 §8.6).
+func TestFramingFields(t *testing.T) {
+	events := chunkOf(jsonEv("ADDED", "a")) + lastChunk
+	for _, tc := range []struct {
+		name     string
+		fields   []string
+		body     string
+		framing  string
+		length   int64
+		warnings []string
+		events   string
+		end      string
+	}{
+		{name: "content-length-overflow", fields: []string{"Content-Length: 99999999999999999999"}, body: "{}",
+			framing: "close", warnings: []string{`invalid Content-Length "99999999999999999999": body read until close`}, end: "close"},
+		{name: "content-length-2^63", fields: []string{"Content-Length: 9223372036854775808"}, body: "{}",
+			framing: "close", warnings: []string{`invalid Content-Length "9223372036854775808": body read until close`}, end: "close"},
+		{name: "content-length-negative", fields: []string{"Content-Length: -2"}, body: "{}",
+			framing: "close", warnings: []string{`invalid Content-Length "-2": body read until close`}, end: "close"},
+		{name: "content-length-plus", fields: []string{"Content-Length: +2"}, body: "{}",
+			framing: "close", warnings: []string{`invalid Content-Length "+2": body read until close`}, end: "close"},
+		{name: "content-length-conflict", fields: []string{"Content-Length: 2", "Content-Length: 3"}, body: "{}",
+			framing: "close", warnings: []string{`invalid Content-Length "2, 3": body read until close`}, end: "close"},
+		{name: "content-length-repeated", fields: []string{"Content-Length: 2, 2", "Content-Length: 2"}, body: "{}",
+			framing: "content-length", length: 2, end: "content-length"},
+		{name: "transfer-encoding-twice", fields: []string{"Content-Type: application/json", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked"},
+			body: events, framing: "chunked", warnings: []string{"Transfer-Encoding lists chunked 2 times; decoded once"},
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "transfer-encoding-and-content-length", fields: []string{"Content-Type: application/json", "Content-Length: 5", "Transfer-Encoding: chunked"},
+			body: events, framing: "chunked",
+			warnings: []string{"both Transfer-Encoding and Content-Length; Transfer-Encoding wins (RFC 9112 §6.3), a request-smuggling pattern"},
+			events:   "[ADDED a]", end: "last-chunk"},
+		{name: "transfer-encoding-gzip-chunked", fields: []string{"Content-Type: application/json", "Transfer-Encoding: gzip, chunked"},
+			body: chunkOf("\x1f\x8b\x08\x00junk") + lastChunk, framing: "chunked",
+			warnings: []string{"Transfer-Encoding: gzip, chunked; chunks are listed, events are not decoded"}, end: "last-chunk"},
+		{name: "transfer-encoding-not-chunked", fields: []string{"Content-Type: application/json", "Transfer-Encoding: gzip"},
+			body: "\x1f\x8b", framing: "close", end: "close",
+			warnings: []string{"Transfer-Encoding gzip without chunked last: body read until close", "Transfer-Encoding: gzip; events are not decoded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := newTally()
+			c := httpconn.New(testConn, tl, httpconn.Options{})
+			c.ClientData([]byte(watchGET), t0)
+			c.ServerData([]byte(response("200 OK", tc.fields...)+tc.body), t0)
+			c.CloseServer(httpconn.EndFIN, t0)
+			var warnings []string
+			for _, p := range tl.problems {
+				if !p.Warning {
+					t.Errorf("problem %s: %s is not a warning", p.Kind, p.Detail)
+				}
+				warnings = append(warnings, p.Detail)
+			}
+			if fmt.Sprintf("%q", warnings) != fmt.Sprintf("%q", tc.warnings) {
+				t.Errorf("warnings %q; want %q", warnings, tc.warnings)
+			}
+			r := tl.responses[0]
+			if r.Framing != tc.framing || r.ContentLength != tc.length {
+				t.Errorf("framing %s, length %d; want %s, %d", r.Framing, r.ContentLength, tc.framing, tc.length)
+			}
+			if ev := fmt.Sprint(tl.events); ev != tc.events && !(tc.events == "" && ev == "[]") {
+				t.Errorf("events %s; want %s", ev, tc.events)
+			}
+			if tl.lastEnd() != tc.end {
+				t.Errorf("end %q; want %q", tl.lastEnd(), tc.end)
+			}
+		})
+	}
+}
