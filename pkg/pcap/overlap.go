@@ -3,11 +3,18 @@ package pcap
 import "bytes"
 
 // Overlap window bounds, in bytes. The window grows from the minimum as a
-// direction carries more bytes, so short connections stay small.
+// direction carries more bytes, so short connections stay small (a
+// connection that sends one request costs 512 bytes).
 const (
-	overlapMinWindow = 16 << 10
+	overlapMinWindow = 512
 	overlapMaxWindow = 256 << 10
 )
+
+// overlapBudget bounds the bytes of all overlap windows of one Read
+// together: 64 MiB, 256 connections at the full window. Past it, windows
+// stop growing, so that retransmissions are compared over fewer bytes
+// rather than memory growing with the number of connections.
+const overlapBudget = 64 << 20
 
 // overlapCheck remembers the most recent bytes of one TCP direction, so that
 // a retransmitted segment can be compared with the first copy. gopacket's
@@ -21,6 +28,17 @@ type overlapCheck struct {
 	contig    int64 // bytes [validFrom, contig) are in ring
 	validFrom int64
 	ring      []byte
+	// budget, shared by the windows of a Read, counts the bytes they
+	// may still take; nil means no bound.
+	budget *int64
+}
+
+// release gives the window's bytes back to the budget.
+func (o *overlapCheck) release() {
+	if o.budget != nil {
+		*o.budget += int64(len(o.ring))
+	}
+	o.ring = nil
 }
 
 // rel converts a sequence number to a stream offset, following wrap-around
@@ -77,6 +95,11 @@ func (o *overlapCheck) add(seq uint32, syn bool, payload []byte) (int64, bool) {
 	}
 	o.grow(end)
 	n = int64(len(o.ring))
+	if n == 0 {
+		// No window (over the budget): nothing is known before end.
+		o.validFrom, o.contig = end, end
+		return 0, true
+	}
 	from := max(o.contig, end-n) // only the last n bytes fit
 	for x := from; x < end; {
 		i := x % n
@@ -100,6 +123,12 @@ func (o *overlapCheck) grow(end int64) {
 		size *= 2
 	}
 	size = min(size, overlapMaxWindow)
+	if o.budget != nil {
+		if *o.budget < size-n {
+			return // over the budget: keep the window as it is
+		}
+		*o.budget -= size - n
+	}
 	ring := make([]byte, size)
 	for x := max(o.validFrom, o.contig-n); x < o.contig; x++ {
 		ring[x%size] = o.ring[x%n]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -28,6 +29,14 @@ const (
 	// DefaultMaxBufferedTotal bounds out-of-order pages over all
 	// connections: 16384 pages, about 32 MiB.
 	DefaultMaxBufferedTotal = 16384
+	// DefaultMaxConnections bounds the TCP connections followed at once
+	// (those seen and not yet closed): 10000. An idle connection costs
+	// 1.5 KiB (a SYN alone) to 4 KiB (one request waiting), so that a
+	// capture of 100k half-open connections (a SYN flood, a port scan)
+	// stays under 50 MiB; past the bound the connections idle the
+	// longest are dropped, and that is reported. (What one connection
+	// may buffer is bounded apart: httpconn.Options, MaxBufferedPerConn.)
+	DefaultMaxConnections = 10000
 	// maxTruncatedReports bounds how many snaplen-cut packets are reported
 	// one by one; the rest are counted in the summary.
 	maxTruncatedReports = 5
@@ -52,6 +61,13 @@ type Options struct {
 	// MaxBufferedPerConn and MaxBufferedTotal bound reassembly buffers, in
 	// pages; 0 means the defaults.
 	MaxBufferedPerConn, MaxBufferedTotal int
+	// MaxConnections bounds the connections followed at once;
+	// DefaultMaxConnections when 0. When a new connection goes past it,
+	// the eighth of them idle the longest are closed: their bodies end
+	// "no longer followed", a "too many connections" problem says how
+	// many, and packets that come for them later start new connections
+	// (without their SYN).
+	MaxConnections int
 }
 
 // Stats counts what Read saw.
@@ -88,7 +104,11 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	if opt.MaxBufferedTotal <= 0 {
 		opt.MaxBufferedTotal = DefaultMaxBufferedTotal
 	}
-	rd := &reader{opt: opt, sink: sink, stats: &Stats{Format: src.format}}
+	if opt.MaxConnections <= 0 {
+		opt.MaxConnections = DefaultMaxConnections
+	}
+	rd := &reader{opt: opt, sink: sink, stats: &Stats{Format: src.format},
+		live: map[*stream]struct{}{}, ringBudget: overlapBudget}
 	rd.httpOpt = opt.HTTP
 	rd.httpOpt.Locate = rd.locate
 	pool := reassembly.NewStreamPool(rd)
@@ -130,6 +150,9 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		}
 		rd.stats.TCP++
 		asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
+		if len(rd.live) > opt.MaxConnections {
+			rd.dropIdle(asm)
+		}
 		// Deliver data stuck behind a lost segment once it has waited
 		// GapTimeout of capture time; never close idle connections
 		// (a quiet watch is still open).
@@ -192,6 +215,35 @@ type reader struct {
 	nconn   int
 	ending  bool // FlushAll at the end of the capture
 	gap     gapContext
+	// live holds the streams followed now (created and not complete).
+	live map[*stream]struct{}
+	// dropping is set while dropIdle closes connections.
+	dropping bool
+	// ringBudget is what overlap windows may still allocate, in bytes.
+	ringBudget int64
+}
+
+// dropIdle closes the connections idle the longest, an eighth of
+// MaxConnections of them (more when several went idle at the same time),
+// so that the connections followed stay under the bound; gopacket's
+// assembler closes them by last-seen time.
+func (rd *reader) dropIdle(asm *reassembly.Assembler) {
+	seen := make([]time.Time, 0, len(rd.live))
+	for s := range rd.live {
+		seen = append(seen, s.lastSeen)
+	}
+	slices.SortFunc(seen, time.Time.Compare)
+	k := len(seen) - rd.opt.MaxConnections + rd.opt.MaxConnections/8
+	cutoff := seen[min(k, len(seen))-1].Add(time.Nanosecond)
+	before := len(rd.live)
+	rd.dropping = true
+	asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
+	rd.dropping = false
+	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
+		Kind: "too many connections",
+		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",
+			rd.opt.MaxConnections, before-len(rd.live)),
+		Hint: "their bodies end here and later packets of theirs start new connections; capture fewer connections (a port filter)"})
 }
 
 // gapContext describes the gap a stream is reporting, for locate.
@@ -256,6 +308,9 @@ func (rd *reader) fileProblem(src *source, err error) {
 // New creates the Stream of a new TCP connection (reassembly.StreamFactory).
 func (rd *reader) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
 	s := &stream{rd: rd, net: netFlow, tcp: tcpFlow}
+	s.half[0].overlap.budget = &rd.ringBudget
+	s.half[1].overlap.budget = &rd.ringBudget
+	rd.live[s] = struct{}{}
 	// The gopacket direction "client to server" is the sender of the first
 	// packet seen. A SYN without ACK confirms it; a SYN+ACK reverses it.
 	switch {

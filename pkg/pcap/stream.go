@@ -3,6 +3,7 @@ package pcap
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -24,6 +25,7 @@ type stream struct {
 	sawSYN    bool         // a SYN was captured (either direction)
 	noStart   bool         // reported that the connection began before the capture
 	done      bool
+	lastSeen  time.Time // capture time of the last packet
 }
 
 // halfState is what kwatch tracks of one direction beyond reassembly.
@@ -48,6 +50,7 @@ type halfState struct {
 // compares retransmitted bytes with the first copy.
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	*start = true
+	s.lastSeen = ci.Timestamp
 	if tcp.SYN {
 		s.sawSYN = true
 	}
@@ -234,6 +237,8 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 	}
 	how := httpconn.EndFIN
 	switch {
+	case s.rd.dropping:
+		how = httpconn.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = httpconn.EndRST
 	case !h.fin && s.rd.ending:
@@ -253,6 +258,9 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		return true
 	}
 	s.done = true
+	delete(s.rd.live, s)
+	s.half[0].overlap.release()
+	s.half[1].overlap.release()
 	ci := gopacket.CaptureInfo{Timestamp: s.rd.now}
 	if ac != nil {
 		ci = ac.GetCaptureInfo()
@@ -265,6 +273,9 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if s.hc != nil {
 		note := &record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "closed"}
 		switch {
+		case s.rd.dropping:
+			note.Message = fmt.Sprintf("no longer followed: more than %d connections were open at once, and this one was idle the longest",
+				s.rd.opt.MaxConnections)
 		case s.half[0].rst || s.half[1].rst:
 			note.Message = "connection reset (RST)"
 		case s.half[0].fin && s.half[1].fin:
