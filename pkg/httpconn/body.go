@@ -529,7 +529,8 @@ func (b *body) closeWith(how Ending, t time.Time) {
 	case EndLocal:
 		desc = "closed by kwatch"
 	case EndDropped:
-		desc = "no longer followed (too many connections at once)"
+		// One of record.End's fixed set; the detail says why.
+		desc, detail = "not decoded further", "no longer followed: too many connections open at once"
 	default:
 		desc = "not decoded further"
 	}

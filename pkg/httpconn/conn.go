@@ -111,7 +111,8 @@ const (
 	// watch it stopped).
 	EndLocal
 	// EndDropped: kwatch stopped following a connection of a capture
-	// that held more connections at once than it tracks.
+	// that held more connections at once than it tracks. The body ends
+	// "not decoded further", with that reason as its detail.
 	EndDropped
 )
 

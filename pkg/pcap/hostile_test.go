@@ -59,7 +59,7 @@ type collector struct {
 	first   map[string]*record.Problem // the first problem of each kind
 	notes   map[string]int             // note messages, counted
 	events  map[int][]string           // connection ID -> "TYPE name"
-	ends    map[int]string             // connection ID -> the last End's How
+	ends    map[int]string             // connection ID -> the last End's How: Detail
 	summary *record.Summary
 }
 
@@ -81,6 +81,9 @@ func (c *collector) Emit(r record.Record) {
 		c.notes[v.Kind+": "+v.Message]++
 	case *record.End:
 		c.ends[v.Conn.ID] = v.How
+		if v.Detail != "" {
+			c.ends[v.Conn.ID] += ": " + v.Detail
+		}
 	case *record.Summary:
 		c.summary = v
 	}
@@ -213,7 +216,7 @@ func TestDroppedConnections(t *testing.T) {
 	if got := col.events[1]; fmt.Sprint(got) != fmt.Sprint(want) || col.ends[1] != "last-chunk" {
 		t.Errorf("active watch: events %q, end %q; want all 40 and last-chunk", got, col.ends[1])
 	}
-	if fmt.Sprint(col.events[2]) != "[ADDED quiet-1]" || col.ends[2] != "no longer followed (too many connections at once)" {
+	if fmt.Sprint(col.events[2]) != "[ADDED quiet-1]" || col.ends[2] != "not decoded further: no longer followed: too many connections open at once" {
 		t.Errorf("quiet watch: events %q, end %q", col.events[2], col.ends[2])
 	}
 	if col.notes["closed: no longer followed: more than 1000 connections were open at once, and this one was idle the longest"] != 1 {
@@ -249,6 +252,7 @@ func TestHostileThenGood(t *testing.T) {
 		}
 		return c
 	}
+	hugeChunkEvents := cat(cmEvent(t, "ADDED", "in-huge-chunk", "7"), cmEvent(t, "MODIFIED", "in-huge-chunk", "8"))
 	good := open(42000, "application/json", "application/json", chunkedTE)
 	add(good)
 
@@ -263,7 +267,7 @@ func TestHostileThenGood(t *testing.T) {
 		}()},
 		{"1 GiB chunk", func() *pcapgen.Conn {
 			c := open(42002, "application/json", "application/json", chunkedTE)
-			c.Send(pcapgen.Server, cat([]byte("40000000\r\n"), cmEvent(t, "ADDED", "in-huge-chunk", "7"), cmEvent(t, "MODIFIED", "in-huge-chunk", "8")))
+			c.Send(pcapgen.Server, cat([]byte("40000000\r\n"), hugeChunkEvents))
 			return c
 		}()},
 		{"4 GiB protobuf prefix", func() *pcapgen.Conn {
@@ -319,7 +323,8 @@ func TestHostileThenGood(t *testing.T) {
 	if fmt.Sprint(col.events[1]) != "[ADDED good DELETED good]" || col.ends[1] != "last-chunk" {
 		t.Errorf("the good watch: events %q, end %q", col.events[1], col.ends[1])
 	}
-	if fmt.Sprint(col.events[3]) != "[ADDED in-huge-chunk MODIFIED in-huge-chunk]" || col.ends[3] != "closed without the last chunk" {
+	if fmt.Sprint(col.events[3]) != "[ADDED in-huge-chunk MODIFIED in-huge-chunk]" ||
+		col.ends[3] != fmt.Sprintf("closed without the last chunk: inside chunk 0: %d of 1073741824 data bytes", len(hugeChunkEvents)) {
 		t.Errorf("1 GiB chunk: events %q, end %q", col.events[3], col.ends[3])
 	}
 	if fmt.Sprint(col.events[6]) != "[ADDED after-1xx]" || col.ends[6] != "last-chunk" {

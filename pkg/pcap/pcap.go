@@ -64,9 +64,9 @@ type Options struct {
 	// MaxConnections bounds the connections followed at once;
 	// DefaultMaxConnections when 0. When a new connection goes past it,
 	// the eighth of them idle the longest are closed: their bodies end
-	// "no longer followed", a "too many connections" problem says how
-	// many, and packets that come for them later start new connections
-	// (without their SYN).
+	// "not decoded further" (detail: no longer followed), a "too many
+	// connections" problem says how many, and packets that come for
+	// them later start new connections (without their SYN).
 	MaxConnections int
 }
 
