@@ -114,6 +114,12 @@ func (f *filter) pass(r record.Record) []record.Record {
 			delete(f.held, k)
 			return nil
 		}
+		if !v.Request {
+			// The response's End is the exchange's last record: forget
+			// it, so that the maps do not grow with a capture's (or a
+			// long stream's) exchanges.
+			delete(f.watch, k)
+		}
 		if v.Request && !f.opt.AllHTTP {
 			return nil
 		}
@@ -122,6 +128,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 	case *record.ConnNote:
 		if v.Kind == "tls" || v.Kind == "not-http" {
 			return f.withConn(v.Conn, r)
+		}
+		if v.Kind == "closed" || v.Kind == "capture-ended" {
+			// A connection's last record.
+			defer delete(f.shownConn, v.Conn.ID)
 		}
 		if !f.shownConn[v.Conn.ID] {
 			// A note can come before the connection's first shown
