@@ -309,3 +309,29 @@ func DecodeStatusProtobuf(data []byte) *metav1.Status {
 	st, _ := obj.(*metav1.Status)
 	return st
 }
+
+// OtherTypes is the key under which CountType counts the event types it
+// does not name.
+const OtherTypes = "(other types)"
+
+// watchTypes are the watch event types (metav1.WatchEvent).
+var watchTypes = map[string]bool{"ADDED": true, "MODIFIED": true, "DELETED": true, "BOOKMARK": true, "ERROR": true}
+
+// CountType counts one event of type typ in counts, by name for the five
+// watch event types and for up to 8 others of at most 32 bytes, and under
+// OtherTypes beyond that: a stream of events with made-up types (a million
+// of them, or one of 60 MiB) must not make the counts grow with it.
+func CountType(counts map[string]int, typ string) {
+	if _, ok := counts[typ]; !ok && !watchTypes[typ] {
+		others := 0
+		for t := range counts {
+			if !watchTypes[t] && t != OtherTypes {
+				others++
+			}
+		}
+		if others >= 8 || len(typ) > 32 {
+			typ = OtherTypes
+		}
+	}
+	counts[typ]++
+}

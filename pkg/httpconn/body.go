@@ -430,7 +430,7 @@ func (b *body) decode(f *event.Frame) *record.Event {
 	}
 	b.tentative = false
 	b.seq++
-	b.events[ev.Type]++
+	event.CountType(b.events, ev.Type)
 	rec := &record.Event{Conn: b.s.c.rec, Exchange: b.exchange, Seq: b.seq, Time: b.now,
 		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
 		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion,

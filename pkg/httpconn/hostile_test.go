@@ -491,3 +491,29 @@ func TestFramingFields(t *testing.T) {
 		})
 	}
 }
+
+// TestMadeUpEventTypes sends 20000 events with types of their own, one of
+// them 1 MiB long: they decode, and the counts of events by type stay
+// bounded (the watch event types and 8 others by name, the rest together).
+func TestMadeUpEventTypes(t *testing.T) {
+	tl := newTally()
+	tl.keepEvent = false
+	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c.ClientData([]byte(watchGET), t0)
+	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a")+jsonEv(strings.Repeat("T", MiB), "b"))), t0)
+	const n = 20_000
+	for i := 0; i < n; i++ {
+		c.ServerData([]byte(chunkOf(jsonEv(fmt.Sprint("TYPE-", i), "a"))), t0)
+	}
+	c.ServerData([]byte(lastChunk), t0)
+	if tl.nEvents != n+2 || len(tl.problems) != 0 {
+		t.Errorf("%d events, problems %q; want %d and none", tl.nEvents, tl.kinds(), n+2)
+	}
+	want := map[string]int{"ADDED": 1, "(other types)": n - 8 + 1}
+	for i := 0; i < 8; i++ {
+		want[fmt.Sprint("TYPE-", i)] = 1
+	}
+	if got := tl.last.Events; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("counts by type %v; want %v", got, want)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -106,7 +107,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		return append(out, r)
 	case *record.Event:
-		f.tally.Events[v.Type]++
+		event.CountType(f.tally.Events, v.Type)
 		return f.withConn(v.Conn, r)
 	case *record.End:
 		k := heldKey{v.Conn.ID, v.Exchange}
