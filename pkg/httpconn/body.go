@@ -252,18 +252,36 @@ func (b *body) onFrame(f *event.Frame) {
 	if f.Damaged || f.Oversize {
 		return
 	}
-	b.completed = append(b.completed, framed{frame: f})
+	b.queueFramed(framed{frame: f})
 }
 
 // onFrameProblem queues a framing problem, to be reported in wire order
 // with the frames around it.
 func (b *body) onFrameProblem(fp event.FrameProblem) {
-	b.completed = append(b.completed, framed{prob: &fp})
+	b.queueFramed(framed{prob: &fp})
+}
+
+// maxFramed bounds the frames queued during one write: a write of a few
+// MiB of tiny events ("{}\n") would otherwise queue a Frame per 3 bytes.
+const maxFramed = 256
+
+func (b *body) queueFramed(f framed) {
+	if b.framer == nil {
+		return // no longer a watch (see drain)
+	}
+	b.completed = append(b.completed, f)
+	if len(b.completed) >= maxFramed {
+		b.drain()
+	}
 }
 
 // drain reports the framing problems and decodes the frames the framer
 // reported, in order, into pending events.
 func (b *body) drain() {
+	if b.framer == nil {
+		b.completed = b.completed[:0]
+		return
+	}
 	for _, out := range b.completed {
 		if fp := out.prob; fp != nil {
 			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,

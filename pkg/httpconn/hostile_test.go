@@ -517,3 +517,31 @@ func TestMadeUpEventTypes(t *testing.T) {
 		t.Errorf("counts by type %v; want %v", got, want)
 	}
 }
+
+// TestManyEventsInOneWrite sends 5000 events in one chunk, in one write and
+// then a byte at a time: the frames are decoded as they complete (no more
+// than a few hundred wait in one write) and the records are the same.
+func TestManyEventsInOneWrite(t *testing.T) {
+	var body strings.Builder
+	for i := 0; i < 5000; i++ {
+		body.WriteString(`{"type":"ADDED","object":{}}` + "\n")
+		if i%1000 == 999 {
+			body.WriteString("junk\n") // a problem between the events
+		}
+	}
+	wire := []byte(chunkedOK + chunkOf(body.String()) + lastChunk)
+	run := func(piece int) []string {
+		rc := &recorder{t: t}
+		c := httpconn.New(testConn, rc, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		feedIn(wire, piece, c.ServerData, func() {})
+		return rc.lines
+	}
+	whole, split := run(len(wire)), run(1)
+	if len(whole) != 2+5000+5+1 {
+		t.Fatalf("%d records; want the request, the response, 5000 events, 5 problems and the end", len(whole))
+	}
+	if d := diffLines(whole, split); d != "" {
+		t.Fatalf("fed a byte at a time, records differ at %s", d)
+	}
+}
