@@ -389,7 +389,7 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 	}
 	if end < 0 || end > s.c.opt.MaxHeaderBytes {
 		s.problem("stream", s.hdrStart, "header section too large",
-			fmt.Sprintf("more than %d bytes without an empty line", s.c.opt.MaxHeaderBytes),
+			fmt.Sprintf("no empty line within its first %d bytes", s.c.opt.MaxHeaderBytes),
 			"raise --max-header-bytes if this is real traffic", false, t)
 		s.dead = true
 		s.hdr = nil

@@ -220,7 +220,7 @@ func TestHeaderNeverEnds(t *testing.T) {
 	if peak > 2*MiB {
 		t.Errorf("live heap grew by %.1f MiB; want under 2 MiB (MaxHeaderBytes is 1 MiB)", float64(peak)/MiB)
 	}
-	want := []string{"header section too large: more than 1048576 bytes without an empty line"}
+	want := []string{"header section too large: no empty line within its first 1048576 bytes"}
 	if fmt.Sprint(tl.kinds()) != fmt.Sprint(want) || tl.problems[0].Offset != 0 || tl.problems[0].Direction != "server" {
 		t.Errorf("problems %q at %+v; want %q at server stream offset 0", tl.kinds(), tl.problems, want)
 	}
