@@ -247,11 +247,8 @@ func (b *body) chunkError(err error, t time.Time) {
 	b.s.c.problem(p)
 }
 
-// onFrame queues a complete frame to be decoded.
+// onFrame queues a complete frame to be counted in its chunks and decoded.
 func (b *body) onFrame(f *event.Frame) {
-	if f.Damaged || f.Oversize {
-		return
-	}
 	b.queueFramed(framed{frame: f})
 }
 
@@ -289,7 +286,12 @@ func (b *body) drain() {
 			continue
 		}
 		f := out.frame
+		// A frame too large or damaged is still an event the chunks
+		// carried (and was counted so while in progress).
 		b.countIn(f.Spans, f.Serial)
+		if f.Damaged || f.Oversize {
+			continue
+		}
 		ev := b.decode(f)
 		if b.framer == nil {
 			// The first frame of a watch inferred from the response
