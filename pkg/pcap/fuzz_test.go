@@ -19,7 +19,9 @@ const pipelineTimeout = 30 * time.Second
 
 // FuzzPipeline runs arbitrary file bytes through the whole kwatch pcap path
 // (capture formats, link and IP layers, reassembly, HTTP, chunks, events)
-// with a sink that discards the records. It must not panic and must end.
+// with a sink that discards the records, once with the default options and
+// once with tiny bounds (2 connections, 4 buffered pages, 7-byte feeds), so
+// that the fuzzer reaches them. It must not panic and must end.
 //
 // The seed corpus is testdata/fuzz/FuzzPipeline: every capture in
 // testdata/pcap and testdata/captures (see TestPipelineSeeds).
@@ -27,8 +29,10 @@ func FuzzPipeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		done := make(chan error, 1)
 		go func() {
-			_, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz"},
-				record.SinkFunc(func(record.Record) {}))
+			discard := record.SinkFunc(func(record.Record) {})
+			_, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz"}, discard)
+			_, _ = pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz",
+				MaxConnections: 2, MaxBufferedPerConn: 4, MaxBufferedTotal: 6, MaxFeed: 7}, discard)
 			done <- err
 		}()
 		select {
