@@ -217,8 +217,9 @@ type reader struct {
 	gap     gapContext
 	// live holds the streams followed now (created and not complete).
 	live map[*stream]struct{}
-	// dropping is set while dropIdle closes connections.
-	dropping bool
+	// dropBefore is set while dropIdle closes the connections last seen
+	// before it.
+	dropBefore time.Time
 	// ringBudget is what overlap windows may still allocate, in bytes.
 	ringBudget int64
 }
@@ -236,9 +237,17 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 	k := len(seen) - rd.opt.MaxConnections + rd.opt.MaxConnections/8
 	cutoff := seen[min(k, len(seen))-1].Add(time.Nanosecond)
 	before := len(rd.live)
-	rd.dropping = true
-	asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
-	rd.dropping = false
+	rd.dropBefore = cutoff
+	// The assembler closes only connections that wait for no missing
+	// segment: first with the usual wait for those (GapTimeout), and if
+	// that did not free enough (connections kept open by segments
+	// received out of order, a flood can send those too), giving up on
+	// the missing segments of the connections being dropped.
+	asm.FlushWithOptions(reassembly.FlushOptions{T: rd.now.Add(-rd.opt.GapTimeout), TC: cutoff})
+	if before-len(rd.live) < k {
+		asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
+	}
+	rd.dropBefore = time.Time{}
 	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
 		Kind: "too many connections",
 		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",

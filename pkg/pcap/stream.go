@@ -237,7 +237,7 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 	}
 	how := httpconn.EndFIN
 	switch {
-	case s.rd.dropping:
+	case s.dropped():
 		how = httpconn.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = httpconn.EndRST
@@ -249,6 +249,12 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 	} else {
 		s.hc.CloseServer(how, ci.Timestamp)
 	}
+}
+
+// dropped reports whether the stream is being closed because too many
+// connections are open (reader.dropIdle).
+func (s *stream) dropped() bool {
+	return !s.rd.dropBefore.IsZero() && s.lastSeen.Before(s.rd.dropBefore)
 }
 
 // ReassemblyComplete is called once when both directions are done: closed
@@ -273,7 +279,7 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if s.hc != nil {
 		note := &record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "closed"}
 		switch {
-		case s.rd.dropping:
+		case s.dropped():
 			note.Message = fmt.Sprintf("no longer followed: more than %d connections were open at once, and this one was idle the longest",
 				s.rd.opt.MaxConnections)
 		case s.half[0].rst || s.half[1].rst:
