@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/watchclient"
@@ -148,6 +149,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	// Every exchange on a tapped connection is one kwatch asked for: show
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
+	sink := health.New(p)
 	proxy := o.proxy
 	// A kubeconfig named by flag or by $KUBECONFIG means "connect
 	// straight"; only without either is kubectl proxy's default port tried.
@@ -160,7 +162,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		UserAgent: "kwatch/" + version, Warnings: streams.ErrOut,
 		HTTP: httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
 			Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}},
-	}, p)
+	}, sink)
 	if err != nil {
 		if proxy == "" && !explicit {
 			err = fmt.Errorf("%w (and no kubectl proxy answers at %s; start one with \"kubectl proxy\" or pass --kubeconfig)", err, watchclient.DefaultProxyURL)
@@ -188,7 +190,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
-	p.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesOpened: stats.Opened, Relists: stats.Relists,
+	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesOpened: stats.Opened, Relists: stats.Relists,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}

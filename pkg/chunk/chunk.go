@@ -188,17 +188,18 @@ const (
 // Decoder decodes one chunked message body. Create it with NewDecoder; it is
 // not safe for concurrent use.
 type Decoder struct {
-	h       Handler
-	lim     Limits
-	st      state
-	off     int64 // body offset of the next byte to be consumed
-	line    []byte
-	lineOff int64 // body offset of line[0]
-	remain  int64 // data bytes left in the current chunk
-	cur     Chunk
-	index   int
-	trailer int // bytes of trailer section so far
-	err     *Error
+	h         Handler
+	lim       Limits
+	st        state
+	off       int64 // body offset of the next byte to be consumed
+	line      []byte
+	lineOff   int64 // body offset of line[0]
+	remain    int64 // data bytes left in the current chunk
+	cur       Chunk
+	index     int
+	trailer   int // bytes of trailer section so far
+	err       *Error
+	discarded int64 // bytes passed over while looking for a size line
 	// resyncFresh: no byte since the gap has left the resync window, so a
 	// size line may start at the window's first byte.
 	resyncFresh bool
@@ -630,6 +631,11 @@ func (d *Decoder) Skip(n int64) bool {
 	return false
 }
 
+// Discarded returns how many body bytes the decoder passed over, in all,
+// while looking for a chunk-size line after lost bytes (see Skip): data of
+// chunks whose size line was lost.
+func (d *Decoder) Discarded() int64 { return d.discarded }
+
 // Resyncing reports whether the decoder is looking for a chunk-size line
 // after framing was lost (see Skip).
 func (d *Decoder) Resyncing() bool { return d.st == stResync }
@@ -652,6 +658,7 @@ func (d *Decoder) resync(p []byte) int {
 		}
 		d.line = append(d.line, b)
 		d.off++
+		d.discarded++
 		if b != '\n' {
 			continue
 		}
@@ -675,6 +682,7 @@ func (d *Decoder) resync(p []byte) int {
 			continue
 		}
 		hdr := w[j+1:]
+		d.discarded -= int64(len(hdr))
 		d.resyncFresh = false
 		d.lineOff = d.off - int64(len(hdr))
 		d.line = append(d.line[:0], hdr...)

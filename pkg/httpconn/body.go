@@ -34,6 +34,7 @@ type body struct {
 	trailers  []string
 	lastChunk []byte // last-chunk line and the final line ending, as on the wire
 	endDetail string // where inside the framing an unclean body stopped
+	lost      int64  // lost bytes that crossed chunk framing
 	bareLFAt  int64  // body offset of the last bare LF reported
 	sizes     []int64
 	problems  int
@@ -464,6 +465,15 @@ func (b *body) decode(f *event.Frame) *record.Event {
 	return rec
 }
 
+// discarded returns the body bytes the chunk decoder passed over after
+// lost bytes.
+func (b *body) discarded() int64 {
+	if b.dec == nil {
+		return 0
+	}
+	return b.dec.Discarded()
+}
+
 // gap handles n lost body bytes; it returns false when the body's framing
 // is lost.
 func (b *body) gap(n int64, t time.Time) bool {
@@ -475,6 +485,8 @@ func (b *body) gap(n int64, t time.Time) bool {
 		if inData && n < remain {
 			b.curData += n
 			b.data += n
+		} else {
+			b.lost += n // framing and data alike: unknown which
 		}
 		b.read += n
 		if b.framer != nil {
@@ -580,7 +592,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
 		Trailers: b.trailers, LastChunk: b.lastChunk, Events: b.events, Chunks: b.chunks,
-		Bytes: b.read, Data: b.data, Duration: t.Sub(b.start), Problems: b.problems,
+		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems,
 		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
 		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)

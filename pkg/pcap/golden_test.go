@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 )
@@ -53,7 +54,7 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	if oneByte {
 		src = iotest.OneByteReader(r)
 	}
-	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, p); err != nil {
+	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, health.New(p)); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	if err := p.Close(); err != nil {

@@ -353,8 +353,64 @@ func (j *JSON) object(r record.Record) any {
 	case *record.Relist:
 		return jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
 			Changed: v.Changed, NAppeared: v.NAppeared, NDisappeared: v.NDisappeared, NChanged: v.NChanged, Unchanged: v.Unchanged}
+	case *record.Health:
+		return healthObject(v)
 	case *record.Retry:
 		return jsonRetry{Record: "retry", Time: rfc3339(v.Time), Error: v.Error, WaitS: v.Wait.Seconds()}
 	}
 	return nil
+}
+
+type jsonFinding struct {
+	Seq    int    `json:"seq"`
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+type jsonIntervals struct {
+	Count   int     `json:"count"`
+	MinS    float64 `json:"minSeconds"`
+	MedianS float64 `json:"medianSeconds"`
+	MaxS    float64 `json:"maxSeconds"`
+}
+
+type jsonHealth struct {
+	Record         string         `json:"record"`
+	Scope          string         `json:"scope"`
+	Time           string         `json:"time"`
+	Connection     string         `json:"connection,omitempty"`
+	Exchange       int            `json:"exchange,omitempty"`
+	Watches        int            `json:"watches,omitempty"`
+	Events         map[string]int `json:"events"`
+	Findings       []jsonFinding  `json:"findings"`
+	FirstEventS    float64        `json:"firstEventSeconds,omitempty"`
+	MaxGapS        float64        `json:"maxGapSeconds"`
+	MaxGapAfter    int            `json:"maxGapAfter,omitempty"`
+	Bookmarks      jsonIntervals  `json:"bookmarks"`
+	ChunkSizes     map[string]int `json:"chunkSizes"`
+	FramingBytes   int64          `json:"framingBytes"`
+	DataBytes      int64          `json:"dataBytes"`
+	Ends           []string       `json:"ends,omitempty"`
+	Restarts       int            `json:"restarts,omitempty"`
+	RestartReasons map[string]int `json:"restartReasons,omitempty"`
+	Relists        int            `json:"relists,omitempty"`
+}
+
+func healthObject(h *record.Health) jsonHealth {
+	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
+		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
+		FirstEventS: h.FirstEvent.Seconds(), MaxGapS: h.MaxGap.Seconds(), MaxGapAfter: h.MaxGapAfter,
+		Bookmarks: jsonIntervals{Count: h.Bookmarks.Count, MinS: h.Bookmarks.Min.Seconds(),
+			MedianS: h.Bookmarks.Median.Seconds(), MaxS: h.Bookmarks.Max.Seconds()},
+		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, Ends: h.Ends,
+		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
+	for _, f := range h.Findings {
+		j.Findings = append(j.Findings, jsonFinding{Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
+	}
+	for i, n := range h.ChunkSizes {
+		if n > 0 {
+			j.ChunkSizes[chunkBucketNames[i]] = n
+		}
+	}
+	return j
 }

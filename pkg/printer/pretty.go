@@ -3,6 +3,7 @@ package printer
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -137,6 +138,8 @@ func (p *Pretty) print(r record.Record) {
 		p.w.printf("%s %s %s · %s · %s\n", p.ts(v.Time), p.cs.header.Sprintf("WATCH %d", v.Number), from, why, v.Transport)
 	case *record.Relist:
 		p.w.printf("%s %s %s\n", p.ts(v.Time), p.cs.warning.Sprint("RE-LIST"), RelistText(v))
+	case *record.Health:
+		p.printHealth(v)
 	case *record.Retry:
 		p.w.printf("%s %s %s; retrying in %s\n", p.ts(v.Time), p.cs.warning.Sprint("retry:"), Escape(v.Error), v.Wait.Round(time.Millisecond))
 	}
@@ -417,4 +420,97 @@ func Escape(s string) string {
 		}
 	}
 	return sb.String()
+}
+
+// chunkBucketNames name the buckets of record.ChunkBuckets.
+var chunkBucketNames = [...]string{"<1KiB", "1-4KiB", "4-16KiB", "16-32KiB", ">=32KiB"}
+
+// HealthText formats a watch's (or the run's) health on one line.
+func HealthText(h *record.Health) string {
+	var parts []string
+	if h.Scope == "all" {
+		parts = append(parts, plural(h.Watches, "watch"))
+		if h.Watches != 1 {
+			parts[0] = fmt.Sprintf("%d watches", h.Watches)
+		}
+	}
+	parts = append(parts, countsLine(h.Events))
+	switch len(h.Findings) {
+	case 0:
+		parts = append(parts, "resourceVersions in order")
+	default:
+		var fs []string
+		for _, f := range h.Findings {
+			if len(fs) == 5 {
+				fs = append(fs, "…")
+				break
+			}
+			fs = append(fs, fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, Escape(f.Detail)))
+		}
+		parts = append(parts, plural(len(h.Findings), "finding")+": "+strings.Join(fs, "; "))
+	}
+	if h.FirstEvent > 0 {
+		parts = append(parts, "first event after "+round(h.FirstEvent))
+	}
+	if h.MaxGap > 0 {
+		s := "longest quiet " + round(h.MaxGap)
+		if h.MaxGapAfter > 0 {
+			s += fmt.Sprintf(" (after event %d)", h.MaxGapAfter)
+		}
+		parts = append(parts, s)
+	}
+	if b := h.Bookmarks; b.Count > 1 {
+		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
+	} else if b.Count == 1 {
+		parts = append(parts, "1 bookmark")
+	}
+	var hist []string
+	for i, n := range h.ChunkSizes {
+		if n > 0 {
+			hist = append(hist, fmt.Sprintf("%s %d", chunkBucketNames[i], n))
+		}
+	}
+	if len(hist) > 0 {
+		parts = append(parts, "chunks "+strings.Join(hist, ", "))
+	}
+	if total := h.FramingBytes + h.DataBytes; total > 0 {
+		parts = append(parts, fmt.Sprintf("framing %d of %d bytes (%.1f%%)", h.FramingBytes, total, 100*float64(h.FramingBytes)/float64(total)))
+	}
+	if h.Scope == "all" && (h.Restarts > 0 || h.Relists > 0) {
+		var rs []string
+		for r, n := range h.RestartReasons {
+			rs = append(rs, fmt.Sprintf("%d× %s", n, r))
+		}
+		sort.Strings(rs)
+		parts = append(parts, fmt.Sprintf("%s (%s), %s", plural(h.Restarts, "restart"), strings.Join(rs, "; "), plural(h.Relists, "re-list")))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.String()
+}
+
+func (p *Pretty) printHealth(h *record.Health) {
+	if h.Scope == "all" && h.Watches <= 1 && h.Restarts == 0 && h.Relists == 0 {
+		return // the one watch's line says it all
+	}
+	label := "health:"
+	if h.Scope == "watch" {
+		label = fmt.Sprintf("health %s:", p.id(h.Conn))
+		if h.Exchange > 1 {
+			label = fmt.Sprintf("health %s.%d:", p.id(h.Conn), h.Exchange)
+		}
+	}
+	text := HealthText(h)
+	if len(h.Findings) > 0 {
+		text = p.cs.warning.Sprint(text)
+	}
+	p.w.printf("%s %s\n", p.cs.header.Sprint(label), text)
 }

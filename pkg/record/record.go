@@ -180,6 +180,7 @@ type End struct {
 	Chunks   int
 	Bytes    int64 // body bytes on the wire, framing included
 	Data     int64 // de-chunked data bytes
+	Lost     int64 // bytes lost where chunk framing was lost, and bytes passed over until a chunk-size line was found again
 	Duration time.Duration
 	Problems int
 	// Watch repeats Response.Watch.
@@ -365,3 +366,60 @@ type Retry struct {
 
 // When returns the time of the failure.
 func (r *Retry) When() time.Time { return r.Time }
+
+// ChunkBuckets are the upper bounds, in bytes, of the chunk-size histogram
+// buckets of Health.ChunkSizes; the last bucket holds larger chunks.
+var ChunkBuckets = [...]int64{1 << 10, 4 << 10, 16 << 10, 32 << 10}
+
+// Health judges one watch (Scope "watch") or the whole run (Scope "all").
+type Health struct {
+	Time     time.Time
+	Scope    string
+	Conn     *Conn
+	Exchange int
+	// Watches counts the watches of the run (Scope "all").
+	Watches int
+	// Events counts events by type.
+	Events map[string]int
+	// Findings are resourceVersions that went backwards or repeated.
+	Findings []Finding
+	// FirstEvent is the time from the watch request to its first event
+	// that is not a BOOKMARK; 0 when unknown.
+	FirstEvent time.Duration
+	// MaxGap is the longest time between two events; MaxGapAfter the
+	// event number it followed.
+	MaxGap      time.Duration
+	MaxGapAfter int
+	// Bookmarks are the intervals between BOOKMARK events.
+	Bookmarks Intervals
+	// ChunkSizes is a histogram of the sizes of the chunks that carried
+	// events (see ChunkBuckets).
+	ChunkSizes [len(ChunkBuckets) + 1]int
+	// FramingBytes are the bytes of chunk size lines, CRLFs and the
+	// last-chunk; DataBytes the de-chunked bytes.
+	FramingBytes, DataBytes int64
+	// Ends lists how each body ended (End.How).
+	Ends []string
+	// Restarts counts watches opened again, with their reasons, and
+	// Relists the LISTs after 410 Gone (kwatch stream, Scope "all").
+	Restarts       int
+	RestartReasons map[string]int
+	Relists        int
+}
+
+// When returns the time the health was judged.
+func (h *Health) When() time.Time { return h.Time }
+
+// Finding is a problem in a watch's sequence of events.
+type Finding struct {
+	// Seq is the event number (record.Event.Seq) where it was seen.
+	Seq    int
+	Kind   string
+	Detail string
+}
+
+// Intervals summarises the times between successive events of one kind.
+type Intervals struct {
+	Count            int
+	Min, Median, Max time.Duration
+}

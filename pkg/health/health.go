@@ -1,0 +1,212 @@
+// Package health judges how healthy the watches kwatch saw were: whether
+// resourceVersions only moved forward, how often bookmarks came, how long the
+// stream went quiet, how long the first event took, why watches restarted,
+// and how the bytes split between chunk framing and data. It is a
+// record.Sink that passes every record on and, before the final summary,
+// emits one record.Health per watch and one for the whole run.
+//
+// resourceVersions are opaque strings to clients (Kubernetes API concepts:
+// resource versions); they are compared as integers only when both parse as
+// such, which is what etcd-backed servers send.
+package health
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// maxWatches bounds how many watches are tracked at once.
+const maxWatches = 4096
+
+// maxBookmarks bounds the bookmark times kept per watch for the median.
+const maxBookmarks = 4096
+
+type key struct{ conn, exchange int }
+
+// watchState is what is tracked of one watch exchange.
+type watchState struct {
+	h         *record.Health
+	requested time.Time
+	lastEvent time.Time
+	lastRV    int64
+	lastRVOK  bool
+	lastSeq   int
+	bookmarks []time.Time
+	lastChunk int  // index of the last chunk counted in the histogram
+	chunkSeen bool // a chunk was counted
+}
+
+// Tracker is the health record.Sink. Create it with New.
+type Tracker struct {
+	next    record.Sink
+	watches map[key]*watchState
+	order   []key
+	overall record.Health
+}
+
+// New returns a Tracker that passes records on to next.
+func New(next record.Sink) *Tracker {
+	return &Tracker{next: next, watches: map[key]*watchState{},
+		overall: record.Health{Scope: "all", Events: map[string]int{}}}
+}
+
+// Emit observes r, passes it on, and before a Summary emits the health
+// records.
+func (t *Tracker) Emit(r record.Record) {
+	switch v := r.(type) {
+	case *record.Request:
+		if v.Watch {
+			t.state(v.Conn, v.Exchange).requested = v.Time
+		}
+	case *record.Response:
+		if v.Watch {
+			w := t.state(v.Conn, v.Exchange)
+			if w.requested.IsZero() {
+				w.requested = v.Time
+			}
+		}
+	case *record.Event:
+		t.event(v)
+	case *record.End:
+		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok && v.Watch {
+			w.h.FramingBytes += v.Bytes - v.Data - v.Lost
+			w.h.DataBytes += v.Data
+			w.h.Ends = append(w.h.Ends, v.How)
+		}
+	case *record.WatchStart:
+		if v.Reason != "initial" && v.Reason != "after LIST" {
+			t.overall.Restarts++
+			t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason)
+		}
+	case *record.Relist:
+		t.overall.Relists++
+	case *record.Summary:
+		t.flush(v.Time)
+	}
+	t.next.Emit(r)
+}
+
+func connID(c *record.Conn) int {
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
+
+func (t *Tracker) state(c *record.Conn, exchange int) *watchState {
+	k := key{connID(c), exchange}
+	if w, ok := t.watches[k]; ok {
+		return w
+	}
+	if len(t.watches) >= maxWatches {
+		return &watchState{h: &record.Health{Events: map[string]int{}}}
+	}
+	w := &watchState{h: &record.Health{Scope: "watch", Conn: c, Exchange: exchange, Events: map[string]int{}}}
+	t.watches[k] = w
+	t.order = append(t.order, k)
+	return w
+}
+
+func (t *Tracker) event(e *record.Event) {
+	w := t.state(e.Conn, e.Exchange)
+	h := w.h
+	h.Events[e.Type]++
+	t.overall.Events[e.Type]++
+	if !w.requested.IsZero() && w.lastEvent.IsZero() && e.Type != "BOOKMARK" {
+		h.FirstEvent = e.Time.Sub(w.requested)
+	}
+	if !w.lastEvent.IsZero() {
+		if gap := e.Time.Sub(w.lastEvent); gap > h.MaxGap {
+			h.MaxGap = gap
+			h.MaxGapAfter = w.lastSeq
+		}
+	}
+	w.lastEvent, w.lastSeq = e.Time, e.Seq
+	for _, c := range e.Chunks {
+		// A chunk shared by several events is counted once.
+		if c.Index > w.lastChunk || !w.chunkSeen {
+			h.ChunkSizes[bucket(c.Size)]++
+			w.lastChunk, w.chunkSeen = c.Index, true
+		}
+	}
+	if e.Type == "BOOKMARK" {
+		if len(w.bookmarks) < maxBookmarks {
+			w.bookmarks = append(w.bookmarks, e.Time)
+		}
+	}
+	if e.Type == "ERROR" {
+		return
+	}
+	rv, err := strconv.ParseInt(e.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	if w.lastRVOK {
+		switch {
+		case rv < w.lastRV:
+			h.Findings = append(h.Findings, record.Finding{Seq: e.Seq, Kind: "resourceVersion went backwards",
+				Detail: strconv.FormatInt(w.lastRV, 10) + " then " + e.ResourceVersion})
+		case rv == w.lastRV && e.Type != "BOOKMARK":
+			h.Findings = append(h.Findings, record.Finding{Seq: e.Seq, Kind: "resourceVersion repeated",
+				Detail: e.ResourceVersion})
+		}
+	}
+	w.lastRV, w.lastRVOK = rv, true
+}
+
+// bucket returns the histogram bucket of a chunk size in bytes.
+func bucket(n int64) int {
+	for i, limit := range record.ChunkBuckets {
+		if n < limit {
+			return i
+		}
+	}
+	return len(record.ChunkBuckets)
+}
+
+func appendCount(m map[string]int, reason string) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[reason]++
+	return m
+}
+
+// flush emits the health of every watch and of the whole run.
+func (t *Tracker) flush(now time.Time) {
+	all := &t.overall
+	all.Time = now
+	for _, k := range t.order {
+		w := t.watches[k]
+		w.h.Time = now
+		w.h.Bookmarks = intervals(w.bookmarks)
+		all.Watches++
+		all.FramingBytes += w.h.FramingBytes
+		all.DataBytes += w.h.DataBytes
+		for i, n := range w.h.ChunkSizes {
+			all.ChunkSizes[i] += n
+		}
+		if w.h.MaxGap > all.MaxGap {
+			all.MaxGap = w.h.MaxGap
+		}
+		all.Findings = append(all.Findings, w.h.Findings...)
+		t.next.Emit(w.h)
+	}
+	t.next.Emit(all)
+}
+
+// intervals returns the bookmark intervals' minimum, median and maximum.
+func intervals(ts []time.Time) record.Intervals {
+	if len(ts) < 2 {
+		return record.Intervals{Count: len(ts)}
+	}
+	d := make([]time.Duration, 0, len(ts)-1)
+	for i := 1; i < len(ts); i++ {
+		d = append(d, ts[i].Sub(ts[i-1]))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return record.Intervals{Count: len(ts), Min: d[0], Median: d[len(d)/2], Max: d[len(d)-1]}
+}

@@ -1,0 +1,65 @@
+package health
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+func TestHealth(t *testing.T) {
+	var got []*record.Health
+	tr := New(record.SinkFunc(func(r record.Record) {
+		if h, ok := r.(*record.Health); ok {
+			got = append(got, h)
+		}
+	}))
+	c := &record.Conn{ID: 1}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: at(0), Watch: true})
+	tr.Emit(&record.Response{Conn: c, Exchange: 1, Time: at(1), Watch: true})
+	for i, ev := range []struct {
+		typ, rv string
+		ms      int
+		chunk   int
+		size    int64
+	}{
+		{"ADDED", "10", 5, 0, 500},
+		{"MODIFIED", "11", 10, 0, 500},   // shares chunk 0
+		{"BOOKMARK", "11", 1010, 1, 100}, // a bookmark may repeat the last RV
+		{"MODIFIED", "11", 1020, 2, 2000},
+		{"BOOKMARK", "12", 2010, 3, 100},
+		{"DELETED", "9", 2020, 4, 40000},
+		{"BOOKMARK", "13", 5010, 5, 100},
+	} {
+		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Time: at(ev.ms), Type: ev.typ, ResourceVersion: ev.rv,
+			Chunks: []record.Chunk{{Index: ev.chunk, Size: ev.size}}})
+	}
+	tr.Emit(&record.End{Conn: c, Exchange: 1, Time: at(6000), How: "last-chunk", Watch: true, Bytes: 43500, Data: 43300})
+	tr.Emit(&record.Summary{Time: at(6001)})
+	if len(got) != 2 {
+		t.Fatalf("%d health records, want the watch's and the run's", len(got))
+	}
+	h := got[0]
+	findings := fmt.Sprint(h.Findings)
+	if findings != "[{4 resourceVersion repeated 11} {6 resourceVersion went backwards 12 then 9}]" {
+		t.Errorf("findings %s", findings)
+	}
+	if h.FirstEvent != 5*time.Millisecond || h.MaxGap != 2990*time.Millisecond || h.MaxGapAfter != 6 {
+		t.Errorf("first event %s, max gap %s after %d", h.FirstEvent, h.MaxGap, h.MaxGapAfter)
+	}
+	if b := h.Bookmarks; b.Count != 3 || b.Min != 1000*time.Millisecond || b.Median != 3000*time.Millisecond || b.Max != 3000*time.Millisecond {
+		t.Errorf("bookmarks %+v", b)
+	}
+	if h.ChunkSizes != [5]int{4, 1, 0, 0, 1} {
+		t.Errorf("chunk histogram %v (chunk 0 is shared by two events and counts once)", h.ChunkSizes)
+	}
+	if h.FramingBytes != 200 || h.DataBytes != 43300 || fmt.Sprint(h.Ends) != "[last-chunk]" {
+		t.Errorf("bytes %d/%d, ends %v", h.FramingBytes, h.DataBytes, h.Ends)
+	}
+	if all := got[1]; all.Scope != "all" || all.Watches != 1 || len(all.Findings) != 2 || all.Events["BOOKMARK"] != 3 {
+		t.Errorf("overall %+v", all)
+	}
+}
