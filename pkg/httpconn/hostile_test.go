@@ -19,8 +19,8 @@ import (
 // heapPeak runs f and returns how much the live heap grew over what was
 // live before, at its highest among the moments f calls probe and f's end.
 // probe collects garbage and reads runtime.MemStats, so that only live
-// objects count; f calls it from its own goroutine, at the points where
-// the heap is largest (say after every few pieces of input).
+// objects count; f calls it (from the goroutine that runs f) as it goes,
+// say after every few pieces of input.
 func heapPeak(f func(probe func())) uint64 {
 	live := func() uint64 {
 		runtime.GC()
