@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/watchclient"
 )
@@ -30,6 +32,7 @@ type streamOptions struct {
 	proto           bool
 	timeout         time.Duration
 	idleTimeout     time.Duration
+	record          string
 
 	resource, name string
 }
@@ -65,6 +68,10 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
   # and kwatch resumes from the last resourceVersion (bookmarks included)
   kwatch stream pods -A --proto --timeout 30s
 
+  # Record the session, then read it back (or open it in Wireshark)
+  kwatch stream configmaps --record session.pcap
+  kwatch pcap session.pcap
+
   # An exact watch path, as curl would request it
   kwatch stream --raw '/api/v1/namespaces/default/configmaps?watch=1'
 
@@ -92,6 +99,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "ask the server to end each watch after this long, in whole seconds (timeoutSeconds); kwatch then resumes")
+	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this pcap file (synthesised TCP segments), for kwatch pcap or Wireshark")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "end a watch that reads no byte for this long (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -136,6 +144,9 @@ func (o *streamOptions) complete(args []string) error {
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
 	}
+	if o.record != "" && o.http2 {
+		return fmt.Errorf("--record writes HTTP/1.1 bytes; HTTP/2 (--http2) has none to write")
+	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
@@ -157,7 +168,19 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	if proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
 		proxy = watchclient.DefaultProxyURL
 	}
+	var rec *pcap.Writer
+	if o.record != "" {
+		f, err := os.Create(o.record)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		defer f.Close()
+		if rec, err = pcap.NewWriter(f); err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
+		}
+	}
 	client, err := watchclient.Connect(watchclient.ConnectOptions{
+		Record: rec,
 		ProxyURL: proxy, Kubeconfig: o.kubeconfig, Context: o.context, HTTP2: o.http2,
 		UserAgent: "kwatch/" + version, Warnings: streams.ErrOut,
 		HTTP: httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
@@ -194,6 +217,9 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if rec != nil && rec.Err() != nil {
+		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
 	}
 	if runErr != nil {
 		return &exitError{code: ExitProblems, err: runErr}

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -55,6 +56,9 @@ type ConnectOptions struct {
 	HTTP httpconn.Options
 	// UserAgent is sent with every request (e.g. "kwatch/v0.1.0").
 	UserAgent string
+	// Record, if set, receives the bytes of every tapped connection as
+	// synthesised TCP segments (kwatch stream --record).
+	Record *pcap.Writer
 	// Warnings, if set, receives the API server's warnings (e.g.
 	// deprecated APIs), one line each, without repeats.
 	Warnings io.Writer
@@ -99,7 +103,7 @@ func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) b
 // proxy URL is malformed.
 func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	c := &Client{sink: &lockedSink{sink: sink}, http2: opt.HTTP2, httpOpt: opt.HTTP}
-	t := &tapper{sink: c.sink, opt: opt.HTTP}
+	t := &tapper{sink: c.sink, opt: opt.HTTP, rec: opt.Record}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
 		u, err := url.Parse(opt.ProxyURL)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -65,6 +66,7 @@ type tapConn struct {
 	net.Conn
 	sink   *lockedSink
 	hc     *httpconn.Conn
+	rec    *pcap.ConnWriter // nil unless recording
 	closed bool
 }
 
@@ -77,6 +79,9 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	if n > 0 && !c.closed {
 		c.sink.bytes += int64(n)
 		c.sink.lastRead = now
+		if c.rec != nil {
+			c.rec.Server(p[:n], now)
+		}
 		// Decode synchronously: net/http reuses p after Read returns.
 		c.hc.ServerData(p[:n], now)
 	}
@@ -96,6 +101,9 @@ func (c *tapConn) Read(p []byte) (int, error) {
 		c.closed = true
 		c.hc.CloseServer(how, now)
 		c.hc.CloseClient(how, now)
+		if c.rec != nil {
+			c.rec.Close(now)
+		}
 	}
 	return n, err
 }
@@ -103,7 +111,11 @@ func (c *tapConn) Read(p []byte) (int, error) {
 // Write decodes the request bytes, then writes them.
 func (c *tapConn) Write(p []byte) (int, error) {
 	c.sink.mu.Lock()
-	c.hc.ClientData(p, time.Now())
+	now := time.Now()
+	c.hc.ClientData(p, now)
+	if c.rec != nil {
+		c.rec.Client(p, now)
+	}
 	c.sink.mu.Unlock()
 	return c.Conn.Write(p)
 }
@@ -117,6 +129,9 @@ func (c *tapConn) Close() error {
 		now := time.Now()
 		c.hc.CloseServer(httpconn.EndLocal, now)
 		c.hc.CloseClient(httpconn.EndLocal, now)
+		if c.rec != nil {
+			c.rec.Close(now)
+		}
 	}
 	c.sink.mu.Unlock()
 	return c.Conn.Close()
@@ -134,6 +149,7 @@ func addrPort(a net.Addr) netip.AddrPort {
 type tapper struct {
 	sink *lockedSink
 	opt  httpconn.Options
+	rec  *pcap.Writer
 }
 
 func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
@@ -141,7 +157,11 @@ func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
 	t.sink.conns++
 	rec := &record.Conn{ID: t.sink.conns, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
 	t.sink.mu.Unlock()
-	return &tapConn{Conn: shown, sink: t.sink, hc: httpconn.New(rec, held{t.sink}, t.opt)}
+	tc := &tapConn{Conn: shown, sink: t.sink, hc: httpconn.New(rec, held{t.sink}, t.opt)}
+	if t.rec != nil {
+		tc.rec = t.rec.Conn(rec.Client, rec.Server, time.Now())
+	}
+	return tc
 }
 
 // dialFunc dials a TCP connection.
