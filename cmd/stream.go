@@ -180,7 +180,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		}
 	}
 	client, err := watchclient.Connect(watchclient.ConnectOptions{
-		Record: rec,
+		Record:   rec,
 		ProxyURL: proxy, Kubeconfig: o.kubeconfig, Context: o.context, HTTP2: o.http2,
 		UserAgent: "kwatch/" + version, Warnings: streams.ErrOut,
 		HTTP: httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,

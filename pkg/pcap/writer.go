@@ -50,11 +50,11 @@ func (w *Writer) Err() error {
 
 // ConnWriter writes one connection's segments.
 type ConnWriter struct {
-	w            *Writer
-	client       netip.AddrPort
-	server       netip.AddrPort
-	cseq, sseq   uint32
-	closed       bool
+	w          *Writer
+	client     netip.AddrPort
+	server     netip.AddrPort
+	cseq, sseq uint32
+	closed     bool
 }
 
 // Conn starts a connection from client to server, writing its three-way
