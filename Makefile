@@ -31,12 +31,14 @@ record: ## record a scenario's watch traffic: make record SCENARIO=watch
 
 FUZZTIME ?= 10m
 
+# FuzzPipeline's inputs are captures of up to 64 KiB: minimizing each new
+# interesting one for the default 60 s would take most of its FUZZTIME.
 fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after another
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/chunk
 	$(GO) test -run '^$$' -fuzz '^FuzzSkip$$' -fuzztime $(FUZZTIME) ./pkg/chunk
 	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./pkg/event
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
-	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) ./pkg/pcap
+	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./pkg/pcap
 
 bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)
 	bench/run.sh
