@@ -140,3 +140,22 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("exit %d; bash completion script missing", code)
 	}
 }
+
+func TestPcapDiff(t *testing.T) {
+	out, _, code := run(t, nil, nil, "pcap", "--diff", watchCapture)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		"                     + data.patch: \"one\"\n",
+		"                     ~ data.patch: \"one\" → \"two\"\n                     + metadata.labels: {\"k8s-app\":\"kube-dns\"}\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--diff output lacks %q:\n%s", want, out)
+		}
+	}
+	js, _, _ := run(t, nil, nil, "pcap", "--diff", "-o", "json", watchCapture)
+	if !strings.Contains(js, `"diff":{"data":{"patch":"two"},"metadata":{"labels":{"k8s-app":"kube-dns"}}}`) {
+		t.Errorf("JSON lacks the merge patch")
+	}
+}

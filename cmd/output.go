@@ -6,8 +6,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/printer"
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // outputOptions are the output flags shared by kwatch pcap and kwatch stream.
@@ -17,6 +20,8 @@ type outputOptions struct {
 	Wire          bool
 	ShowSecrets   bool
 	MaxEventBytes int64
+	Diff          bool
+	DiffAll       bool
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
@@ -24,6 +29,8 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Color, "color", "auto", "color output: auto, always or never (auto: only on a terminal, not when NO_COLOR is set or TERM=dumb)")
 	fs.BoolVar(&o.Wire, "wire", false, "show the framing bytes of each chunk in hex (e.g. 33 61 61 0d 0a for \"3aa\\r\\n\")")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
+	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
+	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", event.DefaultMaxEventBytes, "largest watch event decoded, in bytes; larger ones are reported and skipped")
 }
 
@@ -60,6 +67,16 @@ func useColor(mode string, streams IOStreams) bool {
 		}
 	}
 	return streams.OutTTY
+}
+
+// sink wraps the printer in the record stages the flags ask for: --diff,
+// then the watch health that is always printed.
+func (o *outputOptions) sink(p printer.Printer) record.Sink {
+	var s record.Sink = health.New(p)
+	if o.Diff || o.DiffAll {
+		s = diff.New(s, diff.Options{All: o.DiffAll})
+	}
+	return s
 }
 
 func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer {

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 )
@@ -143,7 +142,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
 		},
 	}
-	_, err := pcap.Read(cmd.Context(), in, opt, health.New(p))
+	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p))
 	if err != nil {
 		if errors.Is(err, pcap.ErrNotCapture) {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}

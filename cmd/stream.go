@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -160,7 +159,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	// Every exchange on a tapped connection is one kwatch asked for: show
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
-	sink := health.New(p)
+	sink := o.output.sink(p)
 	proxy := o.proxy
 	// A kubeconfig named by flag or by $KUBECONFIG means "connect
 	// straight"; only without either is kubectl proxy's default port tried.

@@ -173,6 +173,7 @@ type jsonEvent struct {
 	Offset           int64           `json:"offset"`
 	Length           int64           `json:"length"`
 	Format           string          `json:"format"`
+	Diff             json.RawMessage `json:"diff,omitempty"`
 }
 
 type jsonEnd struct {
@@ -308,7 +309,7 @@ func (j *JSON) object(r record.Record) any {
 		return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: chunks,
 			Connection: v.Conn.String(), Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 			Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
-			InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format}
+			InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,

@@ -251,6 +251,16 @@ func (p *Pretty) printEvent(e *record.Event) {
 	}
 	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.dim.Sprintf("%3d", e.Seq),
 		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
+	for _, ch := range e.Changes {
+		c := p.cs.modified
+		switch ch[0] {
+		case '+':
+			c = p.cs.added
+		case '-':
+			c = p.cs.deleted
+		}
+		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), c.Sprint(Escape(ch)))
+	}
 	if p.opt.Wire {
 		for _, ch := range e.Chunks {
 			p.w.printf("%s      chunk %d @%d  %s %s  %d data bytes  0d 0a\n", strings.Repeat(" ", 15),

@@ -151,6 +151,10 @@ type Event struct {
 	Chunks []Chunk
 	// Format is "json" or "protobuf".
 	Format string
+	// Diff is an RFC 7386 merge patch from the object's previous version to
+	// this one (kwatch --diff); Changes says the same as lines for people.
+	Diff    json.RawMessage
+	Changes []string
 }
 
 // When returns the time of the event's last byte.

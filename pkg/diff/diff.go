@@ -1,0 +1,197 @@
+// Package diff shows what changed in each MODIFIED and DELETED watch event:
+// it keeps the last version of every object a watch delivered (keyed by
+// namespace, name and uid) and computes an RFC 7386 JSON merge patch from
+// that version to the new one with json-patch's CreateMergePatch (already in
+// client-go's dependencies), after removing fields that change on every
+// write (metadata.managedFields, metadata.resourceVersion,
+// metadata.generation) unless asked to keep them. The patch is attached to
+// the event record; printers show it as field-level changes.
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Limits of what a Differ keeps.
+const (
+	// MaxObjects is how many objects' last versions are kept; the oldest
+	// is forgotten first.
+	MaxObjects = 10000
+	// MaxBytes bounds the bytes of kept versions, in all.
+	MaxBytes = 256 << 20
+)
+
+// NoiseFields are removed before diffing unless Options.All is set, as
+// paths of object keys.
+var NoiseFields = [][]string{
+	{"metadata", "managedFields"},
+	{"metadata", "resourceVersion"},
+	{"metadata", "generation"},
+}
+
+// Options tune a Differ.
+type Options struct {
+	// All keeps NoiseFields in the diff.
+	All bool
+}
+
+// Differ is a record.Sink that adds Diff to events and passes every record
+// on. Create it with New.
+type Differ struct {
+	next  record.Sink
+	opt   Options
+	last  map[string][]byte
+	order []string
+	bytes int
+}
+
+// New returns a Differ passing records on to next.
+func New(next record.Sink, opt Options) *Differ {
+	return &Differ{next: next, opt: opt, last: map[string][]byte{}}
+}
+
+// Emit diffs events against the last version of their object, then passes r on.
+func (d *Differ) Emit(r record.Record) {
+	if e, ok := r.(*record.Event); ok {
+		d.event(e)
+	}
+	d.next.Emit(r)
+}
+
+func (d *Differ) event(e *record.Event) {
+	switch e.Type {
+	case "ADDED", "MODIFIED", "DELETED":
+	default:
+		return
+	}
+	key := e.Namespace + "/" + e.Name + "/" + e.UID
+	cur, err := d.clean(e.Object)
+	if err != nil {
+		return
+	}
+	if prev, ok := d.last[key]; ok && e.Type != "ADDED" {
+		if patch, err := jsonpatch.CreateMergePatch(prev, cur); err == nil {
+			e.Diff = patch
+			e.Changes = Changes(prev, patch)
+		}
+	}
+	if e.Type == "DELETED" {
+		d.forget(key)
+		return
+	}
+	d.remember(key, cur)
+}
+
+// clean returns the object without the noise fields.
+func (d *Differ) clean(obj []byte) ([]byte, error) {
+	if d.opt.All {
+		return obj, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	for _, path := range NoiseFields {
+		cur := m
+		for i, k := range path {
+			if i == len(path)-1 {
+				delete(cur, k)
+				break
+			}
+			next, ok := cur[k].(map[string]any)
+			if !ok {
+				break
+			}
+			cur = next
+		}
+	}
+	return json.Marshal(m)
+}
+
+func (d *Differ) remember(key string, obj []byte) {
+	if old, ok := d.last[key]; ok {
+		d.bytes -= len(old)
+	} else {
+		d.order = append(d.order, key)
+	}
+	d.last[key] = obj
+	d.bytes += len(obj)
+	for (len(d.last) > MaxObjects || d.bytes > MaxBytes) && len(d.order) > 0 {
+		d.forget(d.order[0])
+	}
+}
+
+func (d *Differ) forget(key string) {
+	if old, ok := d.last[key]; ok {
+		d.bytes -= len(old)
+		delete(d.last, key)
+	}
+	for i, k := range d.order {
+		if k == key {
+			d.order = append(d.order[:i], d.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// Changes lists a merge patch's changes against the old version as lines:
+// "~ data.k: "v1" → "v2"", "+ metadata.labels.app: "web"", "- data.x: "1"".
+// Values longer than 60 bytes are cut.
+func Changes(old, patch []byte) []string {
+	var o, p map[string]any
+	if json.Unmarshal(old, &o) != nil || json.Unmarshal(patch, &p) != nil {
+		return nil
+	}
+	var out []string
+	walk(o, p, "", &out)
+	return out
+}
+
+func walk(old, patch map[string]any, prefix string, out *[]string) {
+	keys := make([]string, 0, len(patch))
+	for k := range patch {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		nv := patch[k]
+		ov, had := old[k]
+		switch {
+		case nv == nil:
+			*out = append(*out, fmt.Sprintf("- %s: %s", path, short(ov)))
+		case !had:
+			*out = append(*out, fmt.Sprintf("+ %s: %s", path, short(nv)))
+		default:
+			om, ok1 := ov.(map[string]any)
+			nm, ok2 := nv.(map[string]any)
+			if ok1 && ok2 {
+				walk(om, nm, path, out)
+				continue
+			}
+			*out = append(*out, fmt.Sprintf("~ %s: %s → %s", path, short(ov), short(nv)))
+		}
+	}
+}
+
+func short(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
+	s := string(b)
+	if len(s) > 60 {
+		s = s[:57] + "…"
+	}
+	return strings.ReplaceAll(s, "\n", `\n`)
+}
