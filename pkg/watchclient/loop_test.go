@@ -141,40 +141,9 @@ func TestLoopResumeAndRelist(t *testing.T) {
 		events(ev("ADDED", objs[0]), ev("MODIFIED", objs[1])),
 		events(gone),
 	}}
-	srv := httptest.NewServer(fs)
-	defer srv.Close()
-
-	sink := &collect{}
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "kube-system",
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}}, 3, ConnectOptions{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	var stats *Stats
-	go func() {
-		var err error
-		stats, err = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "kube-system",
-			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}})
-		done <- err
-	}()
-	// After the 410 the loop lists again (now: coredns at 160) and opens a
-	// third watch from the new list's resourceVersion.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fs.mu.Lock()
-		n := len(fs.seen)
-		fs.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d watches opened; records: %v", n, sink.snapshot())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(fs.seen, ","); got != "150,152,160" {
@@ -266,34 +235,7 @@ func TestLoopGoneStatus(t *testing.T) {
 			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 5 (8)","reason":"Expired","code":410}`)
 		},
 	}}
-	srv := httptest.NewServer(fs)
-	defer srv.Close()
-	sink := &collect{}
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "kube-system"})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fs.mu.Lock()
-		n := len(fs.seen)
-		fs.mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no second watch; records %v", sink.snapshot())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	sink, _, _ := runUntil(t, fs, WatchOptions{Namespace: "kube-system"}, 2, ConnectOptions{})
 	if got := strings.Join(fs.seen, ","); got != "5,9" {
 		t.Errorf("watches from %s, want 5,9", got)
 	}
@@ -323,34 +265,7 @@ func TestLoopIdleTimeout(t *testing.T) {
 		<-r.Context().Done()
 	}
 	fs := &fakeServer{t: t, list: []string{listBody("7")}, watches: []func(http.ResponseWriter, *http.Request){stall}}
-	srv := httptest.NewServer(fs)
-	defer srv.Close()
-	sink := &collect{}
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default", IdleTimeout: 300 * time.Millisecond})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fs.mu.Lock()
-		n := len(fs.seen)
-		fs.mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no second watch after a stall; records %v", sink.snapshot())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	sink, _, _ := runUntil(t, fs, WatchOptions{Namespace: "default", IdleTimeout: 300 * time.Millisecond}, 2, ConnectOptions{})
 	var stalled, resumed bool
 	for _, r := range sink.snapshot() {
 		switch v := r.(type) {
@@ -383,35 +298,8 @@ func TestLoopServerFaults(t *testing.T) {
 	}
 	fs := &fakeServer{t: t, list: []string{listBody("3"), listBody("9")},
 		watches: []func(http.ResponseWriter, *http.Request){status500, goneCL}}
-	srv := httptest.NewServer(fs)
-	defer srv.Close()
-	sink := &collect{}
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default",
-			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fs.mu.Lock()
-		n := len(fs.seen)
-		fs.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d watches; records %v", n, sink.snapshot())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	sink, _, _ := runUntil(t, fs, WatchOptions{Namespace: "default",
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}}, 3, ConnectOptions{})
 	if got := strings.Join(fs.seen, ","); got != "3,3,9" {
 		t.Errorf("watches from %s, want 3,3,9 (retry after the 500, re-list after the 410)", got)
 	}
@@ -429,4 +317,48 @@ func TestLoopServerFaults(t *testing.T) {
 	if !status500Seen || !retried || !errEvent {
 		t.Errorf("500 status shown %v, retried %v, 410 ERROR event from a Content-Length body %v", status500Seen, retried, errEvent)
 	}
+}
+
+// runUntil runs the list-watch loop against fs until the server has seen n
+// watch requests, then stops it. It returns the records, the loop's stats
+// and its error.
+func runUntil(t *testing.T, fs *fakeServer, opt WatchOptions, n int, co ConnectOptions) (*collect, *Stats, error) {
+	t.Helper()
+	srv := httptest.NewServer(fs)
+	defer srv.Close()
+	sink := &collect{}
+	co.ProxyURL = srv.URL
+	c, err := Connect(co, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.Resource.GVR.Resource == "" && opt.Raw == "" {
+		opt.Resource = withGVR(configmaps())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stats *Stats
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stats, runErr = Run(ctx, c, opt)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fs.mu.Lock()
+		seen := len(fs.seen)
+		fs.mu.Unlock()
+		if seen >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("only %d of %d watches opened; records %v", seen, n, sink.snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	return sink, stats, runErr
 }

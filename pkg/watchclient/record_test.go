@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -34,45 +32,18 @@ func TestRecordRoundTrip(t *testing.T) {
 		events(ev("ADDED", objs[0]), ev("MODIFIED", objs[1])),
 		events(ev("MODIFIED", objs[2]), ev("DELETED", objs[3])),
 	}}
-	srv := httptest.NewServer(fs)
-	defer srv.Close()
-
 	var file bytes.Buffer
 	w, err := pcap.NewWriter(&file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sink, _, _ := runUntil(t, fs, WatchOptions{Namespace: "kube-system"}, 3, ConnectOptions{Record: w})
 	var live []string
-	sink := record.SinkFunc(func(r record.Record) {
+	for _, r := range sink.snapshot() {
 		if e, ok := r.(*record.Event); ok {
 			live = append(live, eventLine(e))
 		}
-	})
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL, Record: w}, sink)
-	if err != nil {
-		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "kube-system"})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fs.mu.Lock()
-		n := len(fs.seen)
-		fs.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no third watch")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
 	if err := w.Err(); err != nil {
 		t.Fatal(err)
 	}
