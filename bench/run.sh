@@ -39,9 +39,13 @@ for mb in "${sizes[@]}"; do
 done
 
 # measure CMD...: prints "seconds maxrss_kb" of one run, output discarded.
+# Wall time from bash's EPOCHREALTIME (microseconds; /usr/bin/time's %e has
+# only 10 ms), peak RSS from /usr/bin/time.
 measure() {
-  /usr/bin/time -f "%e %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/stderr.txt" || true
-  cat "$OUT/time.txt" | tail -1
+  local t0=$EPOCHREALTIME
+  /usr/bin/time -f "%M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/stderr.txt" || true
+  local t1=$EPOCHREALTIME
+  awk -v a="$t0" -v b="$t1" -v rss="$(tail -1 "$OUT/time.txt")" 'BEGIN {printf "%.4f %s\n", b - a, rss}'
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -108,7 +112,7 @@ done
       mbs = bytes / 1048576 / (k > 0 ? k : 0.001)
       eps = ev / (k > 0 ? k : 0.001)
       ts = (t == "-") ? "-" : sprintf("%.1fx", t / (k > 0 ? k : 0.001))
-      printf "| %d MB | %d | %.2f | %.0f | %.0f | %.1f MiB | %.3f | %s | %s | 1/%.0f |\n", mb, ev, k, mbs, eps, kr / 1024, fl, t, ts, k / (fl > 0 ? fl : 0.001)
+      printf "| %d MB | %d | %.3f | %.0f | %.0f | %.1f MiB | %.4f | %s | %s | 1/%.0f |\n", mb, ev, k, mbs, eps, kr / 1024, fl, t, ts, k / (fl > 0 ? fl : 0.001)
     }'
   done <"$results"
   echo

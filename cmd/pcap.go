@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
@@ -24,6 +26,13 @@ type pcapOptions struct {
 	maxHeaderBytes int
 	follow         bool
 	file           string
+	maxConnections int
+	maxLineBytes   int
+	maxTrailer     int
+	maxEventChunks int
+	bufferedPages  int
+	bufferedTotal  int
+	gapTimeout     time.Duration
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -75,6 +84,13 @@ Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f (Ctrl-C ends)")
 	fs.IntVar(&o.maxHeaderBytes, "max-header-bytes", httpconn.DefaultMaxHeaderBytes, "largest HTTP header section, in bytes")
+	fs.IntVar(&o.maxLineBytes, "max-chunk-line-bytes", chunk.DefaultMaxLineBytes, "longest chunk-size line (and trailer line), in bytes")
+	fs.IntVar(&o.maxTrailer, "max-trailer-bytes", chunk.DefaultMaxTrailerBytes, "largest trailer section after the last chunk, in bytes")
+	fs.IntVar(&o.maxEventChunks, "max-event-chunks", event.DefaultMaxSpans, "most chunks listed for one watch event (it still decodes beyond)")
+	fs.IntVar(&o.maxConnections, "max-connections", pcap.DefaultMaxConnections, "most TCP connections followed at once; past it the longest idle are dropped and reported")
+	fs.IntVar(&o.bufferedPages, "max-buffered-pages", pcap.DefaultMaxBufferedPerConn, "out-of-order data one connection may buffer while a segment is missing, in reassembly pages of about 1900 bytes")
+	fs.IntVar(&o.bufferedTotal, "max-buffered-pages-total", pcap.DefaultMaxBufferedTotal, "out-of-order data buffered over all connections, in pages of about 1900 bytes")
+	fs.DurationVar(&o.gapTimeout, "gap-timeout", pcap.DefaultGapTimeout, "capture time data may wait behind a missing segment before the gap is reported and skipped")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -96,8 +112,18 @@ func (o *pcapOptions) validate() error {
 	if o.follow && o.file == "-" {
 		return fmt.Errorf("--follow reads a file that grows; stdin is already read as it comes")
 	}
-	if o.maxHeaderBytes <= 0 {
-		return fmt.Errorf("--max-header-bytes must be positive")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--max-header-bytes", o.maxHeaderBytes}, {"--max-chunk-line-bytes", o.maxLineBytes}, {"--max-trailer-bytes", o.maxTrailer},
+		{"--max-event-chunks", o.maxEventChunks}, {"--max-connections", o.maxConnections},
+		{"--max-buffered-pages", o.bufferedPages}, {"--max-buffered-pages-total", o.bufferedTotal}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s must be positive, not %d", f.name, f.v)
+		}
+	}
+	if o.gapTimeout <= 0 {
+		return fmt.Errorf("--gap-timeout must be positive")
 	}
 	return nil
 }
@@ -134,11 +160,17 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	p := o.output.printer(streams, o.allHTTP)
 	opt := pcap.Options{
-		Name: name,
-		Port: uint16(o.port),
+		Name:               name,
+		Port:               uint16(o.port),
+		MaxConnections:     o.maxConnections,
+		MaxBufferedPerConn: o.bufferedPages,
+		MaxBufferedTotal:   o.bufferedTotal,
+		GapTimeout:         o.gapTimeout,
 		HTTP: httpconn.Options{
 			MaxHeaderBytes: o.maxHeaderBytes,
 			MaxEventBytes:  o.output.MaxEventBytes,
+			MaxEventChunks: o.maxEventChunks,
+			Chunk:          chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
 			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
 		},
 	}

@@ -26,12 +26,14 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-const mss = 1448
+// mss is the largest payload of one segment, in bytes (-mss).
+var mss = 1448
 
 func main() {
 	size := flag.String("size", "100MB", "capture size to reach (e.g. 10MB, 1GB)")
 	out := flag.String("o", "", "output file")
 	conns := flag.Int("conns", 16, "watch connections")
+	flag.IntVar(&mss, "mss", mss, "largest TCP payload per packet, in bytes (65483 as on Linux loopback)")
 	flag.Parse()
 	target, err := parseSize(*size)
 	if err != nil || *out == "" {
