@@ -12,9 +12,11 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -32,11 +34,13 @@ type mode struct {
 	suffix string
 	opt    printer.Options
 	json   bool
+	diff   bool // --diff; only for the real captures (not gen-*)
 }
 
 var modes = []mode{
 	{suffix: ".golden", opt: printer.Options{AllHTTP: true}},
 	{suffix: ".golden.jsonl", opt: printer.Options{AllHTTP: true, Wire: true}, json: true},
+	{suffix: ".diff.golden", diff: true},
 }
 
 // decode runs the capture through the same path as kwatch pcap.
@@ -54,7 +58,11 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	if oneByte {
 		src = iotest.OneByteReader(r)
 	}
-	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, health.New(p)); err != nil {
+	var sink record.Sink = health.New(p)
+	if m.diff {
+		sink = diff.New(sink, diff.Options{})
+	}
+	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	if err := p.Close(); err != nil {
@@ -99,6 +107,9 @@ func TestGolden(t *testing.T) {
 		}
 		name := filepath.Base(file)
 		for _, m := range modes {
+			if m.diff && strings.HasPrefix(name, "gen-") {
+				continue
+			}
 			t.Run(name+m.suffix, func(t *testing.T) {
 				t.Parallel()
 				got := decode(t, data, name, m, 0, false)
