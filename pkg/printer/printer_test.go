@@ -1,0 +1,45 @@
+package printer
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// TestEscape: bytes from a capture cannot move the cursor, recolor the
+// screen or hide text on a terminal.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain/name":         "plain/name",
+		"\x1b[31mred\x1b[0m": `\x1b[31mred\x1b[0m`,
+		"over\rwrite":        `over\x0dwrite`,
+		"tab\tand\nnewline":  `tab\x09and\x0anewline`,
+		"caf\xc3\xa9":        "café",
+		"bad\xffutf8":        `bad\xffutf8`,
+		"c1\u009bcontrol":    `c1\x9bcontrol`,
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPrettyEscapesWireBytes: a hostile object name reaches the terminal
+// escaped; JSON output keeps the exact bytes.
+func TestPrettyEscapesWireBytes(t *testing.T) {
+	ev := &record.Event{Conn: &record.Conn{ID: 1}, Exchange: 1, Seq: 1, Type: "ADDED", Kind: "ConfigMap",
+		Namespace: "ns", Name: "evil\x1b]0;pwned\x07", ResourceVersion: "1", Object: []byte(`{"kind":"ConfigMap"}`)}
+	var pretty, js bytes.Buffer
+	p := NewPretty(&pretty, Options{})
+	p.Emit(ev)
+	if strings.Contains(pretty.String(), "\x1b") || !strings.Contains(pretty.String(), `evil\x1b]0;pwned\x07`) {
+		t.Errorf("pretty: %q", pretty.String())
+	}
+	j := NewJSON(&js, Options{})
+	j.Emit(ev)
+	if !strings.Contains(js.String(), `"name":"evil\u001b]0;pwned\u0007"`) {
+		t.Errorf("json: %s", js.String())
+	}
+}
