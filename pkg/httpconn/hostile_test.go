@@ -3,11 +3,11 @@ package httpconn_test
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -15,29 +15,6 @@ import (
 // Hostile input fed straight to a Conn: each test checks the records that
 // say what happened, that what could be decoded was, and (where the input
 // is large) that the live heap stayed under an explicit bound.
-
-// heapPeak runs f and returns how much the live heap grew over what was
-// live before, at its highest among the moments f calls probe and f's end.
-// probe collects garbage and reads runtime.MemStats, so that only live
-// objects count; f calls it (from the goroutine that runs f) as it goes,
-// say after every few pieces of input.
-func heapPeak(f func(probe func())) uint64 {
-	live := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	base := live()
-	var peak uint64
-	probe := func() { peak = max(peak, live()) }
-	f(probe)
-	probe()
-	if peak < base {
-		return 0
-	}
-	return peak - base
-}
 
 const MiB = 1 << 20
 
@@ -128,7 +105,7 @@ func TestHugeChunkSize(t *testing.T) {
 		body.WriteString(jsonEv("ADDED", fmt.Sprintf("cm-%d", n)))
 		n++
 	}
-	peak := heapPeak(func(probe func()) {
+	peak := testutil.HeapPeak(func(probe func()) {
 		c := httpconn.New(testConn, tl, httpconn.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte(chunkedOK+"40000000\r\n"), t0)
@@ -173,7 +150,7 @@ func TestMillionTinyChunks(t *testing.T) {
 
 	tl := newTally()
 	tl.keepEvent = false
-	peak := heapPeak(func(probe func()) {
+	peak := testutil.HeapPeak(func(probe func()) {
 		c := httpconn.New(testConn, tl, httpconn.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte(chunkedOK), t0)
@@ -204,7 +181,7 @@ func TestMillionTinyChunks(t *testing.T) {
 func TestHeaderNeverEnds(t *testing.T) {
 	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
 	tl := newTally()
-	peak := heapPeak(func(probe func()) {
+	peak := testutil.HeapPeak(func(probe func()) {
 		c := httpconn.New(testConn, tl, httpconn.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte("HTTP/1.1 200 OK\r\n"), t0)
@@ -247,7 +224,7 @@ func TestEventNeverCloses(t *testing.T) {
 			if limit == 0 {
 				limit = 64 * MiB
 			}
-			peak := heapPeak(func(probe func()) {
+			peak := testutil.HeapPeak(func(probe func()) {
 				c := httpconn.New(testConn, tl, httpconn.Options{MaxEventBytes: tc.max})
 				c.ClientData([]byte(watchGET), t0)
 				c.ServerData([]byte(chunkedOK), t0)
@@ -313,7 +290,7 @@ func TestDeeplyNestedJSON(t *testing.T) {
 // buffered.
 func TestProtobufPrefix4GiB(t *testing.T) {
 	tl := newTally()
-	peak := heapPeak(func(probe func()) {
+	peak := testutil.HeapPeak(func(probe func()) {
 		c := httpconn.New(testConn, tl, httpconn.Options{})
 		c.ClientData([]byte(protoGET), t0)
 		c.ServerData([]byte(protoOK), t0)
@@ -394,7 +371,7 @@ func TestInformationalLoop(t *testing.T) {
 	tl.keepResp = false
 	var c *httpconn.Conn
 	const n = 200_000
-	peak := heapPeak(func(probe func()) {
+	peak := testutil.HeapPeak(func(probe func()) {
 		c = httpconn.New(testConn, tl, httpconn.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		cont := []byte(response("100 Continue"))

@@ -6,37 +6,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/kwatch/kwatch/internal/pcapgen"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
-
-// heapPeak runs f and returns how much the live heap grew over what was
-// live before, at its highest among the moments f calls probe and f's end.
-// probe collects garbage and reads runtime.MemStats, so that only live
-// objects count; f calls it (from the goroutine that runs f) as it goes,
-// say after every few pieces of input.
-func heapPeak(f func(probe func())) uint64 {
-	live := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	base := live()
-	var peak uint64
-	probe := func() { peak = max(peak, live()) }
-	f(probe)
-	probe()
-	if peak < base {
-		return 0
-	}
-	return peak - base
-}
 
 // probing passes records on to sink and calls probe at every problem and
 // at every 1000th record, so that the heap is measured as pcap.Read goes.
@@ -142,7 +119,7 @@ func TestHalfOpenConnections(t *testing.T) {
 			const n = 100_000
 			capture := halfOpen(t, n, tc.data)
 			col := newCollector()
-			peak := heapPeak(func(probe func()) {
+			peak := testutil.HeapPeak(func(probe func()) {
 				if _, err := pcap.Read(context.Background(), bytes.NewReader(capture), pcap.Options{}, probing(col, probe)); err != nil {
 					t.Fatal(err)
 				}
@@ -379,7 +356,7 @@ func TestRecordClaims2GiB(t *testing.T) {
 			rec = binary.LittleEndian.AppendUint32(rec, 1<<31) // original length
 			capture = append(append(capture, rec...), bytes.Repeat([]byte{0x45}, 100)...)
 			col := newCollector()
-			peak := heapPeak(func(probe func()) {
+			peak := testutil.HeapPeak(func(probe func()) {
 				if _, err := pcap.Read(context.Background(), bytes.NewReader(capture), pcap.Options{Name: "big.pcap"}, probing(col, probe)); err != nil {
 					t.Fatal(err)
 				}
