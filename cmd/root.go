@@ -76,7 +76,13 @@ func NewRootCommand(streams IOStreams) *cobra.Command {
 		Short: "Show Kubernetes list-watch traffic as it travels on the wire",
 		Long: `kwatch shows Kubernetes watch traffic as it really travels: every watch event
 (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with the HTTP/1.1 chunk(s) it arrived
-in, decoded from a packet capture or from a live watch.`,
+in, decoded from a packet capture or from a live watch.
+
+Beyond the wire: a health line for every watch (resourceVersion order, first
+event, quiet gaps, bookmark intervals, chunk sizes, framing bytes, restarts),
+--diff to see what each MODIFIED event changed, "kwatch stream --record" to
+save a live session as a pcap, and "kwatch pcap --follow" for a capture that
+tcpdump is still writing.`,
 		Example: `  # Decode the watch events in a capture, with their chunk sizes
   kwatch pcap testdata/captures/watch-lo.pcap
 
