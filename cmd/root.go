@@ -56,6 +56,7 @@ type exitError struct {
 	err  error
 }
 
+// Error returns the wrapped error's text ("" when the output already said it).
 func (e *exitError) Error() string {
 	if e.err == nil {
 		return ""
@@ -63,6 +64,7 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+// Unwrap returns the wrapped error.
 func (e *exitError) Unwrap() error { return e.err }
 
 // problemsSeen is returned by a command whose output already reported

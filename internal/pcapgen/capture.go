@@ -247,6 +247,7 @@ type sllHeader struct {
 // sllIfIndex is the interface index written in SLL2 headers.
 const sllIfIndex = 2
 
+// LayerType returns the layer type of the header's link type.
 func (h *sllHeader) LayerType() gopacket.LayerType {
 	if h.v2 {
 		return layers.LayerTypeLinuxSLL2
@@ -254,6 +255,7 @@ func (h *sllHeader) LayerType() gopacket.LayerType {
 	return layers.LayerTypeLinuxSLL
 }
 
+// SerializeTo prepends the 16- or 20-byte cooked header to b.
 func (h *sllHeader) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
 	pktType := uint16(layers.LinuxSLLPacketTypeHost)
 	if h.from == Client {

@@ -23,6 +23,8 @@ type follower struct {
 	r   io.Reader
 }
 
+// Read reads what the file has, waiting for more at its end until the
+// context ends (then io.EOF).
 func (f *follower) Read(p []byte) (int, error) {
 	for {
 		n, err := f.r.Read(p)

@@ -193,6 +193,7 @@ func newCaptureContext(ci gopacket.CaptureInfo, packet int64) *captureContext {
 	return c
 }
 
+// GetCaptureInfo returns the packet's capture info (reassembly.AssemblerContext).
 func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
 
 // packetOf returns the number of the packet ci came with, 0 if unknown.

@@ -39,6 +39,7 @@ func NewJSON(w io.Writer, opt Options) *JSON {
 
 type writerFunc func([]byte) (int, error)
 
+// Write calls f(p).
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Emit writes r as JSON if the filter passes it.

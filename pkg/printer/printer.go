@@ -165,6 +165,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 // connRecord marks the first record shown of a connection.
 type connRecord struct{ conn *record.Conn }
 
+// When returns the zero time: the record marks a connection, not a moment.
 func (connRecord) When() time.Time { return time.Time{} }
 
 func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {

@@ -56,6 +56,7 @@ func (l *lockedSink) deliver(r record.Record) {
 // held is the sink given to the HTTP decoders, which run with l.mu held.
 type held struct{ l *lockedSink }
 
+// Emit delivers r; the caller holds the lock.
 func (h held) Emit(r record.Record) { h.l.deliver(r) }
 
 // tapConn is a connection whose bytes, in both directions, are also fed to
