@@ -631,6 +631,16 @@ func (d *Decoder) Skip(n int64) bool {
 	return false
 }
 
+// Resync makes a decoder that has read nothing look for the next chunk-size
+// line, as after lost bytes: for a body whose start was not captured (a
+// capture that begins in the middle of a watch). The rules of Skip's
+// resynchronisation apply.
+func (d *Decoder) Resync() {
+	d.st = stResync
+	d.resyncFresh = true
+	d.line = d.line[:0]
+}
+
 // Discarded returns how many body bytes the decoder passed over, in all,
 // while looking for a chunk-size line after lost bytes (see Skip): data of
 // chunks whose size line was lost.

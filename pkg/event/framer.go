@@ -207,6 +207,10 @@ func (fr *Framer) CurrentInChunk(c int) bool {
 	return fr.in && len(fr.cur.Spans) > 0 && fr.cur.Spans[len(fr.cur.Spans)-1].Chunk == c
 }
 
+// Resync makes the Framer look for the start of an event, as after a gap:
+// for a body whose start was not captured.
+func (fr *Framer) Resync() { fr.resync = true }
+
 // ChunkStart tells the Framer that the next byte written is the first data
 // byte of a chunk. It matters only while a JSON Framer resynchronises after
 // lost bytes (see Gap): a '{' there is taken as the start of an event.

@@ -13,6 +13,7 @@ package httpconn
 import (
 	"bytes"
 	"fmt"
+	"net/textproto"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/chunk"
@@ -47,6 +48,10 @@ type Options struct {
 	MaxEventChunks int
 	// Chunk bounds the chunked decoder's lines.
 	Chunk chunk.Limits
+	// MidStream takes a server stream that does not start with a status
+	// line as the middle of a chunked JSON watch body (a capture that began
+	// while the watch was open) instead of giving up on it.
+	MidStream bool
 	// Decode tunes event decoding (e.g. showing Secret data).
 	Decode event.DecodeOptions
 	// Locate, if set, is called on every Problem before it is emitted, to
@@ -315,6 +320,10 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		if looksLike(p, "HTTP/") {
 			return true
 		}
+		if s.c.opt.MidStream && s.off == 0 && len(s.c.pending) == 0 && isText(head(p, sniffHead*8)) {
+			s.startMidStream(t)
+			return true
+		}
 	} else if ok, _ := methodPrefix(p); ok {
 		// A method cut short by the end of the stream counts as one.
 		return true
@@ -323,6 +332,40 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		Message: fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
 			s.name(), head(p, sniffHead))})
 	return false
+}
+
+// startMidStream takes the server's first bytes, which are not a status
+// line, as the middle of a chunked JSON watch body whose start was not
+// captured (tcpdump started while a watch was open): the chunk decoder and
+// the event framer look for the next chunk-size line and the next event, as
+// after lost bytes, and the body is confirmed as a watch by its first event.
+func (s *side) startMidStream(t time.Time) {
+	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "mid-stream",
+		Message: "the capture starts inside a response (no status line captured): looking for chunk framing and watch events"})
+	s.c.exchange++
+	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {"application/json"}}
+	resp := &record.Response{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Proto: "HTTP/1.1", StatusCode: 200,
+		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: "application/json",
+		Watch: true, Format: event.FormatJSON.String()}
+	b := s.newBody(hdr, true, false, t)
+	b.exchange, b.resp = resp.Exchange, resp
+	b.startEvents(event.FormatJSON)
+	b.tentative = true
+	b.dec.Resync()
+	b.framer.Resync()
+	s.c.emit(resp)
+	s.body = b
+}
+
+// isText reports whether p looks like text (a JSON watch body in the
+// middle): no control bytes but tab, CR and LF.
+func isText(p []byte) bool {
+	for _, c := range p {
+		if c < 0x20 && c != '\t' && c != '\r' && c != '\n' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func head(p []byte, n int) []byte {

@@ -111,6 +111,8 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		live: map[*stream]struct{}{}, ringBudget: overlapBudget}
 	rd.httpOpt = opt.HTTP
 	rd.httpOpt.Locate = rd.locate
+	// A capture may begin while a watch is already open.
+	rd.httpOpt.MidStream = true
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
 	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn

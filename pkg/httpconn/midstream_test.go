@@ -1,0 +1,55 @@
+package httpconn_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// TestMidStream: a capture that begins inside a watch body (tcpdump started
+// while the watch was open) still yields the events after the first chunk
+// boundary it can find.
+func TestMidStream(t *testing.T) {
+	ev := func(rv int) string {
+		return fmt.Sprintf(`{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"ns","resourceVersion":"%d"},"data":{"k":"%s"}}}`+"\n", rv, strings.Repeat("v", 50))
+	}
+	var body strings.Builder
+	for rv := 10; rv < 14; rv++ {
+		e := ev(rv)
+		fmt.Fprintf(&body, "%x\r\n%s\r\n", len(e), e)
+	}
+	full := body.String()
+	cut := full[40:] // inside the first event
+	var got []string
+	var notes []string
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Event:
+			got = append(got, v.Type+" "+v.ResourceVersion)
+		case *record.ConnNote:
+			notes = append(notes, v.Kind)
+		}
+	})
+	c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{MidStream: true})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < len(cut); i += 7 {
+		c.ServerData([]byte(cut[i:min(i+7, len(cut))]), now)
+	}
+	c.CloseServer(httpconn.EndFIN, now)
+	if strings.Join(got, ",") != "MODIFIED 11,MODIFIED 12,MODIFIED 13" || len(notes) == 0 || notes[0] != "mid-stream" {
+		t.Errorf("events %v, notes %v", got, notes)
+	}
+
+	// Without MidStream, or with bytes that are not text, it stays a
+	// "not HTTP" note.
+	got, notes = nil, nil
+	c = httpconn.New(&record.Conn{ID: 2}, sink, httpconn.Options{MidStream: true})
+	c.ServerData([]byte("\x00\x01\x02binary protocol\r\n3\r\nabc\r\n"), now)
+	if len(got) != 0 || len(notes) != 1 || notes[0] != "not-http" {
+		t.Errorf("binary: events %v, notes %v", got, notes)
+	}
+}
