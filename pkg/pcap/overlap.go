@@ -130,8 +130,12 @@ func (o *overlapCheck) grow(end int64) {
 		*o.budget -= size - n
 	}
 	ring := make([]byte, size)
-	for x := max(o.validFrom, o.contig-n); x < o.contig; x++ {
-		ring[x%size] = o.ring[x%n]
+	// Copy the kept bytes run by run, up to the wrap point of either ring.
+	for x := max(o.validFrom, o.contig-n); x < o.contig; {
+		i, j := x%n, x%size
+		k := min(o.contig-x, n-i, size-j)
+		copy(ring[j:j+k], o.ring[i:i+k])
+		x += k
 	}
 	o.ring = ring
 }
