@@ -70,11 +70,12 @@ func useColor(mode string, streams IOStreams) bool {
 }
 
 // sink wraps the printer in the record stages the flags ask for: --diff,
-// then the watch health that is always printed.
-func (o *outputOptions) sink(p printer.Printer) record.Sink {
+// then the watch health that is always printed. perConn keeps --diff's
+// versions apart per connection (captures: one watch per connection).
+func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 	var s record.Sink = health.New(p)
 	if o.Diff || o.DiffAll {
-		s = diff.New(s, diff.Options{All: o.DiffAll})
+		s = diff.New(s, diff.Options{All: o.DiffAll, PerConnection: perConn})
 	}
 	return s
 }

@@ -174,7 +174,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
 		},
 	}
-	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p))
+	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
 	if err != nil {
 		if errors.Is(err, pcap.ErrNotCapture) {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}

@@ -159,7 +159,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	// Every exchange on a tapped connection is one kwatch asked for: show
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
-	sink := o.output.sink(p)
+	sink := o.output.sink(p, false)
 	proxy := o.proxy
 	// A kubeconfig named by flag or by $KUBECONFIG means "connect
 	// straight"; only without either is kubectl proxy's default port tried.

@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
@@ -40,6 +42,11 @@ var NoiseFields = [][]string{
 type Options struct {
 	// All keeps NoiseFields in the diff.
 	All bool
+	// PerConnection keeps versions apart per connection: in a capture,
+	// each connection is another client's watch, and its previous version
+	// is the one that watch delivered. kwatch stream leaves it off, so that
+	// a resumed watch diffs against what the previous watch delivered.
+	PerConnection bool
 }
 
 // Differ is a record.Sink that adds Diff to events and passes every record
@@ -71,7 +78,10 @@ func (d *Differ) event(e *record.Event) {
 	default:
 		return
 	}
-	key := e.Namespace + "/" + e.Name + "/" + e.UID
+	key := e.APIVersion + "/" + e.Kind + "/" + e.Namespace + "/" + e.Name + "/" + e.UID
+	if d.opt.PerConnection && e.Conn != nil {
+		key = fmt.Sprint(e.Conn.ID) + "/" + key
+	}
 	cur, err := d.clean(e.Object)
 	if err != nil {
 		return
@@ -161,10 +171,13 @@ func walk(old, patch map[string]any, prefix string, out *[]string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		path := k
-		if prefix != "" {
-			path = prefix + "." + k
+		seg := k
+		if strings.ContainsAny(k, ".[]\" ") || k == "" {
+			seg = "[" + strconv.Quote(k) + "]"
+		} else if prefix != "" {
+			seg = "." + k
 		}
+		path := prefix + seg
 		nv := patch[k]
 		ov, had := old[k]
 		switch {
@@ -191,7 +204,11 @@ func short(v any) string {
 	}
 	s := string(b)
 	if len(s) > 60 {
-		s = s[:57] + "…"
+		cut := 57
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // do not split a character
+		}
+		s = s[:cut] + "…"
 	}
 	return strings.ReplaceAll(s, "\n", `\n`)
 }

@@ -138,7 +138,9 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 			return ev, err
 		}
 	}
-	if ev.Kind == "Secret" && !opt.ShowSecrets {
+	// The kind read first may not be the one that counts (a duplicate
+	// "kind" key): any object that mentions Secret is checked in full.
+	if !opt.ShowSecrets && (ev.Kind == "Secret" || bytes.Contains(ev.Object, []byte(`"Secret"`))) {
 		ev.redact()
 	}
 	return ev, nil
@@ -267,7 +269,18 @@ var secretAnnotations = []string{"kubectl.kubernetes.io/last-applied-configurati
 // annotations that copy them.
 func (ev *Event) redact() {
 	var m map[string]any
-	if err := json.Unmarshal(ev.Object, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(ev.Object))
+	dec.UseNumber() // numbers too large for a float64 must not make it fail
+	if err := dec.Decode(&m); err != nil {
+		// Fail closed: an object kwatch cannot redact is not shown.
+		ev.Object, _ = json.Marshal(map[string]any{"kind": "Secret", "apiVersion": ev.APIVersion,
+			"metadata": map[string]any{"name": ev.Name, "namespace": ev.Namespace},
+			"data":     Redacted + " (the object could not be read to redact it)"})
+		ev.Redacted = true
+		return
+	}
+	// Decoding keeps the last of duplicate keys, as apimachinery does.
+	if k, _ := m["kind"].(string); k != "Secret" {
 		return
 	}
 	changed := false
@@ -282,11 +295,16 @@ func (ev *Event) redact() {
 		}
 	}
 	for _, field := range []string{"data", "stringData"} {
-		if d, ok := m[field].(map[string]any); ok {
+		switch d := m[field].(type) {
+		case map[string]any:
 			for k := range d {
 				d[k] = Redacted
 				changed = true
 			}
+		case nil:
+		default: // not a map: hide the whole value
+			m[field] = Redacted
+			changed = true
 		}
 	}
 	if !changed {

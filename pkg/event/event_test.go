@@ -173,6 +173,16 @@ func TestDecodeBookmarkErrorAndSecret(t *testing.T) {
 	if err != nil || strings.Contains(string(ev.Object), "aHVudGVyMg") || strings.Contains(string(ev.Object), "hunter2") || !strings.Contains(string(ev.Object), Redacted) || !ev.Redacted {
 		t.Errorf("secret not redacted: %v %s", err, ev.Object)
 	}
+	for _, hostile := range []string{
+		`{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"password":"aHVudGVyMg=="},"x":1e400}}`,
+		`{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":"aHVudGVyMg=="}}`,
+		`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s"},"kind":"Secret","data":{"password":"aHVudGVyMg=="}}}`,
+	} {
+		ev, err := Decode(FormatJSON, []byte(hostile), DecodeOptions{})
+		if err == nil && strings.Contains(string(ev.Object), "aHVudGVyMg") {
+			t.Errorf("secret shown: %s", ev.Object)
+		}
+	}
 	ev, _ = Decode(FormatJSON, []byte(sec), DecodeOptions{ShowSecrets: true})
 	if !strings.Contains(string(ev.Object), "aHVudGVyMg") {
 		t.Errorf("--show-secrets lost the data: %s", ev.Object)

@@ -11,6 +11,7 @@
 package health
 
 import (
+	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -37,6 +38,12 @@ type watchState struct {
 	bookmarks []time.Time
 	lastChunk int  // index of the last chunk counted in the histogram
 	chunkSeen bool // a chunk was counted
+	// initial is true while the watch sends its initial state: ADDED events
+	// for the objects that exist, in key order, not resourceVersion order
+	// (a watch without resourceVersion, with resourceVersion=0, or with
+	// sendInitialEvents=true).
+	initial  bool
+	firstSet bool
 }
 
 // Tracker is the health record.Sink. Create it with New.
@@ -59,7 +66,9 @@ func (t *Tracker) Emit(r record.Record) {
 	switch v := r.(type) {
 	case *record.Request:
 		if v.Watch {
-			t.state(v.Conn, v.Exchange).requested = v.Time
+			w := t.state(v.Conn, v.Exchange)
+			w.requested = v.Time
+			w.initial = sendsInitialState(v.Target)
 		}
 	case *record.Response:
 		if v.Watch {
@@ -115,8 +124,9 @@ func (t *Tracker) event(e *record.Event) {
 	h := w.h
 	h.Events[e.Type]++
 	t.overall.Events[e.Type]++
-	if !w.requested.IsZero() && w.lastEvent.IsZero() && e.Type != "BOOKMARK" {
+	if !w.requested.IsZero() && !w.firstSet && e.Type != "BOOKMARK" {
 		h.FirstEvent = e.Time.Sub(w.requested)
+		w.firstSet = true
 	}
 	if !w.lastEvent.IsZero() {
 		if gap := e.Time.Sub(w.lastEvent); gap > h.MaxGap {
@@ -144,13 +154,29 @@ func (t *Tracker) event(e *record.Event) {
 	if err != nil {
 		return
 	}
+	if w.initial {
+		// The initial state ends with the first event that is not an
+		// ADDED, or the bookmark that says so; until then only the
+		// highest resourceVersion counts.
+		if e.Type == "ADDED" {
+			if !w.lastRVOK || rv > w.lastRV {
+				w.lastRV, w.lastRVOK = rv, true
+			}
+			return
+		}
+		w.initial = false
+		if e.Type == "BOOKMARK" && e.InitialEventsEnd {
+			w.lastRV, w.lastRVOK = max(w.lastRV, rv), true
+			return
+		}
+	}
 	if w.lastRVOK {
 		switch {
 		case rv < w.lastRV:
-			h.Findings = append(h.Findings, record.Finding{Seq: e.Seq, Kind: "resourceVersion went backwards",
+			h.Findings = append(h.Findings, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion went backwards",
 				Detail: strconv.FormatInt(w.lastRV, 10) + " then " + e.ResourceVersion})
 		case rv == w.lastRV && e.Type != "BOOKMARK":
-			h.Findings = append(h.Findings, record.Finding{Seq: e.Seq, Kind: "resourceVersion repeated",
+			h.Findings = append(h.Findings, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion repeated",
 				Detail: e.ResourceVersion})
 		}
 	}
@@ -192,6 +218,7 @@ func (t *Tracker) flush(now time.Time) {
 		if w.h.MaxGap > all.MaxGap {
 			all.MaxGap = w.h.MaxGap
 		}
+		all.Bookmarks.Count += w.h.Bookmarks.Count
 		all.Findings = append(all.Findings, w.h.Findings...)
 		t.next.Emit(w.h)
 	}
@@ -209,4 +236,17 @@ func intervals(ts []time.Time) record.Intervals {
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return record.Intervals{Count: len(ts), Min: d[0], Median: d[len(d)/2], Max: d[len(d)-1]}
+}
+
+// sendsInitialState reports whether a watch request makes the server send
+// the current objects first (Kubernetes API concepts: semantics for watch):
+// no resourceVersion, resourceVersion "0", or sendInitialEvents=true.
+func sendsInitialState(target string) bool {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return false
+	}
+	q := u.Query()
+	rv := q.Get("resourceVersion")
+	return rv == "" || rv == "0" || q.Get("sendInitialEvents") == "true"
 }

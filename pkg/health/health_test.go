@@ -18,7 +18,7 @@ func TestHealth(t *testing.T) {
 	c := &record.Conn{ID: 1}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: at(0), Watch: true})
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: at(0), Watch: true, Target: "/api/v1/configmaps?watch=1&resourceVersion=9"})
 	tr.Emit(&record.Response{Conn: c, Exchange: 1, Time: at(1), Watch: true})
 	for i, ev := range []struct {
 		typ, rv string
@@ -43,8 +43,12 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("%d health records, want the watch's and the run's", len(got))
 	}
 	h := got[0]
-	findings := fmt.Sprint(h.Findings)
-	if findings != "[{4 resourceVersion repeated 11} {6 resourceVersion went backwards 12 then 9}]" {
+	var fs []string
+	for _, f := range h.Findings {
+		fs = append(fs, fmt.Sprintf("%d %s %s", f.Seq, f.Kind, f.Detail))
+	}
+	findings := fmt.Sprint(fs)
+	if findings != "[4 resourceVersion repeated 11 6 resourceVersion went backwards 12 then 9]" {
 		t.Errorf("findings %s", findings)
 	}
 	if h.FirstEvent != 5*time.Millisecond || h.MaxGap != 2990*time.Millisecond || h.MaxGapAfter != 6 {
@@ -61,5 +65,26 @@ func TestHealth(t *testing.T) {
 	}
 	if all := got[1]; all.Scope != "all" || all.Watches != 1 || len(all.Findings) != 2 || all.Events["BOOKMARK"] != 3 {
 		t.Errorf("overall %+v", all)
+	}
+}
+
+// TestHealthInitialState: a watch without resourceVersion first sends the
+// existing objects as ADDED events in key order; that is no finding, but a
+// step back after them is.
+func TestHealthInitialState(t *testing.T) {
+	var got []*record.Health
+	tr := New(record.SinkFunc(func(r record.Record) {
+		if h, ok := r.(*record.Health); ok && h.Scope == "watch" {
+			got = append(got, h)
+		}
+	}))
+	c := &record.Conn{ID: 1}
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Watch: true, Target: "/api/v1/namespaces/x/configmaps?watch=1"})
+	for i, ev := range [][2]string{{"ADDED", "210"}, {"ADDED", "209"}, {"ADDED", "208"}, {"MODIFIED", "211"}, {"MODIFIED", "205"}} {
+		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Type: ev[0], ResourceVersion: ev[1]})
+	}
+	tr.Emit(&record.Summary{})
+	if len(got) != 1 || len(got[0].Findings) != 1 || got[0].Findings[0].Seq != 5 {
+		t.Errorf("findings %+v, want only event 5 (211 then 205)", got[0].Findings)
 	}
 }

@@ -60,7 +60,7 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	}
 	var sink record.Sink = health.New(p)
 	if m.diff {
-		sink = diff.New(sink, diff.Options{})
+		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}
 	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)

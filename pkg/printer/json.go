@@ -364,9 +364,10 @@ func (j *JSON) object(r record.Record) any {
 }
 
 type jsonFinding struct {
-	Seq    int    `json:"seq"`
-	Kind   string `json:"kind"`
-	Detail string `json:"detail"`
+	Connection string `json:"connection,omitempty"`
+	Seq        int    `json:"seq"`
+	Kind       string `json:"kind"`
+	Detail     string `json:"detail"`
 }
 
 type jsonIntervals struct {
@@ -407,7 +408,7 @@ func healthObject(h *record.Health) jsonHealth {
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
 	for _, f := range h.Findings {
-		j.Findings = append(j.Findings, jsonFinding{Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
+		j.Findings = append(j.Findings, jsonFinding{Connection: f.Conn.String(), Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
 	}
 	for i, n := range h.ChunkSizes {
 		if n > 0 {

@@ -416,6 +416,8 @@ func (h *Health) When() time.Time { return h.Time }
 
 // Finding is a problem in a watch's sequence of events.
 type Finding struct {
+	// Conn is the watch's connection.
+	Conn *Conn
 	// Seq is the event number (record.Event.Seq) where it was seen.
 	Seq    int
 	Kind   string
