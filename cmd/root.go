@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -27,6 +28,8 @@ const (
 	// ExitInterrupted: stopped by Ctrl-C before the input ended.
 	ExitInterrupted = 130
 )
+
+var silenceKlog sync.Once
 
 // version is set at build time with -ldflags "-X github.com/kwatch/kwatch/cmd.version=…".
 var version = "dev"
@@ -110,7 +113,8 @@ tcpdump is still writing.`,
 func Execute(ctx context.Context, streams IOStreams, args []string) int {
 	// client-go logs through klog to stderr (retries, discovery errors)
 	// beside kwatch's own messages; kwatch reports what matters itself.
-	klog.SetLogger(logr.Discard())
+	// Once: klog's logger is a global that client-go reads concurrently.
+	silenceKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	root := NewRootCommand(streams)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
