@@ -2,7 +2,9 @@ package pcap
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -14,13 +16,18 @@ const FollowPoll = 100 * time.Millisecond
 // file it waits for the writer (tcpdump -w FILE) to append more bytes, every
 // FollowPoll, instead of returning io.EOF. It returns io.EOF once ctx is
 // done, so that Read can flush what it has and finish.
+//
+// When r is a file (it has Stat) that becomes shorter than what was read, as
+// when tcpdump is restarted on the same file, Read returns an error saying
+// so: the bytes that follow belong to another capture.
 func Follow(ctx context.Context, r io.Reader) io.Reader {
 	return &follower{ctx: ctx, r: r}
 }
 
 type follower struct {
-	ctx context.Context
-	r   io.Reader
+	ctx  context.Context
+	r    io.Reader
+	read int64
 }
 
 // Read reads what the file has, waiting for more at its end until the
@@ -28,8 +35,14 @@ type follower struct {
 func (f *follower) Read(p []byte) (int, error) {
 	for {
 		n, err := f.r.Read(p)
+		f.read += int64(n)
 		if n > 0 || (err != nil && err != io.EOF) {
 			return n, err
+		}
+		if st, ok := f.r.(interface{ Stat() (os.FileInfo, error) }); ok {
+			if fi, err := st.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() < f.read {
+				return 0, fmt.Errorf("the file shrank to %d bytes after %d were read (was tcpdump restarted on it?); run kwatch again to read the new capture", fi.Size(), f.read)
+			}
 		}
 		select {
 		case <-f.ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +77,45 @@ func TestFollow(t *testing.T) {
 	defer mu.Unlock()
 	if got := len(events); got != 4 || events[3] != "DELETED 154" || !summary {
 		t.Errorf("events %v, summary %v", events, summary)
+	}
+}
+
+// TestFollowTruncated: a followed file that shrinks (tcpdump restarted on
+// it) ends the read with a problem instead of waiting silently.
+func TestFollowTruncated(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(captureDir, "watch-timeout-any.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "restarted.pcap")
+	if err := os.WriteFile(path, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var problems []string
+	done := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		_, err := pcap.Read(ctx, pcap.Follow(ctx, f), pcap.Options{Name: path}, record.SinkFunc(func(r record.Record) {
+			if p, ok := r.(*record.Problem); ok {
+				problems = append(problems, p.Kind+": "+p.Detail)
+			}
+		}))
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the whole file has been read
+	if err := os.WriteFile(path, src[:100], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "the file shrank to 100 bytes") {
+		t.Errorf("problems %v", problems)
 	}
 }
