@@ -193,7 +193,8 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
 		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto,
-		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout}
+		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
+		ListObjects: o.output.Diff || o.output.DiffAll}
 	if o.raw == "" {
 		res, err := client.Resolve(ctx, o.resource)
 		if err != nil {

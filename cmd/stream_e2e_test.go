@@ -643,3 +643,27 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
 	}
 }
+
+// TestStreamDiffFromList: with --diff, the first MODIFIED of an object that
+// existed before the watch is diffed against the LIST's version, and a
+// Secret's values never show in a diff.
+func TestStreamDiffFromList(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"},
+		Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "--diff", "-o", "json")
+	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "before", types.MergePatchType, []byte(`{"data":{"k":"v2"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "the MODIFIED event", func(r []map[string]any) bool { return len(events(r, "before")) > 0 })
+	d, _ := json.Marshal(events(recs, "before")[0]["diff"])
+	if string(d) != `{"data":{"k":"v2"}}` {
+		t.Errorf("diff %s, want {\"data\":{\"k\":\"v2\"}}", d)
+	}
+}

@@ -66,10 +66,27 @@ func New(next record.Sink, opt Options) *Differ {
 
 // Emit diffs events against the last version of their object, then passes r on.
 func (d *Differ) Emit(r record.Record) {
-	if e, ok := r.(*record.Event); ok {
-		d.event(e)
+	switch v := r.(type) {
+	case *record.Event:
+		d.event(v)
+	case *record.List:
+		// A LIST gives every object's current version: the first change a
+		// watch then delivers has something to diff with.
+		for _, o := range v.Objects {
+			if cur, err := d.clean(o.JSON); err == nil {
+				d.remember(d.key(nil, o.APIVersion, o.Kind, o.Namespace, o.Name, o.UID), cur)
+			}
+		}
 	}
 	d.next.Emit(r)
+}
+
+func (d *Differ) key(c *record.Conn, apiVersion, kind, ns, name, uid string) string {
+	k := apiVersion + "/" + kind + "/" + ns + "/" + name + "/" + uid
+	if d.opt.PerConnection && c != nil {
+		k = fmt.Sprint(c.ID) + "/" + k
+	}
+	return k
 }
 
 func (d *Differ) event(e *record.Event) {
@@ -78,10 +95,7 @@ func (d *Differ) event(e *record.Event) {
 	default:
 		return
 	}
-	key := e.APIVersion + "/" + e.Kind + "/" + e.Namespace + "/" + e.Name + "/" + e.UID
-	if d.opt.PerConnection && e.Conn != nil {
-		key = fmt.Sprint(e.Conn.ID) + "/" + key
-	}
+	key := d.key(e.Conn, e.APIVersion, e.Kind, e.Namespace, e.Name, e.UID)
 	cur, err := d.clean(e.Object)
 	if err != nil {
 		return

@@ -260,6 +260,18 @@ func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind)
 // Redacted is the value that replaces Secret data.
 const Redacted = "REDACTED"
 
+// RedactObject returns obj (an object as JSON) with the data of a Secret
+// replaced as Decode does unless ShowSecrets; other objects are returned
+// as they are.
+func RedactObject(obj []byte) []byte {
+	if !bytes.Contains(obj, []byte(`"Secret"`)) {
+		return obj
+	}
+	ev := &Event{Object: obj, Kind: "Secret"}
+	ev.redact()
+	return ev.Object
+}
+
 // secretAnnotations are annotations that may hold a copy of a Secret's
 // data: kubectl apply keeps the whole applied object in
 // last-applied-configuration.

@@ -228,3 +228,14 @@ func TestFormatForContentType(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactObject(t *testing.T) {
+	sec := []byte(`{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"aHVudGVyMg=="}}`)
+	if got := string(RedactObject(sec)); strings.Contains(got, "aHVudGVyMg") || !strings.Contains(got, Redacted) {
+		t.Errorf("RedactObject = %s", got)
+	}
+	cm := []byte(`{"kind":"ConfigMap","data":{"p":"v"}}`)
+	if got := string(RedactObject(cm)); got != string(cm) {
+		t.Errorf("a ConfigMap changed: %s", got)
+	}
+}

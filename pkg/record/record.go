@@ -317,6 +317,15 @@ type List struct {
 	Duration time.Duration
 	// Reason says why: "initial" or "re-list after 410 Gone".
 	Reason string
+	// Objects are the listed objects, when asked for (--diff); printers do
+	// not show them.
+	Objects []Object
+}
+
+// Object is one object of a LIST as JSON, with its identity.
+type Object struct {
+	APIVersion, Kind, Namespace, Name, UID string
+	JSON                                   json.RawMessage
 }
 
 // When returns the time the list completed.

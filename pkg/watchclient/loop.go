@@ -2,6 +2,7 @@ package watchclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,9 @@ type WatchOptions struct {
 	Raw string
 	// Proto asks for application/vnd.kubernetes.protobuf;stream=watch.
 	Proto bool
+	// ListObjects puts the listed objects in record.List (for --diff, so
+	// that the first change of a listed object has a version to diff with).
+	ListObjects bool
 	// IdleTimeout, when not 0, ends a watch that reads no byte for that
 	// long (a stalled server or proxy), reports it, and watches again.
 	IdleTimeout time.Duration
@@ -270,8 +274,27 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		}
 		fresh[key(a.GetNamespace(), a.GetName())] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
 	}
-	l.emit(&record.List{Time: time.Now(), Resource: l.opt.Resource.String(), Namespace: l.opt.Namespace,
-		Items: len(items), ResourceVersion: lm.GetResourceVersion(), Duration: time.Since(start), Reason: reason})
+	lr := &record.List{Time: time.Now(), Resource: l.opt.Resource.String(), Namespace: l.opt.Namespace,
+		Items: len(items), ResourceVersion: lm.GetResourceVersion(), Duration: time.Since(start), Reason: reason}
+	if l.opt.ListObjects {
+		for _, it := range items {
+			a, err := meta.Accessor(it)
+			if err != nil {
+				continue
+			}
+			js, err := json.Marshal(it)
+			if err != nil {
+				continue
+			}
+			if !l.c.httpOpt.Decode.ShowSecrets {
+				js = event.RedactObject(js)
+			}
+			gvk := it.GetObjectKind().GroupVersionKind()
+			lr.Objects = append(lr.Objects, record.Object{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
+				Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(a.GetUID()), JSON: js})
+		}
+	}
+	l.emit(lr)
 	if l.listed {
 		l.stats.Relists++
 		l.emit(diffStates(l.known, fresh))
