@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"io"
 	"math/rand"
 	"strings"
@@ -227,19 +228,17 @@ func decode(in []byte, lim Limits, next splitter) result {
 
 // diffLogs reports the first difference between two callback logs, or "".
 func diffLogs(got, want []string) string {
-	for i := 0; i < len(got) || i < len(want); i++ {
-		g, w := "(none)", "(none)"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			return fmt.Sprintf("line %d:\n got: %s\nwant: %s\nwhole log:\n\t%s", i, g, w, strings.Join(got, "\n\t"))
-		}
+	i, g, w, ok := testutil.FirstDiff(got, want)
+	if !ok {
+		return ""
 	}
-	return ""
+	if i >= len(got) {
+		g = "(none)"
+	}
+	if i >= len(want) {
+		w = "(none)"
+	}
+	return fmt.Sprintf("line %d:\n got: %s\nwant: %s\nwhole log:\n\t%s", i, g, w, strings.Join(got, "\n\t"))
 }
 
 func data(ix int, s string) string { return fmt.Sprintf("data %d %q", ix, s) }

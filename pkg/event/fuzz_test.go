@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"io"
 	"math/rand"
 	"strings"
@@ -238,17 +239,9 @@ func jsonObjects(data []byte) ([]string, bool) {
 
 // diffLines describes the first line where got differs from want, or "".
 func diffLines(want, got []string) string {
-	for i := 0; i < len(want) || i < len(got); i++ {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(got) {
-			g = got[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\n  one write: %s\n  split:     %s\none write per chunk:\n\t%s", i, w, g, strings.Join(want, "\n\t"))
-		}
+	i, w, g, ok := testutil.FirstDiff(want, got)
+	if !ok {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("line %d:\n  one write: %s\n  split:     %s\none write per chunk:\n\t%s", i, w, g, strings.Join(want, "\n\t"))
 }

@@ -3,6 +3,7 @@ package httpconn_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"math/rand"
 	"net/netip"
 	"strings"
@@ -161,17 +162,9 @@ func FuzzConn(f *testing.F) {
 
 // diffLines describes the first line where got differs from want, or "".
 func diffLines(want, got []string) string {
-	for i := 0; i < len(want) || i < len(got); i++ {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(got) {
-			g = got[i]
-		}
-		if w != g {
-			return fmt.Sprintf("record %d:\n  whole: %s\n  split: %s\nwhole:\n\t%s", i, w, g, strings.Join(want, "\n\t"))
-		}
+	i, w, g, ok := testutil.FirstDiff(want, got)
+	if !ok {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("record %d:\n  whole: %s\n  split: %s\nwhole:\n\t%s", i, w, g, strings.Join(want, "\n\t"))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"io"
 	"os"
 	"path/filepath"
@@ -143,21 +144,11 @@ func TestGolden(t *testing.T) {
 
 // firstDiff shows the first line that differs.
 func firstDiff(want, got []byte) string {
-	wl := strings.Split(string(want), "\n")
-	gl := strings.Split(string(got), "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, clip(w), clip(g))
-		}
+	i, w, g, ok := testutil.FirstDiff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n"))
+	if !ok {
+		return "(no line differs)"
 	}
-	return "(no line differs)"
+	return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, clip(w), clip(g))
 }
 
 func clip(s string) string {
