@@ -116,19 +116,14 @@ func streamSerializer(mediaType string) runtime.Decoder {
 // way client-go's watch decoder does, and extracts the object's identity.
 // It returns an error when the bytes are not a watch event.
 func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
-	var we metav1.WatchEvent
-	dec := jsonStream
-	if f == FormatProtobuf {
-		dec = protoStream
-	}
-	if _, _, err := dec.Decode(data, nil, &we); err != nil {
+	typ, raw, err := watchEvent(f, data)
+	if err != nil {
 		return nil, fmt.Errorf("not a watch event: %w", err)
 	}
-	if we.Type == "" {
+	if typ == "" {
 		return nil, fmt.Errorf("not a watch event: no \"type\"")
 	}
-	ev := &Event{Type: we.Type}
-	raw := we.Object.Raw
+	ev := &Event{Type: typ}
 	if f == FormatProtobuf {
 		if err := ev.fromProtobuf(raw); err != nil {
 			return ev, err
@@ -138,24 +133,42 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 			return ev, err
 		}
 	}
-	// The kind read first may not be the one that counts (a duplicate
-	// "kind" key): any object that mentions Secret is checked in full.
-	if !opt.ShowSecrets && (ev.Kind == "Secret" || bytes.Contains(ev.Object, []byte(`"Secret"`))) {
+	// readMeta reads kind as apimachinery does (the last of duplicate
+	// keys, escapes undone), so the kind it gives is the one that counts.
+	if !opt.ShowSecrets && ev.Kind == "Secret" {
 		ev.redact()
 	}
 	return ev, nil
 }
 
+// watchEvent returns the type and the object's bytes of the
+// metav1.WatchEvent in data. A JSON event real servers send is split
+// without unmarshalling its object (splitJSONEvent); anything else is
+// decoded by apimachinery, as client-go's watch decoder does, whose error
+// is returned.
+func watchEvent(f Format, data []byte) (typ string, object []byte, err error) {
+	if f == FormatJSON {
+		if typ, object, ok := splitJSONEvent(data); ok {
+			return typ, object, nil
+		}
+	}
+	var we metav1.WatchEvent
+	dec := jsonStream
+	if f == FormatProtobuf {
+		dec = protoStream
+	}
+	if _, _, err := dec.Decode(data, nil, &we); err != nil {
+		return "", nil, err
+	}
+	return we.Type, we.Object.Raw, nil
+}
+
 // objectMeta is the part of an object kwatch prints.
 type objectMeta struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        struct {
-		Name            string            `json:"name"`
-		Namespace       string            `json:"namespace"`
-		UID             string            `json:"uid"`
-		ResourceVersion string            `json:"resourceVersion"`
-		Annotations     map[string]string `json:"annotations"`
-	} `json:"metadata"`
+	APIVersion, Kind                      string
+	Name, Namespace, UID, ResourceVersion string
+	// InitialEventsEnd is the InitialEventsEndAnnotation read as a bool.
+	InitialEventsEnd bool
 }
 
 func (ev *Event) fromJSON(raw []byte) error {
@@ -165,47 +178,13 @@ func (ev *Event) fromJSON(raw []byte) error {
 		return fmt.Errorf("watch event object: %w", err)
 	}
 	ev.APIVersion, ev.Kind = m.APIVersion, m.Kind
-	ev.Namespace, ev.Name, ev.UID = m.Metadata.Namespace, m.Metadata.Name, m.Metadata.UID
-	ev.ResourceVersion = m.Metadata.ResourceVersion
-	ev.InitialEventsEnd = m.Metadata.Annotations[InitialEventsEndAnnotation] == "true"
+	ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
+	ev.ResourceVersion = m.ResourceVersion
+	ev.InitialEventsEnd = m.InitialEventsEnd
 	if ev.Kind == "Status" {
 		var st metav1.Status
 		if err := json.Unmarshal(raw, &st); err == nil {
 			ev.Status = &st
-		}
-	}
-	return nil
-}
-
-// readMeta reads apiVersion, kind and metadata of a JSON object and stops
-// there: the API server writes them first, so the object's data (which may
-// be megabytes) is not scanned a second time; it was validated when the
-// watch event was decoded. Keys before them are skipped as whole values.
-func readMeta(raw []byte, m *objectMeta) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("not a JSON object")
-	}
-	for need := 3; need > 0 && dec.More(); {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		var dst any
-		switch tok {
-		case "apiVersion":
-			dst = &m.APIVersion
-		case "kind":
-			dst = &m.Kind
-		case "metadata":
-			dst = &m.Metadata
-		default:
-			dst = new(json.RawMessage)
-			need++ // not one of the three
-		}
-		need--
-		if err := dec.Decode(dst); err != nil {
-			return err
 		}
 	}
 	return nil

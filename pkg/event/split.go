@@ -1,0 +1,174 @@
+package event
+
+import (
+	"bytes"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
+)
+
+// maxNestingDepth is the deepest nesting of arrays and objects the
+// reference decoder accepts (encoding/json, and sigs.k8s.io/json after it,
+// stop at 10000); splitJSONEvent leaves deeper documents to it.
+const maxNestingDepth = 10000
+
+// splitJSONEvent reads a JSON watch event, {"type": …, "object": …},
+// without unmarshalling its object: it validates the document (RFC 8259)
+// in one pass with fastjson, walks its top-level keys, and returns the type
+// and the object's bytes as a sub-slice of data (nil when the event has no
+// object or a null one).
+//
+// It gives the answer apimachinery's decoding into metav1.WatchEvent would
+// give (keys matched case-sensitively, the last of duplicate keys wins, a
+// null leaves a field as it was, other keys are ignored) for the events
+// real servers send. ok is false for anything else (not valid JSON, not an
+// object, a key written with escapes, a type that is not a plain string of valid
+// UTF-8 (encoding/json would replace invalid bytes with U+FFFD),
+// nesting deeper than the reference accepts): the caller then decodes with
+// apimachinery, which also words the error. FuzzSplitJSONEvent holds the
+// two to the same result.
+func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return "", nil, false
+	}
+	// Walk the top level first: it bounds the nesting depth before
+	// fastjson's recursive validation sees the document.
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(data) || data[i] != '"' {
+				return "", nil, false
+			}
+			kEnd := stringEnd(data, i+1)
+			if kEnd < 0 {
+				return "", nil, false
+			}
+			key := data[i+1 : kEnd-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				return "", nil, false
+			}
+			i = skipSpace(data, kEnd)
+			if i >= len(data) || data[i] != ':' {
+				return "", nil, false
+			}
+			vStart := skipSpace(data, i+1)
+			vEnd, ok := valueEnd(data, vStart)
+			if !ok {
+				return "", nil, false
+			}
+			v := data[vStart:vEnd]
+			switch string(key) {
+			case "type":
+				switch {
+				case string(v) == "null":
+				case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+					typ = string(v[1 : len(v)-1])
+				default:
+					return "", nil, false
+				}
+			case "object":
+				if string(v) != "null" {
+					obj = v
+				}
+			}
+			i = skipSpace(data, vEnd)
+			if i >= len(data) {
+				return "", nil, false
+			}
+			if data[i] == '}' {
+				i++
+				break
+			}
+			if data[i] != ',' {
+				return "", nil, false
+			}
+			i = skipSpace(data, i+1)
+		}
+	}
+	if skipSpace(data, i) != len(data) {
+		return "", nil, false
+	}
+	if fastjson.ValidateBytes(data) != nil {
+		return "", nil, false
+	}
+	return typ, obj, true
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace (RFC 8259 §2), or len(data).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just past the closing quote of the string
+// whose contents start at data[i], or -1 when it is not closed.
+func stringEnd(data []byte, i int) int {
+	for {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += i
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for j := q - 1; j >= i && data[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+// valueEnd returns the index just past the JSON value starting at
+// data[i], found by matching brackets outside strings (the document is
+// validated afterwards). ok is false when the value does not end or nests
+// deeper than maxNestingDepth.
+func valueEnd(data []byte, i int) (end int, ok bool) {
+	depth := 0
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			e := stringEnd(data, i+1)
+			if e < 0 {
+				return 0, false
+			}
+			i = e
+		case '{', '[':
+			depth++
+			if depth >= maxNestingDepth { // the event's own object is one more
+				return 0, false
+			}
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i, i > 0
+			}
+			depth--
+			i++
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i, true
+			}
+			i++
+		default:
+			i++
+		}
+		if depth == 0 && i > 0 && (data[i-1] == '"' || data[i-1] == '}' || data[i-1] == ']') {
+			return i, true
+		}
+	}
+	return i, depth == 0
+}

@@ -1,0 +1,158 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// referenceWatchEvent decodes data as client-go's watch decoder does.
+func referenceWatchEvent(data []byte) (typ string, object []byte, err error) {
+	var we metav1.WatchEvent
+	if _, _, err := jsonStream.Decode(data, nil, &we); err != nil {
+		return "", nil, err
+	}
+	return we.Type, we.Object.Raw, nil
+}
+
+// splitSeeds are watch events real servers send and the odd ones the
+// split must leave to apimachinery or read the same way.
+var splitSeeds = []string{
+	evA, evB,
+	`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}}`,
+	` {"object" : {"kind":"Pod"} , "type" : "DELETED" } `,
+	`{"type":"ADDED","type":"MODIFIED","object":{"a":1},"object":{"b":2}}`,
+	`{"type":"ADDED","type":null,"object":{"a":1},"object":null}`,
+	`{"Type":"ADDED","OBJECT":{}}`,
+	`{"\u0074ype":"ADDED","object":{}}`,
+	`{"type":"ADD\u0045D","object":{}}`,
+	`{"type":1,"object":{}}`,
+	`{"type":"ADDED","object":"x"}`,
+	`{"type":"ADDED","object":[1,2,{"a":"}"}]}`,
+	`{"type":"ADDED","object":{"s":"a\"b\\"}}`,
+	`{"type":"ADDED","object":{"n":-0.5e+10,"t":true,"f":false,"z":null}}`,
+	`{"type":"ADDED","object":{"n":01}}`,
+	`{"type":"ADDED","object":{"s":"\u00zz"}}`,
+	"{\"type\":\"ADDED\",\"object\":{\"s\":\"a\x01\"}}",
+	"{\"type\":\"ADDED\",\"object\":{\"s\":\"\xff\xfe\"}}",
+	`{"type":"ADDED","object":{}} {}`,
+	`{"type":"ADDED","object":{},}`,
+	`{"type":"ADDED" "object":{}}`,
+	`{}`, `[]`, `null`, `"ADDED"`, ``, `{`, `{"type"`,
+}
+
+// FuzzSplitJSONEvent holds splitJSONEvent to apimachinery's decoding: when
+// the split accepts an event, apimachinery must accept it too, with the
+// same type and the same object bytes.
+func FuzzSplitJSONEvent(f *testing.F) {
+	for _, s := range splitSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		typ, obj, ok := splitJSONEvent(data)
+		if !ok {
+			return
+		}
+		wantTyp, wantObj, err := referenceWatchEvent(data)
+		if err != nil {
+			t.Fatalf("split accepted %q, apimachinery: %v", data, err)
+		}
+		if typ != wantTyp || !bytes.Equal(obj, wantObj) {
+			t.Fatalf("split %q: type %q object %q, apimachinery: type %q object %q", data, typ, obj, wantTyp, wantObj)
+		}
+	})
+}
+
+// TestSplitJSONEvent checks which events take the split (the ones real
+// servers send must, or the fast path is not used) and that the rest fall
+// back.
+func TestSplitJSONEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		ok      bool
+		typ     string
+		object  string
+		comment string
+	}{
+		{evA, true, "ADDED", evA[len(`{"type":"ADDED","object":`) : len(evA)-1], "a real event"},
+		{` {"object" : {"kind":"Pod"} , "type" : "DELETED" } `, true, "DELETED", `{"kind":"Pod"}`, "order and spaces"},
+		{`{"type":"ADDED","type":"MODIFIED","object":{"a":1},"object":{"b":2}}`, true, "MODIFIED", `{"b":2}`, "last key wins"},
+		{`{"type":"ADDED","type":null,"object":{"a":1},"object":null}`, true, "ADDED", `{"a":1}`, "null keeps the value"},
+		{`{"Type":"ADDED","OBJECT":{}}`, true, "", "", "keys are case-sensitive"},
+		{`{"\u0074ype":"ADDED","object":{}}`, false, "", "", "escaped key: apimachinery decides"},
+		{`{"type":"ADD\u0045D","object":{}}`, false, "", "", "escaped type: apimachinery decides"},
+		{`{"type":1,"object":{}}`, false, "", "", "type not a string"},
+		{`{"type":"ADDED","object":{"n":01}}`, false, "", "", "invalid number in the object"},
+		{`{"type":"ADDED","object":{}} {}`, false, "", "", "two values"},
+		{`[]`, false, "", "", "not an object"},
+	} {
+		typ, obj, ok := splitJSONEvent([]byte(tc.in))
+		if ok != tc.ok || typ != tc.typ || string(obj) != tc.object {
+			t.Errorf("%s: splitJSONEvent(%q) = %q, %q, %v; want %q, %q, %v", tc.comment, tc.in, typ, obj, ok, tc.typ, tc.object, tc.ok)
+		}
+		if !tc.ok {
+			continue
+		}
+		rt, ro, err := referenceWatchEvent([]byte(tc.in))
+		if err != nil || rt != typ || !bytes.Equal(ro, obj) {
+			t.Errorf("%s: apimachinery reads %q as %q, %q, %v", tc.comment, tc.in, rt, ro, err)
+		}
+	}
+}
+
+// TestSplitJSONEventDepth: the split leaves a document nested deeper than
+// apimachinery accepts (10000 levels, counting the event) to apimachinery,
+// and never recurses that deep itself.
+func TestSplitJSONEventDepth(t *testing.T) {
+	nested := func(levels int) []byte {
+		return []byte(`{"type":"ADDED","object":` + strings.Repeat("[", levels) + strings.Repeat("]", levels) + `}`)
+	}
+	for _, levels := range []int{maxNestingDepth - 2, maxNestingDepth - 1, maxNestingDepth, 1 << 20} {
+		data := nested(levels)
+		_, _, ok := splitJSONEvent(data)
+		_, _, err := referenceWatchEvent(data)
+		if ok && err != nil {
+			t.Errorf("%d levels: split accepted what apimachinery rejects: %v", levels, err)
+		}
+		if want := levels < maxNestingDepth; ok != want {
+			t.Errorf("%d levels: split ok = %v, want %v", levels, ok, want)
+		}
+	}
+}
+
+// FuzzReadMeta holds readMeta to apimachinery's decoding of an object's
+// type and metadata (sigs.k8s.io/json, case-sensitive): whenever that
+// decoding succeeds, readMeta must succeed with the same fields.
+func FuzzReadMeta(f *testing.F) {
+	for _, s := range []string{
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"5"},"data":{"k":"[{\"}]"}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"6","annotations":{"k8s.io/initial-events-end":"true"}}}`,
+		`{"data":{"x":"y"},"metadata":{"name":"late"},"kind":"Secret","kind":"ConfigMap"}`,
+		`{"k\u0069nd":"Secret","metadata":{"Name":"upper","name":"lower","name":null}}`,
+		`{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"annotations":null}}`,
+		`{"metadata":{"name":1}}`, `{"metadata":null,"kind":"\u00e9\ud800"}`, "{\"kind\":\"\xff\"}", `[]`, `"x"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return // readMeta only sees validated objects
+		}
+		var got objectMeta
+		err := readMeta(raw, &got)
+		var ref metav1.PartialObjectMetadata
+		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &ref) != nil {
+			return
+		}
+		want := objectMeta{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, Namespace: ref.Namespace,
+			UID: string(ref.UID), ResourceVersion: ref.ResourceVersion,
+			InitialEventsEnd: ref.Annotations[InitialEventsEndAnnotation] == "true"}
+		if err != nil || got != want {
+			t.Fatalf("readMeta(%q) = %+v, %v; apimachinery reads %+v", raw, got, err, want)
+		}
+	})
+}
