@@ -21,6 +21,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -352,35 +353,50 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 
 // scanJSON advances the JSON scanner over p and returns the length of p up
 // to and including the byte that closes the top-level object, or -1.
+// Inside strings it jumps from quote to backslash with bytes.IndexByte, so
+// a large object's data costs little more than a memchr.
 func (fr *Framer) scanJSON(p []byte) int {
-	for i := 0; i < len(p); i++ {
-		b := p[i]
-		if fr.inStr {
-			if fr.escape {
-				fr.escape = false
+	inStr, escape, depth := fr.inStr, fr.escape, fr.depth
+	end := -1
+	for i := 0; i < len(p); {
+		if inStr {
+			if escape {
+				escape = false
+				i++
 				continue
 			}
-			switch b {
-			case '\\':
-				fr.escape = true
-			case '"':
-				fr.inStr = false
+			rest := p[i:]
+			if q := bytes.IndexByte(rest, '"'); q >= 0 {
+				rest = rest[:q]
 			}
+			if bs := bytes.IndexByte(rest, '\\'); bs >= 0 {
+				escape = true
+				i += bs + 1
+				continue
+			}
+			i += len(rest) + 1 // past the closing quote, or past the end of p
+			inStr = i > len(p)
 			continue
 		}
+		b := p[i]
+		i++
 		switch b {
 		case '"':
-			fr.inStr = true
+			inStr = true
 		case '{', '[':
-			fr.depth++
+			depth++
 		case '}', ']':
-			fr.depth--
-			if fr.depth <= 0 {
-				return i + 1
+			depth--
+			if depth <= 0 {
+				end = i
 			}
 		}
+		if end >= 0 {
+			break
+		}
 	}
-	return -1
+	fr.inStr, fr.escape, fr.depth = inStr, escape, depth
+	return end
 }
 
 func (fr *Framer) writeProto(p []byte, c int) {
