@@ -159,3 +159,21 @@ func TestPcapDiff(t *testing.T) {
 		t.Errorf("JSON lacks the merge patch")
 	}
 }
+
+// TestProfile: --profile writes a profile pprof can read (gzip'd protobuf)
+// even when the command ends with an exit code of its own; an unknown
+// profile name is a usage error.
+func TestProfile(t *testing.T) {
+	for _, name := range []string{"cpu", "heap", "goroutine"} {
+		file := filepath.Join(t.TempDir(), name+".pprof")
+		_, errOut, code := run(t, nil, nil, "pcap", "--profile", name, "--profile-output", file, "../testdata/pcap/gen-fin-no-last-chunk.pcap")
+		data, err := os.ReadFile(file)
+		if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+			t.Errorf("--profile %s (exit %d, %q): %s is not a gzip'd profile (%v)", name, code, errOut, file, err)
+		}
+	}
+	_, errOut, code := run(t, nil, nil, "pcap", "--profile", "wall", watchCapture)
+	if code != ExitUsage || !strings.Contains(errOut, `--profile "wall": want one of`) {
+		t.Errorf("--profile wall: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -76,6 +76,13 @@ var problemsSeen = &exitError{code: ExitProblems}
 
 // NewRootCommand builds the kwatch command tree.
 func NewRootCommand(streams IOStreams) *cobra.Command {
+	return newRootCommand(streams, &profiling{})
+}
+
+// newRootCommand builds the kwatch command tree; prof receives --profile
+// and --profile-output, and Execute writes the profile when the command
+// ends, however it ends.
+func newRootCommand(streams IOStreams, prof *profiling) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kwatch",
 		Short: "Show Kubernetes list-watch traffic as it travels on the wire",
@@ -104,6 +111,8 @@ tcpdump is still writing.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.SetVersionTemplate("kwatch {{.Version}}\n")
+	prof.addFlags(root)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return prof.start() }
 	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newVersionCommand(streams))
 	return root
 }
@@ -115,9 +124,13 @@ func Execute(ctx context.Context, streams IOStreams, args []string) int {
 	// beside kwatch's own messages; kwatch reports what matters itself.
 	// Once: klog's logger is a global that client-go reads concurrently.
 	silenceKlog.Do(func() { klog.SetLogger(logr.Discard()) })
-	root := NewRootCommand(streams)
+	prof := &profiling{}
+	root := newRootCommand(streams, prof)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if perr := prof.finish(); perr != nil {
+		fmt.Fprintf(streams.ErrOut, "kwatch: %v\n", perr)
+	}
 	if err == nil {
 		return ExitOK
 	}
