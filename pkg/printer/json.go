@@ -18,7 +18,6 @@ type JSON struct {
 	filter
 	w    *errWriter
 	enc  *json.Encoder
-	line bytes.Buffer
 	out  []byte
 }
 
@@ -57,38 +56,22 @@ func (j *JSON) Emit(r record.Record) {
 }
 
 // event writes an event line. The object's bytes are written as they are
-// (they are JSON that apimachinery decoded, from the server or from
-// json.Marshal), not re-validated and compacted by encoding/json, which
-// would scan a large object twice more; an object spread over several lines
-// is compacted so that the output stays one line per record.
+// (JSON validated when the event was decoded, or written by json.Marshal),
+// not re-validated and compacted by encoding/json, which would scan a large
+// object twice more; an object spread over several lines is compacted so
+// that the output stays one line per record.
 func (j *JSON) event(ev jsonEvent) {
-	obj := ev.Object
-	ev.Object = json.RawMessage(`0`)
-	if bytes.IndexByte(obj, '\n') >= 0 || bytes.IndexByte(obj, '\r') >= 0 {
+	if bytes.IndexByte(ev.Object, '\n') >= 0 || bytes.IndexByte(ev.Object, '\r') >= 0 {
 		var c bytes.Buffer
-		if err := json.Compact(&c, obj); err == nil {
-			obj = c.Bytes()
+		if err := json.Compact(&c, ev.Object); err == nil {
+			ev.Object = c.Bytes()
 		}
-	}
-	j.line.Reset()
-	e := json.NewEncoder(&j.line)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(ev); err != nil {
-		return
-	}
-	b := j.line.Bytes()
-	i := bytes.Index(b, []byte(`,"object":0,`))
-	if i < 0 {
-		return
 	}
 	if j.w.err != nil {
 		return
 	}
 	// One write per line: output may be a terminal or a pipe read live.
-	j.out = append(j.out[:0], b[:i]...)
-	j.out = append(j.out, `,"object":`...)
-	j.out = append(j.out, obj...)
-	j.out = append(j.out, b[i+len(`,"object":0`):]...)
+	j.out = append(appendEventLine(j.out[:0], &ev), '\n')
 	if _, err := j.w.w.Write(j.out); err != nil {
 		j.w.err = err
 	}

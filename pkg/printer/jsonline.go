@@ -1,0 +1,150 @@
+package printer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// appendEventLine appends ev as one JSON object, byte for byte what
+// encoding/json (HTML escaping off) writes for a jsonEvent, without a
+// newline. The object and diff are written as they are; the caller has made
+// sure they are single-line JSON. It exists because events are most of
+// kwatch's output: reflection-driven encoding cost a sixth of the time of
+// kwatch pcap -o json. TestEventLine and FuzzEventLine hold it to
+// encoding/json.
+func appendEventLine(b []byte, ev *jsonEvent) []byte {
+	b = append(b, `{"record":`...)
+	b = appendJSONString(b, ev.Record)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, ev.Type)
+	b = append(b, `,"object":`...)
+	if len(ev.Object) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, ev.Object...)
+	}
+	b = append(b, `,"chunks":`...)
+	if ev.Chunks == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range ev.Chunks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			c := &ev.Chunks[i]
+			b = append(b, `{"size":`...)
+			b = strconv.AppendInt(b, c.Size, 10)
+			b = append(b, `,"sizeLine":`...)
+			b = appendJSONString(b, c.SizeLine)
+			b = append(b, `,"offset":`...)
+			b = strconv.AppendInt(b, c.Offset, 10)
+			b = append(b, `,"index":`...)
+			b = strconv.AppendInt(b, int64(c.Index), 10)
+			b = append(b, `,"events":`...)
+			b = strconv.AppendInt(b, int64(c.Events), 10)
+			b = append(b, `,"bytes":`...)
+			b = strconv.AppendInt(b, c.Bytes, 10)
+			if c.Wire != "" {
+				b = append(b, `,"wire":`...)
+				b = appendJSONString(b, c.Wire)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"connection":`...)
+	b = appendJSONString(b, ev.Connection)
+	b = append(b, `,"time":`...)
+	b = appendJSONString(b, ev.Time)
+	b = append(b, `,"exchange":`...)
+	b = strconv.AppendInt(b, int64(ev.Exchange), 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(ev.Seq), 10)
+	for _, f := range [...]struct{ key, v string }{
+		{`,"kind":`, ev.Kind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
+		{`,"resourceVersion":`, ev.ResourceVersion},
+	} {
+		if f.v != "" {
+			b = append(b, f.key...)
+			b = appendJSONString(b, f.v)
+		}
+	}
+	if ev.InitialEventsEnd {
+		b = append(b, `,"initialEventsEnd":true`...)
+	}
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, ev.Offset, 10)
+	b = append(b, `,"length":`...)
+	b = strconv.AppendInt(b, ev.Length, 10)
+	b = append(b, `,"format":`...)
+	b = appendJSONString(b, ev.Format)
+	if len(ev.Diff) > 0 {
+		b = append(b, `,"diff":`...)
+		var c bytes.Buffer
+		if json.Compact(&c, ev.Diff) == nil {
+			b = append(b, c.Bytes()...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string (RFC 8259 §7) the way
+// encoding/json writes one with HTML escaping off: '"' and '\' escaped,
+// control characters as \b \f \n \r \t or \u00XX, bytes that are not
+// UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	from := 0 // start of the bytes not yet copied
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[from:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, `\b`...)
+			case '\f':
+				b = append(b, `\f`...)
+			case '\n':
+				b = append(b, `\n`...)
+			case '\r':
+				b = append(b, `\r`...)
+			case '\t':
+				b = append(b, `\t`...)
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			from = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(b, s[from:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[from:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += n
+			continue
+		}
+		i += n
+		from = i
+	}
+	b = append(b, s[from:]...)
+	return append(b, '"')
+}

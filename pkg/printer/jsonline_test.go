@@ -1,0 +1,51 @@
+package printer
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// encodeStd is what encoding/json writes for ev, without the newline.
+func encodeStd(t *testing.T, ev *jsonEvent) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func TestEventLine(t *testing.T) {
+	full := jsonEvent{Record: "event", Type: "MODIFIED", Object: json.RawMessage(`{"kind":"ConfigMap","data":{"a":"<&>"}}`),
+		Chunks: []jsonChunk{{Size: 938, SizeLine: "3aa", Offset: 0, Index: 0, Events: 1, Bytes: 938, Wire: "33 61 61 0d 0a"},
+			{Size: 5, SizeLine: "5;ext=\"q\"", Offset: 945, Index: 1, Events: 2, Bytes: 3}},
+		Connection: "[::1]:5 -> [::1]:8001", Time: "2026-11-29T21:31:09.004830000Z", Exchange: 2, Seq: 7,
+		Kind: "ConfigMap", Namespace: "kube-system", Name: "coredns", ResourceVersion: "152", InitialEventsEnd: true,
+		Offset: -1, Length: 1 << 40, Format: "json", Diff: json.RawMessage(`{"data":{"a":null}}`)}
+	for _, ev := range []jsonEvent{
+		full,
+		{Record: "event", Type: "ERROR", Object: json.RawMessage(`null`), Format: "protobuf"},
+		{Record: "event", Chunks: []jsonChunk{}, Object: json.RawMessage(`{}`)},
+		{Record: "event", Type: "\x00\x1f\"\\\b\f\n\r\t\u2028\u2029\xff\xc3(é😀<>&\x7f", Object: json.RawMessage(`1`)},
+	} {
+		got := appendEventLine(nil, &ev)
+		if want := encodeStd(t, &ev); !bytes.Equal(got, want) {
+			t.Errorf("appendEventLine:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// FuzzEventLine: every string field is written as encoding/json writes it.
+func FuzzEventLine(f *testing.F) {
+	f.Add("ADDED", "coredns", "3aa;x=\"\\\"", "\xff\u2028\x01", int64(938))
+	f.Fuzz(func(t *testing.T, typ, name, sizeLine, wire string, n int64) {
+		ev := jsonEvent{Record: "event", Type: typ, Name: name, Namespace: wire, Kind: typ, ResourceVersion: sizeLine,
+			Object: json.RawMessage(`{}`), Chunks: []jsonChunk{{Size: n, SizeLine: sizeLine, Offset: -n, Wire: wire}},
+			Connection: name, Time: wire, Seq: int(n), Length: n, Format: sizeLine}
+		if got, want := appendEventLine(nil, &ev), encodeStd(t, &ev); !bytes.Equal(got, want) {
+			t.Fatalf("appendEventLine:\n got %s\nwant %s", got, want)
+		}
+	})
+}
