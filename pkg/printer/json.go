@@ -16,9 +16,9 @@ import (
 // "note", "problem" or "summary". README.md documents each.
 type JSON struct {
 	filter
-	w    *errWriter
-	enc  *json.Encoder
-	out  []byte
+	w   *errWriter
+	enc *json.Encoder
+	out []byte
 }
 
 // NewJSON returns a JSON Lines printer writing to w.
