@@ -37,6 +37,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/chunk
 	$(GO) test -run '^$$' -fuzz '^FuzzSkip$$' -fuzztime $(FUZZTIME) ./pkg/chunk
 	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./pkg/event
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitJSONEvent$$' -fuzztime $(FUZZTIME) ./pkg/event
+	$(GO) test -run '^$$' -fuzz '^FuzzReadMeta$$' -fuzztime $(FUZZTIME) ./pkg/event
+	$(GO) test -run '^$$' -fuzz '^FuzzEventLine$$' -fuzztime $(FUZZTIME) ./pkg/printer
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./pkg/pcap
 
