@@ -20,19 +20,20 @@ import (
 const progressMinBytes = 16 << 20
 
 type pcapOptions struct {
-	output         outputOptions
-	port           int
-	allHTTP        bool
-	maxHeaderBytes int
-	follow         bool
-	file           string
-	maxConnections int
-	maxLineBytes   int
-	maxTrailer     int
-	maxEventChunks int
-	bufferedPages  int
-	bufferedTotal  int
-	gapTimeout     time.Duration
+	output             outputOptions
+	port               int
+	allHTTP            bool
+	maxHeaderBytes     int
+	follow             bool
+	file               string
+	maxConnections     int
+	maxLineBytes       int
+	maxTrailer         int
+	maxEventChunks     int
+	bufferedPages      int
+	bufferedTotal      int
+	bufferedBytesTotal int64
+	gapTimeout         time.Duration
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -90,6 +91,7 @@ Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 	fs.IntVar(&o.maxConnections, "max-connections", pcap.DefaultMaxConnections, "most TCP connections followed at once; past it the longest idle are dropped and reported")
 	fs.IntVar(&o.bufferedPages, "max-buffered-pages", pcap.DefaultMaxBufferedPerConn, "out-of-order data one connection may buffer while a segment is missing, in reassembly pages of about 1900 bytes")
 	fs.IntVar(&o.bufferedTotal, "max-buffered-pages-total", pcap.DefaultMaxBufferedTotal, "out-of-order data buffered over all connections, in pages of about 1900 bytes")
+	fs.Int64Var(&o.bufferedBytesTotal, "max-buffered-bytes-total", event.DefaultBudgetBytes, "header sections and watch events in progress held over all connections, in bytes; what does not fit is reported and skipped")
 	fs.DurationVar(&o.gapTimeout, "gap-timeout", pcap.DefaultGapTimeout, "capture time data may wait behind a missing segment before the gap is reported and skipped")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -121,6 +123,9 @@ func (o *pcapOptions) validate() error {
 		if f.v <= 0 {
 			return fmt.Errorf("%s must be positive, not %d", f.name, f.v)
 		}
+	}
+	if o.bufferedBytesTotal <= 0 {
+		return fmt.Errorf("--max-buffered-bytes-total must be positive, not %d", o.bufferedBytesTotal)
 	}
 	if o.gapTimeout <= 0 {
 		return fmt.Errorf("--gap-timeout must be positive")
@@ -172,6 +177,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			MaxEventChunks: o.maxEventChunks,
 			Chunk:          chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
 			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
+			Budget:         event.NewBudget(o.bufferedBytesTotal),
 		},
 	}
 	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))

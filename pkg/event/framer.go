@@ -146,6 +146,9 @@ type Framer struct {
 
 	unlistedAt int // chunk of the last unlisted bytes
 
+	budget *Budget // shared with other connections; nil: no bound
+	held   int64   // bytes of buf reserved from budget
+
 	// Protobuf state.
 	prefix  [4]byte
 	nprefix int
@@ -169,6 +172,26 @@ func (fr *Framer) LimitSpans(n int) {
 	if n >= 1 {
 		fr.maxSpans = n
 	}
+}
+
+// SetBudget makes the Framer reserve the bytes of the event in progress
+// from b, shared with other connections' buffers. An event that does not
+// fit is skipped and reported (KindBudget); its bytes are released when
+// it is handed over (onFrame) or dropped.
+func (fr *Framer) SetBudget(b *Budget) { fr.budget = b }
+
+// Discard drops the event in progress without reporting it, for a caller
+// that stops using the Framer.
+func (fr *Framer) Discard() {
+	fr.in = false
+	fr.drop()
+}
+
+// drop forgets the bytes of the event in progress and releases them.
+func (fr *Framer) drop() {
+	fr.buf = nil
+	fr.budget.Release(fr.held)
+	fr.held = 0
 }
 
 // LastListedChunk returns the chunk index of the last span listed for the
@@ -277,8 +300,16 @@ func (fr *Framer) take(p []byte, c int) {
 	if !fr.cur.Oversize && fr.curLen+n > fr.max {
 		fr.oversize(fmt.Sprintf("more than %d bytes; skipped (raise --max-event-bytes)", fr.max))
 	}
+	if !fr.cur.Oversize && !fr.budget.Reserve(n) {
+		fr.cur.Oversize = true
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindBudget,
+			Detail: fmt.Sprintf("with %d bytes of this event, the connections' buffers would hold more than %d bytes; event skipped (raise --max-buffered-bytes-total)",
+				fr.curLen+n, fr.budget.Max())})
+		fr.drop()
+	}
 	if !fr.cur.Oversize {
 		fr.buf = append(fr.buf, p...)
+		fr.held += n
 	}
 	fr.curLen += n
 	fr.off += n
@@ -289,7 +320,7 @@ func (fr *Framer) take(p []byte, c int) {
 func (fr *Framer) oversize(detail string) {
 	fr.cur.Oversize = true
 	fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize, Detail: detail})
-	fr.buf = nil
+	fr.drop()
 }
 
 func (fr *Framer) finish() {
@@ -304,6 +335,8 @@ func (fr *Framer) finish() {
 	}
 	fr.in = false
 	fr.buf = nil // the frame owns its bytes now
+	fr.budget.Release(fr.held)
+	fr.held = 0
 	fr.cur = Frame{}
 	fr.onFrame(&f)
 }
@@ -471,7 +504,7 @@ func (fr *Framer) Gap(n int64) {
 		if fr.in && fr.nprefix == 4 && fr.curLen+n <= fr.want+4 {
 			// Keep counting toward the end of this frame, then drop it.
 			fr.cur.Oversize = true
-			fr.buf = nil
+			fr.drop()
 			fr.damaged = true
 			fr.curLen += n
 			fr.off += n
@@ -486,7 +519,7 @@ func (fr *Framer) Gap(n int64) {
 			Detail: "protobuf framing lost; later events of this body cannot be framed"})
 	}
 	fr.in = false
-	fr.buf = nil
+	fr.drop()
 	fr.cur = Frame{}
 	fr.resync = true
 	fr.off += n
@@ -499,6 +532,6 @@ func (fr *Framer) Close() {
 		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
 			Detail: fmt.Sprintf("%d bytes of an event, then the body ended", fr.curLen)})
 		fr.in = false
-		fr.buf = nil
+		fr.drop()
 	}
 }

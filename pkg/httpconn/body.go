@@ -53,6 +53,9 @@ type body struct {
 	// pendBytes counts the bytes of those events.
 	pending   []record.Record
 	pendBytes int64
+	// pendHeld counts the bytes of pending events reserved from the
+	// connections' shared budget (Options.Budget).
+	pendHeld  int64
 	curChunk  int
 	curSize   int64
 	curData   int64
@@ -100,6 +103,7 @@ func (b *body) startEvents(f event.Format) {
 	b.events = map[string]int{}
 	b.framer = event.NewFramer(f, b.s.c.opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
 	b.framer.LimitSpans(b.s.c.opt.MaxEventChunks)
+	b.framer.SetBudget(b.s.c.opt.Budget)
 }
 
 // find returns the window's entry for chunk index i, or nil.
@@ -305,6 +309,13 @@ func (b *body) drain() {
 		}
 		b.pending = append(b.pending, ev)
 		b.pendBytes += f.Length
+		// The event's bytes stay held until it is emitted; when the
+		// budget has no room for them, emit what is pending now.
+		if n := int64(len(f.Data)); b.s.c.opt.Budget.Reserve(n) {
+			b.pendHeld += n
+		} else {
+			b.emitPending()
+		}
 		if f.UnlistedChunks > 0 {
 			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
 				Exchange: b.exchange, Kind: "watch event in too many chunks", Warning: true, Time: b.now,
@@ -414,6 +425,8 @@ func (b *body) emitPending() {
 	clear(b.pending)
 	b.pending = b.pending[:0]
 	b.pendBytes = 0
+	b.s.c.opt.Budget.Release(b.pendHeld)
+	b.pendHeld = 0
 }
 
 func (b *body) attachChunks(ev *record.Event) {
@@ -439,6 +452,7 @@ func (b *body) decode(f *event.Frame) *record.Event {
 		if b.tentative && b.seq == 0 {
 			// The response only looked like a watch.
 			b.tentative = false
+			b.framer.Discard()
 			b.framer = nil
 			b.resp.Watch = false
 			return nil

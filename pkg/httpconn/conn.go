@@ -54,6 +54,10 @@ type Options struct {
 	MidStream bool
 	// Decode tunes event decoding (e.g. showing Secret data).
 	Decode event.DecodeOptions
+	// Budget, if set, bounds the bytes held by the header sections and
+	// watch events in progress (and events waiting for their chunk to end)
+	// of every Conn that shares it.
+	Budget *event.Budget
 	// Locate, if set, is called on every Problem before it is emitted, to
 	// add where the bytes came from (capture file and packet number).
 	Locate func(*record.Problem)
@@ -195,6 +199,7 @@ type side struct {
 	sniffBuf []byte
 	closed   bool
 	hdr      []byte
+	hdrHeld  int64 // bytes of hdr reserved from Options.Budget
 	hdrStart int64
 	body     *body // current message body, nil while reading a header
 }
@@ -428,6 +433,18 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 	s.hdr = append(s.hdr, p...)
 	end := headerEnd(s.hdr, from)
 	if end < 0 && len(s.hdr) <= s.c.opt.MaxHeaderBytes {
+		// Bytes kept until the section's end comes count against the
+		// budget shared with the other connections.
+		if !s.c.opt.Budget.Reserve(int64(len(p))) {
+			s.problem("stream", s.hdrStart, event.KindBudget,
+				fmt.Sprintf("with %d bytes of this header section, the connections' buffers would hold more than %d bytes",
+					len(s.hdr), s.c.opt.Budget.Max()),
+				"raise --max-buffered-bytes-total, or lower --max-connections", false, t)
+			s.dropHeader()
+			s.dead = true
+			return len(p)
+		}
+		s.hdrHeld += int64(len(p))
 		return len(p)
 	}
 	if end < 0 || end > s.c.opt.MaxHeaderBytes {
@@ -435,16 +452,17 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 			fmt.Sprintf("no empty line within its first %d bytes", s.c.opt.MaxHeaderBytes),
 			"raise --max-header-bytes if this is real traffic", false, t)
 		s.dead = true
-		s.hdr = nil
+		s.dropHeader()
 		return len(p)
 	}
 	used := end - (len(s.hdr) - len(p))
 	h := s.hdr[:end]
-	s.hdr = s.hdr[:0]
-	if cap(s.hdr) > 4<<10 {
-		// Do not keep a large section's buffer for the life of the
-		// connection (parsing below copies what it keeps).
-		s.hdr = nil
+	s.dropHeader()
+	if cap(h) <= 4<<10 {
+		// Keep a small buffer for the next section; not a large one,
+		// for the life of the connection (parsing below copies what it
+		// keeps, and h is not written to again before it is parsed).
+		s.hdr = h[:0]
 	}
 	if s.isServer {
 		s.startResponse(h, t)
@@ -452,6 +470,14 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 		s.startRequest(h, t)
 	}
 	return used
+}
+
+// dropHeader forgets the header section being read and releases its bytes
+// from the budget.
+func (s *side) dropHeader() {
+	s.c.opt.Budget.Release(s.hdrHeld)
+	s.hdrHeld = 0
+	s.hdr = nil
 }
 
 // headerEnd returns the length of the header section in b (through the
@@ -491,7 +517,7 @@ func (s *side) gap(n int64, t time.Time) {
 	s.off += n
 	// Lost bytes in a header section or across messages: HTTP framing of
 	// this direction cannot be trusted any more.
-	s.hdr = s.hdr[:0]
+	s.dropHeader()
 	s.dead = true
 	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
 		Message: fmt.Sprintf("%s stream: HTTP framing lost after missing bytes; the rest of this direction is not decoded", s.name())})
@@ -510,4 +536,5 @@ func (s *side) close(how Ending, t time.Time) {
 		s.problem("stream", s.hdrStart, "header section cut short",
 			fmt.Sprintf("%d bytes of a header section, then the stream ended", len(s.hdr)), "", false, t)
 	}
+	s.dropHeader()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/internal/testutil"
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -520,5 +521,46 @@ func TestManyEventsInOneWrite(t *testing.T) {
 	}
 	if d := diffLines(whole, split); d != "" {
 		t.Fatalf("fed a byte at a time, records differ at %s", d)
+	}
+}
+
+// TestBudgetHeaderSections: 100 connections share a 1 MiB budget and each
+// sends 64 KiB of a header section that never ends (each within
+// MaxHeaderBytes). The sections that do not fit are reported and their
+// direction dropped; the rest go on, and closing every connection gives
+// back every byte.
+func TestBudgetHeaderSections(t *testing.T) {
+	const conns, budgetBytes = 100, 1 * MiB
+	budget := event.NewBudget(budgetBytes)
+	tl := newTally()
+	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
+	section := append([]byte("HTTP/1.1 200 OK\r\n"), bytes.Repeat(line, 64<<10/len(line))...)
+	var open []*httpconn.Conn
+	for range conns {
+		c := httpconn.New(testConn, tl, httpconn.Options{Budget: budget})
+		c.ClientData([]byte(watchGET), t0)
+		c.ServerData(section, t0)
+		open = append(open, c)
+	}
+	if h := budget.Held(); h > budgetBytes {
+		t.Errorf("%d bytes reserved; the budget is %d", h, budgetBytes)
+	}
+	over := 0
+	for _, p := range tl.problems {
+		if p.Kind == event.KindBudget {
+			over++
+		}
+	}
+	// 1 MiB holds 16 sections of 64 KiB (less what requests hold: they
+	// were parsed and released at once).
+	if fits := budgetBytes / len(section); over != conns-fits {
+		t.Errorf("%d sections over the budget; want %d (problems %q)", over, conns-fits, tl.kinds()[:min(3, len(tl.kinds()))])
+	}
+	for _, c := range open {
+		c.CloseServer(httpconn.EndFIN, t0)
+		c.CloseClient(httpconn.EndFIN, t0)
+	}
+	if h := budget.Held(); h != 0 {
+		t.Errorf("%d bytes still reserved after every connection closed", h)
 	}
 }

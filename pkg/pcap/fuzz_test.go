@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -20,8 +22,9 @@ const pipelineTimeout = 30 * time.Second
 // FuzzPipeline runs arbitrary file bytes through the whole kwatch pcap path
 // (capture formats, link and IP layers, reassembly, HTTP, chunks, events)
 // with a sink that discards the records, once with the default options and
-// once with tiny bounds (2 connections, 4 buffered pages, 7-byte feeds), so
-// that the fuzzer reaches them. It must not panic and must end.
+// once with tiny bounds (2 connections, 4 buffered pages, 7-byte feeds, a
+// 300-byte budget), so that the fuzzer reaches them. It must not panic, must
+// end, and must release every byte reserved from the budgets.
 //
 // The seed corpus is testdata/fuzz/FuzzPipeline: every capture in
 // testdata/pcap and testdata/captures (see TestPipelineSeeds).
@@ -30,13 +33,26 @@ func FuzzPipeline(f *testing.F) {
 		done := make(chan error, 1)
 		go func() {
 			discard := record.SinkFunc(func(record.Record) {})
-			_, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz"}, discard)
+			// An error for a file that is not a capture is fine; bytes
+			// left reserved from a budget are not.
+			budget := event.NewBudget(0)
 			_, _ = pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz",
-				MaxConnections: 2, MaxBufferedPerConn: 4, MaxBufferedTotal: 6, MaxFeed: 7}, discard)
+				HTTP: httpconn.Options{Budget: budget}}, discard)
+			small := event.NewBudget(300)
+			_, _ = pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz",
+				MaxConnections: 2, MaxBufferedPerConn: 4, MaxBufferedTotal: 6, MaxFeed: 7,
+				HTTP: httpconn.Options{Budget: small}}, discard)
+			var err error
+			if h, hs := budget.Held(), small.Held(); h != 0 || hs != 0 {
+				err = fmt.Errorf("%d and %d bytes still reserved from the budgets after the capture ended", h, hs)
+			}
 			done <- err
 		}()
 		select {
-		case <-done: // an error for a file that is not a capture is fine
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
 		case <-time.After(pipelineTimeout):
 			t.Fatalf("pcap.Read did not end within %v on %d bytes", pipelineTimeout, len(data))
 		}

@@ -14,7 +14,9 @@ import (
 	"testing/iotest"
 
 	"github.com/kwatch/kwatch/pkg/diff"
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/health"
+	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -63,8 +65,13 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	if m.diff {
 		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}
-	if _, err := pcap.Read(context.Background(), src, pcap.Options{Name: name, MaxFeed: maxFeed}, sink); err != nil {
+	budget := event.NewBudget(0)
+	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget}}
+	if _, err := pcap.Read(context.Background(), src, opt, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	if h := budget.Held(); h != 0 {
+		t.Errorf("%s: %d bytes still reserved from the budget after the capture ended", name, h)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)

@@ -6,11 +6,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kwatch/kwatch/internal/pcapgen"
 	"github.com/kwatch/kwatch/internal/testutil"
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -379,5 +382,58 @@ func TestRecordClaims2GiB(t *testing.T) {
 				t.Errorf("problem at packet %d; want %d, the record after the last packet read", p.Packet, packets+1)
 			}
 		})
+	}
+}
+
+// TestBudgetManyLargeEvents reads 24 connections that each send 2 MiB of a
+// watch event that never ends, then a good watch. Each connection alone is
+// within --max-event-bytes; together they would hold 48 MiB. With a budget
+// of 8 MiB the events that do not fit are reported and skipped, the live
+// heap stays near the budget, the good watch decodes, and every byte
+// reserved is released by the end.
+func TestBudgetManyLargeEvents(t *testing.T) {
+	const conns, eventBytes, budgetBytes = 24, 2 * MiB, 8 * MiB
+	var all []*pcapgen.Conn
+	for i := range conns {
+		c := conn(uint16(44000 + i))
+		c.Handshake()
+		c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+		c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+		open := append([]byte(`{"type":"ADDED","object":{"kind":"ConfigMap","data":{"k":"`), bytes.Repeat([]byte("x"), eventBytes)...)
+		c.Send(pcapgen.Server, chunk(open))
+		all = append(all, c)
+	}
+	good := conn(44999)
+	simpleWatch(t, good, twoEvents(t)...)
+	capture := pcapOf(t, append(all, good)...)
+
+	budget := event.NewBudget(budgetBytes)
+	col := newCollector()
+	peak := testutil.HeapPeak(func(probe func()) {
+		opt := pcap.Options{Name: "budget.pcap", HTTP: httpconn.Options{Budget: budget}}
+		if _, err := pcap.Read(context.Background(), bytes.NewReader(capture), opt, probing(col, probe)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%d connections with a %d MiB event each, budget %d MiB: live heap peak %.1f MiB, %d events skipped",
+		conns, eventBytes/MiB, budgetBytes/MiB, float64(peak)/MiB, col.kinds[event.KindBudget])
+	// Reservations count bytes kept; append's spare capacity can double
+	// them. Measured: about 14 MiB (48 MiB and more without the budget).
+	if peak > 3*budgetBytes {
+		t.Errorf("live heap grew by %.1f MiB; want under %d MiB", float64(peak)/MiB, 3*budgetBytes/MiB)
+	}
+	// 8 MiB hold three of the 2 MiB events (a fourth does not fit whole).
+	if n := col.kinds[event.KindBudget]; n < conns-4 || n > conns-3 {
+		t.Errorf("%d events skipped for the budget; want %d or %d", n, conns-4, conns-3)
+	}
+	p := col.first[event.KindBudget]
+	if p == nil || p.Where != "data" || p.Packet == 0 || !strings.Contains(p.Detail, "raise --max-buffered-bytes-total") {
+		t.Errorf("first budget problem %+v", p)
+	}
+	if got := fmt.Sprint(col.events[conns+1]); got != "[ADDED coredns MODIFIED coredns]" {
+		t.Errorf("the good watch after them: events %s", got)
+	}
+	if h := budget.Held(); h != 0 {
+		t.Errorf("%d bytes still reserved after the capture ended", h)
 	}
 }

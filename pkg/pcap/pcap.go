@@ -13,6 +13,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/reassembly"
 
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -50,7 +51,9 @@ type Options struct {
 	// Port, when not 0, keeps only connections with this TCP port on either
 	// side.
 	Port uint16
-	// HTTP tunes the HTTP/1.1 decoding of each connection.
+	// HTTP tunes the HTTP/1.1 decoding of each connection. Its Budget is
+	// shared by all connections; Read makes one of event.DefaultBudgetBytes
+	// when it is nil.
 	HTTP httpconn.Options
 	// MaxFeed, when not 0, hands reassembled bytes to HTTP decoding in
 	// pieces of at most MaxFeed bytes. Output must not depend on it; tests
@@ -110,6 +113,9 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	rd := &reader{opt: opt, sink: sink, stats: &Stats{Format: src.format},
 		live: map[*stream]struct{}{}, ringBudget: overlapBudget}
 	rd.httpOpt = opt.HTTP
+	if rd.httpOpt.Budget == nil {
+		rd.httpOpt.Budget = event.NewBudget(0)
+	}
 	rd.httpOpt.Locate = rd.locate
 	// A capture may begin while a watch is already open.
 	rd.httpOpt.MidStream = true
