@@ -18,6 +18,7 @@ mkdir -p "$OUT"
 need=()
 command -v tshark >/dev/null || need+=(tshark)
 [ -x /usr/bin/time ] || need+=(time)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} from Debian" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -69,27 +70,36 @@ for mb in "${sizes[@]}"; do
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mb" "$bytes" "$events" "$k" "$kr" "$fl" "$t" >>"$results"
 done
 
-# Live: one replayed watch of 100k events, decoded by kwatch stream and
-# copied by kubectl get --raw (which only prints the body).
+# Live: one replayed watch of 100k events (bench/replay also answers
+# discovery and the LIST before it). The same work: kwatch stream and
+# kubectl get -w, both -o json, each listing then watching configmaps; and
+# the raw body, which kubectl get --raw only copies.
 EVENTS=100000
-"$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS &
-rpid=$!
-trap 'kill $rpid 2>/dev/null || true' EXIT
-sleep 0.5
 kubectl_bin=$(command -v kubectl || true)
 [ -x "${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run/bin/kubectl" ] && kubectl_bin="${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run/bin/kubectl"
+RAW='/api/v1/namespaces/kube-system/configmaps?watch=1'
+URL=http://127.0.0.1:18080
+rpid=
+trap '[ -n "$rpid" ] && kill $rpid 2>/dev/null || true' EXIT
+# live NAME CMD...: one run of CMD against a fresh replay; appends
+# "NAME seconds maxrss_kb" to live.tsv.
+live() {
+  local name=$1; shift
+  "$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS & rpid=$!
+  for _ in $(seq 50); do curl -fs "$URL/api" >/dev/null 2>&1 && break; sleep 0.1; done
+  read -r s rss < <(measure "$@")
+  kill $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true; rpid=
+  printf '%s\t%s\t%s\n' "$name" "$s" "$rss" >>"$OUT/live.tsv"
+}
 : >"$OUT/live.tsv"
 for run in $(seq "$RUNS"); do
-  kill $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true
-  "$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS & rpid=$!; sleep 0.5
-  read -r ks krss < <(measure "$OUT/kwatch" stream --raw '/api/v1/namespaces/kube-system/configmaps?watch=1' --proxy http://127.0.0.1:18080 -o json)
-  kill $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true
-  "$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS & rpid=$!; sleep 0.5
-  cs=-; crss=-
+  echo "live, run $run" >&2
+  live kwatch-watch "$OUT/kwatch" stream configmaps -n kube-system --proxy "$URL" -o json
+  live kwatch-raw "$OUT/kwatch" stream --raw "$RAW" --proxy "$URL" -o json
   if [ -n "$kubectl_bin" ]; then
-    read -r cs crss < <(measure "$kubectl_bin" --server http://127.0.0.1:18080 get --raw '/api/v1/namespaces/kube-system/configmaps?watch=1')
+    live kubectl-watch "$kubectl_bin" --server "$URL" get configmaps -n kube-system -w -o json
+    live kubectl-raw "$kubectl_bin" --server "$URL" get --raw "$RAW"
   fi
-  printf '%s\t%s\t%s\t%s\n' "$ks" "$krss" "$cs" "$crss" >>"$OUT/live.tsv"
 done
 
 # RESULTS.md
@@ -116,19 +126,30 @@ done
     }'
   done <"$results"
   echo
-  echo "Live: a local server (\`bench/replay\`) streams $EVENTS ConfigMap events of about 1 KB, one chunk each;"
-  echo "\`kwatch stream --raw PATH --proxy URL -o json > /dev/null\` decodes them, \`kubectl get --raw PATH > /dev/null\` only copies the body."
+  echo "Live: a local server (\`bench/replay\`) answers discovery and the LIST, then streams $EVENTS ConfigMap"
+  echo "MODIFIED events of about 1 KB, one chunk each. Each command runs against a fresh replay; medians of $RUNS runs."
+  echo "kubectl is $("${kubectl_bin:-false}" version --client 2>/dev/null | head -1 || echo 'not found')."
   echo
-  echo "| run | kwatch s | kwatch events/s | kwatch peak RSS | kubectl get --raw s | kubectl events/s | kubectl peak RSS |"
-  echo "|---|---|---|---|---|---|---|"
-  n=0
-  while IFS=$'\t' read -r ks krss cs crss; do
-    n=$((n+1))
-    awk -v n="$n" -v ev="$EVENTS" -v ks="$ks" -v krss="$krss" -v cs="$cs" -v crss="$crss" 'BEGIN {
-      ce = (cs == "-") ? "-" : sprintf("%.0f", ev / cs); cr = (crss == "-") ? "-" : sprintf("%.1f MiB", crss / 1024)
-      printf "| %d | %.2f | %.0f | %.1f MiB | %s | %s | %s |\n", n, ks, ev / ks, krss / 1024, cs, ce, cr
-    }'
-  done <"$OUT/live.tsv"
+  echo "| command | s | events/s | peak RSS |"
+  echo "|---|---|---|---|"
+  for name in kwatch-watch kubectl-watch kwatch-raw kubectl-raw; do
+    case $name in
+      kwatch-watch) cmdline="\`kwatch stream configmaps -n kube-system --proxy URL -o json\`" ;;
+      kubectl-watch) cmdline="\`kubectl --server URL get configmaps -n kube-system -w -o json\`" ;;
+      kwatch-raw) cmdline="\`kwatch stream --raw PATH --proxy URL -o json\`" ;;
+      kubectl-raw) cmdline="\`kubectl --server URL get --raw PATH\` (copies the body, decodes nothing)" ;;
+    esac
+    s=$(awk -v n="$name" '$1 == n {print $2}' "$OUT/live.tsv" | median)
+    rss=$(awk -v n="$name" '$1 == n {print $3}' "$OUT/live.tsv" | sort -n | tail -1)
+    [ -z "$s" ] && continue
+    awk -v c="$cmdline" -v s="$s" -v rss="$rss" -v ev="$EVENTS" 'BEGIN {printf "| %s | %.2f | %.0f | %.1f MiB |\n", c, s, ev / s, rss / 1024}'
+  done
+  kw=$(awk '$1 == "kwatch-watch" {print $2}' "$OUT/live.tsv" | median)
+  kc=$(awk '$1 == "kubectl-watch" {print $2}' "$OUT/live.tsv" | median)
+  if [ -n "$kw" ] && [ -n "$kc" ]; then
+    echo
+    awk -v kw="$kw" -v kc="$kc" 'BEGIN {printf "kwatch stream / kubectl get -w, events/s: **%.1fx**\n", kc / kw}'
+  fi
 } >bench/RESULTS.md
 echo "wrote bench/RESULTS.md" >&2
 cat bench/RESULTS.md

@@ -1,9 +1,12 @@
 // Command replay serves one recorded Kubernetes watch event, as fast as it
-// can, to measure live decoding: every GET is answered 200 with a chunked
-// application/json body of -events copies of the event (one chunk each, as
-// kube-apiserver flushes them), ended by the last-chunk. Once a watch has
-// been served in full, later requests get 403 Forbidden, so that a client
-// that resumes watches (kwatch stream) stops after one replay.
+// can, to measure live decoding: a watch request (watch=1 or watch=true) is
+// answered 200 with a chunked application/json body of -events copies of
+// the event (one chunk each, as kube-apiserver flushes them), ended by the
+// last-chunk. Once a watch has been served in full, later watches get 403
+// Forbidden, so that a client that resumes watches (kwatch stream, kubectl
+// get -w) stops after one replay. It also answers the discovery requests
+// (/api, /apis, /api/v1) and the LIST of configmaps that kubectl get -w and
+// kwatch stream make before they watch.
 //
 // Usage: replay -addr 127.0.0.1:18080 -events 100000
 package main
@@ -22,16 +25,52 @@ import (
 var event = `{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"coredns","namespace":"kube-system","uid":"ac4b0628-8a4d-462e-953a-444ae21d622f","resourceVersion":"RV","creationTimestamp":"2026-11-29T20:22:16Z","managedFields":[{"manager":"kubectl-create","operation":"Update","apiVersion":"v1","time":"2026-11-29T20:22:16Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:Corefile":{}}}}]},"data":{"Corefile":"` +
 	strings.Repeat(`.:53 {\n    errors\n    health\n    ready\n}\n`, 12) + `"}}}` + "\n"
 
+// Discovery documents, enough for client-go's discovery (kubectl get,
+// kwatch stream RESOURCE) to resolve configmaps to /api/v1.
+const (
+	apiVersions  = `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1"}]}`
+	apiGroupList = `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`
+	coreV1       = `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["cm"]}]}`
+	// emptyList answers the LIST that precedes a watch; the watch starts
+	// from its resourceVersion.
+	emptyList = `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"999"},"items":[]}`
+)
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18080", "listen address")
 	n := flag.Int("events", 100000, "events per watch")
+	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
 	var served atomic.Bool
+	jsonReply := func(w http.ResponseWriter, code int, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprint(w, body)
+	}
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if served.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"replay finished","reason":"Forbidden","code":403}`)
+		if *verbose {
+			log.Printf("%s %s", r.Method, r.URL)
+		}
+		q := r.URL.Query().Get("watch")
+		watch := q == "1" || q == "true"
+		switch {
+		case r.URL.Path == "/api":
+			jsonReply(w, http.StatusOK, apiVersions)
+			return
+		case r.URL.Path == "/apis":
+			jsonReply(w, http.StatusOK, apiGroupList)
+			return
+		case r.URL.Path == "/api/v1":
+			jsonReply(w, http.StatusOK, coreV1)
+			return
+		case !watch && strings.HasSuffix(r.URL.Path, "/configmaps"):
+			jsonReply(w, http.StatusOK, emptyList)
+			return
+		case !watch:
+			jsonReply(w, http.StatusNotFound, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"not served by replay","reason":"NotFound","code":404}`)
+			return
+		case served.Load():
+			jsonReply(w, http.StatusForbidden, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"replay finished","reason":"Forbidden","code":403}`)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
