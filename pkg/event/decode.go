@@ -68,6 +68,10 @@ type Event struct {
 	Status *metav1.Status
 	// Redacted is true when Secret values were replaced in Object.
 	Redacted bool
+
+	// maybeSecret is true when any reading of the object's kind says
+	// Secret (see objectMeta.MaybeSecret).
+	maybeSecret bool
 }
 
 // DecodeOptions tune Decode.
@@ -125,20 +129,16 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	}
 	ev := &Event{Type: typ}
 	if f == FormatProtobuf {
-		if err := ev.fromProtobuf(raw); err != nil {
-			return ev, err
-		}
+		err = ev.fromProtobuf(raw)
 	} else {
-		if err := ev.fromJSON(raw); err != nil {
-			return ev, err
-		}
+		err = ev.fromJSON(raw)
 	}
-	// readMeta reads kind as apimachinery does (the last of duplicate
-	// keys, escapes undone), so the kind it gives is the one that counts.
-	if !opt.ShowSecrets && ev.Kind == "Secret" {
+	// Redact before anything else sees the object, also when its metadata
+	// did not decode: the event is still printed.
+	if !opt.ShowSecrets && (ev.Kind == "Secret" || ev.maybeSecret) {
 		ev.redact()
 	}
-	return ev, nil
+	return ev, err
 }
 
 // watchEvent returns the type and the object's bytes of the
@@ -169,18 +169,26 @@ type objectMeta struct {
 	Name, Namespace, UID, ResourceVersion string
 	// InitialEventsEnd is the InitialEventsEndAnnotation read as a bool.
 	InitialEventsEnd bool
+	// MaybeSecret is true when any top-level key that matches "kind" in
+	// any letter case (a duplicate, one apimachinery would not use) holds
+	// "Secret" in any letter case: redaction fails closed.
+	MaybeSecret bool
 }
 
+// fromJSON sets the event's object and the identity read from it. Fields
+// read before a metadata error are kept, and the error returned.
 func (ev *Event) fromJSON(raw []byte) error {
 	ev.Object = raw
 	var m objectMeta
-	if err := readMeta(raw, &m); err != nil {
-		return fmt.Errorf("watch event object: %w", err)
-	}
+	err := readMeta(raw, &m)
 	ev.APIVersion, ev.Kind = m.APIVersion, m.Kind
 	ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 	ev.ResourceVersion = m.ResourceVersion
 	ev.InitialEventsEnd = m.InitialEventsEnd
+	ev.maybeSecret = m.MaybeSecret
+	if err != nil {
+		return fmt.Errorf("watch event object: %w", err)
+	}
 	if ev.Kind == "Status" {
 		var st metav1.Status
 		if err := json.Unmarshal(raw, &st); err == nil {
@@ -243,10 +251,12 @@ const Redacted = "REDACTED"
 // replaced as Decode does unless ShowSecrets; other objects are returned
 // as they are.
 func RedactObject(obj []byte) []byte {
-	if !bytes.Contains(obj, []byte(`"Secret"`)) {
+	var m objectMeta
+	_ = readMeta(obj, &m)
+	if m.Kind != "Secret" && !m.MaybeSecret {
 		return obj
 	}
-	ev := &Event{Object: obj, Kind: "Secret"}
+	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace}
 	ev.redact()
 	return ev.Object
 }
@@ -256,55 +266,104 @@ func RedactObject(obj []byte) []byte {
 // last-applied-configuration.
 var secretAnnotations = []string{"kubectl.kubernetes.io/last-applied-configuration"}
 
-// redact replaces the values of a Secret's data and stringData, and of
-// annotations that copy them.
+// redact rewrites a Secret's object with the values of data and
+// stringData, and of annotations that copy them, replaced by Redacted. It
+// fails closed: every copy of a duplicated key is redacted (encoding/json
+// merges duplicate objects, so an earlier copy may be the data client-go
+// sees), keys match in any letter case, and an object it cannot read is
+// replaced whole.
 func (ev *Event) redact() {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(ev.Object))
-	dec.UseNumber() // numbers too large for a float64 must not make it fail
-	if err := dec.Decode(&m); err != nil {
-		// Fail closed: an object kwatch cannot redact is not shown.
+	out, changed, err := redactSecret(ev.Object)
+	if err != nil {
 		ev.Object, _ = json.Marshal(map[string]any{"kind": "Secret", "apiVersion": ev.APIVersion,
 			"metadata": map[string]any{"name": ev.Name, "namespace": ev.Namespace},
 			"data":     Redacted + " (the object could not be read to redact it)"})
 		ev.Redacted = true
 		return
 	}
-	// Decoding keeps the last of duplicate keys, as apimachinery does.
-	if k, _ := m["kind"].(string); k != "Secret" {
-		return
-	}
-	changed := false
-	if md, ok := m["metadata"].(map[string]any); ok {
-		if ann, ok := md["annotations"].(map[string]any); ok {
-			for _, a := range secretAnnotations {
-				if _, ok := ann[a]; ok {
-					ann[a] = Redacted
-					changed = true
-				}
-			}
-		}
-	}
-	for _, field := range []string{"data", "stringData"} {
-		switch d := m[field].(type) {
-		case map[string]any:
-			for k := range d {
-				d[k] = Redacted
-				changed = true
-			}
-		case nil:
-		default: // not a map: hide the whole value
-			m[field] = Redacted
-			changed = true
-		}
-	}
-	if !changed {
-		return
-	}
-	if js, err := json.Marshal(m); err == nil {
-		ev.Object = js
+	if changed {
+		ev.Object = out
 		ev.Redacted = true
 	}
+}
+
+// redactedJSON is Redacted as a JSON string.
+var redactedJSON = []byte(`"` + Redacted + `"`)
+
+// redactSecret returns obj rewritten by redact's rules, and whether a
+// value was replaced; an error when obj is not a JSON object.
+func redactSecret(obj []byte) (out []byte, changed bool, err error) {
+	out, err = rewriteObject(obj, func(key, v []byte) []byte {
+		switch {
+		case bytes.EqualFold(key, []byte("data")), bytes.EqualFold(key, []byte("stringData")):
+			return redactValues(v, &changed)
+		case bytes.EqualFold(key, []byte("metadata")):
+			md, err := rewriteObject(v, func(key, v []byte) []byte {
+				if !bytes.EqualFold(key, []byte("annotations")) {
+					return v
+				}
+				ann, err := rewriteObject(v, func(key, v []byte) []byte {
+					for _, a := range secretAnnotations {
+						if bytes.EqualFold(key, []byte(a)) && string(v) != "null" {
+							changed = true
+							return redactedJSON
+						}
+					}
+					return v
+				})
+				if err != nil && string(v) != "null" {
+					changed = true
+					return redactedJSON // annotations that cannot be read
+				}
+				return ann
+			})
+			if err != nil {
+				return v // not an object: it holds no annotations
+			}
+			return md
+		}
+		return v
+	})
+	return out, changed, err
+}
+
+// redactValues returns the value of a data or stringData field with every
+// value replaced: an object keeps its keys, null stays null, and anything
+// else becomes Redacted.
+func redactValues(v []byte, changed *bool) []byte {
+	if string(v) == "null" {
+		return v
+	}
+	out, err := rewriteObject(v, func(_, v []byte) []byte {
+		*changed = true
+		return redactedJSON
+	})
+	if err != nil {
+		*changed = true
+		return redactedJSON
+	}
+	return out
+}
+
+// rewriteObject returns the JSON object obj with each value replaced by
+// fn(key, value), keys re-encoded from their unescaped form, in order and
+// with duplicates kept; an error when obj is not an object.
+func rewriteObject(obj []byte, fn func(key, value []byte) []byte) ([]byte, error) {
+	out := []byte{'{'}
+	err := eachField(obj, func(key, v []byte) error {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		k, _ := json.Marshal(string(key))
+		out = append(out, k...)
+		out = append(out, ':')
+		out = append(out, fn(key, v)...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
 }
 
 // DecodeStatusProtobuf decodes a protobuf-encoded metav1.Status body (as the

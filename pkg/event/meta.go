@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -28,6 +29,16 @@ var errMalformed = errors.New("malformed JSON object")
 // before the error are kept.
 func readMeta(raw []byte, m *objectMeta) error {
 	return eachField(raw, func(key, v []byte) error {
+		if bytes.EqualFold(key, []byte("kind")) {
+			// client-go's typed decoding finds the kind with a
+			// case-insensitive reading (json.DefaultMetaFactory); any
+			// key that could be the kind can make the object a Secret.
+			var k string
+			_ = stringField(&k, v, "kind")
+			if strings.EqualFold(k, "Secret") {
+				m.MaybeSecret = true
+			}
+		}
 		switch string(key) {
 		case "apiVersion":
 			return stringField(&m.APIVersion, v, "apiVersion")

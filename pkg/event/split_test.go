@@ -144,6 +144,10 @@ func FuzzReadMeta(f *testing.F) {
 		}
 		var got objectMeta
 		err := readMeta(raw, &got)
+		if got.Kind == "Secret" && !got.MaybeSecret {
+			t.Fatalf("readMeta(%q): kind Secret, but MaybeSecret is false", raw)
+		}
+		got.MaybeSecret = false // a superset of what apimachinery reads; FuzzRedact checks it
 		var ref metav1.PartialObjectMetadata
 		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &ref) != nil {
 			return
