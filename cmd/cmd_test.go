@@ -177,3 +177,15 @@ func TestProfile(t *testing.T) {
 		t.Errorf("--profile wall: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestProfileWriteFails: a profile that cannot be written makes a run that
+// otherwise succeeded exit 2.
+func TestProfileWriteFails(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	_, errOut, code := run(t, nil, nil, "pcap", "--profile", "heap", "--profile-output", "/dev/full", watchCapture)
+	if code != ExitUsage || !strings.Contains(errOut, "--profile-output /dev/full: write /dev/full: no space left on device") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

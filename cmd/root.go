@@ -128,10 +128,14 @@ func Execute(ctx context.Context, streams IOStreams, args []string) int {
 	root := newRootCommand(streams, prof)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if perr := prof.finish(); perr != nil {
+	perr := prof.finish()
+	if perr != nil {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %v\n", perr)
 	}
 	if err == nil {
+		if perr != nil {
+			return ExitUsage // the profile asked for was not written
+		}
 		return ExitOK
 	}
 	var ee *exitError
