@@ -21,7 +21,6 @@
 package event
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -386,8 +385,8 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 
 // scanJSON advances the JSON scanner over p and returns the length of p up
 // to and including the byte that closes the top-level object, or -1.
-// Inside strings it jumps from quote to backslash with bytes.IndexByte, so
-// a large object's data costs little more than a memchr.
+// Inside strings it jumps from quote to backslash eight bytes at a time
+// (indexSpecial).
 func (fr *Framer) scanJSON(p []byte) int {
 	inStr, escape, depth := fr.inStr, fr.escape, fr.depth
 	end := -1
@@ -398,17 +397,18 @@ func (fr *Framer) scanJSON(p []byte) int {
 				i++
 				continue
 			}
-			rest := p[i:]
-			if q := bytes.IndexByte(rest, '"'); q >= 0 {
-				rest = rest[:q]
-			}
-			if bs := bytes.IndexByte(rest, '\\'); bs >= 0 {
-				escape = true
-				i += bs + 1
+			j := indexSpecial(p[i:])
+			if j < 0 {
+				i = len(p)
 				continue
 			}
-			i += len(rest) + 1 // past the closing quote, or past the end of p
-			inStr = i > len(p)
+			i += j
+			if p[i] == '\\' {
+				escape = true
+			} else {
+				inStr = false
+			}
+			i++
 			continue
 		}
 		b := p[i]

@@ -114,22 +114,18 @@ func skipSpace(data []byte, i int) int {
 // stringEnd returns the index just past the closing quote of the string
 // whose contents start at data[i], or -1 when it is not closed.
 func stringEnd(data []byte, i int) int {
-	for {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
+	for i < len(data) {
+		j := indexSpecial(data[i:])
+		if j < 0 {
 			return -1
 		}
-		q += i
-		// The quote is escaped when an odd number of backslashes precede it.
-		n := 0
-		for j := q - 1; j >= i && data[j] == '\\'; j-- {
-			n++
+		i += j
+		if data[i] == '"' {
+			return i + 1
 		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		i = q + 1
+		i += 2 // a backslash and the byte it escapes
 	}
+	return -1
 }
 
 // valueEnd returns the index just past the JSON value starting at

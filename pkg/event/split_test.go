@@ -160,3 +160,35 @@ func FuzzReadMeta(f *testing.F) {
 		}
 	})
 }
+
+// TestIndexSpecial compares indexSpecial with a plain loop at every
+// position and length of inputs with quotes, backslashes, and bytes one
+// off from them (0x21, 0x5b, 0x5d) or with the high bit set (0xa2, 0xdc).
+func TestIndexSpecial(t *testing.T) {
+	naive := func(p []byte) int {
+		for i, b := range p {
+			if b == '"' || b == '\\' {
+				return i
+			}
+		}
+		return -1
+	}
+	alphabet := []byte{'a', '"', '\\', 0x21, 0x5b, 0x5d, 0xa2, 0xdc, 0x00, 0xff}
+	rng := uint64(1)
+	for n := 0; n < 700; n += 1 + n/40 {
+		for trial := 0; trial < 200; trial++ {
+			p := make([]byte, n)
+			for i := range p {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				if rng>>56 < 250 {
+					p[i] = 'a'
+				} else {
+					p[i] = alphabet[(rng>>32)%uint64(len(alphabet))]
+				}
+			}
+			if got, want := indexSpecial(p), naive(p); got != want {
+				t.Fatalf("indexSpecial(%q) = %d, want %d", p, got, want)
+			}
+		}
+	}
+}
