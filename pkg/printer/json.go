@@ -19,6 +19,12 @@ type JSON struct {
 	w   *errWriter
 	enc *json.Encoder
 	out []byte
+	// chunks is reused for each event's chunk list.
+	chunks []jsonChunk
+	// lastConn and lastConnText cache the text of the last event's
+	// connection.
+	lastConn     *record.Conn
+	lastConnText string
 }
 
 // NewJSON returns a JSON Lines printer writing to w.
@@ -44,12 +50,11 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // Emit writes r as JSON if the filter passes it.
 func (j *JSON) Emit(r record.Record) {
 	for _, x := range j.pass(r) {
-		v := j.object(x)
-		if ev, ok := v.(jsonEvent); ok {
+		if ev, ok := x.(*record.Event); ok {
 			j.event(ev)
 			continue
 		}
-		if v != nil {
+		if v := j.object(x); v != nil {
 			_ = j.enc.Encode(v)
 		}
 	}
@@ -60,7 +65,8 @@ func (j *JSON) Emit(r record.Record) {
 // not re-validated and compacted by encoding/json, which would scan a large
 // object twice more; an object spread over several lines is compacted so
 // that the output stays one line per record.
-func (j *JSON) event(ev jsonEvent) {
+func (j *JSON) event(v *record.Event) {
+	ev := j.jsonEvent(v)
 	if bytes.IndexByte(ev.Object, '\n') >= 0 || bytes.IndexByte(ev.Object, '\r') >= 0 {
 		var c bytes.Buffer
 		if err := json.Compact(&c, ev.Object); err == nil {
@@ -78,6 +84,35 @@ func (j *JSON) event(ev jsonEvent) {
 	if cap(j.out) > 1<<20 {
 		j.out = nil // do not keep a buffer sized for one huge event
 	}
+}
+
+// jsonEvent is the JSON form of v. The connection's text is kept from one
+// event to the next: events of one connection come in runs.
+func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
+	if j.chunks == nil {
+		j.chunks = make([]jsonChunk, 0, 4) // "chunks" is [] when there are none, never null
+	}
+	j.chunks = j.chunks[:0]
+	for _, c := range v.Chunks {
+		jc := jsonChunk{Size: c.Size, SizeLine: c.SizeLine, Offset: c.Offset, Index: c.Index,
+			Events: c.Events, Bytes: c.Bytes}
+		if j.opt.Wire {
+			jc.Wire = hexBytes(c.Header)
+		}
+		j.chunks = append(j.chunks, jc)
+	}
+	chunks := j.chunks
+	obj := v.Object
+	if len(obj) == 0 {
+		obj = json.RawMessage("null")
+	}
+	if v.Conn != j.lastConn || v.Conn == nil {
+		j.lastConn, j.lastConnText = v.Conn, v.Conn.String()
+	}
+	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: chunks,
+		Connection: j.lastConnText, Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
+		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
+		InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 }
 
 // Close returns the first write error.
@@ -278,22 +313,7 @@ func (j *JSON) object(r record.Record) any {
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
 			Watch: v.Watch, Format: v.Format, Header: v.Header}
 	case *record.Event:
-		chunks := make([]jsonChunk, len(v.Chunks))
-		for i, c := range v.Chunks {
-			chunks[i] = jsonChunk{Size: c.Size, SizeLine: c.SizeLine, Offset: c.Offset, Index: c.Index,
-				Events: c.Events, Bytes: c.Bytes}
-			if j.opt.Wire {
-				chunks[i].Wire = hexBytes(c.Header)
-			}
-		}
-		obj := v.Object
-		if len(obj) == 0 {
-			obj = json.RawMessage("null")
-		}
-		return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: chunks,
-			Connection: v.Conn.String(), Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
-			Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
-			InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
+		return j.jsonEvent(v)
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
