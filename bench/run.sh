@@ -32,11 +32,19 @@ go build -o "$OUT/floor" ./bench/floor
 go build -o "$OUT/gen" ./bench/gen
 go build -o "$OUT/replay" ./bench/replay
 
+# Two sets of captures: 16 watch connections (an informer-heavy client
+# through kubectl proxy) at 10-100 MB, and one watch connection (a single
+# kubectl get -w or controller being debugged) at 2-10 MB.
 sizes=(10 20 50 100)
 [ "${BENCH_LARGE:-}" = 1 ] && sizes+=(1024)
+one_sizes=(2 5 10)
 for mb in "${sizes[@]}"; do
   f="$OUT/watch-${mb}MB.pcap"
   [ -f "$f" ] || { echo "generating $f" >&2; "$OUT/gen" -size "${mb}MB" -o "$f"; }
+done
+for mb in "${one_sizes[@]}"; do
+  f="$OUT/watch1-${mb}MB.pcap"
+  [ -f "$f" ] || { echo "generating $f" >&2; "$OUT/gen" -conns 1 -size "${mb}MB" -o "$f"; }
 done
 
 # measure CMD...: prints "seconds maxrss_kb" of one run, output discarded.
@@ -50,25 +58,49 @@ measure() {
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-results="$OUT/results.tsv"
-: >"$results"
-for mb in "${sizes[@]}"; do
-  f="$OUT/watch-${mb}MB.pcap"
-  bytes=$(stat -c %s "$f")
-  events=$("$OUT/kwatch" pcap -o json "$f" | tail -1 | sed -E 's/.*"events":\{([^}]*)\}.*/\1/' | tr ',' '\n' | awk -F: '{s+=$2} END {print s}')
-  : >"$OUT/k.txt"; : >"$OUT/kr.txt"; : >"$OUT/f.txt"; : >"$OUT/t.txt"
-  for run in $(seq "$RUNS"); do
-    echo "size ${mb} MB, run $run" >&2
-    read -r s rss < <(measure "$OUT/kwatch" pcap -o json "$f"); echo "$s" >>"$OUT/k.txt"; echo "$rss" >>"$OUT/kr.txt"
-    read -r s _ < <(measure "$OUT/floor" "$f"); echo "$s" >>"$OUT/f.txt"
+# TShark's closest job: list the chunk sizes of every HTTP response on port
+# 8001. It dissects a response only once its whole body is reassembled, and
+# by default does not put out-of-order segments back in order (the
+# response is then silently not shown), hence tcp.reassemble_out_of_order.
+TSHARK_JOB=(-o tcp.reassemble_out_of_order:TRUE -d tcp.port==8001,http -Y http.response -T fields -e http.chunk_size)
+
+# bench_set NAME PREFIX SIZES...: times kwatch, the floor and TShark on
+# OUT/PREFIX-<size>MB.pcap, alternating, RUNS times each; one line per
+# capture in OUT/NAME.tsv. Before timing, TShark's chunk count must equal
+# kwatch's (chunks plus one last-chunk per watch), or TShark did not do the
+# job and is not timed.
+bench_set() {
+  local name=$1 prefix=$2; shift 2
+  : >"$OUT/$name.tsv"
+  for mb in "$@"; do
+    f="$OUT/$prefix-${mb}MB.pcap"
+    bytes=$(stat -c %s "$f")
+    summary=$("$OUT/kwatch" pcap -o json "$f" | tail -1)
+    events=$(sed -E 's/.*"events":\{([^}]*)\}.*/\1/' <<<"$summary" | tr ',' '\n' | awk -F: '{s+=$2} END {print s}')
+    kchunks=$(sed -E 's/.*"chunks":([0-9]+).*/\1/' <<<"$summary")
+    watches=$(sed -E 's/.*"watches":([0-9]+).*/\1/' <<<"$summary")
+    tshark_ok=0
     if [ "$mb" -le "$TSHARK_MAX_MB" ]; then
-      read -r s _ < <(measure tshark -r "$f" -d tcp.port==8001,http -Y http.response -T fields -e http.chunk_size); echo "$s" >>"$OUT/t.txt"
+      tchunks=$(tshark -r "$f" "${TSHARK_JOB[@]}" 2>/dev/null | tr ',' '\n' | grep -c . || true)
+      if [ "$tchunks" = $((kchunks + watches)) ]; then tshark_ok=1; else
+        echo "TShark listed $tchunks chunks of $f, kwatch $kchunks + $watches last-chunks: TShark not timed" >&2; fi
     fi
+    : >"$OUT/k.txt"; : >"$OUT/kr.txt"; : >"$OUT/f.txt"; : >"$OUT/t.txt"; : >"$OUT/tr.txt"
+    for run in $(seq "$RUNS"); do
+      echo "$prefix ${mb} MB, run $run" >&2
+      read -r s rss < <(measure "$OUT/kwatch" pcap -o json "$f"); echo "$s" >>"$OUT/k.txt"; echo "$rss" >>"$OUT/kr.txt"
+      read -r s _ < <(measure "$OUT/floor" "$f"); echo "$s" >>"$OUT/f.txt"
+      if [ "$tshark_ok" = 1 ]; then
+        read -r s rss < <(measure tshark -r "$f" "${TSHARK_JOB[@]}"); echo "$s" >>"$OUT/t.txt"; echo "$rss" >>"$OUT/tr.txt"
+      fi
+    done
+    k=$(median <"$OUT/k.txt"); kr=$(sort -n "$OUT/kr.txt" | tail -1); fl=$(median <"$OUT/f.txt")
+    t=-; tr=-; [ -s "$OUT/t.txt" ] && { t=$(median <"$OUT/t.txt"); tr=$(sort -n "$OUT/tr.txt" | tail -1); }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mb" "$bytes" "$events" "$k" "$kr" "$fl" "$t" "$tr" >>"$OUT/$name.tsv"
   done
-  k=$(median <"$OUT/k.txt"); kr=$(sort -n "$OUT/kr.txt" | tail -1); fl=$(median <"$OUT/f.txt")
-  t=-; [ -s "$OUT/t.txt" ] && t=$(median <"$OUT/t.txt")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mb" "$bytes" "$events" "$k" "$kr" "$fl" "$t" >>"$results"
-done
+}
+bench_set many watch "${sizes[@]}"
+bench_set one watch1 "${one_sizes[@]}"
 
 # Live: one replayed watch of 100k events (bench/replay also answers
 # discovery and the LIST before it). The same work: kwatch stream and
@@ -102,29 +134,44 @@ for run in $(seq "$RUNS"); do
   fi
 done
 
-# RESULTS.md
+# RESULTS.md: the tables, then the analysis written by hand under "## Against
+# the targets", which a new run keeps.
+analysis=$(sed -n '/^## Against the targets/,$p' bench/RESULTS.md 2>/dev/null || true)
 {
   echo "# kwatch benchmark results"
   echo
   echo "Written by \`make bench\` (bench/run.sh) on $(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"
   echo "$(go version | cut -d' ' -f3), $(tshark --version 2>/dev/null | head -1 || echo 'no tshark'). Medians of $RUNS runs, alternated."
   echo
-  echo "Captures: \`bench/gen\` (16 watch connections through kubectl proxy, Ethernet, 1448-byte MSS;"
-  echo "small events one per chunk, every 10th chunk carrying 3 events, every 97th event 200 KB in 32 KiB chunks, 1 segment in 200 out of order)."
+  echo "Captures: \`bench/gen\` (watch connections through kubectl proxy, Ethernet, 1448-byte MSS;"
+  echo "small events one per chunk, every 10th chunk carrying 3 events, every 97th event 200 KB in 32 KiB chunks, 1 segment in 200"
+  echo "out of order; each watch ends with the last-chunk, as when its timeoutSeconds expires)."
   echo
   echo "Commands: \`kwatch pcap -o json FILE > /dev/null\`; \`bench/floor FILE\` (pcapgo reads every packet, nothing else);"
-  echo "\`tshark -r FILE -d tcp.port==8001,http -Y http.response -T fields -e http.chunk_size\`. Peak RSS from \`/usr/bin/time\`."
+  echo "\`tshark -r FILE -o tcp.reassemble_out_of_order:TRUE -d tcp.port==8001,http -Y http.response -T fields -e http.chunk_size\`"
+  echo "(TShark is timed only when it lists as many chunks as kwatch). Peak RSS from \`/usr/bin/time\`."
   echo
-  echo "| capture | events | kwatch s | kwatch MB/s | kwatch events/s | kwatch peak RSS | floor s | TShark s | kwatch/TShark speed | kwatch/floor speed |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-  while IFS=$'\t' read -r mb bytes events k kr fl t; do
-    awk -v mb="$mb" -v bytes="$bytes" -v ev="$events" -v k="$k" -v kr="$kr" -v fl="$fl" -v t="$t" 'BEGIN {
-      mbs = bytes / 1048576 / (k > 0 ? k : 0.001)
-      eps = ev / (k > 0 ? k : 0.001)
-      ts = (t == "-") ? "-" : sprintf("%.1fx", t / (k > 0 ? k : 0.001))
-      printf "| %d MB | %d | %.3f | %.0f | %.0f | %.1f MiB | %.4f | %s | %s | 1/%.0f |\n", mb, ev, k, mbs, eps, kr / 1024, fl, t, ts, k / (fl > 0 ? fl : 0.001)
-    }'
-  done <"$results"
+  table() {
+    echo "| capture | events | kwatch s | kwatch MB/s | kwatch events/s | kwatch peak RSS | floor s | TShark s | TShark peak RSS | kwatch/TShark speed | kwatch/floor speed |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    while IFS=$'\t' read -r mb bytes events k kr fl t tr; do
+      awk -v mb="$mb" -v bytes="$bytes" -v ev="$events" -v k="$k" -v kr="$kr" -v fl="$fl" -v t="$t" -v tr="$tr" 'BEGIN {
+        mbs = bytes / 1048576 / (k > 0 ? k : 0.001)
+        eps = ev / (k > 0 ? k : 0.001)
+        ts = (t == "-") ? "-" : sprintf("%.0fx", t / (k > 0 ? k : 0.001))
+        trs = (tr == "-") ? "-" : sprintf("%.0f MiB", tr / 1024)
+        printf "| %d MB | %d | %.3f | %.0f | %.0f | %.1f MiB | %.4f | %s | %s | %s | 1/%.0f |\n", mb, ev, k, mbs, eps, kr / 1024, fl, t, trs, ts, k / (fl > 0 ? fl : 0.001)
+      }'
+    done <"$1"
+  }
+  echo "16 watch connections (\`bench/gen -size N\`):"
+  echo
+  table "$OUT/many.tsv"
+  echo
+  echo "One watch connection (\`bench/gen -conns 1 -size N\`): the whole capture is one chunked body, which"
+  echo "TShark reassembles before it lists any chunk."
+  echo
+  table "$OUT/one.tsv"
   echo
   echo "Live: a local server (\`bench/replay\`) answers discovery and the LIST, then streams $EVENTS ConfigMap"
   echo "MODIFIED events of about 1 KB, one chunk each. Each command runs against a fresh replay; medians of $RUNS runs."
@@ -150,6 +197,11 @@ done
     echo
     awk -v kw="$kw" -v kc="$kc" 'BEGIN {printf "kwatch stream / kubectl get -w, events/s: **%.1fx**\n", kc / kw}'
   fi
-} >bench/RESULTS.md
+  if [ -n "$analysis" ]; then
+    echo
+    echo "$analysis"
+  fi
+} >bench/RESULTS.md.new
+mv bench/RESULTS.md.new bench/RESULTS.md
 echo "wrote bench/RESULTS.md" >&2
 cat bench/RESULTS.md

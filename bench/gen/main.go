@@ -5,7 +5,7 @@
 // 200 KB events split into 32 KiB chunks, chunks that carry several events,
 // and some out-of-order segments. Packets are Ethernet/IPv4/TCP with a
 // 1448-byte MSS, as on a real network; the file is classic pcap with
-// microsecond timestamps.
+// microsecond timestamps. Each watch ends with the last-chunk (-open: not).
 //
 // Usage: go run ./bench/gen -size 100MB -o bench/out/watch-100MB.pcap
 package main
@@ -29,11 +29,18 @@ import (
 // mss is the largest payload of one segment, in bytes (-mss).
 var mss = 1448
 
+// open leaves every watch body without its last-chunk (-open). By default
+// each ends with it, as when a watch's timeoutSeconds expires: TShark
+// dissects an HTTP response only once its whole body is reassembled, so on
+// open watches it lists no chunk at all.
+var open bool
+
 func main() {
 	size := flag.String("size", "100MB", "capture size to reach (e.g. 10MB, 1GB)")
 	out := flag.String("o", "", "output file")
 	conns := flag.Int("conns", 16, "watch connections")
 	flag.IntVar(&mss, "mss", mss, "largest TCP payload per packet, in bytes (65483 as on Linux loopback)")
+	flag.BoolVar(&open, "open", false, "leave the watches open at the end (no last-chunk), as a capture stopped mid-watch")
 	flag.Parse()
 	target, err := parseSize(*size)
 	if err != nil || *out == "" {
@@ -132,6 +139,19 @@ func run(path string, target int64, nconns int) error {
 	if w.held != nil {
 		if err := w.write(w.held); err != nil {
 			return err
+		}
+		w.held = nil
+	}
+	if !open {
+		for _, c := range cs {
+			if err := w.send(c, false, []byte("0\r\n\r\n")); err != nil {
+				return err
+			}
+		}
+		if w.held != nil {
+			if err := w.write(w.held); err != nil {
+				return err
+			}
 		}
 	}
 	return bw.Flush()
