@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -641,6 +642,26 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 	}
 	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
 		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
+	}
+	// The recording is meant to be handed around: the bearer token kwatch
+	// sent is masked in it, the scheme word kept.
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := regexp.MustCompile(`token: (\S+)`).FindSubmatch(kc)
+	if token == nil {
+		t.Fatalf("no token in %s", env.Kubeconfig)
+	}
+	if bytes.Contains(data, token[1]) {
+		t.Errorf("the recording holds the bearer token")
+	}
+	if !bytes.Contains(data, []byte("Authorization: Bearer "+strings.Repeat("*", len(token[1])))) {
+		t.Errorf("the recording lacks the masked Authorization field")
 	}
 }
 

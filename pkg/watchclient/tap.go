@@ -68,6 +68,7 @@ type tapConn struct {
 	sink   *lockedSink
 	hc     *httpconn.Conn
 	rec    *pcap.ConnWriter // nil unless recording
+	mask   httpconn.CredentialMask
 	closed bool
 }
 
@@ -115,7 +116,8 @@ func (c *tapConn) Write(p []byte) (int, error) {
 	now := time.Now()
 	c.hc.ClientData(p, now)
 	if c.rec != nil {
-		c.rec.Client(p, now)
+		// The recording is meant to be handed around: no token in it.
+		c.rec.Client(c.mask.Mask(p), now)
 	}
 	c.sink.mu.Unlock()
 	return c.Conn.Write(p)
