@@ -10,6 +10,10 @@
 #                     curl's own body decoded with client-go, cross-checked
 #                     against a direct client-go watch (see
 #                     internal/e2e/cmd/kwatch-record).
+#   NAME-stream.pcap  (scenario watch only) the same changes as seen by
+#                     "kwatch stream --record" watching straight from the API
+#                     server (TLS, not through the proxy tcpdump listens on):
+#                     the round trip of a recorded live session.
 # Existing files are never overwritten (golden tests may depend on them)
 # unless KWATCH_RECORD_OVERWRITE=1.
 #
@@ -45,6 +49,11 @@ TCPDUMP="$(command -v tcpdump)"
 OUT_DIR="${KWATCH_CAPTURE_DIR:-$KW_REPO_ROOT/testdata/captures}"
 mkdir -p "$OUT_DIR"
 OUTPUTS=("$OUT_DIR/$NAME-any.pcap" "$OUT_DIR/$NAME-lo.pcap" "$OUT_DIR/$NAME.events.json")
+STREAM=0
+if [ "$SCENARIO" = watch ]; then
+  STREAM=1
+  OUTPUTS+=("$OUT_DIR/$NAME-stream.pcap")
+fi
 if [ "${KWATCH_RECORD_OVERWRITE:-0}" != 1 ]; then
   for f in "${OUTPUTS[@]}"; do
     [ ! -e "$f" ] || kw_die "$f exists; pass another NAME, or set KWATCH_RECORD_OVERWRITE=1 to replace it"
@@ -57,11 +66,17 @@ WORK="$(mktemp -d)"
 # The scenario driver is part of the main module (it uses client-go).
 kw_log "building kwatch-record"
 (cd "$KW_REPO_ROOT" && go build -o "$WORK/kwatch-record" ./internal/e2e/cmd/kwatch-record)
+if [ "$STREAM" = 1 ]; then
+  kw_log "building kwatch"
+  (cd "$KW_REPO_ROOT" && go build -o "$WORK/kwatch" .)
+fi
 
 declare -A TCPDUMP_PID=()
 RECORDED=0
+STREAM_PID=
 cleanup() {
   local ifc
+  if [ -n "$STREAM_PID" ]; then kill -INT "$STREAM_PID" 2>/dev/null || true; fi
   for ifc in "${!TCPDUMP_PID[@]}"; do
     kill -INT "${TCPDUMP_PID[$ifc]}" 2>/dev/null || true
   done
@@ -100,6 +115,22 @@ for ifc in any lo; do
   done
 done
 
+if [ "$STREAM" = 1 ]; then
+  # kwatch stream watches the scenario's namespace before the scenario
+  # starts; its first "watch" record says the watch is open.
+  "$WORK/kwatch" stream configmaps -n "kwatch-$SCENARIO" --kubeconfig "$KUBECONFIG" \
+    --record "$OUT_DIR/$NAME-stream.pcap" -o json >"$WORK/stream.jsonl" 2>"$WORK/stream.err" &
+  STREAM_PID=$!
+  deadline=$(($(date +%s) + 20))
+  until grep -qs '"record":"watch"' "$WORK/stream.jsonl"; do
+    if ! kill -0 "$STREAM_PID" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
+      cat "$WORK/stream.err" >&2
+      kw_die "kwatch stream did not open its watch within 20s"
+    fi
+    sleep 0.1
+  done
+fi
+
 kw_log "recording scenario $SCENARIO"
 "$WORK/kwatch-record" -kubeconfig "$KUBECONFIG" -proxy-url "$PROXY_URL" \
   -scenario "$SCENARIO" -out "$OUT_DIR/$NAME.events.json" ||
@@ -108,6 +139,13 @@ kw_log "recording scenario $SCENARIO"
 # Immediate mode has written everything already; the pause only lets the
 # last FIN/ACK of the closed connection arrive.
 sleep 0.5
+if [ "$STREAM" = 1 ]; then
+  kill -INT "$STREAM_PID"
+  wait "$STREAM_PID" || true
+  STREAM_PID=
+  n=$(grep -c '"record":"event"' "$WORK/stream.jsonl" || true)
+  kw_log "$NAME-stream.pcap: kwatch stream saw $n events"
+fi
 for ifc in any lo; do
   kill -INT "${TCPDUMP_PID[$ifc]}"
   wait "${TCPDUMP_PID[$ifc]}" || true
