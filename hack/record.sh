@@ -104,15 +104,22 @@ for ifc in any lo; do
 done
 # tcpdump prints "listening on …" once the capture is open; do not start the
 # scenario before that or its first packets are missing.
-for ifc in any lo; do
-  deadline=$(($(date +%s) + 10))
-  until grep -qs 'listening on' "$WORK/tcpdump-$ifc.log"; do
-    if ! kill -0 "${TCPDUMP_PID[$ifc]}" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
-      cat "$WORK/tcpdump-$ifc.log" >&2
-      kw_die "tcpdump -i $ifc did not start capturing within 10s"
+# wait_for PATTERN FILE PID SECONDS WHAT LOG: wait until FILE holds PATTERN;
+# if process PID ends or SECONDS pass first, show LOG and die saying WHAT.
+wait_for() {
+  local pattern=$1 file=$2 pid=$3 secs=$4 what=$5 log=$6
+  local deadline=$(($(date +%s) + secs))
+  until grep -qs "$pattern" "$file"; do
+    if ! kill -0 "$pid" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
+      cat "$log" >&2
+      kw_die "$what within ${secs}s"
     fi
     sleep 0.1
   done
+}
+for ifc in any lo; do
+  wait_for 'listening on' "$WORK/tcpdump-$ifc.log" "${TCPDUMP_PID[$ifc]}" 10 \
+    "tcpdump -i $ifc did not start capturing" "$WORK/tcpdump-$ifc.log"
 done
 
 if [ "$STREAM" = 1 ]; then
@@ -121,14 +128,8 @@ if [ "$STREAM" = 1 ]; then
   "$WORK/kwatch" stream configmaps -n "kwatch-$SCENARIO" --kubeconfig "$KUBECONFIG" \
     --record "$OUT_DIR/$NAME-stream.pcap" -o json >"$WORK/stream.jsonl" 2>"$WORK/stream.err" &
   STREAM_PID=$!
-  deadline=$(($(date +%s) + 20))
-  until grep -qs '"record":"watch"' "$WORK/stream.jsonl"; do
-    if ! kill -0 "$STREAM_PID" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
-      cat "$WORK/stream.err" >&2
-      kw_die "kwatch stream did not open its watch within 20s"
-    fi
-    sleep 0.1
-  done
+  wait_for '"record":"watch"' "$WORK/stream.jsonl" "$STREAM_PID" 20 \
+    "kwatch stream did not open its watch" "$WORK/stream.err"
 fi
 
 kw_log "recording scenario $SCENARIO"
