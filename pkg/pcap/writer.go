@@ -54,7 +54,8 @@ type ConnWriter struct {
 	client     netip.AddrPort
 	server     netip.AddrPort
 	cseq, sseq uint32
-	closed     bool
+	fins       uint8 // FIN written: 1 from the client, 2 from the server
+	reset      bool  // RST written
 }
 
 // Conn starts a connection from client to server, writing its three-way
@@ -77,6 +78,7 @@ const (
 	flagACK
 	flagFIN
 	flagPSH
+	flagRST
 )
 
 // Client writes bytes the client sent at time t.
@@ -86,6 +88,9 @@ func (c *ConnWriter) Client(p []byte, t time.Time) { c.data(true, p, t) }
 func (c *ConnWriter) Server(p []byte, t time.Time) { c.data(false, p, t) }
 
 func (c *ConnWriter) data(fromClient bool, p []byte, t time.Time) {
+	if c.reset || (fromClient && c.fins&1 != 0) || (!fromClient && c.fins&2 != 0) {
+		return // nothing follows a side's FIN, or a reset
+	}
 	for len(p) > 0 {
 		k := min(len(p), maxSegment)
 		c.segment(fromClient, flagACK|flagPSH, p[:k], t)
@@ -93,15 +98,30 @@ func (c *ConnWriter) data(fromClient bool, p []byte, t time.Time) {
 	}
 }
 
-// Close writes FINs from both sides at time t (once).
-func (c *ConnWriter) Close(t time.Time) {
-	if c.closed {
+// FIN writes a FIN from the client (fromClient) or the server at time t,
+// once per side: what each side did is all a recording shows, so a
+// connection kwatch closed has the client's FIN and no answer from the
+// server, whose later packets were not read.
+func (c *ConnWriter) FIN(fromClient bool, t time.Time) {
+	bit := uint8(1)
+	if !fromClient {
+		bit = 2
+	}
+	if c.fins&bit != 0 || c.reset {
 		return
 	}
-	c.closed = true
-	c.segment(true, flagFIN|flagACK, nil, t)
-	c.segment(false, flagFIN|flagACK, nil, t)
-	c.segment(true, flagACK, nil, t)
+	c.fins |= bit
+	c.segment(fromClient, flagFIN|flagACK, nil, t)
+}
+
+// RST writes a reset from the client or the server at time t; nothing is
+// written for the connection after it.
+func (c *ConnWriter) RST(fromClient bool, t time.Time) {
+	if c.reset {
+		return
+	}
+	c.reset = true
+	c.segment(fromClient, flagRST|flagACK, nil, t)
 }
 
 func (c *ConnWriter) segment(fromClient bool, flags int, payload []byte, t time.Time) {
@@ -119,6 +139,7 @@ func (c *ConnWriter) segment(fromClient bool, flags int, payload []byte, t time.
 	}
 	tcp := &layers.TCP{SrcPort: layers.TCPPort(src.Port()), DstPort: layers.TCPPort(dst.Port()), Seq: *seq,
 		SYN: flags&flagSYN != 0, ACK: flags&flagACK != 0, FIN: flags&flagFIN != 0, PSH: flags&flagPSH != 0,
+		RST: flags&flagRST != 0,
 		Window: 65535}
 	if tcp.ACK {
 		tcp.Ack = ack

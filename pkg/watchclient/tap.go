@@ -104,7 +104,14 @@ func (c *tapConn) Read(p []byte) (int, error) {
 		c.hc.CloseServer(how, now)
 		c.hc.CloseClient(how, now)
 		if c.rec != nil {
-			c.rec.Close(now)
+			switch how {
+			case httpconn.EndFIN:
+				c.rec.FIN(false, now) // the server closed; the client's FIN follows in Close
+			case httpconn.EndRST:
+				c.rec.RST(false, now)
+			default:
+				c.rec.FIN(true, now) // kwatch closed it
+			}
 		}
 	}
 	return n, err
@@ -127,14 +134,14 @@ func (c *tapConn) Write(p []byte) (int, error) {
 // kwatch.
 func (c *tapConn) Close() error {
 	c.sink.mu.Lock()
+	now := time.Now()
 	if !c.closed {
 		c.closed = true
-		now := time.Now()
 		c.hc.CloseServer(httpconn.EndLocal, now)
 		c.hc.CloseClient(httpconn.EndLocal, now)
-		if c.rec != nil {
-			c.rec.Close(now)
-		}
+	}
+	if c.rec != nil {
+		c.rec.FIN(true, now) // once; after a server FIN, this is kwatch's answer
 	}
 	c.sink.mu.Unlock()
 	return c.Conn.Close()
