@@ -1,6 +1,7 @@
 package pcap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,6 +172,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	}
 	rd.ending = true
 	asm.FlushAll()
+	rd.releaseHeld()
 	if rd.stats.Truncated > maxTruncatedReports {
 		rd.emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
@@ -222,7 +224,8 @@ type reader struct {
 	stats   *Stats
 	now     time.Time
 	nconn   int
-	ending  bool // FlushAll at the end of the capture
+	ending  bool            // FlushAll at the end of the capture
+	held    []record.Record // records of the connections flushed at the end
 	gap     gapContext
 	// live holds the streams followed now (created and not complete).
 	live map[*stream]struct{}
@@ -270,7 +273,55 @@ type gapContext struct {
 	snap   bool  // packets of this direction were cut short by the snaplen
 }
 
-func (rd *reader) emit(r record.Record) { rd.sink.Emit(r) }
+// emit sends r to the sink; at the end of the capture it holds r back
+// (see releaseHeld).
+func (rd *reader) emit(r record.Record) {
+	if rd.ending {
+		rd.held = append(rd.held, r)
+		return
+	}
+	rd.sink.Emit(r)
+}
+
+// Emit lets the reader be the HTTP decoders' sink.
+func (rd *reader) Emit(r record.Record) { rd.emit(r) }
+
+// releaseHeld emits what the connections reported while they were flushed
+// at the end of the capture, connection by connection in the order they
+// were first seen: gopacket's FlushAll visits them in map order, which
+// would make the output differ from one run to the next.
+func (rd *reader) releaseHeld() {
+	held := rd.held
+	rd.held = nil
+	rd.ending = false
+	slices.SortStableFunc(held, func(a, b record.Record) int { return cmp.Compare(connID(a), connID(b)) })
+	for _, r := range held {
+		rd.sink.Emit(r)
+	}
+}
+
+// connID returns the ID of the connection r is about, 0 for none.
+func connID(r record.Record) int {
+	var c *record.Conn
+	switch v := r.(type) {
+	case *record.Request:
+		c = v.Conn
+	case *record.Response:
+		c = v.Conn
+	case *record.Event:
+		c = v.Conn
+	case *record.End:
+		c = v.Conn
+	case *record.ConnNote:
+		c = v.Conn
+	case *record.Problem:
+		c = v.Conn
+	}
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
 
 // locate adds the file name and current packet number to a problem.
 func (rd *reader) locate(p *record.Problem) {

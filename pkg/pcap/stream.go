@@ -133,7 +133,7 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
 	// Connections are numbered in the order they first carried data.
 	s.rd.nconn++
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
-	s.hc = httpconn.New(s.rec, s.rd.sink, s.rd.httpOpt)
+	s.hc = httpconn.New(s.rec, s.rd, s.rd.httpOpt)
 }
 
 func portOf(b []byte) uint16 {
