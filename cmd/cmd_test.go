@@ -189,3 +189,18 @@ func TestProfileWriteFails(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestStreamRecordSecretsRefused: a recording holds the bytes as received,
+// so recording a watch of Secrets needs --show-secrets; the refusal comes
+// before any connection and leaves no file.
+func TestStreamRecordSecretsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s.pcap")
+	_, errOut, code := run(t, nil, nil, "stream", "--raw", "/api/v1/namespaces/default/secrets?watch=1",
+		"--proxy", "http://127.0.0.1:1", "--record", file)
+	if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well to record a watch of Secrets") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("%s was created (%v)", file, err)
+	}
+}

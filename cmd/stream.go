@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,6 +147,9 @@ func (o *streamOptions) complete(args []string) error {
 	if o.record != "" && o.http2 {
 		return fmt.Errorf("--record writes HTTP/1.1 bytes; HTTP/2 (--http2) has none to write")
 	}
+	if o.record != "" && o.raw != "" && !o.output.ShowSecrets && slices.Contains(strings.Split(strings.SplitN(o.raw, "?", 2)[0], "/"), "secrets") {
+		return errRecordSecrets
+	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
@@ -154,6 +158,11 @@ func (o *streamOptions) complete(args []string) error {
 	}
 	return nil
 }
+
+// errRecordSecrets refuses to record a watch of Secrets without
+// --show-secrets: the recording holds the bytes as received, where kwatch's
+// output would redact them.
+var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
 	// Every exchange on a tapped connection is one kwatch asked for: show
@@ -169,7 +178,9 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	var rec *pcap.Writer
 	if o.record != "" {
-		f, err := os.Create(o.record)
+		// Like a kubeconfig, a recording is for its owner's eyes: it holds
+		// the objects as the server sent them.
+		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return &exitError{code: ExitUsage, err: err}
 		}
@@ -201,6 +212,10 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 			return &exitError{code: ExitProblems, err: err}
 		}
 		wo.Resource = res
+		if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
+			_ = os.Remove(o.record)
+			return &exitError{code: ExitUsage, err: errRecordSecrets}
+		}
 		if res.Namespaced && !o.allNamespaces {
 			wo.Namespace = o.namespace
 			if wo.Namespace == "" {

@@ -644,7 +644,10 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
 	}
 	// The recording is meant to be handed around: the bearer token kwatch
-	// sent is masked in it, the scheme word kept.
+	// sent is masked in it, the scheme word kept; and it is its owner's.
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("recording mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -686,5 +689,25 @@ func TestStreamDiffFromList(t *testing.T) {
 	d, _ := json.Marshal(events(recs, "before")[0]["diff"])
 	if string(d) != `{"data":{"k":"v2"}}` {
 		t.Errorf("diff %s, want {\"data\":{\"k\":\"v2\"}}", d)
+	}
+}
+
+// TestStreamRecordSecrets: recording a watch of Secrets is refused without
+// --show-secrets (no file left behind), and allowed with it.
+func TestStreamRecordSecrets(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	file := filepath.Join(t.TempDir(), "secrets.pcap")
+	_, errOut, code := run(t, nil, nil, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file)
+	if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well") {
+		t.Errorf("without --show-secrets: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("%s left behind (%v)", file, err)
+	}
+	s := startKwatch(t, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file, "--show-secrets", "-o", "json")
+	time.Sleep(500 * time.Millisecond)
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("with --show-secrets: exit %d, %s", code, s.errOut.String())
 	}
 }
