@@ -711,3 +711,32 @@ func TestStreamRecordSecrets(t *testing.T) {
 		t.Errorf("with --show-secrets: exit %d, %s", code, s.errOut.String())
 	}
 }
+
+// TestStreamDiffSecret: --diff on a Secret says that a value changed (its
+// redaction tag changed) and never shows the value.
+func TestStreamDiffSecret(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	s := startKwatch(t, "stream", "secrets", "-n", ns, "--proxy", env.ProxyURL, "--diff", "-o", "json")
+	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw"},
+		StringData: map[string]string{"password": "hunter2", "user": "alice"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Patch(ctx, "pw", types.MergePatchType, []byte(`{"stringData":{"password":"newpass"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "the MODIFIED event", func(r []map[string]any) bool { return len(events(r, "pw")) > 1 })
+	d, _ := json.Marshal(events(recs, "pw")[1]["diff"])
+	if !regexp.MustCompile(`^\{"data":\{"password":"REDACTED[0-9a-f]{8}"\}\}$`).Match(d) {
+		t.Errorf("diff %s, want the password's new redaction tag only", d)
+	}
+	out := s.out.String()
+	for _, v := range []string{"hunter2", "newpass", "aHVudGVyMg", "bmV3cGFzcw"} {
+		if strings.Contains(out, v) {
+			t.Errorf("output holds %q", v)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package event
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -244,7 +247,7 @@ func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind)
 	}
 }
 
-// Redacted is the value that replaces Secret data.
+// Redacted starts the value that replaces Secret data (see redactedJSON).
 const Redacted = "REDACTED"
 
 // RedactObject returns obj (an object as JSON) with the data of a Secret
@@ -287,8 +290,25 @@ func (ev *Event) redact() {
 	}
 }
 
-// redactedJSON is Redacted as a JSON string.
-var redactedJSON = []byte(`"` + Redacted + `"`)
+// redactKey keys the tags of redacted values; it is made afresh for each
+// run and never shown.
+var redactKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read does not fail (Go 1.24)
+	return k
+}()
+
+// redactedJSON returns what replaces the JSON value v of a Secret: the
+// string Redacted followed by 8 hex digits of HMAC-SHA-256 of v under
+// redactKey. The tag changes when the value changes, so --diff shows that a
+// Secret's value changed; with a key made afresh for each run it tells
+// nothing else about the value (RFC 2104). "REDACTED" and hex digits are
+// base64 characters, so the value is still valid base64 data.
+func redactedJSON(v []byte) []byte {
+	m := hmac.New(sha256.New, redactKey)
+	m.Write(v)
+	return fmt.Appendf(nil, `"%s%x"`, Redacted, m.Sum(nil)[:4])
+}
 
 // redactSecret returns obj rewritten by redact's rules, and whether a
 // value was replaced; an error when obj is not a JSON object.
@@ -306,14 +326,14 @@ func redactSecret(obj []byte) (out []byte, changed bool, err error) {
 					for _, a := range secretAnnotations {
 						if bytes.EqualFold(key, []byte(a)) && string(v) != "null" {
 							changed = true
-							return redactedJSON
+							return redactedJSON(v)
 						}
 					}
 					return v
 				})
 				if err != nil && string(v) != "null" {
 					changed = true
-					return redactedJSON // annotations that cannot be read
+					return redactedJSON(v) // annotations that cannot be read
 				}
 				return ann
 			})
@@ -336,11 +356,11 @@ func redactValues(v []byte, changed *bool) []byte {
 	}
 	out, err := rewriteObject(v, func(_, v []byte) []byte {
 		*changed = true
-		return redactedJSON
+		return redactedJSON(v)
 	})
 	if err != nil {
 		*changed = true
-		return redactedJSON
+		return redactedJSON(v)
 	}
 	return out
 }
