@@ -139,7 +139,7 @@ func (c *ConnWriter) segment(fromClient bool, flags int, payload []byte, t time.
 	}
 	tcp := &layers.TCP{SrcPort: layers.TCPPort(src.Port()), DstPort: layers.TCPPort(dst.Port()), Seq: *seq,
 		SYN: flags&flagSYN != 0, ACK: flags&flagACK != 0, FIN: flags&flagFIN != 0, PSH: flags&flagPSH != 0,
-		RST: flags&flagRST != 0,
+		RST:    flags&flagRST != 0,
 		Window: 65535}
 	if tcp.ACK {
 		tcp.Ack = ack
