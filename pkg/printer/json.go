@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,6 +118,13 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 
 // Close returns the first write error.
 func (j *JSON) Close() error { return j.w.err }
+
+// seconds returns d in seconds, rounded to the nanosecond so that JSON
+// shows 3.985400026, not the 3.9854000259999998 of d.Seconds().
+func seconds(d time.Duration) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(d.Seconds(), 'f', 9, 64), 64)
+	return f
+}
 
 // timeFormat is RFC 3339 in UTC with nanoseconds always written out, so
 // that times have one width and sort as strings.
@@ -317,7 +325,7 @@ func (j *JSON) object(r record.Record) any {
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
-			Bytes: v.Bytes, Data: v.Data, DurationS: v.Duration.Seconds(), Problems: v.Problems,
+			Bytes: v.Bytes, Data: v.Data, DurationS: seconds(v.Duration), Problems: v.Problems,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
 		if !v.Watch {
 			e.ChunkSizes = v.ChunkSizes
@@ -346,22 +354,22 @@ func (j *JSON) object(r record.Record) any {
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
 		if v.Live {
 			s.Connections = t.Connections
-			s.WatchesOpened, s.Relists, s.Bytes, s.DurationS = &v.WatchesOpened, &v.Relists, &v.Bytes, v.Duration.Seconds()
+			s.WatchesOpened, s.Relists, s.Bytes, s.DurationS = &v.WatchesOpened, &v.Relists, &v.Bytes, seconds(v.Duration)
 		}
 		return s
 	case *record.List:
 		return jsonList{Record: "list", Time: rfc3339(v.Time), Resource: v.Resource, Namespace: v.Namespace,
-			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: v.Duration.Seconds(), Reason: v.Reason}
+			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: seconds(v.Duration), Reason: v.Reason}
 	case *record.WatchStart:
 		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), Number: v.Number, Path: v.Path,
-			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: v.After.Seconds(), Transport: v.Transport}
+			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: seconds(v.After), Transport: v.Transport}
 	case *record.Relist:
 		return jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
 			Changed: v.Changed, NAppeared: v.NAppeared, NDisappeared: v.NDisappeared, NChanged: v.NChanged, Unchanged: v.Unchanged}
 	case *record.Health:
 		return healthObject(v)
 	case *record.Retry:
-		return jsonRetry{Record: "retry", Time: rfc3339(v.Time), Error: v.Error, WaitS: v.Wait.Seconds()}
+		return jsonRetry{Record: "retry", Time: rfc3339(v.Time), Error: v.Error, WaitS: seconds(v.Wait)}
 	}
 	return nil
 }
@@ -374,10 +382,10 @@ type jsonFinding struct {
 }
 
 type jsonIntervals struct {
-	Count   int     `json:"count"`
-	MinS    float64 `json:"minSeconds"`
-	MedianS float64 `json:"medianSeconds"`
-	MaxS    float64 `json:"maxSeconds"`
+	Count   int      `json:"count"`
+	MinS    *float64 `json:"minSeconds,omitempty"`
+	MedianS *float64 `json:"medianSeconds,omitempty"`
+	MaxS    *float64 `json:"maxSeconds,omitempty"`
 }
 
 type jsonHealth struct {
@@ -405,11 +413,14 @@ type jsonHealth struct {
 func healthObject(h *record.Health) jsonHealth {
 	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
-		FirstEventS: h.FirstEvent.Seconds(), MaxGapS: h.MaxGap.Seconds(), MaxGapAfter: h.MaxGapAfter,
-		Bookmarks: jsonIntervals{Count: h.Bookmarks.Count, MinS: h.Bookmarks.Min.Seconds(),
-			MedianS: h.Bookmarks.Median.Seconds(), MaxS: h.Bookmarks.Max.Seconds()},
+		FirstEventS: seconds(h.FirstEvent), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
+		Bookmarks: jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
+	if h.Scope != "all" { // the overall record has the count only
+		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)
+		j.Bookmarks.MinS, j.Bookmarks.MedianS, j.Bookmarks.MaxS = &minS, &medS, &maxS
+	}
 	for _, f := range h.Findings {
 		j.Findings = append(j.Findings, jsonFinding{Connection: f.Conn.String(), Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
 	}
