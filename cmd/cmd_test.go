@@ -115,6 +115,22 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
+	// Each message says what is wrong and where to look.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pcap"}, "kwatch: want one capture file (or - for stdin), got 0 arguments\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"pcap", "--no-such-flag", watchCapture}, "kwatch: unknown flag: --no-such-flag\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"stream", "--no-such-flag"}, "kwatch: unknown flag: --no-such-flag\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"stream", "cm", "-l", "=== bad"}, "kwatch: --selector \"=== bad\": found '==', expected: !, identifier, or 'end of string'\n"},
+		{[]string{"stream", "--proxy", "http://127.0.0.1:1", "cm"}, "(is kubectl proxy running at http://127.0.0.1:1? start it with \"kubectl proxy\", or pass --kubeconfig to connect straight)\n"},
+	} {
+		_, errOut, _ := run(t, nil, nil, tc.args...)
+		if !strings.HasSuffix(errOut, tc.want) {
+			t.Errorf("%v: stderr %q, want it to end with %q", tc.args, errOut, tc.want)
+		}
+	}
 }
 
 func TestPortFilter(t *testing.T) {

@@ -67,7 +67,12 @@ Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 
   # JSON Lines: event type, object name and chunk sizes
   kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one capture file (or - for stdin), got %d arguments", len(args))
+			}
+			return nil
+		},
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return []string{"pcap", "pcapng", "gz"}, cobra.ShellCompDirectiveFilterFileExt
 		},

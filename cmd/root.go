@@ -145,8 +145,13 @@ func Execute(ctx context.Context, streams IOStreams, args []string) int {
 		}
 		return ee.code
 	}
-	// Flag and argument errors from cobra.
-	fmt.Fprintf(streams.ErrOut, "kwatch: %v\nRun 'kwatch --help' for usage.\n", err)
+	// Flag and argument errors from cobra: point at the help of the
+	// command they belong to.
+	path := "kwatch"
+	if c, _, ferr := root.Find(args); ferr == nil && c != nil {
+		path = c.CommandPath()
+	}
+	fmt.Fprintf(streams.ErrOut, "kwatch: %v\nRun '%s --help' for usage.\n", err, path)
 	return ExitUsage
 }
 

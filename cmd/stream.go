@@ -2,13 +2,18 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
@@ -48,10 +53,9 @@ kwatch pcap. When the server ends a watch, kwatch watches again from the last
 resourceVersion it saw (bookmarks included); when that version is too old
 (410 Gone) it lists again and shows what changed while nobody was watching.
 
-Where it connects: through kubectl proxy (--proxy, and by default
-http://127.0.0.1:8001 when no --kubeconfig or --context is given and the proxy
-answers and neither --kubeconfig, --context nor $KUBECONFIG is set), or straight
-to the API server from a kubeconfig. Straight over TLS,
+Where it connects: through kubectl proxy (--proxy; by default
+http://127.0.0.1:8001 when it answers and neither --kubeconfig, --context nor
+$KUBECONFIG is set), or straight to the API server from a kubeconfig. Straight over TLS,
 kwatch asks for HTTP/1.1 and decodes the decrypted bytes; --http2 keeps
 HTTP/2, which has no chunks (event sizes only).
 
@@ -150,6 +154,12 @@ func (o *streamOptions) complete(args []string) error {
 	if o.record != "" && o.raw != "" && !o.output.ShowSecrets && slices.Contains(strings.Split(strings.SplitN(o.raw, "?", 2)[0], "/"), "secrets") {
 		return errRecordSecrets
 	}
+	if _, err := labels.Parse(o.selector); err != nil {
+		return fmt.Errorf("--selector %q: %v", o.selector, err)
+	}
+	if _, err := fields.ParseSelector(o.fieldSelector); err != nil {
+		return fmt.Errorf("--field-selector %q: %v", o.fieldSelector, err)
+	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
@@ -157,6 +167,26 @@ func (o *streamOptions) complete(args []string) error {
 		return fmt.Errorf("--timeout is sent as whole seconds (timeoutSeconds): give e.g. 5s or 1m, not %s", o.timeout)
 	}
 	return nil
+}
+
+// connectHint adds to err what to check when kwatch could not reach the
+// API server or was refused: the proxy that does not answer, or the
+// credentials the API server did not accept.
+func connectHint(err error, proxy, kubeconfig, kcontext string) error {
+	switch {
+	case proxy != "" && errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w (is kubectl proxy running at %s? start it with \"kubectl proxy\", or pass --kubeconfig to connect straight)", err, proxy)
+	case apierrors.IsUnauthorized(err):
+		where := "the current context of $KUBECONFIG or ~/.kube/config"
+		if kubeconfig != "" {
+			where = "the kubeconfig " + kubeconfig
+		}
+		if kcontext != "" {
+			where = "context " + kcontext + " of " + where
+		}
+		return fmt.Errorf("%w (401: the API server did not accept the credentials of %s; check them with \"kubectl auth whoami\")", err, where)
+	}
+	return err
 }
 
 // errRecordSecrets refuses to record a watch of Secrets without
@@ -209,7 +239,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	if o.raw == "" {
 		res, err := client.Resolve(ctx, o.resource)
 		if err != nil {
-			return &exitError{code: ExitProblems, err: err}
+			return &exitError{code: ExitProblems, err: connectHint(err, proxy, o.kubeconfig, o.context)}
 		}
 		wo.Resource = res
 		if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
@@ -237,7 +267,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
 	}
 	if runErr != nil {
-		return &exitError{code: ExitProblems, err: runErr}
+		return &exitError{code: ExitProblems, err: connectHint(runErr, proxy, o.kubeconfig, o.context)}
 	}
 	return nil
 }
