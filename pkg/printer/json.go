@@ -414,7 +414,7 @@ func healthObject(h *record.Health) jsonHealth {
 	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
 		FirstEventS: seconds(h.FirstEvent), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
-		Bookmarks: jsonIntervals{Count: h.Bookmarks.Count},
+		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
 	if h.Scope != "all" { // the overall record has the count only
