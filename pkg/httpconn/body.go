@@ -37,7 +37,8 @@ type body struct {
 	lost      int64  // lost bytes that crossed chunk framing
 	bareLFAt  int64  // body offset of the last bare LF reported
 	sizes     []int64
-	problems  int
+	problems  int // errors reported about this body
+	warnings  int // warnings reported about this body
 
 	// Watch events.
 	framer    *event.Framer
@@ -237,7 +238,7 @@ func (b *body) Warning(err *chunk.Error) {
 	if err.Kind == chunk.KindBareLF {
 		b.bareLFAt = err.Offset
 	}
-	b.problems++
+	b.warnings++
 	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: err.Offset,
 		Exchange: b.exchange, Kind: err.Kind, Detail: err.Detail, Warning: true, Time: b.now})
 }
@@ -384,7 +385,11 @@ func (b *body) framerMax() int64 {
 // events wait for their chunks (see release), it waits behind them, so that
 // records keep the order of the bytes they are about.
 func (b *body) dataProblem(p *record.Problem) {
-	b.problems++
+	if p.Warning {
+		b.warnings++
+	} else {
+		b.problems++
+	}
 	if len(b.pending) == 0 {
 		b.s.c.problem(p)
 		return
@@ -508,6 +513,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 			b.drain()
 		}
 		if !keep {
+			b.warnings++
 			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
 				Exchange: b.exchange, Kind: "chunk framing lost", Time: t,
 				Detail: "looking for the next chunk-size line", Warning: true})
@@ -606,7 +612,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
 		Trailers: b.trailers, LastChunk: b.lastChunk, Events: b.events, Chunks: b.chunks,
-		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems,
+		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
 		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
 		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)

@@ -219,6 +219,7 @@ type jsonEnd struct {
 	Data       int64          `json:"dataBytes"`
 	DurationS  float64        `json:"durationSeconds"`
 	Problems   int            `json:"problems"`
+	Warnings   int            `json:"warnings"`
 	Trailers   []string       `json:"trailers,omitempty"`
 	LastChunk  string         `json:"lastChunk,omitempty"`
 	Status     *metav1.Status `json:"status,omitempty"`
@@ -325,7 +326,7 @@ func (j *JSON) object(r record.Record) any {
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
-			Bytes: v.Bytes, Data: v.Data, DurationS: seconds(v.Duration), Problems: v.Problems,
+			Bytes: v.Bytes, Data: v.Data, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
 		if !v.Watch {
 			e.ChunkSizes = v.ChunkSizes

@@ -329,6 +329,9 @@ func (p *Pretty) printEnd(e *record.End) {
 	if e.Problems > 0 {
 		parts = append(parts, p.cs.warning.Sprint(plural(e.Problems, "problem")))
 	}
+	if e.Warnings > 0 {
+		parts = append(parts, p.cs.warning.Sprint(plural(e.Warnings, "warning")))
+	}
 	p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), strings.Join(parts, " · "))
 	if e.Status != nil {
 		p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.problem.Sprint("status: "+StatusText(e.Status)))

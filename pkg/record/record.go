@@ -186,7 +186,9 @@ type End struct {
 	Data     int64 // de-chunked data bytes
 	Lost     int64 // bytes lost where chunk framing was lost, and bytes passed over until a chunk-size line was found again
 	Duration time.Duration
-	Problems int
+	// Problems and Warnings count the problems reported about the body,
+	// by severity.
+	Problems, Warnings int
 	// Watch repeats Response.Watch.
 	Watch bool
 	// ChunkSizes lists the chunk sizes in bytes of a non-watch body (for
