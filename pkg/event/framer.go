@@ -21,6 +21,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -188,9 +189,31 @@ func (fr *Framer) Discard() {
 
 // drop forgets the bytes of the event in progress and releases them.
 func (fr *Framer) drop() {
-	fr.buf = nil
+	fr.buf = fr.buf[:0]
+	if cap(fr.buf) > maxKeptBuffer {
+		fr.buf = nil
+	}
 	fr.budget.Release(fr.held)
 	fr.held = 0
+}
+
+// maxKeptBuffer is the largest event buffer a Framer keeps for the next
+// event, in bytes: a smaller event is handed over as an exact copy and the
+// buffer reused; a larger one takes the buffer with it. Either way at most
+// this much stays with each connection between events.
+const maxKeptBuffer = 32 << 10
+
+// grow makes room for n more bytes in the event buffer, doubling it:
+// append's growth of large slices by a quarter would allocate about five
+// times the size of a 200 KB event while it arrives segment by segment.
+func (fr *Framer) grow(n int) {
+	if need := len(fr.buf) + n; need > cap(fr.buf) {
+		// Never past the event bound: a buffer that may hold 64 MiB must
+		// not take 128.
+		nb := make([]byte, len(fr.buf), max(need, min(2*cap(fr.buf), int(fr.max)), 1024))
+		copy(nb, fr.buf)
+		fr.buf = nb
+	}
 }
 
 // LastListedChunk returns the chunk index of the last span listed for the
@@ -307,6 +330,7 @@ func (fr *Framer) take(p []byte, c int) {
 		fr.drop()
 	}
 	if !fr.cur.Oversize {
+		fr.grow(len(p))
 		fr.buf = append(fr.buf, p...)
 		fr.held += n
 	}
@@ -327,13 +351,19 @@ func (fr *Framer) finish() {
 	f.Length = fr.curLen
 	f.Damaged = fr.damaged
 	if !f.Oversize {
-		f.Data = fr.buf
-		if fr.format == FormatProtobuf && len(f.Data) >= 4 {
-			f.Data = f.Data[4:]
+		data := fr.buf
+		if fr.format == FormatProtobuf && len(data) >= 4 {
+			data = data[4:]
+		}
+		if cap(fr.buf) > maxKeptBuffer {
+			f.Data = data
+			fr.buf = nil // the frame owns the buffer now
+		} else {
+			f.Data = bytes.Clone(data) // the frame owns its bytes
+			fr.buf = fr.buf[:0]
 		}
 	}
 	fr.in = false
-	fr.buf = nil // the frame owns its bytes now
 	fr.budget.Release(fr.held)
 	fr.held = 0
 	fr.cur = Frame{}
