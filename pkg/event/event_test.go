@@ -239,3 +239,47 @@ func TestRedactObject(t *testing.T) {
 		t.Errorf("a ConfigMap changed: %s", got)
 	}
 }
+
+// TestJSONUnclosedEventResync: an event cut short without a gap being seen
+// (its closing braces never came) is followed by a line that starts a new
+// event: the framer reports the cut and decodes the events after it, at
+// every split of the body into two chunks, instead of holding everything
+// until the event bound. A pretty-printed event, with newlines inside it,
+// still frames whole.
+func TestJSONUnclosedEventResync(t *testing.T) {
+	cut := ev1[:60]
+	body := cut + "\n" + ev1 + "\n" + ev1 + "\n"
+	want := func(c *collected) bool {
+		return len(c.frames) == 2 && string(c.frames[0].Data) == ev1 && string(c.frames[1].Data) == ev1 &&
+			c.frames[0].Offset == int64(len(cut)+1) && len(c.problems) == 1 && c.problems[0].Kind == KindTruncated &&
+			c.problems[0].Offset == 0 &&
+			c.problems[0].Detail == "61 bytes of an event that never closed, then a new event at offset 61; decoding goes on from it"
+	}
+	for split := 0; split <= len(body); split++ {
+		var c collected
+		fr := c.framer(FormatJSON, 0)
+		fr.Write([]byte(body[:split]), 0)
+		fr.Write([]byte(body[split:]), 1)
+		fr.Close()
+		if !want(&c) {
+			t.Fatalf("split at %d:\n%s", split, c.String())
+		}
+		var total int64
+		for _, s := range c.frames[0].Spans {
+			total += s.Bytes
+		}
+		if total != int64(len(ev1)) {
+			t.Fatalf("split at %d: spans %v do not add up to %d", split, c.frames[0].Spans, len(ev1))
+		}
+	}
+	pretty := "{\n  \"type\": \"ERROR\",\n  \"object\": {\n    \"kind\": \"Status\"\n  }\n}\n"
+	var c collected
+	fr := c.framer(FormatJSON, 0)
+	for i := range len(pretty) {
+		fr.Write([]byte{pretty[i]}, 0)
+	}
+	fr.Close()
+	if len(c.frames) != 1 || string(c.frames[0].Data) != strings.TrimSuffix(pretty, "\n") || len(c.problems) != 0 {
+		t.Fatalf("pretty-printed event:\n%s", c.String())
+	}
+}

@@ -137,7 +137,9 @@ type Framer struct {
 	depth  int
 	inStr  bool
 	escape bool
-	junk   int64 // junk bytes seen since the last frame
+	cand   int        // bytes of eventStart matched after a newline inside an event; -1: none
+	pend   []pendByte // those bytes, held
+	junk   int64      // junk bytes seen since the last frame
 	junkAt int64
 
 	resync  bool // JSON: skip to the next line before looking for '{'
@@ -162,7 +164,7 @@ func NewFramer(f Format, maxEventBytes int64, onFrame func(*Frame), onProblem fu
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	return &Framer{format: f, max: maxEventBytes, maxSpans: DefaultMaxSpans, onFrame: onFrame, onProb: onProblem}
+	return &Framer{format: f, max: maxEventBytes, maxSpans: DefaultMaxSpans, onFrame: onFrame, onProb: onProblem, cand: -1}
 }
 
 // LimitSpans sets how many chunks are listed for one event (n ≥ 1; the
@@ -372,6 +374,10 @@ func (fr *Framer) finish() {
 
 func (fr *Framer) writeJSON(p []byte, c int) {
 	for len(p) > 0 {
+		if fr.cand >= 0 {
+			p = p[fr.matchEventStart(p, c):]
+			continue
+		}
 		if !fr.in {
 			// Between events: skip whitespace; '{' starts an event.
 			i := 0
@@ -402,24 +408,31 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 			fr.start(c)
 			fr.depth, fr.inStr, fr.escape = 0, false, false
 		}
-		end := fr.scanJSON(p)
-		if end < 0 {
+		end, nl := fr.scanJSON(p)
+		switch {
+		case end >= 0:
+			fr.take(p[:end], c)
+			p = p[end:]
+			fr.finish()
+		case nl >= 0:
+			fr.take(p[:nl+1], c)
+			p = p[nl+1:]
+			fr.cand = 0
+		default:
 			fr.take(p, c)
 			return
 		}
-		fr.take(p[:end], c)
-		p = p[end:]
-		fr.finish()
 	}
 }
 
-// scanJSON advances the JSON scanner over p and returns the length of p up
-// to and including the byte that closes the top-level object, or -1.
-// Inside strings it jumps from quote to backslash eight bytes at a time
-// (indexSpecial).
-func (fr *Framer) scanJSON(p []byte) int {
+// scanJSON advances the JSON scanner over p. It returns the length of p up
+// to and including the byte that closes the top-level object (end), or
+// else the index of the first newline outside a string inside the object
+// (nl), or -1 for both. Inside strings it jumps from quote to backslash
+// eight bytes at a time (indexSpecial).
+func (fr *Framer) scanJSON(p []byte) (end, nl int) {
 	inStr, escape, depth := fr.inStr, fr.escape, fr.depth
-	end := -1
+	end, nl = -1, -1
 	for i := 0; i < len(p); {
 		if inStr {
 			if escape {
@@ -427,18 +440,24 @@ func (fr *Framer) scanJSON(p []byte) int {
 				i++
 				continue
 			}
-			j := indexSpecial(p[i:])
+			j := indexSpecial(p[i:], true)
 			if j < 0 {
 				i = len(p)
 				continue
 			}
 			i += j
-			if p[i] == '\\' {
+			switch p[i] {
+			case '\\':
 				escape = true
-			} else {
+			case '"':
 				inStr = false
+			default: // a newline, which no JSON string holds: the event may have been cut
+				nl = i
 			}
 			i++
+			if nl >= 0 {
+				break
+			}
 			continue
 		}
 		b := p[i]
@@ -453,13 +472,83 @@ func (fr *Framer) scanJSON(p []byte) int {
 			if depth <= 0 {
 				end = i
 			}
+		case '\n':
+			nl = i - 1
 		}
-		if end >= 0 {
+		if end >= 0 || nl >= 0 {
 			break
 		}
 	}
 	fr.inStr, fr.escape, fr.depth = inStr, escape, depth
-	return end
+	return end, nl
+}
+
+// eventStart is how kube-apiserver starts every JSON watch event (a
+// compact metav1.WatchEvent, "type" first). A line that starts with it
+// inside an event that has not closed is taken as the next event: the
+// server writes each event on one line, so the one in progress was cut
+// short (bytes lost without a gap being seen, or a broken writer), and
+// waiting for it to close would hide every event after it.
+const eventStart = `{"type":`
+
+// pendByte is a byte held while a line inside an event is compared with
+// eventStart, with the chunk it came in.
+type pendByte struct {
+	b     byte
+	chunk int
+}
+
+// matchEventStart compares the bytes after a newline inside an event with
+// eventStart and returns how many bytes of p it consumed. On the first
+// byte that differs it gives the held bytes back to the event in progress;
+// when the whole of eventStart has come, the event in progress is reported
+// cut short and a new one starts with those bytes.
+func (fr *Framer) matchEventStart(p []byte, c int) int {
+	for i, b := range p {
+		if b != eventStart[fr.cand] {
+			fr.cand = -1
+			fr.flushPending()
+			return i
+		}
+		fr.pend = append(fr.pend, pendByte{b, c})
+		fr.cand++
+		if fr.cand == len(eventStart) {
+			fr.cand = -1
+			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
+				Detail: fmt.Sprintf("%d bytes of an event that never closed, then a new event at offset %d; decoding goes on from it", fr.curLen, fr.off)})
+			fr.in = false
+			fr.drop()
+			fr.cur = Frame{}
+			pend := fr.pend
+			fr.pend = fr.pend[:0]
+			fr.start(pend[0].chunk)
+			fr.depth, fr.inStr, fr.escape = 0, false, false
+			for _, pb := range pend {
+				fr.take([]byte{pb.b}, pb.chunk)
+			}
+			fr.scanJSON([]byte(eventStart)) // depth 1, outside a string
+			return i + 1
+		}
+	}
+	return len(p)
+}
+
+// flushPending gives the bytes held by matchEventStart back to the event
+// in progress, as if they had just come.
+func (fr *Framer) flushPending() {
+	pend := fr.pend
+	fr.pend = nil
+	for i := 0; i < len(pend); {
+		j := i
+		var run []byte
+		for j < len(pend) && pend[j].chunk == pend[i].chunk {
+			run = append(run, pend[j].b)
+			j++
+		}
+		fr.writeJSON(run, pend[i].chunk)
+		i = j
+	}
+	fr.pend = pend[:0]
 }
 
 func (fr *Framer) writeProto(p []byte, c int) {
@@ -522,6 +611,11 @@ func (fr *Framer) flushJunk() {
 // and otherwise the rest of the body cannot be framed.
 func (fr *Framer) Gap(n int64) {
 	fr.atChunk = false
+	if fr.cand >= 0 { // the held bytes belong to the event the gap damages
+		fr.cand = -1
+		fr.off += int64(len(fr.pend))
+		fr.pend = fr.pend[:0]
+	}
 	if n <= 0 || fr.lost {
 		fr.off += n
 		return
@@ -557,6 +651,10 @@ func (fr *Framer) Gap(n int64) {
 
 // Close reports an event left incomplete when the body ended.
 func (fr *Framer) Close() {
+	if fr.cand >= 0 {
+		fr.cand = -1
+		fr.flushPending()
+	}
 	fr.flushJunk()
 	if fr.in {
 		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,

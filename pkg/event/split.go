@@ -115,7 +115,7 @@ func skipSpace(data []byte, i int) int {
 // whose contents start at data[i], or -1 when it is not closed.
 func stringEnd(data []byte, i int) int {
 	for i < len(data) {
-		j := indexSpecial(data[i:])
+		j := indexSpecial(data[i:], false)
 		if j < 0 {
 			return -1
 		}

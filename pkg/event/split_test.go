@@ -165,15 +165,15 @@ func FuzzReadMeta(f *testing.F) {
 // position and length of inputs with quotes, backslashes, and bytes one
 // off from them (0x21, 0x5b, 0x5d) or with the high bit set (0xa2, 0xdc).
 func TestIndexSpecial(t *testing.T) {
-	naive := func(p []byte) int {
+	naive := func(p []byte, nl bool) int {
 		for i, b := range p {
-			if b == '"' || b == '\\' {
+			if b == '"' || b == '\\' || (nl && b == '\n') {
 				return i
 			}
 		}
 		return -1
 	}
-	alphabet := []byte{'a', '"', '\\', 0x21, 0x5b, 0x5d, 0xa2, 0xdc, 0x00, 0xff}
+	alphabet := []byte{'a', '"', '\\', '\n', 0x21, 0x5b, 0x5d, 0xa2, 0xdc, 0x0b, 0x8a, 0x00, 0xff}
 	rng := uint64(1)
 	for n := 0; n < 700; n += 1 + n/40 {
 		for trial := 0; trial < 200; trial++ {
@@ -186,8 +186,10 @@ func TestIndexSpecial(t *testing.T) {
 					p[i] = alphabet[(rng>>32)%uint64(len(alphabet))]
 				}
 			}
-			if got, want := indexSpecial(p), naive(p); got != want {
-				t.Fatalf("indexSpecial(%q) = %d, want %d", p, got, want)
+			for _, nl := range []bool{false, true} {
+				if got, want := indexSpecial(p, nl), naive(p, nl); got != want {
+					t.Fatalf("indexSpecial(%q, %v) = %d, want %d", p, nl, got, want)
+				}
 			}
 		}
 	}

@@ -70,6 +70,7 @@ var genScenarios = []genScenario{
 	{"lost-whole-chunk", ".pcap", "a segment holding exactly one chunk (cm-b) is lost: bytes missing, chunk framing lost. Known pkg/chunk limitation: its resync wants CRLF before a size line, so cm-c, whose size line starts right after the gap, is skipped silently; cm-d decodes", genLostWholeChunk},
 	{"cut-mid-record", ".pcap", "the file ends inside the last record: reported at the offset where that record starts; earlier events decode", genCut},
 	{"content-length-error", ".pcap", "a watch answered with a Content-Length body holding one ERROR event", genContentLengthError},
+	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
 // TestGenerated keeps the generated captures in testdata/pcap in step with
@@ -504,6 +505,24 @@ func genFINNoLastChunk(t *testing.T) []byte {
 		c.Send(pcapgen.Server, chunk(ev))
 	}
 	c.Wait(time.Second)
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// genUnclosedEvent: a server (or a proxy in front of it) writes the first
+// 300 bytes of an event and its newline, then goes on with whole events:
+// nothing is lost in TCP, so no gap tells the framer.
+func genUnclosedEvent(t *testing.T) []byte {
+	c := conn(40032)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	cut := cmEvent(t, "ADDED", "cm-cut", "101")
+	c.Send(pcapgen.Server, chunk(append(cut[:300:300], '\n')))
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "ADDED", "cm-b", "102")))
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-b", "103")))
+	c.Send(pcapgen.Server, []byte(lastChunk))
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
 	return pcapOf(t, c)
