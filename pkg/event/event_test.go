@@ -283,3 +283,38 @@ func TestJSONUnclosedEventResync(t *testing.T) {
 		t.Fatalf("pretty-printed event:\n%s", c.String())
 	}
 }
+
+// TestProtobufRegainAtChunkStart: after bytes lost across a frame boundary
+// the protobuf framing is lost, and regained at the first chunk that starts
+// with a watch event (a length prefix within the bound, then the
+// WatchEvent's type field); chunks that do not are passed over. The result
+// does not depend on how each chunk is split into writes.
+func TestProtobufRegainAtChunkStart(t *testing.T) {
+	a, b, c := protoFrame("ADDED", "a", "5"), protoFrame("MODIFIED", "b", "6"), protoFrame("BOOKMARK", "", "7")
+	chunks := []string{a[:20], "\x00\x00\x00", "junk that is no event", b, c}
+	for split := 0; split <= 30; split++ {
+		var col collected
+		fr := col.framer(FormatProtobuf, 0)
+		fr.ChunkStart()
+		fr.Write([]byte(chunks[0]), 0)
+		fr.Gap(int64(len(a) - 20 + 7)) // the rest of a and the start of a chunk
+		for i, ch := range chunks[1:] {
+			fr.ChunkStart()
+			k := min(split, len(ch))
+			fr.Write([]byte(ch[:k]), i+1)
+			fr.Write([]byte(ch[k:]), i+1)
+		}
+		fr.Close()
+		var kinds []string
+		for _, p := range col.problems {
+			kinds = append(kinds, p.Kind)
+		}
+		if len(col.frames) != 2 || string(col.frames[0].Data) != b[4:] || string(col.frames[1].Data) != c[4:] ||
+			fmt.Sprint(kinds) != fmt.Sprint([]string{KindLost, KindLost, KindRegained}) {
+			t.Fatalf("split %d: problems %q\n%s", split, kinds, col.String())
+		}
+		if want := int64(len(a) + 7 + 3 + len("junk that is no event")); col.frames[0].Offset != want {
+			t.Fatalf("split %d: the regained event at offset %d, want %d", split, col.frames[0].Offset, want)
+		}
+	}
+}

@@ -103,6 +103,9 @@ const (
 	KindOversize  = "watch event larger than the limit"
 	KindTruncated = "watch event cut short"
 	KindLost      = "watch event damaged by lost bytes"
+	// KindRegained (a warning) says where protobuf framing was found
+	// again after lost bytes.
+	KindRegained = "protobuf framing regained"
 )
 
 // FrameProblem is a framing problem at a byte offset of the de-chunked body.
@@ -113,6 +116,8 @@ type FrameProblem struct {
 	Kind string
 	// Detail gives the values involved.
 	Detail string
+	// Warning is true for a report that loses nothing (KindRegained).
+	Warning bool
 }
 
 // Framer splits a watch body into Frames. Create it with NewFramer; it is
@@ -152,6 +157,9 @@ type Framer struct {
 	held   int64   // bytes of buf reserved from budget
 
 	// Protobuf state.
+	probing bool   // lost: the chunk in progress is being checked for an event start
+	probe   []byte // its first bytes, at most probeBytes
+	probeC  int    // its chunk index
 	prefix  [4]byte
 	nprefix int
 	want    int64 // payload bytes of the current frame (protobuf)
@@ -262,7 +270,10 @@ func (fr *Framer) Resync() { fr.resync = true }
 // ChunkStart tells the Framer that the next byte written is the first data
 // byte of a chunk. It matters only while a JSON Framer resynchronises after
 // lost bytes (see Gap): a '{' there is taken as the start of an event.
-func (fr *Framer) ChunkStart() { fr.atChunk = true }
+func (fr *Framer) ChunkStart() {
+	fr.atChunk = true
+	fr.endProbe() // the chunk before was too short to start an event
+}
 
 // Write frames p, which arrived in chunk index c (-1 for a body that is not
 // chunked). It calls onFrame for each event that p completes.
@@ -282,11 +293,15 @@ func (fr *Framer) Write(p []byte, c int) {
 	if fr.resync && fr.atChunk && p[0] == '{' {
 		fr.resync = false
 	}
-	fr.atChunk = false
 	if fr.format == FormatProtobuf {
+		if fr.lost && fr.atChunk {
+			fr.probing, fr.probe, fr.probeC = true, fr.probe[:0], c
+		}
+		fr.atChunk = false
 		fr.writeProto(p, c)
 		return
 	}
+	fr.atChunk = false
 	fr.writeJSON(p, c)
 }
 
@@ -551,10 +566,91 @@ func (fr *Framer) flushPending() {
 	fr.pend = pend[:0]
 }
 
+// probeBytes is how much of a chunk's start probeMore needs: a 4-byte
+// length prefix, then the metav1.WatchEvent's field 1 (type): tag 0x0a, a
+// length, and the type's name (at most 8 bytes, "MODIFIED", "BOOKMARK").
+const probeBytes = 4 + 2 + 8
+
+// protoTypes are the watch event types, by the length of their names.
+var protoTypes = map[byte][]string{5: {"ADDED", "ERROR"}, 7: {"DELETED"}, 8: {"MODIFIED", "BOOKMARK"}}
+
+// probeMore adds the first bytes of p to the probe of a chunk's start
+// after protobuf framing was lost, and returns how many it took. The API
+// server writes each protobuf event with one write and flushes when idle,
+// so a chunk often starts with an event: when the chunk starts with a
+// length prefix within the event bound and a WatchEvent's type field, the
+// framing is regained there (fr.lost is cleared and the probe's bytes are
+// framed as the start of an event). Only the chunk's bytes decide, never
+// how they were split into writes.
+func (fr *Framer) probeMore(p []byte) int {
+	n := 0
+	for n < len(p) && fr.probing {
+		fr.probe = append(fr.probe, p[n])
+		n++
+		switch ok, done := protoStart(fr.probe, fr.max); {
+		case !ok:
+			fr.endProbe()
+			return n
+		case done:
+			probe := fr.probe
+			fr.probing, fr.probe = false, nil
+			fr.lost = false
+			fr.onProb(FrameProblem{Offset: fr.off, Kind: KindRegained, Warning: true,
+				Detail: fmt.Sprintf("a chunk starts with a %d-byte event; the bytes before it since the loss were passed over", binary.BigEndian.Uint32(probe))})
+			fr.writeProto(probe, fr.probeC)
+			fr.probe = probe[:0]
+			return n
+		}
+	}
+	return n
+}
+
+// endProbe gives up the probe in progress: its bytes are passed over.
+func (fr *Framer) endProbe() {
+	if fr.probing {
+		fr.off += int64(len(fr.probe))
+		fr.probing, fr.probe = false, fr.probe[:0]
+	}
+}
+
+// protoStart reports whether b can be the start of a protobuf watch event
+// (ok) and whether b holds enough to say it is (done).
+func protoStart(b []byte, max int64) (ok, done bool) {
+	if len(b) >= 4 {
+		if n := int64(binary.BigEndian.Uint32(b)); n == 0 || n+4 > max {
+			return false, false
+		}
+	}
+	if len(b) >= 5 && b[4] != 0x0a {
+		return false, false
+	}
+	if len(b) < 6 {
+		return true, false
+	}
+	names, found := protoTypes[b[5]]
+	if !found {
+		return false, false
+	}
+	got := b[6:]
+	for _, name := range names {
+		if len(got) <= len(name) && string(got) == name[:len(got)] {
+			return true, len(got) == len(name)
+		}
+	}
+	return false, false
+}
+
 func (fr *Framer) writeProto(p []byte, c int) {
 	if fr.lost {
-		fr.off += int64(len(p))
-		return
+		n := 0
+		if fr.probing {
+			n = fr.probeMore(p)
+		}
+		if fr.lost {
+			fr.off += int64(len(p) - n)
+			return
+		}
+		p = p[n:] // framing regained: the probe's bytes started an event
 	}
 	for len(p) > 0 {
 		if !fr.in {
@@ -611,6 +707,7 @@ func (fr *Framer) flushJunk() {
 // and otherwise the rest of the body cannot be framed.
 func (fr *Framer) Gap(n int64) {
 	fr.atChunk = false
+	fr.endProbe()
 	if fr.cand >= 0 { // the held bytes belong to the event the gap damages
 		fr.cand = -1
 		fr.off += int64(len(fr.pend))
@@ -640,7 +737,7 @@ func (fr *Framer) Gap(n int64) {
 		}
 		fr.lost = true
 		fr.onProb(FrameProblem{Offset: fr.off, Kind: KindLost,
-			Detail: "protobuf framing lost; later events of this body cannot be framed"})
+			Detail: "protobuf framing lost; looking for a chunk that starts with an event"})
 	}
 	fr.in = false
 	fr.drop()
@@ -651,6 +748,7 @@ func (fr *Framer) Gap(n int64) {
 
 // Close reports an event left incomplete when the body ended.
 func (fr *Framer) Close() {
+	fr.endProbe()
 	if fr.cand >= 0 {
 		fr.cand = -1
 		fr.flushPending()

@@ -70,6 +70,7 @@ var genScenarios = []genScenario{
 	{"lost-whole-chunk", ".pcap", "a segment holding exactly one chunk (cm-b) is lost: bytes missing, chunk framing lost. Known pkg/chunk limitation: its resync wants CRLF before a size line, so cm-c, whose size line starts right after the gap, is skipped silently; cm-d decodes", genLostWholeChunk},
 	{"cut-mid-record", ".pcap", "the file ends inside the last record: reported at the offset where that record starts; earlier events decode", genCut},
 	{"content-length-error", ".pcap", "a watch answered with a Content-Length body holding one ERROR event", genContentLengthError},
+	{"proto-lost-regain", ".pcap", "protobuf watch: a segment lost across a chunk boundary loses the framing (events cannot be counted out from a lost length prefix); it is regained at the next chunk that starts with an event, which decodes", genProtoLostRegain},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -505,6 +506,36 @@ func genFINNoLastChunk(t *testing.T) []byte {
 		c.Send(pcapgen.Server, chunk(ev))
 	}
 	c.Wait(time.Second)
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// genProtoLostRegain: a protobuf watch of four events, one per chunk; one
+// segment holds the end of chunk 1 and the start of chunk 2 (its size line
+// and length prefix) and is lost. The chunk decoder regains its framing at
+// chunk 3; the event framing, lost with the length prefix, is regained
+// there too, as chunk 3 starts with an event.
+func genProtoLostRegain(t *testing.T) []byte {
+	c := conn(40033)
+	c.Handshake()
+	const ct = "application/vnd.kubernetes.protobuf;stream=watch"
+	c.Send(pcapgen.Client, request(watchTarget, ct))
+	c.Send(pcapgen.Server, response("200 OK", ct, chunkedTE))
+	var evs [][]byte
+	for i, name := range []string{"cm-a", "cm-b", "cm-c", "cm-d"} {
+		evs = append(evs, protoEvent(t, "ADDED", configMap("default", name, fmt.Sprint(101+i), map[string]string{"Corefile": corefile})))
+	}
+	var body []byte
+	for _, ev := range evs {
+		body = append(body, chunk(ev)...)
+	}
+	end1 := len(chunk(evs[0])) + len(chunk(evs[1]))
+	c.Wait(200 * time.Millisecond)
+	segs := c.Send(pcapgen.Server, body, len(chunk(evs[0]))-50, len(chunk(evs[0]))+60, end1)
+	c.Drop(segs[1])
+	c.Wait(3 * time.Second)
+	c.Send(pcapgen.Server, []byte(lastChunk))
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
 	return pcapOf(t, c)
