@@ -566,11 +566,6 @@ func (fr *Framer) flushPending() {
 	fr.pend = pend[:0]
 }
 
-// probeBytes is how much of a chunk's start probeMore needs: a 4-byte
-// length prefix, then the metav1.WatchEvent's field 1 (type): tag 0x0a, a
-// length, and the type's name (at most 8 bytes, "MODIFIED", "BOOKMARK").
-const probeBytes = 4 + 2 + 8
-
 // protoTypes are the watch event types, by the length of their names.
 var protoTypes = map[byte][]string{5: {"ADDED", "ERROR"}, 7: {"DELETED"}, 8: {"MODIFIED", "BOOKMARK"}}
 
@@ -614,7 +609,9 @@ func (fr *Framer) endProbe() {
 }
 
 // protoStart reports whether b can be the start of a protobuf watch event
-// (ok) and whether b holds enough to say it is (done).
+// (ok) and whether b holds enough to say it is (done): a 4-byte length
+// prefix within max, then the metav1.WatchEvent's field 1 (type): tag
+// 0x0a, a length, and a watch event type's name, at most 14 bytes in all.
 func protoStart(b []byte, max int64) (ok, done bool) {
 	if len(b) >= 4 {
 		if n := int64(binary.BigEndian.Uint32(b)); n == 0 || n+4 > max {
