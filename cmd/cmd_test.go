@@ -3,10 +3,12 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func run(t *testing.T, stdin []byte, env map[string]string, args ...string) (string, string, int) {
@@ -218,5 +220,41 @@ func TestStreamRecordSecretsRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("%s was created (%v)", file, err)
+	}
+}
+
+// TestPcapStdinShowsEventsBeforeWaiting: output is held and written in
+// batches, but what was decoded is written before kwatch waits for more of
+// a capture on a pipe (tcpdump -w - | kwatch pcap -).
+func TestPcapStdinShowsEventsBeforeWaiting(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first 3000 bytes hold the handshake, the request, the response
+	// and the first event; the rest comes only once it has been shown.
+	pr, pw := io.Pipe()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(context.Background(), IOStreams{In: pr, Out: &out, ErrOut: io.Discard,
+			Getenv: func(string) string { return "" }}, []string{"pcap", "-"})
+	}()
+	if _, err := pw.Write(data[:3000]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "ADDED     ConfigMap kube-system/coredns") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first event is not shown while kwatch waits for more input:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := pw.Write(data[3000:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if code := <-done; code != ExitOK || !strings.Contains(out.String(), "summary: ") {
+		t.Errorf("exit %d:\n%s", code, out.String())
 	}
 }

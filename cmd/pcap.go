@@ -187,6 +187,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
 	if err != nil {
+		_ = p.Close() // show what was decoded before the error
 		if errors.Is(err, pcap.ErrNotCapture) {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
 		}

@@ -64,6 +64,9 @@ func New(next record.Sink, opt Options) *Differ {
 	return &Differ{next: next, opt: opt, last: map[string][]byte{}}
 }
 
+// Flush flushes the next sink (record.Flusher).
+func (d *Differ) Flush() { record.Flush(d.next) }
+
 // Emit diffs events against the last version of their object, then passes r on.
 func (d *Differ) Emit(r record.Record) {
 	switch v := r.(type) {

@@ -60,6 +60,9 @@ func New(next record.Sink) *Tracker {
 		overall: record.Health{Scope: "all", Events: map[string]int{}}}
 }
 
+// Flush flushes the next sink (record.Flusher).
+func (t *Tracker) Flush() { record.Flush(t.next) }
+
 // Emit observes r, passes it on, and before a Summary emits the health
 // records.
 func (t *Tracker) Emit(r record.Record) {

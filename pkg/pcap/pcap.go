@@ -95,7 +95,10 @@ type Stats struct {
 // undecodable packets) are reported as records and do not stop it. ctx
 // cancellation stops reading; what was read is flushed first.
 func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Stats, error) {
-	src, err := openSource(r)
+	// What was decoded is flushed to the sink before every read of the
+	// input that may wait (a pipe from tcpdump, a file being followed),
+	// and not after every record.
+	src, err := openSource(&flushingReader{r: r, sink: sink})
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +301,18 @@ func (rd *reader) releaseHeld() {
 	for _, r := range held {
 		rd.sink.Emit(r)
 	}
+}
+
+// flushingReader flushes sink (record.Flush) before each read of r.
+type flushingReader struct {
+	r    io.Reader
+	sink record.Sink
+}
+
+// Read flushes the sink, then reads from r.
+func (f *flushingReader) Read(p []byte) (int, error) {
+	record.Flush(f.sink)
+	return f.r.Read(p)
 }
 
 // connID returns the ID of the connection r is about, 0 for none.

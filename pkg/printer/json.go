@@ -31,22 +31,10 @@ type JSON struct {
 // NewJSON returns a JSON Lines printer writing to w.
 func NewJSON(w io.Writer, opt Options) *JSON {
 	ew := &errWriter{w: w}
-	enc := json.NewEncoder(writerFunc(func(p []byte) (int, error) {
-		if ew.err != nil {
-			return 0, ew.err
-		}
-		n, err := w.Write(p)
-		ew.err = err
-		return n, err
-	}))
+	enc := json.NewEncoder(ew)
 	enc.SetEscapeHTML(false)
 	return &JSON{filter: newFilter(opt), w: ew, enc: enc}
 }
-
-type writerFunc func([]byte) (int, error)
-
-// Write calls f(p).
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Emit writes r as JSON if the filter passes it.
 func (j *JSON) Emit(r record.Record) {
@@ -79,9 +67,7 @@ func (j *JSON) event(v *record.Event) {
 	}
 	// One write per line: output may be a terminal or a pipe read live.
 	j.out = append(appendEventLine(j.out[:0], &ev), '\n')
-	if _, err := j.w.w.Write(j.out); err != nil {
-		j.w.err = err
-	}
+	_, _ = j.w.Write(j.out)
 	if cap(j.out) > 1<<20 {
 		j.out = nil // do not keep a buffer sized for one huge event
 	}
@@ -117,7 +103,10 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 }
 
 // Close returns the first write error.
-func (j *JSON) Close() error { return j.w.err }
+func (j *JSON) Close() error { return j.w.Flush() }
+
+// Flush writes the lines held so far.
+func (j *JSON) Flush() { j.w.Flush() }
 
 // seconds returns d in seconds, rounded to the nanosecond so that JSON
 // shows 3.985400026, not the 3.9854000259999998 of d.Seconds().

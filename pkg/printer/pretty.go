@@ -81,8 +81,12 @@ func (p *Pretty) Emit(r record.Record) {
 	}
 }
 
-// Close returns the first write error; the summary record prints itself.
-func (p *Pretty) Close() error { return p.w.err }
+// Close writes what is held and returns the first write error; the
+// summary record prints itself.
+func (p *Pretty) Close() error { return p.w.Flush() }
+
+// Flush writes the lines held so far.
+func (p *Pretty) Flush() { p.w.Flush() }
 
 func (p *Pretty) ts(t time.Time) string {
 	if t.IsZero() {

@@ -5,6 +5,7 @@
 package printer
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -32,8 +33,10 @@ type Options struct {
 // Printer is a record.Sink that writes output; Close writes the summary.
 type Printer interface {
 	record.Sink
-	// Close finishes the output (the summary) and returns the first write
-	// error.
+	// Flush writes the output held so far (see record.Flusher); printers
+	// hold lines until then, or until 64 KiB of them.
+	Flush()
+	// Close writes what is held and returns the first write error.
 	Close() error
 	// Tally returns what was printed so far.
 	Tally() *Tally
@@ -230,15 +233,50 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// errWriter remembers the first write error.
+// flushBytes is how much output a printer holds before writing it: whole
+// lines only, so that a reader of a pipe never sees half a line.
+const flushBytes = 64 << 10
+
+// errWriter holds output until Flush (or flushBytes of it) and remembers
+// the first write error. Holding it turns one write system call per line
+// into one per batch: a tenth of the time of kwatch pcap -o json went to
+// writes of single lines.
 type errWriter struct {
 	w   io.Writer
+	buf []byte
 	err error
+}
+
+// Write holds p (a whole line, or several).
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	e.buf = append(e.buf, p...)
+	if len(e.buf) >= flushBytes {
+		e.Flush()
+	}
+	return len(p), nil
 }
 
 func (e *errWriter) printf(format string, args ...any) {
 	if e.err != nil {
 		return
 	}
-	_, e.err = fmt.Fprintf(e.w, format, args...)
+	e.buf = fmt.Appendf(e.buf, format, args...)
+	if len(e.buf) >= flushBytes && bytes.HasSuffix(e.buf, []byte("\n")) {
+		e.Flush()
+	}
+}
+
+// Flush writes what is held and returns the first write error.
+func (e *errWriter) Flush() error {
+	if e.err == nil && len(e.buf) > 0 {
+		_, e.err = e.w.Write(e.buf)
+	}
+	e.buf = e.buf[:0]
+	if cap(e.buf) > 4*flushBytes {
+		e.buf = nil // one huge event does not keep its buffer
+	}
+	return e.err
 }

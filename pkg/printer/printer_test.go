@@ -34,11 +34,13 @@ func TestPrettyEscapesWireBytes(t *testing.T) {
 	var pretty, js bytes.Buffer
 	p := NewPretty(&pretty, Options{})
 	p.Emit(ev)
+	p.Flush()
 	if strings.Contains(pretty.String(), "\x1b") || !strings.Contains(pretty.String(), `evil\x1b]0;pwned\x07`) {
 		t.Errorf("pretty: %q", pretty.String())
 	}
 	j := NewJSON(&js, Options{})
 	j.Emit(ev)
+	j.Flush()
 	if !strings.Contains(js.String(), `"name":"evil\u001b]0;pwned\u0007"`) {
 		t.Errorf("json: %s", js.String())
 	}

@@ -28,6 +28,20 @@ type Sink interface {
 	Emit(r Record)
 }
 
+// Flusher is a Sink that may hold what it was given (a printer holds
+// output lines) until Flush. Producers flush before they wait for more
+// input, so that what was decoded is shown before kwatch waits.
+type Flusher interface {
+	Flush()
+}
+
+// Flush flushes s if it is a Flusher.
+func Flush(s Sink) {
+	if f, ok := s.(Flusher); ok {
+		f.Flush()
+	}
+}
+
 // SinkFunc adapts a function to Sink.
 type SinkFunc func(Record)
 

@@ -672,6 +672,7 @@ func (c *Client) feedHTTP2(body io.Reader, path, accept string, local, remote ne
 	now := time.Now()
 	hc.ClientData([]byte("GET "+path+" HTTP/2.0\r\nAccept: "+accept+"\r\n\r\n"), now)
 	hc.ServerData([]byte("HTTP/2.0 200 OK\r\nContent-Type: "+accept+"\r\n\r\n"), now)
+	c.sink.flushLocked()
 	c.sink.mu.Unlock()
 	buf := make([]byte, 32<<10)
 	for {
@@ -683,9 +684,11 @@ func (c *Client) feedHTTP2(body io.Reader, path, accept string, local, remote ne
 		}
 		if err != nil {
 			hc.CloseServer(httpconn.EndFIN, time.Now())
+			c.sink.flushLocked()
 			c.sink.mu.Unlock()
 			return
 		}
+		c.sink.flushLocked()
 		c.sink.mu.Unlock()
 	}
 }

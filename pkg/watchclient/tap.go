@@ -33,7 +33,14 @@ func (l *lockedSink) Emit(r record.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deliver(r)
+	record.Flush(l.sink)
 }
+
+// flushLocked writes what the printers hold (record.Flusher): called
+// after each read, write or close of a tapped connection has been decoded,
+// so that output keeps up with the wire without a write per line. l.mu
+// must be held.
+func (l *lockedSink) flushLocked() { record.Flush(l.sink) }
 
 // deliver prints r and hands events to the current watch; l.mu must be held.
 func (l *lockedSink) deliver(r record.Record) {
@@ -77,6 +84,7 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.sink.mu.Lock()
 	defer c.sink.mu.Unlock()
+	defer c.sink.flushLocked()
 	now := time.Now()
 	if n > 0 && !c.closed {
 		c.sink.bytes += int64(n)
@@ -126,6 +134,7 @@ func (c *tapConn) Write(p []byte) (int, error) {
 		// The recording is meant to be handed around: no token in it.
 		c.rec.Client(c.mask.Mask(p), now)
 	}
+	c.sink.flushLocked()
 	c.sink.mu.Unlock()
 	return c.Conn.Write(p)
 }
@@ -143,6 +152,7 @@ func (c *tapConn) Close() error {
 	if c.rec != nil {
 		c.rec.FIN(true, now) // once; after a server FIN, this is kwatch's answer
 	}
+	c.sink.flushLocked()
 	c.sink.mu.Unlock()
 	return c.Conn.Close()
 }
