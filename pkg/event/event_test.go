@@ -33,6 +33,15 @@ func (c *collected) String() string {
 	return sb.String()
 }
 
+// spanBytes is how many bytes the chunks of f's spans carried.
+func spanBytes(f *Frame) int64 {
+	var n int64
+	for _, s := range f.Spans {
+		n += s.Bytes
+	}
+	return n
+}
+
 const ev1 = `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a}{\"b","namespace":"ns","resourceVersion":"5"},"data":{"k":"[{ü}]"}}}`
 
 func TestJSONFramesAnySplit(t *testing.T) {
@@ -51,11 +60,7 @@ func TestJSONFramesAnySplit(t *testing.T) {
 		if len(c.frames) != 2 || string(c.frames[0].Data) != ev1 || string(c.frames[1].Data) != ev1 {
 			t.Fatalf("cut %d:\n%s", cut, c.String())
 		}
-		var total int64
-		for _, s := range c.frames[0].Spans {
-			total += s.Bytes
-		}
-		if total != int64(len(ev1)) {
+		if spanBytes(c.frames[0]) != int64(len(ev1)) {
 			t.Fatalf("cut %d: spans %v do not add up to %d", cut, c.frames[0].Spans, len(ev1))
 		}
 		// Decoding must not depend on where the chunk boundary fell, even
@@ -264,11 +269,7 @@ func TestJSONUnclosedEventResync(t *testing.T) {
 		if !want(&c) {
 			t.Fatalf("split at %d:\n%s", split, c.String())
 		}
-		var total int64
-		for _, s := range c.frames[0].Spans {
-			total += s.Bytes
-		}
-		if total != int64(len(ev1)) {
+		if spanBytes(c.frames[0]) != int64(len(ev1)) {
 			t.Fatalf("split at %d: spans %v do not add up to %d", split, c.frames[0].Spans, len(ev1))
 		}
 	}
