@@ -14,6 +14,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first Ctrl-C ends kwatch with its summary; a second one, should
+	// that take long, ends it at once (the default action).
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := cmd.Execute(ctx, cmd.SystemStreams(), os.Args[1:])
 	stop()
 	os.Exit(code)

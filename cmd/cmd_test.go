@@ -258,3 +258,36 @@ func TestPcapStdinShowsEventsBeforeWaiting(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out.String())
 	}
 }
+
+// TestPcapStdinCtrlC: Ctrl-C ends kwatch pcap - with its summary even when
+// the writer keeps the pipe open (the read waiting on it is given up).
+func TestPcapStdinCtrlC(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, IOStreams{In: pr, Out: &out, ErrOut: io.Discard,
+			Getenv: func(string) string { return "" }}, []string{"pcap", "-"})
+	}()
+	if _, err := pw.Write(data[:3000]); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "ADDED") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted || !strings.Contains(out.String(), "summary: ") || strings.Contains(out.String(), "problem:") {
+			t.Errorf("exit %d:\n%s", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("kwatch pcap - did not end after Ctrl-C while its input stayed open")
+	}
+}

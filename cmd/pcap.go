@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -139,7 +140,9 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
-	var in io.Reader = streams.In
+	// A pipe's writer may keep it open after Ctrl-C: stdin is read in the
+	// background so that the read waiting on it ends with the context.
+	var in io.Reader = &interruptible{ctx: cmd.Context(), r: streams.In}
 	name := o.file
 	if o.file != "-" {
 		f, err := os.Open(o.file)
@@ -203,4 +206,53 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		return problemsSeen
 	}
 	return nil
+}
+
+// interruptible reads r in a goroutine of its own, so that a Read waiting
+// for input returns ctx's error once ctx is done (Ctrl-C) instead of
+// waiting on; the goroutine may stay blocked until the process exits.
+type interruptible struct {
+	ctx     context.Context
+	r       io.Reader
+	started bool
+	results chan readResult
+	rest    []byte // of the last result, not yet returned
+	err     error  // the reader's error, once its data is returned
+}
+
+type readResult struct {
+	data []byte
+	err  error
+}
+
+// Read returns bytes read from r, or ctx's error when ctx is done first.
+func (in *interruptible) Read(p []byte) (int, error) {
+	if !in.started {
+		in.started = true
+		in.results = make(chan readResult, 1)
+		go func() {
+			for {
+				buf := make([]byte, 64<<10)
+				n, err := in.r.Read(buf)
+				in.results <- readResult{buf[:n], err}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for len(in.rest) == 0 && in.err == nil {
+		select {
+		case res := <-in.results:
+			in.rest, in.err = res.data, res.err
+		case <-in.ctx.Done():
+			return 0, in.ctx.Err()
+		}
+	}
+	if len(in.rest) > 0 {
+		n := copy(p, in.rest)
+		in.rest = in.rest[n:]
+		return n, nil
+	}
+	return 0, in.err
 }

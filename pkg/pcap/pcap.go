@@ -140,7 +140,9 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			break
 		}
 		if err != nil {
-			rd.fileProblem(src, err)
+			if ctx.Err() == nil { // not a read stopped by Ctrl-C
+				rd.fileProblem(src, err)
+			}
 			break
 		}
 		rd.stats.Packets++
