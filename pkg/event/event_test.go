@@ -255,8 +255,9 @@ func TestJSONUnclosedEventResync(t *testing.T) {
 	cut := ev1[:60]
 	body := cut + "\n" + ev1 + "\n" + ev1 + "\n"
 	want := func(c *collected) bool {
-		return len(c.frames) == 2 && string(c.frames[0].Data) == ev1 && string(c.frames[1].Data) == ev1 &&
-			c.frames[0].Offset == int64(len(cut)+1) && len(c.problems) == 1 && c.problems[0].Kind == KindTruncated &&
+		return len(c.frames) == 3 && c.frames[0].Damaged && c.frames[0].Data == nil && c.frames[0].Length == int64(len(cut)+1) &&
+			string(c.frames[1].Data) == ev1 && string(c.frames[2].Data) == ev1 &&
+			c.frames[1].Offset == int64(len(cut)+1) && len(c.problems) == 1 && c.problems[0].Kind == KindTruncated &&
 			c.problems[0].Offset == 0 &&
 			c.problems[0].Detail == "61 bytes of an event that never closed, then a new event at offset 61; decoding goes on from it"
 	}
@@ -269,9 +270,18 @@ func TestJSONUnclosedEventResync(t *testing.T) {
 		if !want(&c) {
 			t.Fatalf("split at %d:\n%s", split, c.String())
 		}
-		if spanBytes(c.frames[0]) != int64(len(ev1)) {
-			t.Fatalf("split at %d: spans %v do not add up to %d", split, c.frames[0].Spans, len(ev1))
+		if spanBytes(c.frames[1]) != int64(len(ev1)) {
+			t.Fatalf("split at %d: spans %v do not add up to %d", split, c.frames[1].Spans, len(ev1))
 		}
+	}
+	// Cut right after a backslash inside a string: a raw newline is no
+	// escape, so the next event is not swallowed.
+	var bs collected
+	fr0 := bs.framer(FormatJSON, 0)
+	fr0.Write([]byte(`{"type":"ADDED","object":{"data":{"k":"ab\`+"\n"+ev1+"\n"), 0)
+	fr0.Close()
+	if len(bs.frames) != 2 || !bs.frames[0].Damaged || string(bs.frames[1].Data) != ev1 {
+		t.Fatalf("cut after a backslash:\n%s", bs.String())
 	}
 	pretty := "{\n  \"type\": \"ERROR\",\n  \"object\": {\n    \"kind\": \"Status\"\n  }\n}\n"
 	var c collected

@@ -452,6 +452,10 @@ func (fr *Framer) scanJSON(p []byte) (end, nl int) {
 		if inStr {
 			if escape {
 				escape = false
+				if p[i] == '\n' { // no JSON escape takes a raw newline: the event may have been cut
+					nl = i
+					break
+				}
 				i++
 				continue
 			}
@@ -531,9 +535,15 @@ func (fr *Framer) matchEventStart(p []byte, c int) int {
 			fr.cand = -1
 			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
 				Detail: fmt.Sprintf("%d bytes of an event that never closed, then a new event at offset %d; decoding goes on from it", fr.curLen, fr.off)})
+			// Hand the cut event over as damaged, as a gap inside an event
+			// is: the chunks that carried it count it, however the bytes
+			// were split into writes.
+			f := fr.cur
+			f.Length, f.Damaged = fr.curLen, true
 			fr.in = false
 			fr.drop()
 			fr.cur = Frame{}
+			fr.onFrame(&f)
 			pend := fr.pend
 			fr.pend = fr.pend[:0]
 			fr.start(pend[0].chunk)
