@@ -329,3 +329,41 @@ func TestProtobufRegainAtChunkStart(t *testing.T) {
 		}
 	}
 }
+
+// TestProtobufWrongRegain: object bytes that look like an event's start at
+// a chunk's start make the framer regain wrongly; a length prefix past the
+// bound right after, or the first frame failing to decode (Suspect), sends
+// it back to searching, and the events in later chunks decode.
+func TestProtobufWrongRegain(t *testing.T) {
+	a, b, c := protoFrame("ADDED", "a", "5"), protoFrame("MODIFIED", "b", "6"), protoFrame("DELETED", "c", "7")
+	fake := "\x00\x00\x00\x09" + "\x0a\x05ADDEDzz" // a 9-byte "event" that decodes to nothing
+	for _, tc := range []struct {
+		name    string
+		chunk   string // the chunk that fakes an event start
+		suspect bool
+	}{
+		{"prefix past the bound", fake + "\xff\xff\xff\xffmore", false},
+		{"does not decode", fake, true},
+	} {
+		var col collected
+		fr := col.framer(FormatProtobuf, 0)
+		fr.ChunkStart()
+		fr.Write([]byte(a[:20]), 0)
+		fr.Gap(int64(len(a) - 20 + 3))
+		for i, ch := range []string{tc.chunk, b, c} {
+			fr.ChunkStart()
+			fr.Write([]byte(ch), i+1)
+			if i == 0 && tc.suspect {
+				fr.Suspect(col.frames[len(col.frames)-1].Serial, 0)
+			}
+		}
+		fr.Close()
+		n := len(col.frames)
+		if n < 2 || string(col.frames[n-2].Data) != b[4:] || string(col.frames[n-1].Data) != c[4:] {
+			t.Errorf("%s: the events after the wrong regain:\n%s", tc.name, col.String())
+		}
+		if !strings.Contains(col.String(), "protobuf framing regained wrongly") {
+			t.Errorf("%s: no report of the wrong regain:\n%s", tc.name, col.String())
+		}
+	}
+}

@@ -160,9 +160,13 @@ type Framer struct {
 	probing bool   // lost: the chunk in progress is being checked for an event start
 	probe   []byte // its first bytes, at most probeBytes
 	probeC  int    // its chunk index
-	prefix  [4]byte
-	nprefix int
-	want    int64 // payload bytes of the current frame (protobuf)
+	// regainSerial is the serial of the first frame after framing was
+	// regained (0: none): while it or the next one shows the regain was
+	// wrong, the framer searches again (see Suspect).
+	regainSerial int
+	prefix       [4]byte
+	nprefix      int
+	want         int64 // payload bytes of the current frame (protobuf)
 }
 
 // NewFramer returns a Framer for format f that calls onFrame for every
@@ -600,6 +604,7 @@ func (fr *Framer) probeMore(p []byte) int {
 			probe := fr.probe
 			fr.probing, fr.probe = false, nil
 			fr.lost = false
+			fr.regainSerial = fr.serial + 1
 			fr.onProb(FrameProblem{Offset: fr.off, Kind: KindRegained, Warning: true,
 				Detail: fmt.Sprintf("a chunk starts with a %d-byte event; the bytes before it since the loss were passed over", binary.BigEndian.Uint32(probe))})
 			fr.writeProto(probe, fr.probeC)
@@ -608,6 +613,28 @@ func (fr *Framer) probeMore(p []byte) int {
 		}
 	}
 	return n
+}
+
+// Suspect tells a protobuf Framer that frame serial, which ended at body
+// offset end, did not decode. When
+// it is the first frame after framing was regained, the regain was wrong:
+// the Framer searches chunk starts again.
+func (fr *Framer) Suspect(serial int, end int64) {
+	if fr.format == FormatProtobuf && !fr.lost && fr.regainSerial > 0 && serial == fr.regainSerial {
+		fr.loseAgain("the event after it does not decode", end)
+	}
+}
+
+// loseAgain goes back to searching for an event start after a regain
+// proved wrong.
+func (fr *Framer) loseAgain(why string, at int64) {
+	fr.onProb(FrameProblem{Offset: at, Kind: KindLost,
+		Detail: "protobuf framing regained wrongly (" + why + "); looking again for a chunk that starts with an event"})
+	fr.lost = true
+	fr.regainSerial = 0
+	fr.in = false
+	fr.drop()
+	fr.cur = Frame{}
 }
 
 // endProbe gives up the probe in progress: its bytes are passed over.
@@ -676,6 +703,14 @@ func (fr *Framer) writeProto(p []byte, c int) {
 			if fr.want == 0 {
 				fr.finish()
 				continue
+			}
+			if fr.want+4 > fr.max && fr.regainSerial > 0 && fr.cur.Serial <= fr.regainSerial+1 {
+				// Right after a regain, a prefix past the bound says the
+				// regain was wrong (an object's bytes that looked like an
+				// event's start): search again.
+				fr.loseAgain(fmt.Sprintf("the length prefix after it announces %d bytes, more than %d", fr.want+4, fr.max), fr.cur.Offset)
+				fr.off += int64(len(p))
+				return
 			}
 			if fr.want+4 > fr.max && !fr.cur.Oversize {
 				// The prefix says the frame is too large: skip it

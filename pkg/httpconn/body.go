@@ -464,6 +464,7 @@ func (b *body) decode(f *event.Frame) *record.Event {
 		}
 		b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
 			Exchange: b.exchange, Kind: "watch event does not decode", Detail: err.Error(), Time: b.now})
+		b.framer.Suspect(f.Serial, f.Offset+f.Length)
 		if ev == nil {
 			return nil
 		}
