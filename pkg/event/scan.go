@@ -65,3 +65,23 @@ func indexSpecial(p []byte, nl bool) int {
 	}
 	return -1
 }
+
+// hasControl reports whether p holds a byte below 0x20, eight bytes at a
+// time (a byte of x is below n where (x - n*lsb) &^ x has its high bit set,
+// for n up to 0x80). JSON allows such bytes only as whitespace between
+// tokens (tab, newline, carriage return), and kube-apiserver writes none.
+func hasControl(p []byte) bool {
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		w := binary.LittleEndian.Uint64(p[i:])
+		if (w-lsb*0x20)&^w&msb != 0 {
+			return true
+		}
+	}
+	for ; i < len(p); i++ {
+		if p[i] < 0x20 {
+			return true
+		}
+	}
+	return false
+}

@@ -194,3 +194,19 @@ func TestIndexSpecial(t *testing.T) {
 		}
 	}
 }
+
+// TestHasControl compares hasControl with a plain loop around every byte
+// value near the bound, at every position.
+func TestHasControl(t *testing.T) {
+	for n := 0; n < 20; n++ {
+		for pos := 0; pos < n; pos++ {
+			for _, b := range []byte{0x00, 0x09, 0x0a, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x9f, 0xa0, 0xff} {
+				p := bytes.Repeat([]byte{'a'}, n)
+				p[pos] = b
+				if got, want := hasControl(p), b < 0x20; got != want {
+					t.Fatalf("hasControl(%q) = %v, want %v", p, got, want)
+				}
+			}
+		}
+	}
+}
