@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -160,9 +162,42 @@ func newVersionCommand(streams IOStreams) *cobra.Command {
 		Use:   "version",
 		Short: "Print kwatch's version",
 		Args:  cobra.NoArgs,
+		Long: `Print kwatch's version, the commit it was built from (when the build knew
+it) and the Go toolchain and platform.`,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(streams.Out, "kwatch %s\n", version)
+			_, err := io.WriteString(streams.Out, versionText())
 			return err
 		},
 	}
+}
+
+// versionText is what kwatch version prints: the version set at build
+// time, the VCS commit Go recorded in the binary (go build in a git
+// checkout records it; go test and go run do not), and the toolchain.
+func versionText() string {
+	text := "kwatch " + version + "\n"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, when, modified string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+		if rev != "" {
+			text += "commit: " + rev
+			if when != "" {
+				text += " (" + when + ")"
+			}
+			if modified == "true" {
+				text += ", with uncommitted changes"
+			}
+			text += "\n"
+		}
+	}
+	return text + "go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
 }
