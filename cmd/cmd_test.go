@@ -293,3 +293,22 @@ func TestPcapStdinCtrlC(t *testing.T) {
 		t.Fatal("kwatch pcap - did not end after Ctrl-C while its input stayed open")
 	}
 }
+
+// TestCompleteContexts: --context completes from the kubeconfig's contexts
+// without reaching any cluster.
+func TestCompleteContexts(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: prod, context: {cluster: c, user: u}}, {name: dev, context: {cluster: c, user: u}}]
+current-context: dev
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := run(t, nil, nil, "__complete", "stream", "--kubeconfig", kc, "--context", "")
+	if code != ExitOK || !strings.HasPrefix(out, "dev\nprod\n:4\n") {
+		t.Errorf("exit %d, %q", code, out)
+	}
+}

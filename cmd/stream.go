@@ -107,7 +107,57 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "end a watch that reads no byte for this long (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
+	// As kubectl does: contexts from the kubeconfig; namespaces and
+	// resources from the cluster the other flags point at.
+	_ = c.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		names, err := watchclient.Contexts(o.kubeconfig)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = c.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		return o.completeFromCluster(cmd.Context(), streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+			return c.Namespaces(ctx)
+		})
+	})
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 || o.raw != "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return o.completeFromCluster(cmd.Context(), streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+			return c.Watchable(ctx)
+		})
+	}
 	return c
+}
+
+// completeFromCluster connects as kwatch stream would (the flags given so
+// far, or kubectl proxy's default port when it answers) and returns what
+// list gives, within a few seconds; nothing when the cluster cannot be
+// reached (completion must not hang or print errors).
+func (o *streamOptions) completeFromCluster(ctx context.Context, streams IOStreams,
+	list func(context.Context, *watchclient.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	proxy := o.proxy
+	explicit := o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
+	if proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
+		proxy = watchclient.DefaultProxyURL
+	}
+	client, err := watchclient.Connect(watchclient.ConnectOptions{ProxyURL: proxy, Kubeconfig: o.kubeconfig,
+		Context: o.context, UserAgent: "kwatch/" + version}, record.SinkFunc(func(record.Record) {}))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	names, err := list(ctx, client)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 func (o *streamOptions) complete(args []string) error {

@@ -740,3 +740,23 @@ func TestStreamDiffSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamCompletion: namespaces and watchable resources complete from
+// the cluster, as with kubectl.
+func TestStreamCompletion(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	out, _, code := run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "-n", "")
+	if code != ExitOK || !strings.Contains(out, "\n"+ns+"\n") || !strings.Contains(out, "kube-system\n") {
+		t.Errorf("namespaces: exit %d, %q", code, out)
+	}
+	out, _, code = run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "")
+	for _, want := range []string{"configmaps\n", "deployments.apps\n", "podtemplates\n"} {
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("resources: exit %d, lacks %q in %q", code, want, out)
+		}
+	}
+	if strings.Contains(out, "/") {
+		t.Errorf("resources: a subresource in %q", out)
+	}
+}

@@ -1,0 +1,84 @@
+package watchclient
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Contexts returns the context names of the kubeconfig that kubectl would
+// load (kubeconfig, or $KUBECONFIG and ~/.kube/config when it is empty),
+// sorted, for shell completion of --context. It reads no network.
+func Contexts(kubeconfig string) ([]string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(cfg.Contexts))
+	for n := range cfg.Contexts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Namespaces lists the cluster's namespace names, sorted, for shell
+// completion of --namespace.
+func (c *Client) Namespaces(ctx context.Context) ([]string, error) {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, ns := range list.Items {
+		names = append(names, ns.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Watchable lists the resources that can be watched, as kubectl names them
+// ("configmaps", "deployments.apps"), sorted, for shell completion of
+// RESOURCE. Groups the server could not list are left out.
+func (c *Client) Watchable(ctx context.Context) ([]string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	lists, err := dc.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return nil, err
+	}
+	var names []string
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "watch") {
+				continue // a subresource, or not watchable
+			}
+			if gv.Group == "" {
+				names = append(names, r.Name)
+			} else {
+				names = append(names, r.Name+"."+gv.Group)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
