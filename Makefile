@@ -42,7 +42,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./pkg/event
 	$(GO) test -run '^$$' -fuzz '^FuzzEventLine$$' -fuzztime $(FUZZTIME) ./pkg/printer
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
-	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./pkg/pcap
+	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/pcap
 
 bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)
 	bench/run.sh
