@@ -85,56 +85,24 @@ func readMeta(raw []byte, m *objectMeta) error {
 // is not an object, an error when the object is malformed, or else the
 // first error fn returned (fn is still called for every field).
 func eachField(data []byte, fn func(key, value []byte) error) error {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return errNotObject
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return nil
-	}
 	var first error
-	for {
-		if i >= len(data) || data[i] != '"' {
-			return errMalformed
-		}
-		kEnd := stringEnd(data, i+1)
-		if kEnd < 0 {
-			return errMalformed
-		}
-		key := data[i+1 : kEnd-1]
+	_, err := walkObject(data, func(key, v []byte) bool {
 		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
 			var s string
-			if err := json.Unmarshal(data[i:kEnd], &s); err != nil {
-				return errMalformed
+			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s) != nil {
+				return false
 			}
 			key = []byte(s)
 		}
-		i = skipSpace(data, kEnd)
-		if i >= len(data) || data[i] != ':' {
-			return errMalformed
-		}
-		vStart := skipSpace(data, i+1)
-		vEnd, ok := valueEnd(data, vStart)
-		if !ok || vEnd == vStart {
-			return errMalformed
-		}
-		if err := fn(key, data[vStart:vEnd]); err != nil && first == nil {
+		if err := fn(key, v); err != nil && first == nil {
 			first = err
 		}
-		i = skipSpace(data, vEnd)
-		if i >= len(data) {
-			return errMalformed
-		}
-		switch data[i] {
-		case '}':
-			return first
-		case ',':
-			i = skipSpace(data, i+1)
-		default:
-			return errMalformed
-		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
+	return first
 }
 
 // stringField sets *dst from the JSON value v as encoding/json decodes into

@@ -29,67 +29,29 @@ const maxNestingDepth = 10000
 // apimachinery, which also words the error. FuzzSplitJSONEvent holds the
 // two to the same result.
 func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return "", nil, false
-	}
 	// Walk the top level first: it bounds the nesting depth before
 	// fastjson's recursive validation sees the document.
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(data) || data[i] != '"' {
-				return "", nil, false
-			}
-			kEnd := stringEnd(data, i+1)
-			if kEnd < 0 {
-				return "", nil, false
-			}
-			key := data[i+1 : kEnd-1]
-			if bytes.IndexByte(key, '\\') >= 0 {
-				return "", nil, false
-			}
-			i = skipSpace(data, kEnd)
-			if i >= len(data) || data[i] != ':' {
-				return "", nil, false
-			}
-			vStart := skipSpace(data, i+1)
-			vEnd, ok := valueEnd(data, vStart)
-			if !ok {
-				return "", nil, false
-			}
-			v := data[vStart:vEnd]
-			switch string(key) {
-			case "type":
-				switch {
-				case string(v) == "null":
-				case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
-					typ = string(v[1 : len(v)-1])
-				default:
-					return "", nil, false
-				}
-			case "object":
-				if string(v) != "null" {
-					obj = v
-				}
-			}
-			i = skipSpace(data, vEnd)
-			if i >= len(data) {
-				return "", nil, false
-			}
-			if data[i] == '}' {
-				i++
-				break
-			}
-			if data[i] != ',' {
-				return "", nil, false
-			}
-			i = skipSpace(data, i+1)
+	end, err := walkObject(data, func(key, v []byte) bool {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
 		}
-	}
-	if skipSpace(data, i) != len(data) {
+		switch string(key) {
+		case "type":
+			switch {
+			case string(v) == "null":
+			case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+				typ = string(v[1 : len(v)-1])
+			default:
+				return false
+			}
+		case "object":
+			if string(v) != "null" {
+				obj = v
+			}
+		}
+		return true
+	})
+	if err != nil || skipSpace(data, end) != len(data) {
 		return "", nil, false
 	}
 	// fastjson does not check for control characters the part of a
@@ -99,6 +61,55 @@ func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
 		return "", nil, false
 	}
 	return typ, obj, true
+}
+
+// walkObject calls fn with each key (the bytes between its quotes, escapes
+// as written) and value (raw JSON) of the JSON object at the start of data
+// (after any whitespace), in order, and returns the index just past the
+// object's closing brace. It returns errNotObject when data does not start
+// with an object, and errMalformed when the object is not well formed as
+// far as its keys, colons and commas go (values are only delimited, not
+// validated) or when fn returns false.
+func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err error) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return 0, errNotObject
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return 0, errMalformed
+		}
+		kEnd := stringEnd(data, i+1)
+		if kEnd < 0 {
+			return 0, errMalformed
+		}
+		key := data[i+1 : kEnd-1]
+		i = skipSpace(data, kEnd)
+		if i >= len(data) || data[i] != ':' {
+			return 0, errMalformed
+		}
+		vStart := skipSpace(data, i+1)
+		vEnd, ok := valueEnd(data, vStart)
+		if !ok || vEnd == vStart || !fn(key, data[vStart:vEnd]) {
+			return 0, errMalformed
+		}
+		i = skipSpace(data, vEnd)
+		if i >= len(data) {
+			return 0, errMalformed
+		}
+		switch data[i] {
+		case '}':
+			return i + 1, nil
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return 0, errMalformed
+		}
+	}
 }
 
 // skipSpace returns the index of the first byte at or after i that is not
