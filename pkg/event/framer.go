@@ -158,7 +158,7 @@ type Framer struct {
 
 	// Protobuf state.
 	probing bool   // lost: the chunk in progress is being checked for an event start
-	probe   []byte // its first bytes, at most probeBytes
+	probe   []byte // its first bytes, at most 14 (see protoStart)
 	probeC  int    // its chunk index
 	// regainSerial is the serial of the first frame after framing was
 	// regained (0: none): while it or the next one shows the regain was
@@ -196,9 +196,14 @@ func (fr *Framer) SetBudget(b *Budget) { fr.budget = b }
 
 // Discard drops the event in progress without reporting it, for a caller
 // that stops using the Framer.
-func (fr *Framer) Discard() {
+func (fr *Framer) Discard() { fr.abandon() }
+
+// abandon ends the event in progress without handing it over, releasing
+// its bytes.
+func (fr *Framer) abandon() {
 	fr.in = false
 	fr.drop()
+	fr.cur = Frame{}
 }
 
 // drop forgets the bytes of the event in progress and releases them.
@@ -297,15 +302,15 @@ func (fr *Framer) Write(p []byte, c int) {
 	if fr.resync && fr.atChunk && p[0] == '{' {
 		fr.resync = false
 	}
+	atChunk := fr.atChunk
+	fr.atChunk = false
 	if fr.format == FormatProtobuf {
-		if fr.lost && fr.atChunk {
+		if fr.lost && atChunk {
 			fr.probing, fr.probe, fr.probeC = true, fr.probe[:0], c
 		}
-		fr.atChunk = false
 		fr.writeProto(p, c)
 		return
 	}
-	fr.atChunk = false
 	fr.writeJSON(p, c)
 }
 
@@ -446,9 +451,10 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 
 // scanJSON advances the JSON scanner over p. It returns the length of p up
 // to and including the byte that closes the top-level object (end), or
-// else the index of the first newline outside a string inside the object
-// (nl), or -1 for both. Inside strings it jumps from quote to backslash
-// eight bytes at a time (indexSpecial).
+// else the index of the first newline inside the object (nl: between
+// tokens, or inside a string, where JSON allows none), or -1 for both.
+// Inside strings it jumps from quote to backslash eight bytes at a time
+// (indexSpecial).
 func (fr *Framer) scanJSON(p []byte) (end, nl int) {
 	inStr, escape, depth := fr.inStr, fr.escape, fr.depth
 	end, nl = -1, -1
@@ -544,9 +550,7 @@ func (fr *Framer) matchEventStart(p []byte, c int) int {
 			// were split into writes.
 			f := fr.cur
 			f.Length, f.Damaged = fr.curLen, true
-			fr.in = false
-			fr.drop()
-			fr.cur = Frame{}
+			fr.abandon()
 			fr.onFrame(&f)
 			pend := fr.pend
 			fr.pend = fr.pend[:0]
@@ -616,9 +620,8 @@ func (fr *Framer) probeMore(p []byte) int {
 }
 
 // Suspect tells a protobuf Framer that frame serial, which ended at body
-// offset end, did not decode. When
-// it is the first frame after framing was regained, the regain was wrong:
-// the Framer searches chunk starts again.
+// offset end, did not decode. When it is the first frame after framing was
+// regained, the regain was wrong: the Framer searches chunk starts again.
 func (fr *Framer) Suspect(serial int, end int64) {
 	if fr.format == FormatProtobuf && !fr.lost && fr.regainSerial > 0 && serial == fr.regainSerial {
 		fr.loseAgain("the event after it does not decode", end)
@@ -632,9 +635,7 @@ func (fr *Framer) loseAgain(why string, at int64) {
 		Detail: "protobuf framing regained wrongly (" + why + "); looking again for a chunk that starts with an event"})
 	fr.lost = true
 	fr.regainSerial = 0
-	fr.in = false
-	fr.drop()
-	fr.cur = Frame{}
+	fr.abandon()
 }
 
 // endProbe gives up the probe in progress: its bytes are passed over.
@@ -781,9 +782,7 @@ func (fr *Framer) Gap(n int64) {
 		fr.onProb(FrameProblem{Offset: fr.off, Kind: KindLost,
 			Detail: "protobuf framing lost; looking for a chunk that starts with an event"})
 	}
-	fr.in = false
-	fr.drop()
-	fr.cur = Frame{}
+	fr.abandon()
 	fr.resync = true
 	fr.off += n
 }
@@ -799,7 +798,6 @@ func (fr *Framer) Close() {
 	if fr.in {
 		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
 			Detail: fmt.Sprintf("%d bytes of an event, then the body ended", fr.curLen)})
-		fr.in = false
-		fr.drop()
+		fr.abandon()
 	}
 }
