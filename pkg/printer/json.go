@@ -88,7 +88,6 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 		}
 		j.chunks = append(j.chunks, jc)
 	}
-	chunks := j.chunks
 	obj := v.Object
 	if len(obj) == 0 {
 		obj = json.RawMessage("null")
@@ -96,7 +95,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	if v.Conn != j.lastConn || v.Conn == nil {
 		j.lastConn, j.lastConnText = v.Conn, v.Conn.String()
 	}
-	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: chunks,
+	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks,
 		Connection: j.lastConnText, Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
 		InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
@@ -297,6 +296,8 @@ type jsonRetry struct {
 	WaitS  float64 `json:"waitSeconds"`
 }
 
+// object returns the JSON form of r for encoding/json; events are written
+// by event instead.
 func (j *JSON) object(r record.Record) any {
 	switch v := r.(type) {
 	case connRecord:
@@ -310,8 +311,6 @@ func (j *JSON) object(r record.Record) any {
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
 			Watch: v.Watch, Format: v.Format, Header: v.Header}
-	case *record.Event:
-		return j.jsonEvent(v)
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
