@@ -154,7 +154,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		if err != nil {
 			if !badLinks[link] {
 				badLinks[link] = true
-				rd.emit(&record.Problem{File: opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
+				rd.Emit(&record.Problem{File: opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
 					Kind: "unsupported link type", Detail: err.Error()})
 			}
 			continue
@@ -179,7 +179,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	asm.FlushAll()
 	rd.releaseHeld()
 	if rd.stats.Truncated > maxTruncatedReports {
-		rd.emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
+		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
 	rd.stats.Connections = rd.nconn
@@ -265,7 +265,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 		asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
 	}
 	rd.dropBefore = time.Time{}
-	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
+	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
 		Kind: "too many connections",
 		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",
 			rd.opt.MaxConnections, before-len(rd.live)),
@@ -278,18 +278,15 @@ type gapContext struct {
 	snap   bool  // packets of this direction were cut short by the snaplen
 }
 
-// emit sends r to the sink; at the end of the capture it holds r back
-// (see releaseHeld).
-func (rd *reader) emit(r record.Record) {
+// Emit sends r to the sink (the reader is also the HTTP decoders' sink);
+// at the end of the capture it holds r back (see releaseHeld).
+func (rd *reader) Emit(r record.Record) {
 	if rd.ending {
 		rd.held = append(rd.held, r)
 		return
 	}
 	rd.sink.Emit(r)
 }
-
-// Emit lets the reader be the HTTP decoders' sink.
-func (rd *reader) Emit(r record.Record) { rd.emit(r) }
 
 // releaseHeld emits what the connections reported while they were flushed
 // at the end of the capture, connection by connection in the order they
@@ -364,7 +361,7 @@ func (rd *reader) truncated(ci gopacket.CaptureInfo) {
 	if rd.stats.Truncated > maxTruncatedReports {
 		return
 	}
-	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
+	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
 		Kind:   "packet cut short by the snaplen",
 		Detail: fmt.Sprintf("captured %d of %d bytes", ci.CaptureLength, ci.Length),
 		Hint:   "capture with -s 0", Warning: true})
@@ -387,7 +384,7 @@ func (rd *reader) fileProblem(src *source, err error) {
 			detail = fmt.Sprintf("%v; the record starts at this offset", err)
 		}
 	}
-	rd.emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: off,
+	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: off,
 		Time: rd.now, Kind: kind, Detail: detail, Hint: hint})
 }
 

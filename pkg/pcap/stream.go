@@ -64,7 +64,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	if len(tcp.Payload) > 0 {
 		if off, ok := h.overlap.add(tcp.Seq, tcp.SYN, tcp.Payload); !ok {
 			s.ensureConn(dir, nil)
-			s.rd.emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.rec,
+			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.rec,
 				Direction: s.dirName(dir), Where: "stream", Offset: off, Time: ci.Timestamp,
 				Kind:   "retransmission differs from the first copy",
 				Detail: fmt.Sprintf("%d bytes at seq %d overlap earlier bytes with other content", len(tcp.Payload), tcp.Seq),
@@ -176,7 +176,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	// skip < 0 ("start not seen"): whether the SYN was captured says it.
 	if !s.sawSYN && !s.noStart && length > 0 {
 		s.noStart = true
-		s.rd.emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
+		s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
 			Message: "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"})
 	}
 	h := s.halfOf(dir)
@@ -293,7 +293,7 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 			note.Message = "capture ended with the connection open"
 			note.Kind = "capture-ended"
 		}
-		s.rd.emit(note)
+		s.rd.Emit(note)
 	}
 	return true
 }

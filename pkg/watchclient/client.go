@@ -192,12 +192,7 @@ type Resource struct {
 }
 
 // String returns "configmaps" for the core group, "deployments.apps" otherwise.
-func (r Resource) String() string {
-	if r.GVR.Group == "" {
-		return r.GVR.Resource
-	}
-	return r.GVR.Resource + "." + r.GVR.Group
-}
+func (r Resource) String() string { return r.GVR.GroupResource().String() }
 
 // Resolve maps a resource argument as kubectl does ("pods", "po",
 // "deployments.apps", "deploy", a CRD's plural or short name) to a resource

@@ -2,8 +2,8 @@ package watchclient
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,12 +23,7 @@ func Contexts(kubeconfig string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(cfg.Contexts))
-	for n := range cfg.Contexts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(cfg.Contexts)), nil
 }
 
 // Namespaces lists the cluster's namespace names, sorted, for shell
@@ -46,7 +41,7 @@ func (c *Client) Namespaces(ctx context.Context) ([]string, error) {
 	for _, ns := range list.Items {
 		names = append(names, ns.Name)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names, nil
 }
 
@@ -72,13 +67,9 @@ func (c *Client) Watchable(ctx context.Context) ([]string, error) {
 			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "watch") {
 				continue // a subresource, or not watchable
 			}
-			if gv.Group == "" {
-				names = append(names, r.Name)
-			} else {
-				names = append(names, r.Name+"."+gv.Group)
-			}
+			names = append(names, gv.WithResource(r.Name).GroupResource().String())
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names, nil
 }
