@@ -132,6 +132,18 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	return c
 }
 
+// proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
+// proxy's default port when it answers and no kubeconfig was named
+// (explicit: by --kubeconfig, --context or $KUBECONFIG, which mean
+// "connect straight"); "" to connect straight.
+func (o *streamOptions) proxyURL(ctx context.Context, streams IOStreams) (proxy string, explicit bool) {
+	explicit = o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
+	if o.proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
+		return watchclient.DefaultProxyURL, explicit
+	}
+	return o.proxy, explicit
+}
+
 // completeFromCluster connects as kwatch stream would (the flags given so
 // far, or kubectl proxy's default port when it answers) and returns what
 // list gives, within a few seconds; nothing when the cluster cannot be
@@ -143,11 +155,7 @@ func (o *streamOptions) completeFromCluster(ctx context.Context, streams IOStrea
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	proxy := o.proxy
-	explicit := o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
-	if proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
-		proxy = watchclient.DefaultProxyURL
-	}
+	proxy, _ := o.proxyURL(ctx, streams)
 	client, err := watchclient.Connect(watchclient.ConnectOptions{ProxyURL: proxy, Kubeconfig: o.kubeconfig,
 		Context: o.context, UserAgent: "kwatch/" + version}, record.SinkFunc(func(record.Record) {}))
 	if err != nil {
@@ -249,13 +257,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
 	sink := o.output.sink(p, false)
-	proxy := o.proxy
-	// A kubeconfig named by flag or by $KUBECONFIG means "connect
-	// straight"; only without either is kubectl proxy's default port tried.
-	explicit := o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
-	if proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
-		proxy = watchclient.DefaultProxyURL
-	}
+	proxy, explicit := o.proxyURL(ctx, streams)
 	var rec *pcap.Writer
 	if o.record != "" {
 		// Like a kubeconfig, a recording is for its owner's eyes: it holds
