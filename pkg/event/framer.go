@@ -453,8 +453,7 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 // to and including the byte that closes the top-level object (end), or
 // else the index of the first newline inside the object (nl: between
 // tokens, or inside a string, where JSON allows none), or -1 for both.
-// Inside strings it jumps from quote to backslash eight bytes at a time
-// (indexSpecial).
+// Inside strings it steps over escapes eight bytes at a time (scanString).
 func (fr *Framer) scanJSON(p []byte) (end, nl int) {
 	inStr, escape, depth := fr.inStr, fr.escape, fr.depth
 	end, nl = -1, -1
@@ -469,25 +468,19 @@ func (fr *Framer) scanJSON(p []byte) (end, nl int) {
 				i++
 				continue
 			}
-			j := indexSpecial(p[i:], true)
-			if j < 0 {
-				i = len(p)
+			j, esc := scanString(p, i, true)
+			if j == len(p) {
+				escape = esc
+				i = j
 				continue
 			}
-			i += j
-			switch p[i] {
-			case '\\':
-				escape = true
-			case '"':
+			if p[j] == '"' {
 				inStr = false
-			default: // a newline, which no JSON string holds: the event may have been cut
-				nl = i
+				i = j + 1
+				continue
 			}
-			i++
-			if nl >= 0 {
-				break
-			}
-			continue
+			nl = j // a newline, which no JSON string holds: the event may have been cut
+			break
 		}
 		b := p[i]
 		i++

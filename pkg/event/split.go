@@ -14,9 +14,9 @@ const maxNestingDepth = 10000
 
 // splitJSONEvent reads a JSON watch event, {"type": …, "object": …},
 // without unmarshalling its object: it validates the document (RFC 8259)
-// in one pass with fastjson, walks its top-level keys, and returns the type
-// and the object's bytes as a sub-slice of data (nil when the event has no
-// object or a null one). A document with a control character (below 0x20,
+// with fastjson, walks its top-level keys, and returns the type and the
+// object's bytes as a sub-slice of data (nil when the event has no object
+// or a null one). A document with a control character (below 0x20,
 // whitespace included) is left to apimachinery too.
 //
 // It gives the answer apimachinery's decoding into metav1.WatchEvent would
@@ -29,6 +29,81 @@ const maxNestingDepth = 10000
 // apimachinery, which also words the error. FuzzSplitJSONEvent holds the
 // two to the same result.
 func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
+	if typ, obj, ok := splitObjectLast(data); ok {
+		return typ, obj, true
+	}
+	return splitWalk(data)
+}
+
+// splitObjectLast is splitJSONEvent for events whose object is their last
+// member, as kube-apiserver writes every event ({"type":…,"object":…}):
+// the object then runs from its key to the event's closing brace, so
+// fastjson validates it as one value and nothing walks it (a value
+// followed by a comma is never valid on its own, so an object that is not
+// last fails that validation). ok is false for any other shape, and when
+// the object holds 10000 or more brackets (bytes.Count bounds its nesting
+// depth before fastjson recurses into it); splitWalk then decides.
+func splitObjectLast(data []byte) (typ string, obj []byte, ok bool) {
+	closing := len(data)
+	for closing > 0 && isSpace(data[closing-1]) {
+		closing--
+	}
+	closing-- // the event's closing brace
+	if closing < 0 || data[closing] != '}' || hasControl(data) {
+		return "", nil, false
+	}
+	body := data[:closing]
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return "", nil, false
+	}
+	i = skipSpace(body, i+1)
+	for i < len(body) && body[i] == '"' {
+		kEnd := stringEnd(body, i+1)
+		if kEnd < 0 {
+			return "", nil, false
+		}
+		key := body[i+1 : kEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return "", nil, false
+		}
+		i = skipSpace(body, kEnd)
+		if i >= len(body) || body[i] != ':' {
+			return "", nil, false
+		}
+		vStart := skipSpace(body, i+1)
+		if string(key) == "object" {
+			vEnd := len(body)
+			for vEnd > vStart && isSpace(body[vEnd-1]) {
+				vEnd--
+			}
+			v := body[vStart:vEnd]
+			if len(v) == 0 || bytes.Count(v, []byte{'{'})+bytes.Count(v, []byte{'['}) >= maxNestingDepth ||
+				fastjson.ValidateBytes(v) != nil {
+				return "", nil, false
+			}
+			if string(v) != "null" {
+				obj = v
+			}
+			return typ, obj, true
+		}
+		vEnd, ok := valueEnd(body, vStart)
+		if !ok || vEnd == vStart || fastjson.ValidateBytes(body[vStart:vEnd]) != nil ||
+			(string(key) == "type" && !eventType(body[vStart:vEnd], &typ)) {
+			return "", nil, false
+		}
+		i = skipSpace(body, vEnd)
+		if i >= len(body) || body[i] != ',' {
+			return "", nil, false
+		}
+		i = skipSpace(body, i+1)
+	}
+	return "", nil, false
+}
+
+// splitWalk is splitJSONEvent for any shape: it walks every top-level
+// member, then validates the whole document.
+func splitWalk(data []byte) (typ string, obj []byte, ok bool) {
 	// Walk the top level first: it bounds the nesting depth before
 	// fastjson's recursive validation sees the document.
 	end, err := walkObject(data, func(key, v []byte) bool {
@@ -37,13 +112,7 @@ func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
 		}
 		switch string(key) {
 		case "type":
-			switch {
-			case string(v) == "null":
-			case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
-				typ = string(v[1 : len(v)-1])
-			default:
-				return false
-			}
+			return eventType(v, &typ)
 		case "object":
 			if string(v) != "null" {
 				obj = v
@@ -61,6 +130,21 @@ func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
 		return "", nil, false
 	}
 	return typ, obj, true
+}
+
+// eventType sets *typ from the raw value v of an event's "type" key as
+// encoding/json would (a null leaves it as it was) and reports whether v
+// is one the split takes: null, or a string of valid UTF-8 without
+// escapes.
+func eventType(v []byte, typ *string) bool {
+	switch {
+	case string(v) == "null":
+	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+		*typ = string(v[1 : len(v)-1])
+	default:
+		return false
+	}
+	return true
 }
 
 // walkObject calls fn with each key (the bytes between its quotes, escapes
@@ -112,6 +196,11 @@ func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err erro
 	}
 }
 
+// isSpace reports whether b is JSON whitespace (RFC 8259 §2).
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r'
+}
+
 // skipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace (RFC 8259 §2), or len(data).
 func skipSpace(data []byte, i int) int {
@@ -129,16 +218,8 @@ func skipSpace(data []byte, i int) int {
 // stringEnd returns the index just past the closing quote of the string
 // whose contents start at data[i], or -1 when it is not closed.
 func stringEnd(data []byte, i int) int {
-	for i < len(data) {
-		j := indexSpecial(data[i:], false)
-		if j < 0 {
-			return -1
-		}
-		i += j
-		if data[i] == '"' {
-			return i + 1
-		}
-		i += 2 // a backslash and the byte it escapes
+	if j, _ := scanString(data, i, false); j < len(data) {
+		return j + 1
 	}
 	return -1
 }

@@ -45,24 +45,32 @@ var splitSeeds = []string{
 	`{}`, `[]`, `null`, `"ADDED"`, ``, `{`, `{"type"`,
 }
 
-// FuzzSplitJSONEvent holds splitJSONEvent to apimachinery's decoding: when
-// the split accepts an event, apimachinery must accept it too, with the
-// same type and the same object bytes.
+// FuzzSplitJSONEvent holds both ways splitJSONEvent splits an event
+// (splitObjectLast, splitWalk) to apimachinery's decoding: when one accepts
+// an event, apimachinery must accept it too, with the same type and the
+// same object bytes.
 func FuzzSplitJSONEvent(f *testing.F) {
 	for _, s := range splitSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		typ, obj, ok := splitJSONEvent(data)
-		if !ok {
-			return
-		}
-		wantTyp, wantObj, err := referenceWatchEvent(data)
-		if err != nil {
-			t.Fatalf("split accepted %q, apimachinery: %v", data, err)
-		}
-		if typ != wantTyp || !bytes.Equal(obj, wantObj) {
-			t.Fatalf("split %q: type %q object %q, apimachinery: type %q object %q", data, typ, obj, wantTyp, wantObj)
+		// Both ways of splitting, each on its own: most events take the
+		// first, so the second is checked here rather than through it.
+		for _, split := range []struct {
+			name string
+			fn   func([]byte) (string, []byte, bool)
+		}{{"splitObjectLast", splitObjectLast}, {"splitWalk", splitWalk}} {
+			typ, obj, ok := split.fn(data)
+			if !ok {
+				continue
+			}
+			wantTyp, wantObj, err := referenceWatchEvent(data)
+			if err != nil {
+				t.Fatalf("%s accepted %q, apimachinery: %v", split.name, data, err)
+			}
+			if typ != wantTyp || !bytes.Equal(obj, wantObj) {
+				t.Fatalf("%s %q: type %q object %q, apimachinery: type %q object %q", split.name, data, typ, obj, wantTyp, wantObj)
+			}
 		}
 	})
 }
@@ -100,6 +108,32 @@ func TestSplitJSONEvent(t *testing.T) {
 		rt, ro, err := referenceWatchEvent([]byte(tc.in))
 		if err != nil || rt != typ || !bytes.Equal(ro, obj) {
 			t.Errorf("%s: apimachinery reads %q as %q, %q, %v", tc.comment, tc.in, rt, ro, err)
+		}
+	}
+}
+
+// TestSplitObjectLast checks which events take the fast path: those shaped
+// as kube-apiserver writes them do; one whose object is not its last
+// member goes to splitWalk.
+func TestSplitObjectLast(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		ok     bool
+		typ    string
+		object string
+	}{
+		{evA, true, "ADDED", evA[len(`{"type":"ADDED","object":`) : len(evA)-1]},
+		{" {\"type\" : \"BOOKMARK\" , \"object\" : {\"a\":[1]} } ", true, "BOOKMARK", `{"a":[1]}`},
+		{`{"type":"ADDED","object":null}`, true, "ADDED", ""},
+		{`{"object":{"kind":"Pod"},"type":"DELETED"}`, false, "", ""},
+		{`{"type":"ADDED","object":{"a":1},"object":{"b":2}}`, false, "", ""},
+		{`{"type":"ADDED","object":{"a":1},}`, false, "", ""},
+		{`{"type":"ADDED","object":{"a":1}`, false, "", ""},
+		{`{"type":"ADDED","object":{"a":1}}}`, false, "", ""},
+	} {
+		typ, obj, ok := splitObjectLast([]byte(tc.in))
+		if ok != tc.ok || typ != tc.typ || string(obj) != tc.object {
+			t.Errorf("splitObjectLast(%q) = %q, %q, %v; want %q, %q, %v", tc.in, typ, obj, ok, tc.typ, tc.object, tc.ok)
 		}
 	}
 }
@@ -193,6 +227,76 @@ func TestIndexSpecial(t *testing.T) {
 			}
 		}
 	}
+}
+
+// naiveScanString is scanString one byte at a time, as RFC 8259 §7 reads
+// a string: a backslash takes the byte after it.
+func naiveScanString(p []byte, i int, nl bool) (int, bool) {
+	for ; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == '"', nl && b == '\n':
+			return i, false
+		case b == '\\':
+			if i+1 == len(p) {
+				return len(p), true
+			}
+			if nl && p[i+1] == '\n' {
+				return i + 1, false
+			}
+			i++
+		}
+	}
+	return len(p), false
+}
+
+// TestScanString compares scanString with naiveScanString from every
+// start of inputs dense with quotes, backslashes, newlines and the bytes
+// one off from them, and of long plain runs.
+func TestScanString(t *testing.T) {
+	alphabet := []byte{'a', '"', '\\', '\\', '\\', '\n', 0x21, 0x5b, 0x5d, 0xa2, 0xdc, 0x0b, 0x8a, 0x00, 0xff, 0x23}
+	rng := uint64(7)
+	for n := 0; n < 400; n += 1 + n/30 {
+		for trial := 0; trial < 60; trial++ {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			dense := rng >> 62 // 0..3: how often a byte is special
+			p := make([]byte, n)
+			for i := range p {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				if rng>>56 < 255-dense*60 {
+					p[i] = 'a'
+				} else {
+					p[i] = alphabet[(rng>>32)%uint64(len(alphabet))]
+				}
+			}
+			for start := 0; start <= n; start++ {
+				for _, nl := range []bool{false, true} {
+					j, esc := scanString(p, start, nl)
+					wj, wesc := naiveScanString(p, start, nl)
+					if j != wj || esc != wesc {
+						t.Fatalf("scanString(%q, %d, %v) = %d, %v, want %d, %v", p, start, nl, j, esc, wj, wesc)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzScanString holds scanString to naiveScanString on any input.
+func FuzzScanString(f *testing.F) {
+	f.Add([]byte(`.:53 {\n    errors\n    health\n}\n" tail`), 0)
+	f.Add([]byte(`\\\\\\\"abc\\`), 1)
+	f.Fuzz(func(t *testing.T, p []byte, start int) {
+		if start < 0 || start > len(p) {
+			return
+		}
+		for _, nl := range []bool{false, true} {
+			j, esc := scanString(p, start, nl)
+			wj, wesc := naiveScanString(p, start, nl)
+			if j != wj || esc != wesc {
+				t.Fatalf("scanString(%q, %d, %v) = %d, %v, want %d, %v", p, start, nl, j, esc, wj, wesc)
+			}
+		}
+	})
 }
 
 // TestHasControl compares hasControl with a plain loop around every byte
