@@ -81,6 +81,12 @@ type Client struct {
 	httpOpt   httpconn.Options
 }
 
+// watchReadBuffer is the watch connections' read buffer, in bytes. The
+// tap decodes what each read returns, taking the sink's lock and flushing
+// the output once per read: net/http's default of 4 KiB made a busy watch
+// cost a read, a lock and a flush per 4 KiB.
+const watchReadBuffer = 64 << 10
+
 // ProxyAnswers reports whether a kubectl proxy answers at proxyURL within
 // timeout (GET /version).
 func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) bool {
@@ -114,7 +120,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		c.setCommon(opt)
 		c.Transport = "HTTP/1.1 through kubectl proxy " + opt.ProxyURL
 		tr := &http.Transport{DialContext: t.plainDialer(dialer.DialContext), DisableKeepAlives: true,
-			DisableCompression: true, ForceAttemptHTTP2: false}
+			DisableCompression: true, ForceAttemptHTTP2: false, ReadBufferSize: watchReadBuffer}
 		c.watchHTTP = &http.Client{Transport: tr}
 		return c, nil
 	}
@@ -150,7 +156,8 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		// Exec credential plugins track connections through DialHolder.
 		dial = h.DialHolder.Dial
 	}
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, DisableCompression: true}
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, DisableCompression: true,
+		ReadBufferSize: watchReadBuffer}
 	if tlsCfg != nil {
 		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg)
 		c.Transport = "HTTP/1.1 over TLS straight to " + cfg.Host + " (decrypted bytes decoded)"
@@ -179,6 +186,7 @@ func (c *Client) setCommon(opt ConnectOptions) {
 
 // WireBytes returns the bytes read on tapped connections so far.
 func (c *Client) WireBytes() int64 {
+	c.sink.drain()
 	c.sink.mu.Lock()
 	defer c.sink.mu.Unlock()
 	return c.sink.bytes

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,16 +17,26 @@ import (
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
-// lockedSink serialises records from several connections (each read in its
-// own goroutine by net/http) and from the list-watch loop into one sink,
-// counts wire bytes, and passes decoded events to the watch in progress.
+// lockedSink serialises records from several connections (each decoded
+// on its own goroutine) and from the list-watch loop into one sink, counts
+// wire bytes, and passes decoded events to the watch in progress.
 type lockedSink struct {
-	mu       sync.Mutex
-	sink     record.Sink
-	bytes    int64
-	conns    int
-	current  *wireWatcher
-	lastRead time.Time // when a tapped connection last read a byte
+	mu      sync.Mutex
+	sink    record.Sink
+	bytes   int64
+	conns   int
+	current *wireWatcher
+	// lastRead is when a tapped connection last read a byte (Unix
+	// nanoseconds), for the watchdog; set by the reading goroutine.
+	lastRead atomic.Int64
+
+	// What the tapped connections have queued for decoding and what has
+	// been decoded, counted in operations: drain waits for the second to
+	// catch up with the first.
+	qmu     sync.Mutex
+	qcond   *sync.Cond
+	queued  int64
+	decoded int64
 }
 
 // Emit delivers r, taking the lock.
@@ -37,9 +48,9 @@ func (l *lockedSink) Emit(r record.Record) {
 }
 
 // flushLocked writes what the printers hold (record.Flusher): called
-// after each read, write or close of a tapped connection has been decoded,
-// so that output keeps up with the wire without a write per line. l.mu
-// must be held.
+// after each batch of reads, writes or closes of a tapped connection has
+// been decoded, so that output keeps up with the wire without a write per
+// line. l.mu must be held.
 func (l *lockedSink) flushLocked() { record.Flush(l.sink) }
 
 // deliver prints r and hands events to the current watch; l.mu must be held.
@@ -60,42 +71,113 @@ func (l *lockedSink) deliver(r record.Record) {
 	}
 }
 
+// drain returns once everything the tapped connections had queued for
+// decoding when it was called has been decoded and delivered: the
+// list-watch loop calls it when a watch body has been read to its end,
+// before it takes the resume resourceVersion.
+func (l *lockedSink) drain() {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	for want := l.queued; l.decoded < want; {
+		l.cond().Wait()
+	}
+}
+
+// cond returns the condition drain waits on; l.qmu must be held.
+func (l *lockedSink) cond() *sync.Cond {
+	if l.qcond == nil {
+		l.qcond = sync.NewCond(&l.qmu)
+	}
+	return l.qcond
+}
+
 // held is the sink given to the HTTP decoders, which run with l.mu held.
 type held struct{ l *lockedSink }
 
 // Emit delivers r; the caller holds the lock.
 func (h held) Emit(r record.Record) { h.l.deliver(r) }
 
+// tapQueue is how many reads, writes and closes a tapped connection may
+// queue for its decoder before the next one waits: with reads of up to
+// watchReadBuffer bytes, at most 1 MiB per connection.
+const tapQueue = 16
+
+// tapKind says what a tapped connection did.
+type tapKind uint8
+
+const (
+	tapRead    tapKind = iota // the server's bytes were read
+	tapWrite                  // the client's bytes were written
+	tapReadEnd                // reading ended (EOF, reset, timeout)
+	tapClose                  // kwatch closed the connection; the last operation
+)
+
+// tapOp is one thing a tapped connection did, queued for its decoder in
+// the order it happened.
+type tapOp struct {
+	kind tapKind
+	data []byte // tapRead, tapWrite: a copy of the bytes, from tapBuffers
+	how  httpconn.Ending
+	at   time.Time
+}
+
+// tapBuffers recycles the copies of read and written bytes.
+var tapBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // tapConn is a connection whose bytes, in both directions, are also fed to
 // kwatch's HTTP/1.1 decoder: what the server wrote is decoded exactly as a
 // capture of it would be. For TLS it wraps the *tls.Conn, so it sees the
-// decrypted bytes.
+// decrypted bytes. The decoding runs on a goroutine of its own, in the
+// order the bytes were read and written, so that it does not hold up
+// net/http's reading (on a busy watch, reading and decoding then use two
+// cores).
 type tapConn struct {
 	net.Conn
-	sink   *lockedSink
-	hc     *httpconn.Conn
-	rec    *pcap.ConnWriter // nil unless recording
-	mask   httpconn.CredentialMask
-	closed bool
+	sink *lockedSink
+	hc   *httpconn.Conn
+	rec  *pcap.ConnWriter // nil unless recording
+	mask httpconn.CredentialMask
+
+	qmu    sync.Mutex // orders sends to ops; guards done
+	ops    chan tapOp
+	done   bool // tapClose has been queued: nothing more is
+	closed bool // the decoder has ended both sides (decoder only)
 }
 
-// Read reads from the connection and decodes what was read.
+func newTapConn(shown net.Conn, sink *lockedSink, hc *httpconn.Conn) *tapConn {
+	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue)}
+	go c.decode()
+	return c
+}
+
+// queue hands op to the decoder; it waits while the queue is full.
+func (c *tapConn) queue(op tapOp, p []byte) {
+	if p != nil {
+		b := tapBuffers.Get().(*[]byte)
+		*b = append((*b)[:0], p...)
+		op.data = *b
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.done {
+		return
+	}
+	c.done = op.kind == tapClose
+	c.sink.qmu.Lock()
+	c.sink.queued++
+	c.sink.qmu.Unlock()
+	c.ops <- op
+}
+
+// Read reads from the connection and queues what was read for decoding.
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.sink.mu.Lock()
-	defer c.sink.mu.Unlock()
-	defer c.sink.flushLocked()
 	now := time.Now()
-	if n > 0 && !c.closed {
-		c.sink.bytes += int64(n)
-		c.sink.lastRead = now
-		if c.rec != nil {
-			c.rec.Server(p[:n], now)
-		}
-		// Decode synchronously: net/http reuses p after Read returns.
-		c.hc.ServerData(p[:n], now)
+	if n > 0 {
+		c.sink.lastRead.Store(now.UnixNano())
+		c.queue(tapOp{kind: tapRead, at: now}, p[:n]) // a copy: net/http reuses p
 	}
-	if err != nil && !c.closed {
+	if err != nil {
 		how := httpconn.EndFIN
 		switch {
 		case errors.Is(err, syscall.ECONNRESET):
@@ -108,53 +190,106 @@ func (c *tapConn) Read(p []byte) (int, error) {
 				how = httpconn.EndLocal
 			}
 		}
-		c.closed = true
-		c.hc.CloseServer(how, now)
-		c.hc.CloseClient(how, now)
-		if c.rec != nil {
-			switch how {
-			case httpconn.EndFIN:
-				c.rec.FIN(false, now) // the server closed; the client's FIN follows in Close
-			case httpconn.EndRST:
-				c.rec.RST(false, now)
-			default:
-				c.rec.FIN(true, now) // kwatch closed it
-			}
-		}
+		c.queue(tapOp{kind: tapReadEnd, how: how, at: now}, nil)
 	}
 	return n, err
 }
 
-// Write decodes the request bytes, then writes them.
+// Write queues the request bytes for decoding, then writes them.
 func (c *tapConn) Write(p []byte) (int, error) {
-	c.sink.mu.Lock()
-	now := time.Now()
-	c.hc.ClientData(p, now)
-	if c.rec != nil {
-		// The recording is meant to be handed around: no token in it.
-		c.rec.Client(c.mask.Mask(p), now)
-	}
-	c.sink.flushLocked()
-	c.sink.mu.Unlock()
+	c.queue(tapOp{kind: tapWrite, at: time.Now()}, p)
 	return c.Conn.Write(p)
 }
 
 // Close closes the connection; a body still open is reported as ended by
 // kwatch.
 func (c *tapConn) Close() error {
-	c.sink.mu.Lock()
-	now := time.Now()
-	if !c.closed {
-		c.closed = true
-		c.hc.CloseServer(httpconn.EndLocal, now)
-		c.hc.CloseClient(httpconn.EndLocal, now)
-	}
-	if c.rec != nil {
-		c.rec.FIN(true, now) // once; after a server FIN, this is kwatch's answer
-	}
-	c.sink.flushLocked()
-	c.sink.mu.Unlock()
+	c.queue(tapOp{kind: tapClose, at: time.Now()}, nil)
 	return c.Conn.Close()
+}
+
+// decode decodes the queued operations until tapClose, taking the sink's
+// lock once for each batch that is waiting.
+func (c *tapConn) decode() {
+	for {
+		op := <-c.ops
+		c.sink.mu.Lock()
+		n := 0
+		last := false
+		for {
+			last = c.apply(op)
+			n++
+			if last || len(c.ops) == 0 {
+				break
+			}
+			op = <-c.ops
+		}
+		c.sink.flushLocked()
+		c.sink.mu.Unlock()
+		c.sink.qmu.Lock()
+		c.sink.decoded += int64(n)
+		c.sink.cond().Broadcast()
+		c.sink.qmu.Unlock()
+		if last {
+			return
+		}
+	}
+}
+
+// apply decodes one operation, with the sink's lock held, and reports
+// whether it was the last.
+func (c *tapConn) apply(op tapOp) bool {
+	defer func() {
+		if op.data != nil {
+			b := op.data
+			tapBuffers.Put(&b)
+		}
+	}()
+	switch op.kind {
+	case tapRead:
+		if c.closed {
+			break
+		}
+		c.sink.bytes += int64(len(op.data))
+		if c.rec != nil {
+			c.rec.Server(op.data, op.at)
+		}
+		c.hc.ServerData(op.data, op.at)
+	case tapWrite:
+		c.hc.ClientData(op.data, op.at)
+		if c.rec != nil {
+			// The recording is meant to be handed around: no token in it.
+			c.rec.Client(c.mask.Mask(op.data), op.at)
+		}
+	case tapReadEnd:
+		if c.closed {
+			break
+		}
+		c.closed = true
+		c.hc.CloseServer(op.how, op.at)
+		c.hc.CloseClient(op.how, op.at)
+		if c.rec != nil {
+			switch op.how {
+			case httpconn.EndFIN:
+				c.rec.FIN(false, op.at) // the server closed; the client's FIN follows in Close
+			case httpconn.EndRST:
+				c.rec.RST(false, op.at)
+			default:
+				c.rec.FIN(true, op.at) // kwatch closed it
+			}
+		}
+	case tapClose:
+		if !c.closed {
+			c.closed = true
+			c.hc.CloseServer(httpconn.EndLocal, op.at)
+			c.hc.CloseClient(httpconn.EndLocal, op.at)
+		}
+		if c.rec != nil {
+			c.rec.FIN(true, op.at) // once; after a server FIN, this is kwatch's answer
+		}
+		return true
+	}
+	return false
 }
 
 func addrPort(a net.Addr) netip.AddrPort {
@@ -177,7 +312,7 @@ func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
 	t.sink.conns++
 	rec := &record.Conn{ID: t.sink.conns, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
 	t.sink.mu.Unlock()
-	tc := &tapConn{Conn: shown, sink: t.sink, hc: httpconn.New(rec, held{t.sink}, t.opt)}
+	tc := newTapConn(shown, t.sink, httpconn.New(rec, held{t.sink}, t.opt))
 	if t.rec != nil {
 		tc.rec = t.rec.Conn(rec.Client, rec.Server, time.Now())
 	}
