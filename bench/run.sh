@@ -105,7 +105,9 @@ bench_set one watch1 "${one_sizes[@]}"
 # Live: one replayed watch of 100k events (bench/replay also answers
 # discovery and the LIST before it). The same work: kwatch stream and
 # kubectl get -w, both -o json, each listing then watching configmaps; and
-# the raw body, which kubectl get --raw only copies.
+# the raw body, which kubectl get --raw only copies. Twice: the server
+# flushing after every event (one chunk each), and flushing only when
+# drained, as kube-apiserver does with a backlog (2 KiB chunks).
 EVENTS=100000
 kubectl_bin=$(command -v kubectl || true)
 [ -x "${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run/bin/kubectl" ] && kubectl_bin="${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run/bin/kubectl"
@@ -113,25 +115,27 @@ RAW='/api/v1/namespaces/kube-system/configmaps?watch=1'
 URL=http://127.0.0.1:18080
 rpid=
 trap '[ -n "$rpid" ] && kill $rpid 2>/dev/null || true' EXIT
-# live NAME CMD...: one run of CMD against a fresh replay; appends
-# "NAME seconds maxrss_kb" to live.tsv.
+# live NAME FLUSH CMD...: one run of CMD against a fresh replay flushing
+# as FLUSH says; appends "NAME FLUSH seconds maxrss_kb" to live.tsv.
 live() {
-  local name=$1; shift
-  "$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS & rpid=$!
+  local name=$1 flush=$2; shift 2
+  "$OUT/replay" -addr 127.0.0.1:18080 -events $EVENTS -flush "$flush" & rpid=$!
   for _ in $(seq 50); do curl -fs "$URL/api" >/dev/null 2>&1 && break; sleep 0.1; done
   read -r s rss < <(measure "$@")
   kill $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true; rpid=
-  printf '%s\t%s\t%s\n' "$name" "$s" "$rss" >>"$OUT/live.tsv"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$flush" "$s" "$rss" >>"$OUT/live.tsv"
 }
 : >"$OUT/live.tsv"
 for run in $(seq "$RUNS"); do
-  echo "live, run $run" >&2
-  live kwatch-watch "$OUT/kwatch" stream configmaps -n kube-system --proxy "$URL" -o json
-  live kwatch-raw "$OUT/kwatch" stream --raw "$RAW" --proxy "$URL" -o json
-  if [ -n "$kubectl_bin" ]; then
-    live kubectl-watch "$kubectl_bin" --server "$URL" get configmaps -n kube-system -w -o json
-    live kubectl-raw "$kubectl_bin" --server "$URL" get --raw "$RAW"
-  fi
+  for flush in event drained; do
+    echo "live, flush $flush, run $run" >&2
+    live kwatch-watch $flush "$OUT/kwatch" stream configmaps -n kube-system --proxy "$URL" -o json
+    live kwatch-raw $flush "$OUT/kwatch" stream --raw "$RAW" --proxy "$URL" -o json
+    if [ -n "$kubectl_bin" ]; then
+      live kubectl-watch $flush "$kubectl_bin" --server "$URL" get configmaps -n kube-system -w -o json
+      live kubectl-raw $flush "$kubectl_bin" --server "$URL" get --raw "$RAW"
+    fi
+  done
 done
 
 # RESULTS.md: the tables, then the analysis written by hand under "## Against
@@ -174,11 +178,14 @@ analysis=$(sed -n '/^## Against the targets/,$p' bench/RESULTS.md 2>/dev/null ||
   table "$OUT/one.tsv"
   echo
   echo "Live: a local server (\`bench/replay\`) answers discovery and the LIST, then streams $EVENTS ConfigMap"
-  echo "MODIFIED events of about 1 KB, one chunk each. Each command runs against a fresh replay; medians of $RUNS runs."
+  echo "MODIFIED events of about 1 KB. \`-flush event\`: it flushes after every event (one chunk each, as"
+  echo "kube-apiserver does when each event is written before the next is queued); \`-flush drained\`: it flushes"
+  echo "only when no event is left to write, as kube-apiserver does with a backlog (net/http then sends 2 KiB chunks"
+  echo "that split and join events). Each command runs against a fresh replay; medians of $RUNS runs."
   echo "kubectl is $("${kubectl_bin:-false}" version --client 2>/dev/null | head -1 || echo 'not found')."
   echo
-  echo "| command | s | events/s | peak RSS |"
-  echo "|---|---|---|---|"
+  echo "| command | flush | s | events/s | peak RSS |"
+  echo "|---|---|---|---|---|"
   for name in kwatch-watch kubectl-watch kwatch-raw kubectl-raw; do
     case $name in
       kwatch-watch) cmdline="\`kwatch stream configmaps -n kube-system --proxy URL -o json\`" ;;
@@ -186,17 +193,21 @@ analysis=$(sed -n '/^## Against the targets/,$p' bench/RESULTS.md 2>/dev/null ||
       kwatch-raw) cmdline="\`kwatch stream --raw PATH --proxy URL -o json\`" ;;
       kubectl-raw) cmdline="\`kubectl --server URL get --raw PATH\` (copies the body, decodes nothing)" ;;
     esac
-    s=$(awk -v n="$name" '$1 == n {print $2}' "$OUT/live.tsv" | median)
-    rss=$(awk -v n="$name" '$1 == n {print $3}' "$OUT/live.tsv" | sort -n | tail -1)
-    [ -z "$s" ] && continue
-    awk -v c="$cmdline" -v s="$s" -v rss="$rss" -v ev="$EVENTS" 'BEGIN {printf "| %s | %.2f | %.0f | %.1f MiB |\n", c, s, ev / s, rss / 1024}'
+    for flush in event drained; do
+      s=$(awk -v n="$name" -v f="$flush" '$1 == n && $2 == f {print $3}' "$OUT/live.tsv" | median)
+      rss=$(awk -v n="$name" -v f="$flush" '$1 == n && $2 == f {print $4}' "$OUT/live.tsv" | sort -n | tail -1)
+      [ -z "$s" ] && continue
+      awk -v c="$cmdline" -v f="$flush" -v s="$s" -v rss="$rss" -v ev="$EVENTS" 'BEGIN {printf "| %s | %s | %.2f | %.0f | %.1f MiB |\n", c, f, s, ev / s, rss / 1024}'
+    done
   done
-  kw=$(awk '$1 == "kwatch-watch" {print $2}' "$OUT/live.tsv" | median)
-  kc=$(awk '$1 == "kubectl-watch" {print $2}' "$OUT/live.tsv" | median)
-  if [ -n "$kw" ] && [ -n "$kc" ]; then
-    echo
-    awk -v kw="$kw" -v kc="$kc" 'BEGIN {printf "kwatch stream / kubectl get -w, events/s: **%.1fx**\n", kc / kw}'
-  fi
+  echo
+  for flush in event drained; do
+    kw=$(awk -v f="$flush" '$1 == "kwatch-watch" && $2 == f {print $3}' "$OUT/live.tsv" | median)
+    kc=$(awk -v f="$flush" '$1 == "kubectl-watch" && $2 == f {print $3}' "$OUT/live.tsv" | median)
+    if [ -n "$kw" ] && [ -n "$kc" ]; then
+      awk -v kw="$kw" -v kc="$kc" -v f="$flush" 'BEGIN {printf "kwatch stream / kubectl get -w, events/s, flush %s: **%.1fx**  \n", f, kc / kw}'
+    fi
+  done
   if [ -n "$analysis" ]; then
     echo
     echo "$analysis"

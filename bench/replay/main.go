@@ -1,14 +1,20 @@
 // Command replay serves one recorded Kubernetes watch event, as fast as it
 // can, to measure live decoding: a watch request (watch=1 or watch=true) is
 // answered 200 with a chunked application/json body of -events copies of
-// the event (one chunk each, as kube-apiserver flushes them), ended by the
-// last-chunk. Once a watch has been served in full, later watches get 403
+// the event, ended by the last-chunk. kube-apiserver writes each event and
+// flushes only when no further event is queued for the watch
+// (k8s.io/apiserver v0.37.2, pkg/endpoints/handlers/watch.go), so how its
+// body is cut into chunks depends on the load: -flush event flushes after
+// every event (one chunk each: a server that keeps up with a slow stream),
+// -flush drained writes events back to back and flushes once at the end (a
+// server with a backlog: net/http cuts the body into 2 KiB chunks that split
+// and join events, and sends about 4 KiB per write). Once a watch has been served in full, later watches get 403
 // Forbidden, so that a client that resumes watches (kwatch stream, kubectl
 // get -w) stops after one replay. It also answers the discovery requests
 // (/api, /apis, /api/v1) and the LIST of configmaps that kubectl get -w and
 // kwatch stream make before they watch.
 //
-// Usage: replay -addr 127.0.0.1:18080 -events 100000
+// Usage: replay -addr 127.0.0.1:18080 -events 100000 [-flush event|drained]
 package main
 
 import (
@@ -16,6 +22,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -40,7 +47,11 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:18080", "listen address")
 	n := flag.Int("events", 100000, "events per watch")
 	verbose := flag.Bool("v", false, "log every request")
+	flush := flag.String("flush", "event", "when the watch body is flushed: after every event, or once drained (at the end)")
 	flag.Parse()
+	if *flush != "event" && *flush != "drained" {
+		log.Fatalf("-flush %q: want event or drained", *flush)
+	}
 	var served atomic.Bool
 	jsonReply := func(w http.ResponseWriter, code int, body string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -76,12 +87,18 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		f := w.(http.Flusher)
+		head, tail, _ := strings.Cut(event, "RV")
+		buf := make([]byte, 0, len(event)+16)
 		for i := 0; i < *n; i++ {
-			if _, err := w.Write([]byte(strings.Replace(event, "RV", fmt.Sprint(1000+i), 1))); err != nil {
+			buf = append(strconv.AppendInt(append(buf[:0], head...), int64(1000+i), 10), tail...)
+			if _, err := w.Write(buf); err != nil {
 				return
 			}
-			f.Flush()
+			if *flush == "event" {
+				f.Flush()
+			}
 		}
+		f.Flush()
 		served.Store(true)
 	})
 	log.Fatal(http.ListenAndServe(*addr, nil))
