@@ -186,6 +186,58 @@ func TestLoopResumeAndRelist(t *testing.T) {
 	}
 }
 
+// TestLoopResumeAfterBurst: a watch that ends right after a burst written
+// without a flush between events (the tap's queue fills, the decoder runs
+// behind the reader) still resumes from its last event's resourceVersion,
+// with every event and the watch's end reported before the next watch
+// starts.
+func TestLoopResumeAfterBurst(t *testing.T) {
+	const n = 20000
+	burst := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, `{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"kube-system","resourceVersion":"%d"},"data":{"k":"a\nb\nc"}}}`+"\n", 1000+i)
+		}
+	}
+	fs := &fakeServer{t: t, list: []string{listBody("1000")}, watches: []func(http.ResponseWriter, *http.Request){burst}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "kube-system",
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(fs.seen, ","), fmt.Sprintf("1000,%d", 1000+n); got != want {
+		t.Errorf("watches asked for resourceVersions %s, want %s", got, want)
+	}
+	if stats.Events != n {
+		t.Errorf("the loop saw %d events, want %d", stats.Events, n)
+	}
+	// Every event, in order, then the end of the first watch, then the
+	// second watch.
+	events, next := 0, 1001
+	var order []string
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Event:
+			if v.ResourceVersion != fmt.Sprint(next) {
+				t.Fatalf("event %d has resourceVersion %s, want %d", events+1, v.ResourceVersion, next)
+			}
+			events++
+			next++
+		case *record.End:
+			if !v.Request {
+				order = append(order, fmt.Sprintf("end %s after %d events", v.How, events))
+			}
+		case *record.WatchStart:
+			order = append(order, fmt.Sprintf("watch %d after %d events", v.Number, events))
+		}
+	}
+	want := []string{"watch 1 after 0 events", fmt.Sprintf("end last-chunk after %d events", n), fmt.Sprintf("watch 2 after %d events", n)}
+	if len(order) < 3 || strings.Join(order[:3], "; ") != strings.Join(want, "; ") {
+		t.Errorf("records: %s; want %s", strings.Join(order, "; "), strings.Join(want, "; "))
+	}
+}
+
 // TestLoopForbiddenIsFatal: a 403 on the watch stops the loop with the
 // server's message instead of retrying forever.
 func TestLoopForbiddenIsFatal(t *testing.T) {

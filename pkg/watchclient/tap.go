@@ -159,7 +159,10 @@ func (c *tapConn) queue(op tapOp, p []byte) {
 	}
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
-	if c.done {
+	if c.done { // closed: nothing after tapClose is decoded
+		if op.data != nil {
+			tapBuffers.Put(&op.data)
+		}
 		return
 	}
 	c.done = op.kind == tapClose
