@@ -310,7 +310,8 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
-	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesOpened: stats.Opened, Relists: stats.Relists,
+	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
+		WatchesOpened: stats.Opened, Relists: stats.Relists,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}

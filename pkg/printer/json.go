@@ -249,10 +249,11 @@ type jsonSummary struct {
 	Problems    int            `json:"problems"`
 	Warnings    int            `json:"warnings"`
 	// Live sessions (kwatch stream) only.
-	WatchesOpened *int    `json:"watchesOpened,omitempty"`
-	Relists       *int    `json:"relists,omitempty"`
-	Bytes         *int64  `json:"bytes,omitempty"`
-	DurationS     float64 `json:"durationSeconds,omitempty"`
+	WatchesRequested *int    `json:"watchesRequested,omitempty"`
+	WatchesOpened    *int    `json:"watchesOpened,omitempty"`
+	Relists          *int    `json:"relists,omitempty"`
+	Bytes            *int64  `json:"bytes,omitempty"`
+	DurationS        float64 `json:"durationSeconds,omitempty"`
 }
 
 type jsonList struct {
@@ -343,7 +344,8 @@ func (j *JSON) object(r record.Record) any {
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
 		if v.Live {
 			s.Connections = t.Connections
-			s.WatchesOpened, s.Relists, s.Bytes, s.DurationS = &v.WatchesOpened, &v.Relists, &v.Bytes, seconds(v.Duration)
+			s.WatchesRequested, s.WatchesOpened = &v.WatchesRequested, &v.WatchesOpened
+			s.Relists, s.Bytes, s.DurationS = &v.Relists, &v.Bytes, seconds(v.Duration)
 		}
 		return s
 	case *record.List:

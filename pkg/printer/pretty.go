@@ -389,6 +389,11 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		if s.WatchesOpened != 1 {
 			parts[0] = fmt.Sprintf("%d watches opened", s.WatchesOpened)
 		}
+		if refused := s.WatchesRequested - s.WatchesOpened; refused > 0 {
+			// A watch the server answered with an error status (or that
+			// failed to connect) was asked for, not opened.
+			parts[0] += fmt.Sprintf(" (%d requested)", s.WatchesRequested)
+		}
 		p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
 		return
 	}

@@ -45,3 +45,31 @@ func TestPrettyEscapesWireBytes(t *testing.T) {
 		t.Errorf("json: %s", js.String())
 	}
 }
+
+// TestLiveSummaryRequested: a watch the server refused is counted as
+// requested, not opened, in both outputs.
+func TestLiveSummaryRequested(t *testing.T) {
+	for _, tc := range []struct {
+		requested, opened int
+		pretty, json      string
+	}{
+		{1, 0, "summary: 0 watches opened (1 requested) · ", `"watchesRequested":1,"watchesOpened":0,`},
+		{1, 1, "summary: 1 watch opened · ", `"watchesRequested":1,"watchesOpened":1,`},
+		{3, 2, "summary: 2 watches opened (3 requested) · ", `"watchesRequested":3,"watchesOpened":2,`},
+	} {
+		s := &record.Summary{Live: true, WatchesRequested: tc.requested, WatchesOpened: tc.opened}
+		var pretty, js bytes.Buffer
+		p := NewPretty(&pretty, Options{})
+		p.Emit(s)
+		p.Flush()
+		if !strings.HasPrefix(pretty.String(), tc.pretty) {
+			t.Errorf("pretty: %q, want it to start %q", pretty.String(), tc.pretty)
+		}
+		j := NewJSON(&js, Options{})
+		j.Emit(s)
+		j.Flush()
+		if !strings.Contains(js.String(), tc.json) {
+			t.Errorf("json: %s, want %s", js.String(), tc.json)
+		}
+	}
+}

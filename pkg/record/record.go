@@ -304,13 +304,16 @@ type Summary struct {
 	Chunks      int
 	Problems    int
 	Warnings    int
-	// Live is true for kwatch stream; then WatchesOpened, Relists and
-	// Bytes (wire bytes read) are set instead of Packets.
-	Live          bool
-	WatchesOpened int
-	Relists       int
-	Bytes         int64
-	Duration      time.Duration
+	// Live is true for kwatch stream; then WatchesRequested,
+	// WatchesOpened, Relists and Bytes (wire bytes read) are set instead of
+	// Packets. WatchesRequested counts watch requests made, WatchesOpened
+	// those the server answered with a watch stream.
+	Live             bool
+	WatchesRequested int
+	WatchesOpened    int
+	Relists          int
+	Bytes            int64
+	Duration         time.Duration
 }
 
 // When returns the time of the last packet.
