@@ -310,6 +310,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
+	client.Close()
 	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
 		WatchesOpened: stats.Opened, Relists: stats.Relists,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})

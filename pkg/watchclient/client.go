@@ -184,6 +184,18 @@ func (c *Client) setCommon(opt ConnectOptions) {
 	}
 }
 
+// Close ends the Client's use of the sink given to Connect: it waits until
+// what the tapped connections had read has been decoded, then lets nothing
+// more through (net/http closes connections on goroutines of its own, and
+// their decoding may otherwise run on while the caller prints its summary
+// and closes its printer). Call it once Run has returned.
+func (c *Client) Close() {
+	c.sink.drain()
+	c.sink.mu.Lock()
+	c.sink.detached = true
+	c.sink.mu.Unlock()
+}
+
 // WireBytes returns the bytes read on tapped connections so far.
 func (c *Client) WireBytes() int64 {
 	c.sink.drain()

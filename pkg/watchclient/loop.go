@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -368,7 +369,8 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	l.stats.Watches++
 	l.emit(&record.WatchStart{Time: time.Now(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
 		Reason: reason, After: after, Transport: l.c.Transport})
-	l.started = time.Now()
+	started := time.Now()
+	l.started = started
 	l.lastEnd, l.lastEvents = "", 0
 	w, err := l.lw.WatchWithContext(ctx, o)
 	if err != nil {
@@ -378,11 +380,14 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		return err
 	}
 	l.stats.Opened++
+	var stalled atomic.Bool // set by the watchdog when it ends this watch
+	ww, _ := w.(*wireWatcher)
 	defer func() {
 		w.Stop()
 		// Let the connection's reader report how the body ended before
 		// anything else is printed.
-		if ww, ok := w.(*wireWatcher); ok {
+		if ww != nil {
+			ww.abandon()
 			select {
 			case <-ww.finished:
 			case <-time.After(5 * time.Second):
@@ -391,11 +396,18 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 			l.lastEnd, l.lastWatch = ww.endHow, ww.endWatch
 			ww.mu.Unlock()
 		}
+		if stalled.Load() {
+			l.stalled = true
+		}
 	}()
 	if l.opt.IdleTimeout > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
-		go l.watchdog(w, stop)
+		var finished <-chan struct{}
+		if ww != nil {
+			finished = ww.finished
+		}
+		go l.watchdog(w, started, stop, finished, &stalled)
 	}
 	for ev := range w.ResultChan() {
 		l.lastEvents++
@@ -406,8 +418,13 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	return nil
 }
 
-// watchdog stops watch w when no byte has been read for IdleTimeout.
-func (l *loop) watchdog(w watch.Interface, stop <-chan struct{}) {
+// watchdog stops watch w, started at started, when no byte has been read
+// or decoded for IdleTimeout, and sets *stalled. It does nothing once stop
+// is closed (the loop is done with w) or finished is (w's body was read to
+// its end): checked under the sink's lock as the problem is printed, so a
+// watchdog that had to wait for the lock never reports a watch that has
+// ended meanwhile.
+func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-chan struct{}, stalled *atomic.Bool) {
 	tick := time.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -416,16 +433,18 @@ func (l *loop) watchdog(w watch.Interface, stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		last := time.Unix(0, l.c.sink.lastRead.Load())
-		if last.Before(l.started) {
-			last = l.started
+		last := time.Unix(0, l.c.sink.lastActive.Load())
+		if last.Before(started) {
+			last = started
 		}
 		if idle := time.Since(last); idle >= l.opt.IdleTimeout {
-			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Kind: "watch stalled",
+			p := &record.Problem{Time: time.Now(), Offset: -1, Kind: "watch stalled",
 				Detail: fmt.Sprintf("no byte for %s (--idle-timeout)", idle.Round(time.Millisecond)),
-				Hint:   "closing the watch and watching again from the last resourceVersion"})
-			l.stalled = true
-			w.Stop()
+				Hint:   "closing the watch and watching again from the last resourceVersion"}
+			if l.c.sink.emitUnless(p, stop, finished) {
+				stalled.Store(true)
+				w.Stop()
+			}
 			return
 		}
 	}
@@ -575,12 +594,13 @@ type wireWatcher struct {
 	done     bool
 	wake     chan struct{}
 	out      chan watch.Event
-	stopped  chan struct{}
 	finished chan struct{} // closed when the body has been read to its end
+	gone     chan struct{} // closed when the loop reads no more events (abandon)
 	endHow   string        // how the body ended (record.End.How)
 	endWatch bool          // the body was a watch stream
 	cancel   context.CancelFunc
 	once     sync.Once
+	goneOnce sync.Once
 }
 
 // outQueue is how many events the pump may hand to ResultChan ahead of the
@@ -589,7 +609,8 @@ type wireWatcher struct {
 const outQueue = 256
 
 func newWireWatcher(cancel context.CancelFunc) *wireWatcher {
-	w := &wireWatcher{wake: make(chan struct{}, 1), out: make(chan watch.Event, outQueue), stopped: make(chan struct{}), finished: make(chan struct{}), cancel: cancel}
+	w := &wireWatcher{wake: make(chan struct{}, 1), out: make(chan watch.Event, outQueue),
+		finished: make(chan struct{}), gone: make(chan struct{}), cancel: cancel}
 	go w.pump()
 	return w
 }
@@ -615,6 +636,12 @@ func (w *wireWatcher) finish() {
 	}
 }
 
+// pump hands the queued events to ResultChan, in order, until the body
+// has ended and every event decoded from it has been handed over. Stop
+// does not cut this short: events decoded after it (the bytes already
+// read) have been printed, and the loop must see them too, or it would
+// resume from an older resourceVersion than the last event shown. Only
+// abandon (the loop reads no more) does.
 func (w *wireWatcher) pump() {
 	defer close(w.out)
 	for {
@@ -626,7 +653,7 @@ func (w *wireWatcher) pump() {
 		for _, ev := range q {
 			select {
 			case w.out <- ev:
-			case <-w.stopped:
+			case <-w.gone:
 				return
 			}
 		}
@@ -636,17 +663,21 @@ func (w *wireWatcher) pump() {
 		if len(q) == 0 {
 			select {
 			case <-w.wake:
-			case <-w.stopped:
+			case <-w.gone:
 				return
 			}
 		}
 	}
 }
 
+// abandon tells the pump that the loop reads no more events.
+func (w *wireWatcher) abandon() {
+	w.goneOnce.Do(func() { close(w.gone) })
+}
+
 // Stop ends the watch and closes its connection.
 func (w *wireWatcher) Stop() {
 	w.once.Do(func() {
-		close(w.stopped)
 		w.cancel()
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -413,4 +414,51 @@ func runUntil(t *testing.T, fs *fakeServer, opt WatchOptions, n int, co ConnectO
 	cancel()
 	<-done
 	return sink, stats, runErr
+}
+
+// TestWireWatcherDeliversAfterStop: events decoded after Stop (the bytes
+// already read when the watchdog or Ctrl-C stopped the watch) still reach
+// the loop, so that it resumes from the last event printed; abandon ends
+// the delivery when the loop reads no more.
+func TestWireWatcherDeliversAfterStop(t *testing.T) {
+	ww := newWireWatcher(func() {})
+	for i := 1; i <= 1000; i++ {
+		ww.push(toWatchEvent(&record.Event{Type: "MODIFIED", ResourceVersion: fmt.Sprint(i)}))
+	}
+	ww.Stop()
+	for i := 1001; i <= 1500; i++ {
+		ww.push(toWatchEvent(&record.Event{Type: "MODIFIED", ResourceVersion: fmt.Sprint(i)}))
+	}
+	ww.finish()
+	n, last := 0, ""
+	for ev := range ww.ResultChan() {
+		n++
+		last = ev.Object.(interface{ GetResourceVersion() string }).GetResourceVersion()
+	}
+	if n != 1500 || last != "1500" {
+		t.Errorf("%d events, the last at resourceVersion %q; want 1500, \"1500\"", n, last)
+	}
+
+	ww = newWireWatcher(func() {})
+	for i := 1; i <= 1000; i++ {
+		ww.push(toWatchEvent(&record.Event{Type: "MODIFIED", ResourceVersion: fmt.Sprint(i)}))
+	}
+	<-ww.ResultChan()
+	ww.abandon()
+	select {
+	case <-drained(ww.ResultChan()):
+	case <-time.After(5 * time.Second):
+		t.Fatal("ResultChan not closed after abandon")
+	}
+}
+
+// drained reads c to its end and then closes the channel it returns.
+func drained(c <-chan watch.Event) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for range c {
+		}
+		close(done)
+	}()
+	return done
 }

@@ -26,9 +26,12 @@ type lockedSink struct {
 	bytes   int64
 	conns   int
 	current *wireWatcher
-	// lastRead is when a tapped connection last read a byte (Unix
-	// nanoseconds), for the watchdog; set by the reading goroutine.
-	lastRead atomic.Int64
+	// detached: the run is over (Client.Close); nothing more reaches sink.
+	detached bool
+	// lastActive is when a tapped connection last read a byte or had
+	// read bytes decoded (Unix nanoseconds), for the watchdog: a reader
+	// waiting for room in its queue is not a stalled server.
+	lastActive atomic.Int64
 
 	// What the tapped connections have queued for decoding and what has
 	// been decoded, counted in operations: drain waits for the second to
@@ -44,17 +47,24 @@ func (l *lockedSink) Emit(r record.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deliver(r)
-	record.Flush(l.sink)
+	l.flushLocked()
 }
 
 // flushLocked writes what the printers hold (record.Flusher): called
 // after each batch of reads, writes or closes of a tapped connection has
 // been decoded, so that output keeps up with the wire without a write per
 // line. l.mu must be held.
-func (l *lockedSink) flushLocked() { record.Flush(l.sink) }
+func (l *lockedSink) flushLocked() {
+	if !l.detached {
+		record.Flush(l.sink)
+	}
+}
 
 // deliver prints r and hands events to the current watch; l.mu must be held.
 func (l *lockedSink) deliver(r record.Record) {
+	if l.detached {
+		return
+	}
 	l.sink.Emit(r)
 	if l.current == nil {
 		return
@@ -69,6 +79,23 @@ func (l *lockedSink) deliver(r record.Record) {
 			l.current.mu.Unlock()
 		}
 	}
+}
+
+// emitUnless delivers r, unless one of the channels is closed by the
+// time the lock is held; it reports whether r was delivered.
+func (l *lockedSink) emitUnless(r record.Record, chans ...<-chan struct{}) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range chans {
+		select {
+		case <-c:
+			return false
+		default:
+		}
+	}
+	l.deliver(r)
+	l.flushLocked()
+	return true
 }
 
 // drain returns once everything the tapped connections had queued for
@@ -177,7 +204,7 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	now := time.Now()
 	if n > 0 {
-		c.sink.lastRead.Store(now.UnixNano())
+		c.sink.lastActive.Store(now.UnixNano())
 		c.queue(tapOp{kind: tapRead, at: now}, p[:n]) // a copy: net/http reuses p
 	}
 	if err != nil {
@@ -212,23 +239,29 @@ func (c *tapConn) Close() error {
 }
 
 // decode decodes the queued operations until tapClose, taking the sink's
-// lock once for each batch that is waiting.
+// lock once for each batch that is waiting (up to tapQueue operations).
 func (c *tapConn) decode() {
 	for {
 		op := <-c.ops
 		c.sink.mu.Lock()
 		n := 0
-		last := false
+		last, read := false, false
 		for {
+			read = read || op.kind == tapRead
 			last = c.apply(op)
 			n++
-			if last || len(c.ops) == 0 {
+			// At most a queue's worth at a time: the loop and the
+			// watchdog print under the same lock.
+			if last || len(c.ops) == 0 || n == tapQueue {
 				break
 			}
 			op = <-c.ops
 		}
 		c.sink.flushLocked()
 		c.sink.mu.Unlock()
+		if read {
+			c.sink.lastActive.Store(time.Now().UnixNano())
+		}
 		c.sink.qmu.Lock()
 		c.sink.decoded += int64(n)
 		c.sink.cond().Broadcast()
