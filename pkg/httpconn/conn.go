@@ -153,23 +153,24 @@ func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
 
 // answer pairs a final response with the oldest request waiting for one
 // and returns that request (nil when it was not kept) and the exchange
-// number.
-func (c *Conn) answer() (*record.Request, int) {
+// number. unasked is true when no request waits at all: the response
+// opens an exchange of its own.
+func (c *Conn) answer() (req *record.Request, exchange int, unasked bool) {
 	if len(c.pending) > 0 {
 		req := c.pending[0]
 		c.pending[0] = nil
 		c.pending = c.pending[1:]
-		return req, req.Exchange
+		return req, req.Exchange, false
 	}
 	if c.unqueued > 0 {
 		// Requests were numbered in order while none was answered
 		// without one, so the unqueued ones have consecutive numbers.
 		c.unqueued--
 		c.unqueuedFirst++
-		return nil, c.unqueuedFirst - 1
+		return nil, c.unqueuedFirst - 1, false
 	}
 	c.exchange++
-	return nil, c.exchange
+	return nil, c.exchange, true
 }
 
 func (c *Conn) problem(p *record.Problem) {

@@ -364,6 +364,33 @@ func TestPipelinedBeyondPending(t *testing.T) {
 	}
 }
 
+// TestResponseWithoutRequest: a second response on a connection whose only
+// request has been answered (a smuggled response, written after the
+// watch's last-chunk) is reported; its events are still shown, with
+// exchange 2. A first response without a request (a capture that starts
+// after it) is not a problem.
+func TestResponseWithoutRequest(t *testing.T) {
+	tl := newTally()
+	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c.ClientData([]byte(watchGET), t0)
+	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+lastChunk+
+		chunkedOK+chunkOf(jsonEv("MODIFIED", "smuggled"))+lastChunk), t0)
+	if len(tl.problems) != 1 || tl.problems[0].Kind != "response without a request" || tl.problems[0].Warning ||
+		tl.problems[0].Exchange != 2 {
+		t.Fatalf("problems %q; want one \"response without a request\" at exchange 2", tl.kinds())
+	}
+	if fmt.Sprint(tl.events) != "[ADDED a MODIFIED smuggled]" || len(tl.responses) != 2 || tl.responses[1].Exchange != 2 {
+		t.Errorf("events %q, %d responses", tl.events, len(tl.responses))
+	}
+
+	first := newTally()
+	c = httpconn.New(testConn, first, httpconn.Options{})
+	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+lastChunk), t0)
+	if len(first.problems) != 0 {
+		t.Errorf("a first response without its request: problems %q", first.kinds())
+	}
+}
+
 // TestInformationalLoop sends 200000 "100 Continue" responses before the
 // watch response: each is reported, none takes the request, the live heap
 // does not grow with them, and the watch decodes.

@@ -96,7 +96,17 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	var req *record.Request
 	exchange := 0
 	if code >= 200 {
-		req, exchange = s.c.answer()
+		var unasked bool
+		req, exchange, unasked = s.c.answer()
+		if unasked && exchange > 1 {
+			// Not the first exchange (a capture that starts after the
+			// request): every request seen has had its response, so
+			// nobody asked for this one (RFC 9112 §9.3: responses answer
+			// requests in order).
+			s.problem("stream", s.hdrStart, "response without a request",
+				fmt.Sprintf("a %d response after every request on the connection was answered", code),
+				"a server or proxy that sends a response nobody asked for (response smuggling), or a capture that lost the request; its events are shown, and a live watch does not act on them", false, t)
+		}
 	}
 	resp := &record.Response{Conn: s.c.rec, Exchange: exchange, Time: t, Proto: parts[0],
 		StatusCode: code, Reason: reason, Header: hdr, Request: req,

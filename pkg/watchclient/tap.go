@@ -71,7 +71,11 @@ func (l *lockedSink) deliver(r record.Record) {
 	}
 	switch v := r.(type) {
 	case *record.Event:
-		l.current.push(toWatchEvent(v))
+		// Each tapped connection carries one request (keep-alives are
+		// off): events of a later exchange answer nothing kwatch asked.
+		if v.Exchange == 1 {
+			l.current.push(toWatchEvent(v))
+		}
 	case *record.End:
 		if !v.Request {
 			l.current.mu.Lock()
