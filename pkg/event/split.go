@@ -44,40 +44,23 @@ func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
 // the object holds 10000 or more brackets (bytes.Count bounds its nesting
 // depth before fastjson recurses into it); splitWalk then decides.
 func splitObjectLast(data []byte) (typ string, obj []byte, ok bool) {
-	closing := len(data)
-	for closing > 0 && isSpace(data[closing-1]) {
-		closing--
-	}
-	closing-- // the event's closing brace
-	if closing < 0 || data[closing] != '}' || hasControl(data) {
+	d := trimSpaceRight(data)
+	if len(d) == 0 || d[len(d)-1] != '}' || hasControl(data) {
 		return "", nil, false
 	}
-	body := data[:closing]
+	body := d[:len(d)-1] // without the event's closing brace
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return "", nil, false
 	}
 	i = skipSpace(body, i+1)
-	for i < len(body) && body[i] == '"' {
-		kEnd := stringEnd(body, i+1)
-		if kEnd < 0 {
+	for {
+		key, vStart, ok := memberKey(body, i)
+		if !ok || bytes.IndexByte(key, '\\') >= 0 {
 			return "", nil, false
 		}
-		key := body[i+1 : kEnd-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return "", nil, false
-		}
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return "", nil, false
-		}
-		vStart := skipSpace(body, i+1)
 		if string(key) == "object" {
-			vEnd := len(body)
-			for vEnd > vStart && isSpace(body[vEnd-1]) {
-				vEnd--
-			}
-			v := body[vStart:vEnd]
+			v := trimSpaceRight(body[vStart:])
 			if len(v) == 0 || bytes.Count(v, []byte{'{'})+bytes.Count(v, []byte{'['}) >= maxNestingDepth ||
 				fastjson.ValidateBytes(v) != nil {
 				return "", nil, false
@@ -92,13 +75,12 @@ func splitObjectLast(data []byte) (typ string, obj []byte, ok bool) {
 			(string(key) == "type" && !eventType(body[vStart:vEnd], &typ)) {
 			return "", nil, false
 		}
-		i = skipSpace(body, vEnd)
-		if i >= len(body) || body[i] != ',' {
+		next, closed, ok := memberNext(body, vEnd)
+		if !ok || closed { // a brace before the event's own: not one object
 			return "", nil, false
 		}
-		i = skipSpace(body, i+1)
+		i = next
 	}
-	return "", nil, false
 }
 
 // splitWalk is splitJSONEvent for any shape: it walks every top-level
@@ -164,36 +146,69 @@ func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err erro
 		return i + 1, nil
 	}
 	for {
-		if i >= len(data) || data[i] != '"' {
+		key, vStart, ok := memberKey(data, i)
+		if !ok {
 			return 0, errMalformed
 		}
-		kEnd := stringEnd(data, i+1)
-		if kEnd < 0 {
-			return 0, errMalformed
-		}
-		key := data[i+1 : kEnd-1]
-		i = skipSpace(data, kEnd)
-		if i >= len(data) || data[i] != ':' {
-			return 0, errMalformed
-		}
-		vStart := skipSpace(data, i+1)
 		vEnd, ok := valueEnd(data, vStart)
 		if !ok || vEnd == vStart || !fn(key, data[vStart:vEnd]) {
 			return 0, errMalformed
 		}
-		i = skipSpace(data, vEnd)
-		if i >= len(data) {
+		next, closed, ok := memberNext(data, vEnd)
+		if !ok {
 			return 0, errMalformed
 		}
-		switch data[i] {
-		case '}':
-			return i + 1, nil
-		case ',':
-			i = skipSpace(data, i+1)
-		default:
-			return 0, errMalformed
+		if closed {
+			return next, nil
 		}
+		i = next
 	}
+}
+
+// memberKey reads the key of the object member at data[i] and the colon
+// after it: it returns the key (the bytes between its quotes, escapes as
+// written) and the index of the value's first byte; ok is false when
+// there is no string then a colon there.
+func memberKey(data []byte, i int) (key []byte, vStart int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	kEnd := stringEnd(data, i+1)
+	if kEnd < 0 {
+		return nil, 0, false
+	}
+	key = data[i+1 : kEnd-1]
+	i = skipSpace(data, kEnd)
+	if i >= len(data) || data[i] != ':' {
+		return nil, 0, false
+	}
+	return key, skipSpace(data, i+1), true
+}
+
+// memberNext reads what follows a member's value, which ends at vEnd: a
+// comma (next is the index of the next member's key) or the object's
+// closing brace (closed, and next is the index just past it); ok is false
+// for anything else.
+func memberNext(data []byte, vEnd int) (next int, closed, ok bool) {
+	i := skipSpace(data, vEnd)
+	if i >= len(data) {
+		return 0, false, false
+	}
+	switch data[i] {
+	case '}':
+		return i + 1, true, true
+	case ',':
+		return skipSpace(data, i+1), false, true
+	}
+	return 0, false, false
+}
+
+// trimSpaceRight returns p without the JSON whitespace at its end.
+func trimSpaceRight(p []byte) []byte {
+	for len(p) > 0 && isSpace(p[len(p)-1]) {
+		p = p[:len(p)-1]
+	}
+	return p
 }
 
 // isSpace reports whether b is JSON whitespace (RFC 8259 §2).
