@@ -599,7 +599,6 @@ type wireWatcher struct {
 	endHow   string        // how the body ended (record.End.How)
 	endWatch bool          // the body was a watch stream
 	cancel   context.CancelFunc
-	once     sync.Once
 	goneOnce sync.Once
 }
 
@@ -675,12 +674,9 @@ func (w *wireWatcher) abandon() {
 	w.goneOnce.Do(func() { close(w.gone) })
 }
 
-// Stop ends the watch and closes its connection.
-func (w *wireWatcher) Stop() {
-	w.once.Do(func() {
-		w.cancel()
-	})
-}
+// Stop ends the watch and closes its connection (a context.CancelFunc may
+// be called more than once).
+func (w *wireWatcher) Stop() { w.cancel() }
 
 // ResultChan returns the events.
 func (w *wireWatcher) ResultChan() <-chan watch.Event { return w.out }
