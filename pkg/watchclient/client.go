@@ -108,7 +108,7 @@ func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) b
 // sink. It returns an error when the kubeconfig cannot be loaded or the
 // proxy URL is malformed.
 func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
-	c := &Client{sink: &lockedSink{sink: sink}, http2: opt.HTTP2, httpOpt: opt.HTTP}
+	c := &Client{sink: newLockedSink(sink), http2: opt.HTTP2, httpOpt: opt.HTTP}
 	t := &tapper{sink: c.sink, opt: opt.HTTP, rec: opt.Record}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {

@@ -37,9 +37,15 @@ type lockedSink struct {
 	// been decoded, counted in operations: drain waits for the second to
 	// catch up with the first.
 	qmu     sync.Mutex
-	qcond   *sync.Cond
+	qcond   *sync.Cond // on qmu: decoded moved
 	queued  int64
 	decoded int64
+}
+
+func newLockedSink(sink record.Sink) *lockedSink {
+	l := &lockedSink{sink: sink}
+	l.qcond = sync.NewCond(&l.qmu)
+	return l
 }
 
 // Emit delivers r, taking the lock.
@@ -110,16 +116,8 @@ func (l *lockedSink) drain() {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	for want := l.queued; l.decoded < want; {
-		l.cond().Wait()
+		l.qcond.Wait()
 	}
-}
-
-// cond returns the condition drain waits on; l.qmu must be held.
-func (l *lockedSink) cond() *sync.Cond {
-	if l.qcond == nil {
-		l.qcond = sync.NewCond(&l.qmu)
-	}
-	return l.qcond
 }
 
 // held is the sink given to the HTTP decoders, which run with l.mu held.
@@ -268,7 +266,7 @@ func (c *tapConn) decode() {
 		}
 		c.sink.qmu.Lock()
 		c.sink.decoded += int64(n)
-		c.sink.cond().Broadcast()
+		c.sink.qcond.Broadcast()
 		c.sink.qmu.Unlock()
 		if last {
 			return
