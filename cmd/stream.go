@@ -133,12 +133,13 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 }
 
 // proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
-// proxy's default port when it answers and no kubeconfig was named
+// proxy's default port when it answers, no kubeconfig was named
 // (explicit: by --kubeconfig, --context or $KUBECONFIG, which mean
-// "connect straight"); "" to connect straight.
+// "connect straight") and --http2 was not given; "" to connect straight.
 func (o *streamOptions) proxyURL(ctx context.Context, streams IOStreams) (proxy string, explicit bool) {
 	explicit = o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
-	if o.proxy == "" && !explicit && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
+	// --http2 asks for a direct TLS connection: no proxy is picked for it.
+	if o.proxy == "" && !explicit && !o.http2 && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
 		return watchclient.DefaultProxyURL, explicit
 	}
 	return o.proxy, explicit
@@ -279,7 +280,10 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 			Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}},
 	}, sink)
 	if err != nil {
-		if proxy == "" && !explicit {
+		switch {
+		case proxy == "" && !explicit && o.http2:
+			err = fmt.Errorf("%w (--http2 connects straight to the API server: pass --kubeconfig)", err)
+		case proxy == "" && !explicit:
 			err = fmt.Errorf("%w (and no kubectl proxy answers at %s; start one with \"kubectl proxy\" or pass --kubeconfig)", err, watchclient.DefaultProxyURL)
 		}
 		return &exitError{code: ExitUsage, err: err}

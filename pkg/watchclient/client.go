@@ -112,6 +112,11 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	t := &tapper{sink: c.sink, opt: opt.HTTP, rec: opt.Record}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
+		if opt.HTTP2 {
+			// The proxy speaks HTTP/1.1, tapped as such; decoding its
+			// body as HTTP/2 as well would show every event twice.
+			return nil, fmt.Errorf("HTTP/2 applies to a direct TLS connection, not to kubectl proxy %s", opt.ProxyURL)
+		}
 		u, err := url.Parse(opt.ProxyURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("proxy URL %q: want http://HOST:PORT", opt.ProxyURL)

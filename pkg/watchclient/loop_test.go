@@ -462,3 +462,13 @@ func drained(c <-chan watch.Event) <-chan struct{} {
 	}()
 	return done
 }
+
+// TestConnectRefusesHTTP2ThroughProxy: kubectl proxy speaks HTTP/1.1, which
+// the tap decodes; decoding the same body as HTTP/2 too showed every event
+// twice (new-user trial, with the proxy picked by default).
+func TestConnectRefusesHTTP2ThroughProxy(t *testing.T) {
+	_, err := Connect(ConnectOptions{ProxyURL: "http://127.0.0.1:8001", HTTP2: true}, &collect{})
+	if err == nil || !strings.Contains(err.Error(), "not to kubectl proxy") {
+		t.Errorf("Connect with a proxy and HTTP2: %v, want a refusal", err)
+	}
+}
