@@ -40,6 +40,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzSplitJSONEvent$$' -fuzztime $(FUZZTIME) ./pkg/event
 	$(GO) test -run '^$$' -fuzz '^FuzzReadMeta$$' -fuzztime $(FUZZTIME) ./pkg/event
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./pkg/event
+	$(GO) test -run '^$$' -fuzz '^FuzzScanString$$' -fuzztime $(FUZZTIME) ./pkg/event
 	$(GO) test -run '^$$' -fuzz '^FuzzEventLine$$' -fuzztime $(FUZZTIME) ./pkg/printer
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/pcap
