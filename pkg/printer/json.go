@@ -200,7 +200,7 @@ type jsonEnd struct {
 	Detail     string         `json:"detail,omitempty"`
 	Clean      bool           `json:"clean"`
 	Request    bool           `json:"request,omitempty"`
-	Events     map[string]int `json:"events,omitempty"`
+	Events     map[string]int `json:"events"`
 	Chunks     int            `json:"chunks"`
 	ChunkSizes []int64        `json:"chunkSizes,omitempty"`
 	Bytes      int64          `json:"bytes"`
@@ -317,6 +317,9 @@ func (j *JSON) object(r record.Record) any {
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
 			Bytes: v.Bytes, Data: v.Data, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
+		if e.Events == nil { // a map of counts is written even when empty
+			e.Events = map[string]int{}
+		}
 		if !v.Watch {
 			e.ChunkSizes = v.ChunkSizes
 		}
