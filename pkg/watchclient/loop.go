@@ -168,7 +168,11 @@ func (l *loop) run(ctx context.Context) error {
 			reason = "re-list after 410 Gone"
 			backoff = l.opt.Backoff
 		case err != nil && fatal(err):
-			return err
+			path := l.path(metav1.ListOptions{ResourceVersion: l.rv})
+			if l.opt.Raw != "" && apierrors.IsNotFound(err) {
+				return fmt.Errorf("watch %s: %w (no such path on this server: \"kubectl get --raw /api\" and \"kubectl api-resources\" show what it serves)", path, err)
+			}
+			return fmt.Errorf("watch %s: %w", path, err)
 		case err != nil:
 			l.retry(ctx, err, &backoff)
 			reason = "resume after an error"

@@ -472,3 +472,25 @@ func TestConnectRefusesHTTP2ThroughProxy(t *testing.T) {
 		t.Errorf("Connect with a proxy and HTTP2: %v, want a refusal", err)
 	}
 }
+
+// TestLoopNotFoundNamesThePath: a --raw watch answered 404 ends with an
+// error that names the path and where to look (new-user trial: it said
+// only "the server could not find the requested resource").
+func TestLoopNotFoundNamesThePath(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`)
+	}))
+	defer srv.Close()
+	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, &collect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Run(ctx, c, WatchOptions{Raw: "/api/v1/nonexistent?watch=1"})
+	if err == nil || !strings.Contains(err.Error(), "watch /api/v1/nonexistent?watch=1: ") || !strings.Contains(err.Error(), "kubectl api-resources") {
+		t.Fatalf("Run = %v, want the path and a hint", err)
+	}
+}
