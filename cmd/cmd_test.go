@@ -137,12 +137,19 @@ func TestBadFlags(t *testing.T) {
 }
 
 func TestPortFilter(t *testing.T) {
-	out, _, code := run(t, nil, nil, "pcap", "--port", "9999", watchCapture)
+	out, errOut, code := run(t, nil, nil, "pcap", "--port", "9999", watchCapture)
 	if code != ExitOK || strings.Contains(out, "ADDED") {
 		t.Errorf("--port 9999 should hide the :8001 watch; exit %d\n%s", code, out)
 	}
 	if !strings.Contains(out, "summary: 20 packets · 0 TCP connections") {
 		t.Errorf("summary: %s", out)
+	}
+	// A port that matches nothing says which ports the capture has.
+	if want := "kwatch: no TCP packet has port 9999; the capture's TCP ports (the lower of each pair): 8001 (20 packets)\n"; errOut != want {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+	if _, errOut, _ := run(t, nil, nil, "pcap", "--port", "8001", watchCapture); errOut != "" {
+		t.Errorf("--port 8001: stderr %q", errOut)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -188,7 +190,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			Budget:         event.NewBudget(o.bufferedBytesTotal),
 		},
 	}
-	_, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
+	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
 	if err != nil {
 		_ = p.Close() // show what was decoded before the error
 		if errors.Is(err, pcap.ErrNotCapture) {
@@ -198,6 +200,10 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if o.port != 0 && stats.TCP == 0 && len(stats.OtherPorts) > 0 {
+		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",
+			o.port, portCounts(stats.OtherPorts))
 	}
 	if cmd.Context().Err() != nil && !o.follow {
 		return &exitError{code: ExitInterrupted}
@@ -255,4 +261,24 @@ func (in *interruptible) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return 0, in.err
+}
+
+// portCounts lists ports by packets, most first: "8001 (120 packets), 6443
+// (3 packets)".
+func portCounts(m map[uint16]int64) string {
+	ports := make([]uint16, 0, len(m))
+	for p := range m {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool {
+		if m[ports[i]] != m[ports[j]] {
+			return m[ports[i]] > m[ports[j]]
+		}
+		return ports[i] < ports[j]
+	})
+	parts := make([]string, len(ports))
+	for i, p := range ports {
+		parts[i] = fmt.Sprintf("%d (%d packets)", p, m[p])
+	}
+	return strings.Join(parts, ", ")
 }

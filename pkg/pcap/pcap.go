@@ -86,7 +86,14 @@ type Stats struct {
 	Connections int
 	// Truncated counts packets cut short by the capture's snaplen.
 	Truncated int64
+	// OtherPorts counts the TCP packets Options.Port left out, by the
+	// lower of their two ports (usually the server's), for up to
+	// maxOtherPorts ports.
+	OtherPorts map[uint16]int64
 }
+
+// maxOtherPorts bounds Stats.OtherPorts.
+const maxOtherPorts = 32
 
 // Read decodes the capture read from r and sends records to sink, in the
 // order their bytes were captured, then a record.Summary. It returns an
@@ -159,7 +166,11 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			}
 			continue
 		}
-		if !ok || (opt.Port != 0 && uint16(tcp.SrcPort) != opt.Port && uint16(tcp.DstPort) != opt.Port) {
+		if !ok {
+			continue
+		}
+		if opt.Port != 0 && uint16(tcp.SrcPort) != opt.Port && uint16(tcp.DstPort) != opt.Port {
+			rd.stats.otherPort(min(uint16(tcp.SrcPort), uint16(tcp.DstPort)))
 			continue
 		}
 		rd.stats.TCP++
@@ -185,6 +196,15 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	rd.stats.Connections = rd.nconn
 	sink.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.nconn})
 	return rd.stats, nil
+}
+
+func (s *Stats) otherPort(p uint16) {
+	if s.OtherPorts == nil {
+		s.OtherPorts = map[uint16]int64{}
+	}
+	if _, ok := s.OtherPorts[p]; ok || len(s.OtherPorts) < maxOtherPorts {
+		s.OtherPorts[p]++
+	}
 }
 
 // captureContext passes a packet's capture info through reassembly, with
