@@ -76,6 +76,7 @@ type Conn struct {
 	unqueued      int
 	unqueuedFirst int
 	exchange      int
+	tlsNoted      bool // one direction was found to carry TLS: one note per connection
 	last          time.Time
 }
 
@@ -235,7 +236,7 @@ func (s *side) sniffDecided(b []byte) bool {
 	switch {
 	case len(b) >= sniffMax:
 		return true
-	case b[0] == 0x16 && (len(b) < 2 || b[1] == 0x03):
+	case b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03):
 		return len(b) >= 3 // a TLS record header
 	case bytes.HasPrefix(b, []byte(h2Preface)):
 		return true
@@ -312,9 +313,19 @@ func (s *side) process(p []byte, t time.Time) {
 // sniff decides from the first bytes of a direction whether it carries
 // HTTP/1.1, and otherwise says what it carries.
 func (s *side) sniff(p []byte, t time.Time) bool {
-	if len(p) >= 3 && p[0] == 0x16 && p[1] == 0x03 {
-		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "tls",
-			Message: "TLS (handshake record version 3." + fmt.Sprint(p[2]) + "): encrypted, so no HTTP can be decoded; capture plain HTTP, e.g. through kubectl proxy (port 8001)"})
+	// A TLS record header (RFC 8446 §5.1): content type 20-23
+	// (change_cipher_spec, alert, handshake, application_data), then
+	// version 3.x.
+	if len(p) >= 3 && p[0] >= 0x14 && p[0] <= 0x17 && p[1] == 0x03 && p[2] <= 0x04 {
+		if !s.c.tlsNoted {
+			s.c.tlsNoted = true
+			what := fmt.Sprintf("handshake record version 3.%d", p[2])
+			if p[0] != 0x16 {
+				what = fmt.Sprintf("record version 3.%d after the handshake: the capture starts in the middle of the connection", p[2])
+			}
+			s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "tls",
+				Message: "TLS (" + what + "): encrypted, so no HTTP can be decoded; capture plain HTTP, e.g. through kubectl proxy (port 8001)"})
+		}
 		return false
 	}
 	if bytes.HasPrefix(p, []byte(h2Preface)) {

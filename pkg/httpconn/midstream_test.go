@@ -53,3 +53,33 @@ func TestMidStream(t *testing.T) {
 		t.Errorf("binary: events %v, notes %v", got, notes)
 	}
 }
+
+// TestTLSNotes: a connection caught after its TLS handshake (records of
+// application data, 17 03 03) is named TLS, not "not HTTP/1.1", and a
+// connection gets one TLS note, not one per direction.
+func TestTLSNotes(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		client, server []byte
+		want           string
+	}{
+		{"after the handshake", []byte{0x17, 0x03, 0x03, 0x00, 0x21, 1, 2, 3}, []byte{0x17, 0x03, 0x03, 0x01, 0x00, 4, 5, 6},
+			"TLS (record version 3.3 after the handshake: the capture starts in the middle of the connection)"},
+		{"handshake", []byte{0x16, 0x03, 0x01, 0x02, 0x00, 1}, []byte{0x16, 0x03, 0x03, 0x00, 0x7a, 2},
+			"TLS (handshake record version 3.1)"},
+	} {
+		var notes []string
+		sink := record.SinkFunc(func(r record.Record) {
+			if n, ok := r.(*record.ConnNote); ok {
+				notes = append(notes, n.Kind+": "+n.Message)
+			}
+		})
+		c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{})
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		c.ClientData(tc.client, now)
+		c.ServerData(tc.server, now)
+		if len(notes) != 1 || !strings.HasPrefix(notes[0], "tls: "+tc.want) {
+			t.Errorf("%s: notes %q, want one starting %q", tc.name, notes, "tls: "+tc.want)
+		}
+	}
+}
