@@ -229,6 +229,13 @@ const sniffHead = 8
 // h2Preface is the start of the HTTP/2 connection preface (RFC 9113 §3.4).
 const h2Preface = "PRI * HTTP/2"
 
+// isTLSRecord reports whether p starts with a TLS record header (RFC 8446
+// §5.1): content type 20-23 (change_cipher_spec, alert, handshake,
+// application_data), then version 3.0 to 3.4.
+func isTLSRecord(p []byte) bool {
+	return len(p) >= 3 && p[0] >= 0x14 && p[0] <= 0x17 && p[1] == 0x03 && p[2] <= 0x04
+}
+
 // sniffDecided reports whether sniff's verdict on the first bytes b can no
 // longer change when more bytes come, so that the verdict (and the bytes the
 // note shows) does not depend on how the first bytes were split.
@@ -236,8 +243,10 @@ func (s *side) sniffDecided(b []byte) bool {
 	switch {
 	case len(b) >= sniffMax:
 		return true
-	case b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03):
-		return len(b) >= 3 // a TLS record header
+	case len(b) < 3 && b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03):
+		return false // may be a TLS record header
+	case isTLSRecord(b):
+		return true
 	case bytes.HasPrefix(b, []byte(h2Preface)):
 		return true
 	case bytes.HasPrefix([]byte(h2Preface), b):
@@ -313,10 +322,7 @@ func (s *side) process(p []byte, t time.Time) {
 // sniff decides from the first bytes of a direction whether it carries
 // HTTP/1.1, and otherwise says what it carries.
 func (s *side) sniff(p []byte, t time.Time) bool {
-	// A TLS record header (RFC 8446 §5.1): content type 20-23
-	// (change_cipher_spec, alert, handshake, application_data), then
-	// version 3.x.
-	if len(p) >= 3 && p[0] >= 0x14 && p[0] <= 0x17 && p[1] == 0x03 && p[2] <= 0x04 {
+	if isTLSRecord(p) {
 		if !s.c.tlsNoted {
 			s.c.tlsNoted = true
 			what := fmt.Sprintf("handshake record version 3.%d", p[2])
