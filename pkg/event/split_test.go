@@ -269,13 +269,7 @@ func TestScanString(t *testing.T) {
 				}
 			}
 			for start := 0; start <= n; start++ {
-				for _, nl := range []bool{false, true} {
-					j, esc := scanString(p, start, nl)
-					wj, wesc := naiveScanString(p, start, nl)
-					if j != wj || esc != wesc {
-						t.Fatalf("scanString(%q, %d, %v) = %d, %v, want %d, %v", p, start, nl, j, esc, wj, wesc)
-					}
-				}
+				checkScanString(t, p, start)
 			}
 		}
 	}
@@ -289,14 +283,21 @@ func FuzzScanString(f *testing.F) {
 		if start < 0 || start > len(p) {
 			return
 		}
-		for _, nl := range []bool{false, true} {
-			j, esc := scanString(p, start, nl)
-			wj, wesc := naiveScanString(p, start, nl)
-			if j != wj || esc != wesc {
-				t.Fatalf("scanString(%q, %d, %v) = %d, %v, want %d, %v", p, start, nl, j, esc, wj, wesc)
-			}
-		}
+		checkScanString(t, p, start)
 	})
+}
+
+// checkScanString holds scanString to naiveScanString on p from start,
+// with and without newlines searched for.
+func checkScanString(t *testing.T, p []byte, start int) {
+	t.Helper()
+	for _, nl := range []bool{false, true} {
+		j, esc := scanString(p, start, nl)
+		wj, wesc := naiveScanString(p, start, nl)
+		if j != wj || esc != wesc {
+			t.Fatalf("scanString(%q, %d, %v) = %d, %v, want %d, %v", p, start, nl, j, esc, wj, wesc)
+		}
+	}
 }
 
 // TestHasControl compares hasControl with a plain loop around every byte

@@ -256,7 +256,17 @@ func TestLoopForbiddenIsFatal(t *testing.T) {
 			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"x\" cannot watch resource \"configmaps\"","reason":"Forbidden","code":403}`)
 		},
 	}}
-	srv := httptest.NewServer(fs)
+	err := runToEnd(t, fs, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default"})
+	if err == nil || !strings.Contains(err.Error(), "cannot watch resource") {
+		t.Fatalf("Run = %v, want the 403 message", err)
+	}
+}
+
+// runToEnd runs the list-watch loop through kubectl proxy's stand-in h
+// until it ends on its own (within 10 s), and returns how it ended.
+func runToEnd(t *testing.T, h http.Handler, opt WatchOptions) error {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, &collect{})
 	if err != nil {
@@ -264,10 +274,8 @@ func TestLoopForbiddenIsFatal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = Run(ctx, c, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default"})
-	if err == nil || !strings.Contains(err.Error(), "cannot watch resource") {
-		t.Fatalf("Run = %v, want the 403 message", err)
-	}
+	_, err = Run(ctx, c, opt)
+	return err
 }
 
 func TestDiffStates(t *testing.T) {
@@ -484,19 +492,11 @@ func TestConnectRefusesHTTP2ThroughProxy(t *testing.T) {
 // error that names the path and where to look (new-user trial: it said
 // only "the server could not find the requested resource").
 func TestLoopNotFoundNamesThePath(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	err := runToEnd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`)
-	}))
-	defer srv.Close()
-	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, &collect{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = Run(ctx, c, WatchOptions{Raw: "/api/v1/nonexistent?watch=1"})
+	}), WatchOptions{Raw: "/api/v1/nonexistent?watch=1"})
 	if err == nil || !strings.Contains(err.Error(), "watch /api/v1/nonexistent?watch=1: ") || !strings.Contains(err.Error(), "kubectl api-resources") {
 		t.Fatalf("Run = %v, want the path and a hint", err)
 	}
