@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -101,11 +102,15 @@ const maxOtherPorts = 32
 // an unreadable header; problems inside the capture (a file cut mid-record,
 // undecodable packets) are reported as records and do not stop it. ctx
 // cancellation stops reading; what was read is flushed first.
+//
+// sink is called from a goroutine of Read's own, never from two at once,
+// and never after Read returns (see pipeline.go for the stages).
 func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Stats, error) {
-	// What was decoded is flushed to the sink before every read of the
-	// input that may wait (a pipe from tcpdump, a file being followed),
-	// and not after every record.
-	src, err := openSource(&flushingReader{r: r, sink: sink})
+	// What was read is handed on before every read of the input that may
+	// wait (a pipe from tcpdump, a file being followed); the later stages
+	// flush the sink whenever they have nothing left to do.
+	fr := &flushingReader{r: r}
+	src, err := openSource(fr)
 	if err != nil {
 		return nil, err
 	}
@@ -121,20 +126,26 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	if opt.MaxConnections <= 0 {
 		opt.MaxConnections = DefaultMaxConnections
 	}
-	rd := &reader{opt: opt, sink: sink, stats: &Stats{Format: src.format},
-		live: map[*stream]struct{}{}, ringBudget: overlapBudget}
+	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
+		live: map[*stream]struct{}{}, ringBudget: overlapBudget, q: newOpQueue()}
+	dec := &decoder{name: opt.Name, out: newRecQueue()}
+	rd.dec = dec
 	rd.httpOpt = opt.HTTP
 	if rd.httpOpt.Budget == nil {
 		rd.httpOpt.Budget = event.NewBudget(0)
 	}
-	rd.httpOpt.Locate = rd.locate
+	rd.httpOpt.Locate = dec.locate
+	fr.flush = rd.q.ship
+	var wg sync.WaitGroup
+	wg.Go(func() { dec.run(rd.q) })
+	wg.Go(func() { dec.out.run(sink) })
 	// A capture may begin while a watch is already open.
 	rd.httpOpt.MidStream = true
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
 	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn
 	asm.MaxBufferedPagesTotal = opt.MaxBufferedTotal
-	dec := newPacketDecoder()
+	pkt := newPacketDecoder()
 	badLinks := map[layers.LinkType]bool{}
 	var lastFlush time.Time
 
@@ -157,7 +168,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		if ci.CaptureLength < ci.Length {
 			rd.truncated(ci)
 		}
-		netFlow, tcp, ok, err := dec.decode(link, data)
+		netFlow, tcp, ok, err := pkt.decode(link, data)
 		if err != nil {
 			if !badLinks[link] {
 				badLinks[link] = true
@@ -187,14 +198,18 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		}
 	}
 	rd.ending = true
+	rd.q.add(op{kind: opEnding})
 	asm.FlushAll()
-	rd.releaseHeld()
+	rd.ending = false
+	rd.q.add(op{kind: opRelease})
 	if rd.stats.Truncated > maxTruncatedReports {
 		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
 	rd.stats.Connections = rd.nconn
-	sink.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.nconn})
+	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.nconn})
+	rd.q.close()
+	wg.Wait()
 	return rd.stats, nil
 }
 
@@ -241,17 +256,17 @@ func packetOf(ci gopacket.CaptureInfo) int64 {
 	return 0
 }
 
-// reader is the state of one Read: it is the reassembly StreamFactory.
+// reader is the state of one Read's first stage: it is the reassembly
+// StreamFactory, and queues what the connections deliver for the decoder.
 type reader struct {
 	opt     Options
 	httpOpt httpconn.Options
-	sink    record.Sink
+	q       *opQueue
+	dec     *decoder // the HTTP decoders' sink
 	stats   *Stats
 	now     time.Time
 	nconn   int
-	ending  bool            // FlushAll at the end of the capture
-	held    []record.Record // records of the connections flushed at the end
-	gap     gapContext
+	ending  bool // FlushAll at the end of the capture
 	// live holds the streams followed now (created and not complete).
 	live map[*stream]struct{}
 	// dropBefore is set while dropIdle closes the connections last seen
@@ -298,39 +313,29 @@ type gapContext struct {
 	snap   bool  // packets of this direction were cut short by the snaplen
 }
 
-// Emit sends r to the sink (the reader is also the HTTP decoders' sink);
-// at the end of the capture it holds r back (see releaseHeld).
+// Emit queues a record the reader made, in its place among the bytes the
+// connections delivered.
 func (rd *reader) Emit(r record.Record) {
-	if rd.ending {
-		rd.held = append(rd.held, r)
-		return
-	}
-	rd.sink.Emit(r)
+	rd.q.add(op{kind: opEmit, rec: r, packet: rd.stats.Packets})
 }
 
-// releaseHeld emits what the connections reported while they were flushed
-// at the end of the capture, connection by connection in the order they
-// were first seen: gopacket's FlushAll visits them in map order, which
-// would make the output differ from one run to the next.
-func (rd *reader) releaseHeld() {
-	held := rd.held
-	rd.held = nil
-	rd.ending = false
-	slices.SortStableFunc(held, func(a, b record.Record) int { return cmp.Compare(connID(a), connID(b)) })
-	for _, r := range held {
-		rd.sink.Emit(r)
-	}
+// sortByConn orders records connection by connection, by ID, keeping the
+// order of each connection's records.
+func sortByConn(recs []record.Record) {
+	slices.SortStableFunc(recs, func(a, b record.Record) int { return cmp.Compare(connID(a), connID(b)) })
 }
 
-// flushingReader flushes sink (record.Flush) before each read of r.
+// flushingReader calls flush, when set, before each read of r.
 type flushingReader struct {
-	r    io.Reader
-	sink record.Sink
+	r     io.Reader
+	flush func()
 }
 
-// Read flushes the sink, then reads from r.
+// Read flushes, then reads from r.
 func (f *flushingReader) Read(p []byte) (int, error) {
-	record.Flush(f.sink)
+	if f.flush != nil {
+		f.flush()
+	}
 	return f.r.Read(p)
 }
 
@@ -355,25 +360,6 @@ func connID(r record.Record) int {
 		return 0
 	}
 	return c.ID
-}
-
-// locate adds the file name and current packet number to a problem.
-func (rd *reader) locate(p *record.Problem) {
-	p.File = rd.opt.Name
-	if p.Packet == 0 {
-		p.Packet = rd.stats.Packets
-		// Problems found while reporting a gap (the gap itself, the
-		// event or chunk framing it damaged) belong to the packet after
-		// it, the one Wireshark marks "previous segment not captured",
-		// not to the later packet whose arrival made reassembly give up
-		// waiting.
-		if rd.gap.packet > 0 {
-			p.Packet = rd.gap.packet
-		}
-	}
-	if rd.gap.snap && p.Kind == httpconn.KindMissing {
-		p.Hint = "packets of this connection were cut short by the snaplen; capture with -s 0"
-	}
 }
 
 func (rd *reader) truncated(ci gopacket.CaptureInfo) {

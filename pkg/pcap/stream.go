@@ -133,7 +133,7 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
 	// Connections are numbered in the order they first carried data.
 	s.rd.nconn++
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
-	s.hc = httpconn.New(s.rec, s.rd, s.rd.httpOpt)
+	s.hc = httpconn.New(s.rec, s.rd.dec, s.rd.httpOpt)
 }
 
 func portOf(b []byte) uint16 {
@@ -189,17 +189,8 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		s.gap(dir, int64(skip), gci)
 	}
 	h.delivered += int64(length)
-	for len(data) > 0 {
-		piece := data
-		if m := s.rd.opt.MaxFeed; m > 0 && len(piece) > m {
-			piece = piece[:m]
-		}
-		data = data[len(piece):]
-		if client {
-			s.hc.ClientData(piece, ci.Timestamp)
-		} else {
-			s.hc.ServerData(piece, ci.Timestamp)
-		}
+	if len(data) > 0 {
+		s.rd.q.addData(s.hc, client, data, ci.Timestamp, s.rd.stats.Packets, s.rd.opt.MaxFeed)
 	}
 	if end {
 		s.closeHalf(dir, ci)
@@ -210,16 +201,11 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 func (s *stream) gap(dir reassembly.TCPFlowDirection, n int64, ci gopacket.CaptureInfo) {
 	h := s.halfOf(dir)
 	h.delivered += n
-	// The gap problem is made by httpconn; locate gives it the packet
-	// after the gap, and the snaplen hint when this direction had packets
-	// cut short.
-	s.rd.gap = gapContext{packet: packetOf(ci), snap: h.snapCut}
-	defer func() { s.rd.gap = gapContext{} }()
-	if dir == s.clientDir {
-		s.hc.ClientGap(n, ci.Timestamp)
-	} else {
-		s.hc.ServerGap(n, ci.Timestamp)
-	}
+	// The gap problem is made by httpconn; the decoder's locate gives it
+	// the packet after the gap, and the snaplen hint when this direction
+	// had packets cut short.
+	s.rd.q.add(op{kind: opGap, hc: s.hc, client: dir == s.clientDir, n: n, t: ci.Timestamp,
+		packet: s.rd.stats.Packets, gap: gapContext{packet: packetOf(ci), snap: h.snapCut}})
 }
 
 func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureInfo) {
@@ -244,11 +230,7 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 	case !h.fin && s.rd.ending:
 		how = httpconn.EndCapture
 	}
-	if dir == s.clientDir {
-		s.hc.CloseClient(how, ci.Timestamp)
-	} else {
-		s.hc.CloseServer(how, ci.Timestamp)
-	}
+	s.rd.q.add(op{kind: opClose, hc: s.hc, client: dir == s.clientDir, how: how, t: ci.Timestamp, packet: s.rd.stats.Packets})
 }
 
 // dropped reports whether the stream is being closed because too many

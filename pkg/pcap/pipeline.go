@@ -1,0 +1,361 @@
+package pcap
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Read runs on three goroutines, one stage each, so that two cores share
+// the work: the reader (capture reading, packet decoding, TCP reassembly),
+// the decoder (HTTP/1.1, chunks, watch events: pkg/httpconn), and the
+// printer (the caller's sink). Each stage hands the next one batches, in
+// order, through a fixed number of buffers, so the output is the same as
+// on one goroutine, whatever the timing, and memory stays bounded: the
+// reader waits while the decoder has all the op buffers, the decoder while
+// the printer has all the record buffers (or too many event bytes).
+
+// Bounds of the queues between the stages.
+const (
+	// opBatchBytes is the capacity of one op buffer's byte arena: the
+	// reassembled bytes a batch carries (a longer delivery is cut into
+	// pieces of this size; HTTP decoding does not depend on the cut).
+	opBatchBytes = 64 << 10
+	// opBatchOps is the most ops in one batch.
+	opBatchOps = 256
+	// opBatches is the number of op buffers: 8 x 64 KiB of bytes waiting
+	// to be decoded at most. Several small buffers rather than a few
+	// large ones let each stage go on while the other is held up for a
+	// moment (by a 200 KB event, by the garbage collector).
+	opBatches = 8
+	// recBatchRecords is the most records in one record batch.
+	recBatchRecords = 128
+	// recBatches is the number of record buffers.
+	recBatches = 4
+	// maxQueuedEventBytes bounds the bytes of watch event objects that
+	// wait to be printed, 1 MiB: the decoder waits while more are queued
+	// (an event larger than this waits alone).
+	maxQueuedEventBytes = 1 << 20
+)
+
+// opKind says what an op asks the decoder to do.
+type opKind uint8
+
+const (
+	opData    opKind = iota // bytes of one direction: httpconn ClientData/ServerData
+	opGap                   // bytes lost: ClientGap/ServerGap
+	opClose                 // a direction ended: CloseClient/CloseServer
+	opEmit                  // a record the reader made (a problem, a connection note)
+	opEnding                // the end of the capture: hold records until opRelease
+	opRelease               // emit the held records, connection by connection
+)
+
+// op is one step of the decoder, in capture order.
+type op struct {
+	kind   opKind
+	client bool // the client's direction (opData, opGap, opClose)
+	how    httpconn.Ending
+	hc     *httpconn.Conn
+	// data is arena[from:to] of the op's batch (opData).
+	from, to int
+	n        int64 // bytes lost (opGap)
+	t        time.Time
+	// packet is the number of the packet being read when the op was
+	// made; problems found while doing it are located there.
+	packet int64
+	gap    gapContext // opGap: the packet after the gap
+	rec    record.Record
+}
+
+// opBatch is a buffer of ops and the bytes they carry.
+type opBatch struct {
+	ops   []op
+	arena []byte
+}
+
+// opQueue is the reader's end of the queue to the decoder.
+type opQueue struct {
+	cur  *opBatch
+	work chan *opBatch
+	free chan *opBatch
+	made int // batches allocated, up to opBatches
+}
+
+func newOpQueue() *opQueue {
+	return &opQueue{work: make(chan *opBatch, opBatches), free: make(chan *opBatch, opBatches)}
+}
+
+// batch returns the batch being filled: a free one, a new one while fewer
+// than opBatches exist (a small capture needs one), or else the first one
+// the decoder gives back.
+func (q *opQueue) batch() *opBatch {
+	if q.cur != nil {
+		return q.cur
+	}
+	select {
+	case q.cur = <-q.free:
+	default:
+		if q.made < opBatches {
+			q.made++
+			q.cur = &opBatch{ops: make([]op, 0, opBatchOps), arena: make([]byte, 0, opBatchBytes)}
+		} else {
+			q.cur = <-q.free
+		}
+	}
+	return q.cur
+}
+
+// ship hands the batch being filled to the decoder.
+func (q *opQueue) ship() {
+	if q.cur != nil {
+		q.work <- q.cur
+		q.cur = nil
+	}
+}
+
+// add queues o.
+func (q *opQueue) add(o op) {
+	b := q.batch()
+	b.ops = append(b.ops, o)
+	if len(b.ops) == cap(b.ops) {
+		q.ship()
+	}
+}
+
+// addData queues bytes of one direction, copied (gopacket reuses its
+// pages once the reassembly callback returns), in pieces of at most
+// opBatchBytes and, when not 0, maxFeed bytes.
+func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time, packet int64, maxFeed int) {
+	for len(p) > 0 {
+		b := q.batch()
+		room := cap(b.arena) - len(b.arena)
+		if room == 0 {
+			q.ship()
+			continue
+		}
+		n := min(len(p), room)
+		if maxFeed > 0 {
+			n = min(n, maxFeed)
+		}
+		from := len(b.arena)
+		b.arena = append(b.arena, p[:n]...)
+		p = p[n:]
+		q.add(op{kind: opData, hc: hc, client: client, from: from, to: from + n, t: t, packet: packet})
+	}
+}
+
+// close ends the queue: the decoder finishes what it has, then returns.
+func (q *opQueue) close() {
+	q.ship()
+	close(q.work)
+}
+
+// decoder is the second stage: it does the ops in order, and is the sink
+// of every connection's HTTP decoding (httpconn's Locate is its locate).
+type decoder struct {
+	name   string
+	out    *recQueue
+	ending bool            // FlushAll at the end of the capture
+	held   []record.Record // records of the connections flushed at the end
+	// packet and gap locate the problems of the op being done.
+	packet int64
+	gap    gapContext
+}
+
+// run does the ops of every batch, giving each batch back once done.
+// Whenever no batch waits, it ships the records it has to the printer
+// stage: the reader may be waiting for input (a pipe from tcpdump, a
+// followed file), and what was decoded must be shown meanwhile.
+func (d *decoder) run(q *opQueue) {
+	for b := range q.work {
+		for i := range b.ops {
+			d.do(b, &b.ops[i])
+		}
+		clear(b.ops) // drop the references to records and connections
+		b.ops = b.ops[:0]
+		b.arena = b.arena[:0]
+		q.free <- b
+		if len(q.work) == 0 {
+			d.out.ship()
+		}
+		if decodedHook != nil {
+			decodedHook()
+		}
+	}
+	d.out.close()
+}
+
+// decodedHook, when set (by tests: export_test.go), is called by the
+// decoder after each batch, where no decoding is half done: the heap is
+// measured there.
+var decodedHook func()
+
+func (d *decoder) do(b *opBatch, o *op) {
+	d.packet = o.packet
+	switch o.kind {
+	case opData:
+		if o.client {
+			o.hc.ClientData(b.arena[o.from:o.to], o.t)
+		} else {
+			o.hc.ServerData(b.arena[o.from:o.to], o.t)
+		}
+	case opGap:
+		d.gap = o.gap
+		if o.client {
+			o.hc.ClientGap(o.n, o.t)
+		} else {
+			o.hc.ServerGap(o.n, o.t)
+		}
+		d.gap = gapContext{}
+	case opClose:
+		if o.client {
+			o.hc.CloseClient(o.how, o.t)
+		} else {
+			o.hc.CloseServer(o.how, o.t)
+		}
+	case opEmit:
+		d.Emit(o.rec)
+	case opEnding:
+		d.ending = true
+	case opRelease:
+		d.releaseHeld()
+	}
+}
+
+// Emit sends r on to the printer stage; at the end of the capture it holds
+// r back (see releaseHeld).
+func (d *decoder) Emit(r record.Record) {
+	if d.ending {
+		d.held = append(d.held, r)
+		return
+	}
+	d.out.add(r)
+}
+
+// releaseHeld emits what the connections reported while they were flushed
+// at the end of the capture, connection by connection in the order they
+// were first seen: gopacket's FlushAll visits them in map order, which
+// would make the output differ from one run to the next.
+func (d *decoder) releaseHeld() {
+	held := d.held
+	d.held = nil
+	d.ending = false
+	sortByConn(held)
+	for _, r := range held {
+		d.out.add(r)
+	}
+}
+
+// locate adds the file name and the packet number to a problem.
+func (d *decoder) locate(p *record.Problem) {
+	p.File = d.name
+	if p.Packet == 0 {
+		p.Packet = d.packet
+		// Problems found while reporting a gap (the gap itself, the
+		// event or chunk framing it damaged) belong to the packet after
+		// it, the one Wireshark marks "previous segment not captured",
+		// not to the later packet whose arrival made reassembly give up
+		// waiting.
+		if d.gap.packet > 0 {
+			p.Packet = d.gap.packet
+		}
+	}
+	if d.gap.snap && p.Kind == httpconn.KindMissing {
+		p.Hint = "packets of this connection were cut short by the snaplen; capture with -s 0"
+	}
+}
+
+// recBatch is a buffer of records for the printer stage.
+type recBatch struct {
+	recs  []record.Record
+	bytes int // event object bytes in recs
+}
+
+// recQueue is the decoder's end of the queue to the printer stage.
+type recQueue struct {
+	cur  *recBatch
+	work chan *recBatch
+	free chan *recBatch
+	made int // batches allocated, up to recBatches
+	// queued counts the event object bytes shipped and not yet printed.
+	mu     sync.Mutex
+	cond   sync.Cond
+	queued int
+}
+
+func newRecQueue() *recQueue {
+	q := &recQueue{work: make(chan *recBatch, recBatches), free: make(chan *recBatch, recBatches)}
+	q.cond.L = &q.mu
+	return q
+}
+
+// add queues r; the batch is shipped when it is full or holds more than
+// a quarter of maxQueuedEventBytes.
+func (q *recQueue) add(r record.Record) {
+	if q.cur == nil {
+		select {
+		case q.cur = <-q.free:
+		default:
+			if q.made < recBatches {
+				q.made++
+				q.cur = &recBatch{recs: make([]record.Record, 0, recBatchRecords)}
+			} else {
+				q.cur = <-q.free
+			}
+		}
+	}
+	b := q.cur
+	b.recs = append(b.recs, r)
+	if ev, ok := r.(*record.Event); ok {
+		b.bytes += len(ev.Object)
+	}
+	if len(b.recs) == cap(b.recs) || b.bytes > maxQueuedEventBytes/4 {
+		q.ship()
+	}
+}
+
+// ship hands the batch being filled to the printer stage, first waiting
+// while the event bytes queued before it would go past
+// maxQueuedEventBytes.
+func (q *recQueue) ship() {
+	b := q.cur
+	if b == nil {
+		return
+	}
+	q.cur = nil
+	q.mu.Lock()
+	for q.queued > 0 && q.queued+b.bytes > maxQueuedEventBytes {
+		q.cond.Wait()
+	}
+	q.queued += b.bytes
+	q.mu.Unlock()
+	q.work <- b
+}
+
+func (q *recQueue) close() {
+	q.ship()
+	close(q.work)
+}
+
+// run emits the records of every batch to sink, and flushes the sink
+// (record.Flush) whenever no batch waits.
+func (q *recQueue) run(sink record.Sink) {
+	for b := range q.work {
+		for _, r := range b.recs {
+			sink.Emit(r)
+		}
+		if len(q.work) == 0 {
+			record.Flush(sink)
+		}
+		q.mu.Lock()
+		q.queued -= b.bytes
+		q.cond.Signal()
+		q.mu.Unlock()
+		clear(b.recs)
+		b.recs = b.recs[:0]
+		b.bytes = 0
+		q.free <- b
+	}
+}

@@ -1,0 +1,124 @@
+package pcap_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/printer"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// TestPipelineSlowPrinter: the output does not depend on how fast the
+// printer stage takes records (a printer held up now and then lets the
+// decoder run ahead until the queues are full).
+func TestPipelineSlowPrinter(t *testing.T) {
+	for _, name := range []string{"big-lo.pcap", "burst-any.pcap", "watch-lo.pcap"} {
+		data, err := os.ReadFile(filepath.Join(captureDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(every int) []byte {
+			var out bytes.Buffer
+			p := printer.NewJSON(&out, printer.Options{})
+			n := 0
+			sink := record.SinkFunc(func(r record.Record) {
+				n++
+				if every > 0 && n%every == 0 {
+					time.Sleep(2 * time.Millisecond)
+				}
+				p.Emit(r)
+			})
+			if _, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: name}, sink); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return out.Bytes()
+		}
+		fast, slow := run(0), run(7)
+		if !bytes.Equal(fast, slow) {
+			t.Errorf("%s: the output with a slow printer differs (%d bytes against %d)", name, len(slow), len(fast))
+		}
+	}
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestPipelineBackPressure: while the printer does not take records (a
+// terminal scrolled back, a full pipe), kwatch pcap stops reading the
+// capture once its queues are full instead of holding the rest in memory;
+// every event still comes out once the printer goes on.
+func TestPipelineBackPressure(t *testing.T) {
+	// 16 MiB: 4000 events of about 4 KiB in one watch.
+	c := conn(40100)
+	var events [][]byte
+	pad := bytes.Repeat([]byte("x"), 4000)
+	for i := range 4000 {
+		events = append(events, jsonEvent(t, "MODIFIED", configMap("kube-system", fmt.Sprintf("cm-%d", i),
+			fmt.Sprint(1000+i), map[string]string{"pad": string(pad)})))
+	}
+	simpleWatch(t, c, events...)
+	data := pcapOf(t, c)
+	if len(data) < 16<<20 {
+		t.Fatalf("capture of %d bytes, want 16 MiB", len(data))
+	}
+
+	in := &countingReader{r: bytes.NewReader(data)}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	got := 0
+	sink := record.SinkFunc(func(r record.Record) {
+		if _, ok := r.(*record.Event); ok {
+			<-release // closed: every later call goes on at once
+			mu.Lock()
+			got++
+			mu.Unlock()
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := pcap.Read(context.Background(), in, pcap.Options{Name: "back-pressure.pcap"}, sink)
+		done <- err
+	}()
+	// Wait until reading stops.
+	last := int64(-1)
+	for in.n.Load() != last {
+		last = in.n.Load()
+		time.Sleep(200 * time.Millisecond)
+	}
+	// What may be read ahead: the 64 KiB read buffer, the op queue
+	// (8 x 64 KiB), the event being printed, the queued events (1 MiB)
+	// and the batch being filled, the events the decoder holds, and
+	// gopacket's pages: a few MiB, not the capture.
+	t.Logf("read %d bytes of %d while the printer was held up", last, len(data))
+	if last > 4<<20 {
+		t.Errorf("read %d bytes of %d while the printer was held up, want at most 4 MiB", last, len(data))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got != len(events) {
+		t.Errorf("%d events printed, want %d", got, len(events))
+	}
+}
