@@ -1,8 +1,10 @@
 package event
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -364,6 +366,55 @@ func TestProtobufWrongRegain(t *testing.T) {
 		}
 		if !strings.Contains(col.String(), "protobuf framing regained wrongly") {
 			t.Errorf("%s: no report of the wrong regain:\n%s", tc.name, col.String())
+		}
+	}
+}
+
+// TestFramerLargeEvents frames events around and past the sizes where a
+// Framer moves an event from its kept buffer into pooled blocks
+// (maxKeptBuffer, then eventBlock at a time), in JSON and protobuf, in
+// chunks and writes of random sizes, with an event bound that makes some of
+// them oversize after blocks were taken: every frame must hold exactly its
+// input bytes, and the framing must not depend on the writes.
+func TestFramerLargeEvents(t *testing.T) {
+	sizes := []int{maxKeptBuffer - 1, maxKeptBuffer, maxKeptBuffer + 1, maxKeptBuffer + eventBlock,
+		maxKeptBuffer + eventBlock + 1, 200_000, 3*eventBlock + 17, 1 << 20}
+	for _, proto := range []bool{false, true} {
+		var data []byte
+		for i, n := range sizes {
+			if proto {
+				payload := bytes.Repeat([]byte{byte('a' + i)}, n)
+				data = binary.BigEndian.AppendUint32(data, uint32(n))
+				data = append(data, payload...)
+				continue
+			}
+			ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","data":{"k":"%s"}}}`, strings.Repeat("x", n))
+			data = append(data, ev...)
+			data = append(data, '\n')
+		}
+		format := FormatJSON
+		if proto {
+			format = FormatProtobuf
+		}
+		for seed := range int64(4) {
+			rng := rand.New(rand.NewSource(seed))
+			fc := cutChunks(data, rng, 0, 0)
+			for _, max := range []int64{0, 300_000} {
+				w := fc.run(t, format, max, 0, nil)
+				s := fc.run(t, format, max, 0, rng)
+				if d := diffLines(w.lines, s.lines); d != "" {
+					t.Fatalf("proto=%v seed %d max %d: framing differs with other writes at %s", proto, seed, max, d)
+				}
+				checkFrames(t, data, fc, w, format)
+				if len(w.frames) != len(sizes) {
+					t.Fatalf("proto=%v seed %d max %d: %d frames, want %d", proto, seed, max, len(w.frames), len(sizes))
+				}
+				for i, fr := range w.frames {
+					if oversize := max > 0 && fr.Length > max; fr.Oversize != oversize || (!oversize && int64(len(fr.Data)) != fr.Length-map[bool]int64{true: 4}[proto]) {
+						t.Errorf("proto=%v seed %d max %d: frame %d of %d bytes: oversize %v, %d bytes of data", proto, seed, max, i, fr.Length, fr.Oversize, len(fr.Data))
+					}
+				}
+			}
 		}
 	}
 }

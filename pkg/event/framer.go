@@ -21,9 +21,9 @@
 package event
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // Format is the framing of a watch body.
@@ -134,8 +134,9 @@ type Framer struct {
 	off     int64 // de-chunked offset of the next byte
 	in      bool  // inside a frame
 	cur     Frame
-	buf     []byte
-	curLen  int64 // bytes of the current frame so far, kept or not
+	buf     []byte    // the current frame's first bytes, up to maxKeptBuffer
+	more    []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
+	curLen  int64     // bytes of the current frame so far, kept or not
 	damaged bool
 
 	// JSON scanner state.
@@ -209,30 +210,79 @@ func (fr *Framer) abandon() {
 // drop forgets the bytes of the event in progress and releases them.
 func (fr *Framer) drop() {
 	fr.buf = fr.buf[:0]
-	if cap(fr.buf) > maxKeptBuffer {
-		fr.buf = nil
-	}
+	fr.putBlocks()
 	fr.budget.Release(fr.held)
 	fr.held = 0
 }
 
 // maxKeptBuffer is the largest event buffer a Framer keeps for the next
-// event, in bytes: a smaller event is handed over as an exact copy and the
-// buffer reused; a larger one takes the buffer with it. Either way at most
-// this much stays with each connection between events.
+// event, in bytes: at most this much stays with each connection between
+// events. An event is handed over as an exact copy of its bytes.
 const maxKeptBuffer = 32 << 10
 
-// grow makes room for n more bytes in the event buffer, doubling it:
-// append's growth of large slices by a quarter would allocate about five
-// times the size of a 200 KB event while it arrives segment by segment.
-func (fr *Framer) grow(n int) {
-	if need := len(fr.buf) + n; need > cap(fr.buf) {
-		// Never past the event bound: a buffer that may hold 64 MiB must
-		// not take 128.
-		nb := make([]byte, len(fr.buf), max(need, min(2*cap(fr.buf), int(fr.max)), 1024))
-		copy(nb, fr.buf)
-		fr.buf = nb
+// eventBlock is the size in bytes of the blocks that hold an event's
+// bytes past maxKeptBuffer. They are pooled: a 200 KB event arriving
+// segment by segment costs its blocks (reused) and its exact copy, where
+// a buffer doubling as it grew would allocate about 450 KB and copy as
+// much.
+const eventBlock = 64 << 10
+
+var blockPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, eventBlock)
+	return &b
+}}
+
+// putBlocks gives the blocks of the event in progress back to the pool.
+func (fr *Framer) putBlocks() {
+	for i, b := range fr.more {
+		*b = (*b)[:0]
+		blockPool.Put(b)
+		fr.more[i] = nil
 	}
+	fr.more = fr.more[:0]
+}
+
+// keep appends p to the bytes of the event in progress: into buf up to
+// maxKeptBuffer (doubling it, never past the event bound), then into
+// blocks.
+func (fr *Framer) keep(p []byte) {
+	for len(p) > 0 {
+		if len(fr.more) == 0 && len(fr.buf) < maxKeptBuffer {
+			k := min(len(p), maxKeptBuffer-len(fr.buf))
+			if need := len(fr.buf) + k; need > cap(fr.buf) {
+				nb := make([]byte, len(fr.buf), max(need, min(2*cap(fr.buf), maxKeptBuffer, int(fr.max)), 1024))
+				copy(nb, fr.buf)
+				fr.buf = nb
+			}
+			fr.buf = append(fr.buf, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		if len(fr.more) == 0 || len(*fr.more[len(fr.more)-1]) == eventBlock {
+			fr.more = append(fr.more, blockPool.Get().(*[]byte))
+		}
+		b := fr.more[len(fr.more)-1]
+		k := min(len(p), eventBlock-len(*b))
+		*b = append(*b, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// kept returns an exact copy of the bytes of the event in progress and
+// empties the buffers for the next event.
+func (fr *Framer) kept() []byte {
+	n := len(fr.buf)
+	for _, b := range fr.more {
+		n += len(*b)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, fr.buf...)
+	for _, b := range fr.more {
+		out = append(out, *b...)
+	}
+	fr.buf = fr.buf[:0]
+	fr.putBlocks()
+	return out
 }
 
 // LastListedChunk returns the chunk index of the last span listed for the
@@ -320,6 +370,7 @@ func (fr *Framer) start(c int) {
 	fr.serial++
 	fr.cur = Frame{Offset: fr.off, Serial: fr.serial}
 	fr.buf = fr.buf[:0]
+	fr.putBlocks()
 	fr.curLen = 0
 	fr.damaged = false
 	_ = c
@@ -356,8 +407,7 @@ func (fr *Framer) take(p []byte, c int) {
 		fr.drop()
 	}
 	if !fr.cur.Oversize {
-		fr.grow(len(p))
-		fr.buf = append(fr.buf, p...)
+		fr.keep(p)
 		fr.held += n
 	}
 	fr.curLen += n
@@ -377,17 +427,11 @@ func (fr *Framer) finish() {
 	f.Length = fr.curLen
 	f.Damaged = fr.damaged
 	if !f.Oversize {
-		data := fr.buf
+		data := fr.kept() // the frame owns its bytes
 		if fr.format == FormatProtobuf && len(data) >= 4 {
 			data = data[4:]
 		}
-		if cap(fr.buf) > maxKeptBuffer {
-			f.Data = data
-			fr.buf = nil // the frame owns the buffer now
-		} else {
-			f.Data = bytes.Clone(data) // the frame owns its bytes
-			fr.buf = fr.buf[:0]
-		}
+		f.Data = data
 	}
 	fr.in = false
 	fr.budget.Release(fr.held)
