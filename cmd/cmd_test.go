@@ -154,10 +154,12 @@ func TestPortFilter(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	out, _, code := run(t, nil, nil, "version")
 	want := "kwatch dev\ngo: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
-	if code != ExitOK || out != want { // a test binary records no commit
-		t.Errorf("exit %d, %q, want %q", code, out, want)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, _, code := run(t, nil, nil, args...)
+		if code != ExitOK || out != want { // a test binary records no commit
+			t.Errorf("kwatch %s: exit %d, %q, want %q", args[0], code, out, want)
+		}
 	}
 }
 

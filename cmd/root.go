@@ -112,7 +112,9 @@ tcpdump is still writing.`,
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	root.SetVersionTemplate("kwatch {{.Version}}\n")
+	// --version prints what kwatch version prints (the text has no
+	// template actions: a version or commit never holds "{{").
+	root.SetVersionTemplate(versionText())
 	prof.addFlags(root)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return prof.start() }
 	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newVersionCommand(streams))

@@ -118,6 +118,8 @@ type FrameProblem struct {
 	Detail string
 	// Warning is true for a report that loses nothing (KindRegained).
 	Warning bool
+	// Hint, when set, says what to do about it (a flag to raise).
+	Hint string
 }
 
 // Framer splits a watch body into Frames. Create it with NewFramer; it is
@@ -397,12 +399,13 @@ func (fr *Framer) take(p []byte, c int) {
 		fr.cur.UnlistedBytes += n
 	}
 	if !fr.cur.Oversize && fr.curLen+n > fr.max {
-		fr.oversize(fmt.Sprintf("more than %d bytes; skipped (raise --max-event-bytes)", fr.max))
+		fr.oversize(fmt.Sprintf("more than %d bytes; skipped", fr.max))
 	}
 	if !fr.cur.Oversize && !fr.budget.Reserve(n) {
 		fr.cur.Oversize = true
 		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindBudget,
-			Detail: fmt.Sprintf("with %d bytes of this event, the connections' buffers would hold more than %d bytes; event skipped (raise --max-buffered-bytes-total)",
+			Hint:   "raise --max-buffered-bytes-total, or lower --max-connections",
+			Detail: fmt.Sprintf("with %d bytes of this event, the connections' buffers would hold more than %d bytes; event skipped",
 				fr.curLen+n, fr.budget.Max())})
 		fr.drop()
 	}
@@ -418,7 +421,7 @@ func (fr *Framer) take(p []byte, c int) {
 // keeping its bytes.
 func (fr *Framer) oversize(detail string) {
 	fr.cur.Oversize = true
-	fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize, Detail: detail})
+	fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindOversize, Detail: detail, Hint: "raise --max-event-bytes"})
 	fr.drop()
 }
 
@@ -754,7 +757,7 @@ func (fr *Framer) writeProto(p []byte, c int) {
 				// The prefix says the frame is too large: skip it
 				// now instead of buffering up to the bound first
 				// (a prefix of up to 4 GiB costs nothing).
-				fr.oversize(fmt.Sprintf("the length prefix announces %d bytes, more than %d; skipped (raise --max-event-bytes)",
+				fr.oversize(fmt.Sprintf("the length prefix announces %d bytes, more than %d; skipped",
 					fr.want+4, fr.max))
 			}
 		}

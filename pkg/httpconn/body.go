@@ -288,7 +288,7 @@ func (b *body) drain() {
 	for _, out := range b.completed {
 		if fp := out.prob; fp != nil {
 			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
-				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Warning: fp.Warning, Time: b.now})
+				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now})
 			continue
 		}
 		f := out.frame

@@ -430,7 +430,7 @@ func TestBudgetManyLargeEvents(t *testing.T) {
 		t.Errorf("%d events skipped for the budget; want %d or %d", n, conns-4, conns-3)
 	}
 	p := col.first[event.KindBudget]
-	if p == nil || p.Where != "data" || p.Packet == 0 || !strings.Contains(p.Detail, "raise --max-buffered-bytes-total") {
+	if p == nil || p.Where != "data" || p.Packet == 0 || !strings.Contains(p.Hint, "raise --max-buffered-bytes-total") {
 		t.Errorf("first budget problem %+v", p)
 	}
 	if got := fmt.Sprint(col.events[conns+1]); got != "[ADDED coredns MODIFIED coredns]" {
