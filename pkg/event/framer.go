@@ -404,7 +404,7 @@ func (fr *Framer) take(p []byte, c int) {
 	if !fr.cur.Oversize && !fr.budget.Reserve(n) {
 		fr.cur.Oversize = true
 		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindBudget,
-			Hint:   "raise --max-buffered-bytes-total, or lower --max-connections",
+			Hint: "raise --max-buffered-bytes-total, or lower --max-connections",
 			Detail: fmt.Sprintf("with %d bytes of this event, the connections' buffers would hold more than %d bytes; event skipped",
 				fr.curLen+n, fr.budget.Max())})
 		fr.drop()
