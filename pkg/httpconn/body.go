@@ -455,11 +455,14 @@ func (b *body) decode(f *event.Frame) *record.Event {
 	ev, err := event.Decode(b.format, f.Data, b.s.c.opt.Decode)
 	if err != nil {
 		if b.tentative && b.seq == 0 {
-			// The response only looked like a watch.
+			// The response only looked like a watch. Its record was
+			// emitted as one and stays so: records are not changed once
+			// emitted (a sink may hold them, or print them on another
+			// goroutine, as kwatch pcap does); the end record says that
+			// no events were decoded.
 			b.tentative = false
 			b.framer.Discard()
 			b.framer = nil
-			b.resp.Watch = false
 			return nil
 		}
 		b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,

@@ -3,7 +3,9 @@
 // pairs them into exchanges, frames each body (Content-Length, chunked coding
 // or connection close, RFC 9112 §6.3), decodes chunked bodies with pkg/chunk
 // and splits watch bodies into watch events with pkg/event. Everything it
-// finds becomes a record sent to a record.Sink, in wire order.
+// finds becomes a record sent to a record.Sink, in wire order; a record is
+// never changed after it was sent (the sink may keep it, or hand it to
+// another goroutine).
 //
 // It is fed from either side of kwatch: reassembled TCP streams from a capture
 // (pkg/pcap) or the bytes a live watch reads (pkg/watchclient). Input arrives

@@ -187,6 +187,10 @@ func (d *decoder) run(q *opQueue) {
 	d.out.close()
 }
 
+// emitHook, when set (by tests: export_test.go), is called by the decoder
+// with every record as it is made, on the decoder's goroutine.
+var emitHook func(record.Record)
+
 // decodedHook, when set (by tests: export_test.go), is called by the
 // decoder after each batch, where no decoding is half done: the heap is
 // measured there.
@@ -227,6 +231,9 @@ func (d *decoder) do(b *opBatch, o *op) {
 // Emit sends r on to the printer stage; at the end of the capture it holds
 // r back (see releaseHeld).
 func (d *decoder) Emit(r record.Record) {
+	if emitHook != nil {
+		emitHook(r)
+	}
 	if d.ending {
 		d.held = append(d.held, r)
 		return

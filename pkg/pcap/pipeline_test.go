@@ -3,6 +3,7 @@ package pcap_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/internal/pcapgen"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -120,5 +122,61 @@ func TestPipelineBackPressure(t *testing.T) {
 	}
 	if got != len(events) {
 		t.Errorf("%d events printed, want %d", got, len(events))
+	}
+}
+
+// genNotAWatch: a chunked JSON response whose request was not captured
+// looks like a watch until its first frame, a list, does not decode as a
+// watch event.
+func genNotAWatch(t *testing.T) []byte {
+	c := conn(40200)
+	c.Handshake()
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	c.Send(pcapgen.Server, chunk([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`+"\n")))
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// TestRecordsUnchangedAfterEmit: no record changes after it was emitted
+// (the printer stage reads it later, on its own goroutine; a sink may keep
+// it). Each record the decoder makes is snapshot as JSON on its goroutine
+// as it is made, and compared when Read has returned, for every test capture and a response that turns out not
+// to be a watch.
+func TestRecordsUnchangedAfterEmit(t *testing.T) {
+	inputs := map[string][]byte{"not-a-watch.pcap": genNotAWatch(t)}
+	for _, file := range captures(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[filepath.Base(file)] = data
+	}
+	for name, data := range inputs {
+		type snap struct {
+			r    record.Record
+			json string
+		}
+		var snaps []snap
+		var failed error
+		remove := pcap.SetEmitHook(func(r record.Record) {
+			b, err := json.Marshal(r)
+			if err != nil && failed == nil {
+				failed = fmt.Errorf("%T: %v", r, err)
+			}
+			snaps = append(snaps, snap{r, string(b)})
+		})
+		_, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: name}, record.SinkFunc(func(record.Record) {}))
+		remove()
+		if err != nil || failed != nil {
+			t.Fatalf("%s: %v %v", name, err, failed)
+		}
+		for i, s := range snaps {
+			b, _ := json.Marshal(s.r)
+			if string(b) != s.json {
+				t.Errorf("%s: record %d (%T) changed after it was emitted:\n\twas %s\n\tnow %s", name, i, s.r, s.json, b)
+			}
+		}
 	}
 }
