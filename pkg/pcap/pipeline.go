@@ -15,7 +15,7 @@ import (
 // order, through a fixed number of buffers, so the output is the same as
 // on one goroutine, whatever the timing, and memory stays bounded: the
 // reader waits while the decoder has all the op buffers, the decoder while
-// the printer has all the record buffers (or too many event bytes).
+// the printer has all the record buffers (or records holding more than 1 MiB).
 
 // Bounds of the queues between the stages.
 const (
@@ -34,10 +34,10 @@ const (
 	recBatchRecords = 128
 	// recBatches is the number of record buffers.
 	recBatches = 4
-	// maxQueuedEventBytes bounds the bytes of watch event objects that
-	// wait to be printed, 1 MiB: the decoder waits while more are queued
-	// (an event larger than this waits alone).
-	maxQueuedEventBytes = 1 << 20
+	// maxQueuedBytes bounds the memory of the records that wait to be
+	// printed, 1 MiB as recordBytes counts it: the decoder waits while
+	// more is queued (a record larger than this waits alone).
+	maxQueuedBytes = 1 << 20
 )
 
 // opKind says what an op asks the decoder to do.
@@ -277,7 +277,46 @@ func (d *decoder) locate(p *record.Problem) {
 // recBatch is a buffer of records for the printer stage.
 type recBatch struct {
 	recs  []record.Record
-	bytes int // event object bytes in recs
+	bytes int // recordBytes of recs
+}
+
+// recordBytes estimates the memory a record holds while it waits to be
+// printed, in bytes: what can be large (an event's object and chunk list
+// with every chunk's size line, a header section, trailers, a problem's
+// text) by its length, plus 256 for the rest.
+func recordBytes(r record.Record) int {
+	n := 256
+	switch v := r.(type) {
+	case *record.Event:
+		n += len(v.Object) + len(v.Diff)
+		for _, c := range v.Chunks {
+			n += 96 + len(c.SizeLine) + len(c.Header)
+		}
+	case *record.Request:
+		n += len(v.Target) + headerBytes(v.Header)
+	case *record.Response:
+		n += headerBytes(v.Header)
+	case *record.End:
+		n += len(v.LastChunk) + 8*len(v.ChunkSizes) + len(v.BodyText)
+		for _, t := range v.Trailers {
+			n += 16 + len(t)
+		}
+	case *record.Problem:
+		n += len(v.Detail) + len(v.Hint)
+	}
+	return n
+}
+
+// headerBytes estimates the memory of a header section, in bytes.
+func headerBytes(h map[string][]string) int {
+	n := 0
+	for k, vs := range h {
+		n += 48 + len(k)
+		for _, v := range vs {
+			n += 16 + len(v)
+		}
+	}
+	return n
 }
 
 // recQueue is the decoder's end of the queue to the printer stage.
@@ -286,7 +325,7 @@ type recQueue struct {
 	work chan *recBatch
 	free chan *recBatch
 	made int // batches allocated, up to recBatches
-	// queued counts the event object bytes shipped and not yet printed.
+	// queued counts the recordBytes shipped and not yet printed.
 	mu     sync.Mutex
 	cond   sync.Cond
 	queued int
@@ -299,7 +338,7 @@ func newRecQueue() *recQueue {
 }
 
 // add queues r; the batch is shipped when it is full or holds more than
-// a quarter of maxQueuedEventBytes.
+// a quarter of maxQueuedBytes.
 func (q *recQueue) add(r record.Record) {
 	if q.cur == nil {
 		select {
@@ -315,17 +354,14 @@ func (q *recQueue) add(r record.Record) {
 	}
 	b := q.cur
 	b.recs = append(b.recs, r)
-	if ev, ok := r.(*record.Event); ok {
-		b.bytes += len(ev.Object)
-	}
-	if len(b.recs) == cap(b.recs) || b.bytes > maxQueuedEventBytes/4 {
+	b.bytes += recordBytes(r)
+	if len(b.recs) == cap(b.recs) || b.bytes > maxQueuedBytes/4 {
 		q.ship()
 	}
 }
 
 // ship hands the batch being filled to the printer stage, first waiting
-// while the event bytes queued before it would go past
-// maxQueuedEventBytes.
+// while the bytes queued before it would go past maxQueuedBytes.
 func (q *recQueue) ship() {
 	b := q.cur
 	if b == nil {
@@ -333,7 +369,7 @@ func (q *recQueue) ship() {
 	}
 	q.cur = nil
 	q.mu.Lock()
-	for q.queued > 0 && q.queued+b.bytes > maxQueuedEventBytes {
+	for q.queued > 0 && q.queued+b.bytes > maxQueuedBytes {
 		q.cond.Wait()
 	}
 	q.queued += b.bytes

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,6 +68,56 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// heldPrinter reads capture with a printer that takes no event until the
+// reading has stopped; it returns how many bytes were read by then, and
+// how much the live heap had grown (runtime.GC, then HeapAlloc, all stages
+// waiting), then lets the printer go on and checks that events events
+// came out.
+func heldPrinter(t *testing.T, capture []byte, events int) (read int64, heap uint64) {
+	t.Helper()
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := live()
+	in := &countingReader{r: bytes.NewReader(capture)}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	got := 0
+	sink := record.SinkFunc(func(r record.Record) {
+		if _, ok := r.(*record.Event); ok {
+			<-release // closed: every later call goes on at once
+			mu.Lock()
+			got++
+			mu.Unlock()
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := pcap.Read(context.Background(), in, pcap.Options{Name: "held.pcap"}, sink)
+		done <- err
+	}()
+	// Wait until reading stops.
+	read = -1
+	for in.n.Load() != read {
+		read = in.n.Load()
+		time.Sleep(200 * time.Millisecond)
+	}
+	if h := live(); h > base {
+		heap = h - base
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got != events {
+		t.Errorf("%d events printed, want %d", got, events)
+	}
+	return read, heap
+}
+
 // TestPipelineBackPressure: while the printer does not take records (a
 // terminal scrolled back, a full pipe), kwatch pcap stops reading the
 // capture once its queues are full instead of holding the rest in memory;
@@ -84,44 +136,51 @@ func TestPipelineBackPressure(t *testing.T) {
 	if len(data) < 16<<20 {
 		t.Fatalf("capture of %d bytes, want 16 MiB", len(data))
 	}
-
-	in := &countingReader{r: bytes.NewReader(data)}
-	release := make(chan struct{})
-	var mu sync.Mutex
-	got := 0
-	sink := record.SinkFunc(func(r record.Record) {
-		if _, ok := r.(*record.Event); ok {
-			<-release // closed: every later call goes on at once
-			mu.Lock()
-			got++
-			mu.Unlock()
-		}
-	})
-	done := make(chan error, 1)
-	go func() {
-		_, err := pcap.Read(context.Background(), in, pcap.Options{Name: "back-pressure.pcap"}, sink)
-		done <- err
-	}()
-	// Wait until reading stops.
-	last := int64(-1)
-	for in.n.Load() != last {
-		last = in.n.Load()
-		time.Sleep(200 * time.Millisecond)
-	}
+	read, heap := heldPrinter(t, data, len(events))
 	// What may be read ahead: the 64 KiB read buffer, the op queue
-	// (8 x 64 KiB), the event being printed, the queued events (1 MiB)
+	// (8 x 64 KiB), the event being printed, the queued records (1 MiB)
 	// and the batch being filled, the events the decoder holds, and
 	// gopacket's pages: a few MiB, not the capture.
-	t.Logf("read %d bytes of %d while the printer was held up", last, len(data))
-	if last > 4<<20 {
-		t.Errorf("read %d bytes of %d while the printer was held up, want at most 4 MiB", last, len(data))
+	t.Logf("read %d bytes of %d while the printer was held up; live heap grew by %.1f MiB", read, len(data), float64(heap)/MiB)
+	if read > 4<<20 || heap > 8*MiB {
+		t.Errorf("read %d bytes of %d and the live heap grew by %.1f MiB while the printer was held up, want at most 4 MiB and 8 MiB",
+			read, len(data), float64(heap)/MiB)
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+}
+
+// TestPipelineBackPressureChunkLists: records that hold much more than
+// their object (events sent one byte per chunk, each chunk-size line
+// carrying a 500-byte chunk-ext, so that every event lists about 800
+// chunks) count by all they hold in the printer's
+// queue.
+func TestPipelineBackPressureChunkLists(t *testing.T) {
+	c := conn(40300)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	ext := ";x=" + strings.Repeat("a", 497)
+	const n = 40
+	for i := range n {
+		ev := cmEvent(t, "MODIFIED", fmt.Sprintf("cm-%d", i), fmt.Sprint(1000+i))
+		var body []byte
+		for _, b := range ev {
+			body = append(body, "1"+ext+"\r\n"...)
+			body = append(body, b, '\r', '\n')
+		}
+		c.Send(pcapgen.Server, body)
 	}
-	if got != len(events) {
-		t.Errorf("%d events printed, want %d", got, len(events))
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	data := pcapOf(t, c)
+	read, heap := heldPrinter(t, data, n)
+	// The queue holds one or two of these records; counting their
+	// objects alone, all 40 would wait (the whole capture read, the live
+	// heap 11 MiB larger).
+	t.Logf("read %d bytes of %d while the printer was held up; live heap grew by %.1f MiB", read, len(data), float64(heap)/MiB)
+	if read > 4<<20 || heap > 8*MiB {
+		t.Errorf("read %d bytes of %d and the live heap grew by %.1f MiB while the printer was held up, want at most 4 MiB and 8 MiB",
+			read, len(data), float64(heap)/MiB)
 	}
 }
 
