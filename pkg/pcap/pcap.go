@@ -194,11 +194,13 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		// (a quiet watch is still open).
 		if ci.Timestamp.Sub(lastFlush) > time.Second {
 			lastFlush = ci.Timestamp
+			rd.q.add(op{kind: opHold})
 			asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-opt.GapTimeout)})
+			rd.q.add(op{kind: opRelease})
 		}
 	}
 	rd.ending = true
-	rd.q.add(op{kind: opEnding})
+	rd.q.add(op{kind: opHold})
 	asm.FlushAll()
 	rd.ending = false
 	rd.q.add(op{kind: opRelease})
@@ -290,6 +292,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 	cutoff := seen[min(k, len(seen))-1].Add(time.Nanosecond)
 	before := len(rd.live)
 	rd.dropBefore = cutoff
+	rd.q.add(op{kind: opHold})
 	// The assembler closes only connections that wait for no missing
 	// segment: first with the usual wait for those (GapTimeout), and if
 	// that did not free enough (connections kept open by segments
@@ -300,6 +303,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 		asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
 	}
 	rd.dropBefore = time.Time{}
+	rd.q.add(op{kind: opRelease})
 	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
 		Kind: "too many connections",
 		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",

@@ -48,7 +48,7 @@ const (
 	opGap                   // bytes lost: ClientGap/ServerGap
 	opClose                 // a direction ended: CloseClient/CloseServer
 	opEmit                  // a record the reader made (a problem, a connection note)
-	opEnding                // the end of the capture: hold records until opRelease
+	opHold                  // reassembly flushes connections: hold records until opRelease
 	opRelease               // emit the held records, connection by connection
 )
 
@@ -155,10 +155,10 @@ func (q *opQueue) close() {
 // decoder is the second stage: it does the ops in order, and is the sink
 // of every connection's HTTP decoding (httpconn's Locate is its locate).
 type decoder struct {
-	name   string
-	out    *recQueue
-	ending bool            // FlushAll at the end of the capture
-	held   []record.Record // records of the connections flushed at the end
+	name    string
+	out     *recQueue
+	holding bool            // reassembly is flushing connections
+	held    []record.Record // records of the connections it flushed
 	// packet and gap locate the problems of the op being done.
 	packet int64
 	gap    gapContext
@@ -221,34 +221,36 @@ func (d *decoder) do(b *opBatch, o *op) {
 		}
 	case opEmit:
 		d.Emit(o.rec)
-	case opEnding:
-		d.ending = true
+	case opHold:
+		d.holding = true
 	case opRelease:
 		d.releaseHeld()
 	}
 }
 
-// Emit sends r on to the printer stage; at the end of the capture it holds
-// r back (see releaseHeld).
+// Emit sends r on to the printer stage; while reassembly flushes
+// connections it holds r back (see releaseHeld).
 func (d *decoder) Emit(r record.Record) {
 	if emitHook != nil {
 		emitHook(r)
 	}
-	if d.ending {
+	if d.holding {
 		d.held = append(d.held, r)
 		return
 	}
 	d.out.add(r)
 }
 
-// releaseHeld emits what the connections reported while they were flushed
-// at the end of the capture, connection by connection in the order they
-// were first seen: gopacket's FlushAll visits them in map order, which
-// would make the output differ from one run to the next.
+// releaseHeld emits what the connections reported while reassembly
+// flushed them (those whose data waited behind a lost segment for longer
+// than the gap timeout, those dropped as idle, all at the end of the
+// capture), connection by connection in the order they were first seen:
+// gopacket's flushes visit them in map order, which would make the output
+// differ from one run to the next.
 func (d *decoder) releaseHeld() {
 	held := d.held
 	d.held = nil
-	d.ending = false
+	d.holding = false
 	sortByConn(held)
 	for _, r := range held {
 		d.out.add(r)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/internal/pcapgen"
+	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -238,4 +239,83 @@ func TestRecordsUnchangedAfterEmit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFlushedConnectionsInOrder: when reassembly gives up waiting for lost
+// segments of several connections in the same flush (gopacket visits them
+// in map order), what they report comes connection by connection, the
+// same in every run.
+func TestFlushedConnectionsInOrder(t *testing.T) {
+	data := genFlushOrder(t)
+	var first []byte
+	for run := range 10 {
+		var out bytes.Buffer
+		p := printer.NewJSON(&out, printer.Options{})
+		var gaps []int
+		sink := record.SinkFunc(func(r record.Record) {
+			if pr, ok := r.(*record.Problem); ok && pr.Kind == httpconn.KindMissing && pr.Conn != nil {
+				gaps = append(gaps, pr.Conn.ID)
+			}
+			p.Emit(r)
+		})
+		if _, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "gaps.pcap"}, sink); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(gaps) != "[1 2 3 4 5 6 7 8]" {
+			t.Fatalf("run %d: gaps reported by connections %v, want 1 to 8 in order", run, gaps)
+		}
+		if run == 0 {
+			first = out.Bytes()
+		} else if !bytes.Equal(out.Bytes(), first) {
+			t.Fatalf("run %d: the output differs from the first run's", run)
+		}
+	}
+}
+
+// genFlushOrder: 8 watches that each lose a segment at about the same
+// time, then a ninth that goes on for 10 s, so that reassembly gives up on
+// the 8 gaps in one flush while the capture runs, then the 8 end.
+func genFlushOrder(t *testing.T) []byte {
+	cp := &pcapgen.Capture{}
+	add := func(c *pcapgen.Conn) {
+		if err := cp.Add(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var conns []*pcapgen.Conn
+	for i := range 8 {
+		c := conn(uint16(40400 + i))
+		c.Handshake()
+		c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+		c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+		segs := c.Send(pcapgen.Server, chunk(bigEvent(t, "102"))) // 3 segments
+		c.Drop(segs[1])
+		add(c)
+		conns = append(conns, c)
+	}
+	keep := conn(40499)
+	keep.Handshake()
+	keep.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	keep.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	for i := range 20 {
+		keep.Wait(500 * time.Millisecond)
+		keep.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-k", fmt.Sprint(200+i))))
+	}
+	add(keep)
+	for _, c := range conns {
+		c.Wait(10 * time.Second)
+		c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-a", "103")))
+		c.Send(pcapgen.Server, []byte(lastChunk))
+		c.Close(pcapgen.Server)
+		c.Close(pcapgen.Client)
+		add(c)
+	}
+	b, err := cp.Encode(pcapgen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
