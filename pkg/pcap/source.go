@@ -78,8 +78,9 @@ func openSource(r io.Reader) (*source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
+		zr.Multistream(false)
 		s.gz = true
-		gbr := bufio.NewReaderSize(zr, 64<<10)
+		gbr := bufio.NewReaderSize(&gzipMembers{zr: zr, br: br}, 64<<10)
 		if magic, err = gbr.Peek(4); err != nil {
 			return nil, fmt.Errorf("%w (gzip'd data of %d bytes)", ErrNotCapture, len(magic))
 		}
@@ -107,6 +108,39 @@ func openSource(r io.Reader) (*source, error) {
 		s.format += " (gzip)"
 	}
 	return s, nil
+}
+
+// gzipMembers reads a gzip file of one or more members (RFC 1952 §2.2),
+// as gzip.Reader's multistream mode does, except that it hands over the
+// end of each member before it looks for the next one: gzip.Reader would
+// wait for the next header first, so that on a pipe that stays open the
+// last packets read would not be decoded until more input came or the
+// pipe closed.
+type gzipMembers struct {
+	zr *gzip.Reader // not multistream
+	br *bufio.Reader
+}
+
+// Read reads decompressed bytes. It returns io.EOF after the last member,
+// and gzip's error for a member that is damaged or for input after a
+// member that does not start another.
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		n, err := g.zr.Read(p)
+		if err != io.EOF {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the member's end: the next call goes on
+		}
+		if _, err := g.br.Peek(1); err != nil {
+			return 0, err // io.EOF: that was the last member
+		}
+		if err := g.zr.Reset(g.br); err != nil {
+			return 0, err
+		}
+		g.zr.Multistream(false)
+	}
 }
 
 // next returns the next packet's bytes, capture info and link type. The
