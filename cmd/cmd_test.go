@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -300,6 +301,73 @@ func TestPcapStdinCtrlC(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("kwatch pcap - did not end after Ctrl-C while its input stayed open")
+	}
+}
+
+// TestPcapFIFOCtrlC: Ctrl-C ends kwatch pcap on a named pipe (mkfifo, or
+// <(tcpdump -w - …)) whose writer keeps it open, as on stdin.
+func TestPcapFIFOCtrlC(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "capture.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		_, _ = w.Write(data)
+		<-time.After(20 * time.Second) // the writer lives on
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, IOStreams{Out: &out, ErrOut: io.Discard, Getenv: func(string) string { return "" }},
+			[]string{"pcap", fifo})
+	}()
+	for !strings.Contains(out.String(), "DELETED") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted || !strings.Contains(out.String(), "summary: ") {
+			t.Errorf("exit %d:\n%s", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("kwatch pcap FIFO did not end after Ctrl-C while its writer kept it open")
+	}
+}
+
+// TestPcapCtrlCBeforeInput: Ctrl-C before stdin's first byte is an
+// interruption (130), not "not a pcap file" (2).
+func TestPcapCtrlCBeforeInput(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, IOStreams{In: pr, Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }},
+			[]string{"pcap", "-"})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted || errOut.String() != "" {
+			t.Errorf("exit %d, stderr %q; want %d and nothing", code, errOut.String(), ExitInterrupted)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("kwatch pcap - did not end after Ctrl-C")
 	}
 }
 

@@ -156,10 +156,15 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: is a directory; give a capture file", o.file)}
 		}
 		in = f
+		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+			// A named pipe (mkfifo, <(tcpdump -w - …)) or a device
+			// may wait for input as stdin does.
+			in = &interruptible{ctx: cmd.Context(), r: f}
+		}
 		// A progress bar on stderr for a large file read on a terminal,
 		// never for stdin (its size is unknown) or a pipe.
 		if o.follow {
-			in = pcap.Follow(cmd.Context(), f)
+			in = pcap.Follow(cmd.Context(), in)
 		} else if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() >= progressMinBytes && streams.ErrTTY {
 			bar := progressbar.NewOptions64(fi.Size(),
 				progressbar.OptionSetWriter(streams.ErrOut),
@@ -191,6 +196,14 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		},
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
+	if err != nil && cmd.Context().Err() != nil {
+		// Ctrl-C before the capture's header was read: nothing to show.
+		_ = p.Close()
+		if o.follow {
+			return nil
+		}
+		return &exitError{code: ExitInterrupted}
+	}
 	if err != nil {
 		_ = p.Close() // show what was decoded before the error
 		if errors.Is(err, pcap.ErrNotCapture) {
