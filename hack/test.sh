@@ -7,8 +7,10 @@
 #    start, this fails: the end-to-end tests must not silently skip.
 # 2. Exports KUBECONFIG, PROXY_URL and KWATCH_CLUSTER_ENV, so that
 #    internal/e2e uses this stack and never starts another one.
-# 3. Runs `go test -count=1 -timeout 30m ./...`; arguments, if any, replace
-#    `./...` (e.g. `hack/test.sh -run TestX ./internal/e2e/`).
+# 3. Runs `go test -count=1 -timeout 30m ./...`, then the packages whose
+#    work is spread over goroutines (kwatch pcap's stages, the live tap)
+#    again under the race detector; arguments, if any, replace both
+#    (e.g. `hack/test.sh -run TestX ./internal/e2e/`).
 # 4. Brings the stack down again, even on failure or Ctrl-C, unless it was
 #    already running before (then it is left as it was found).
 # Exits with go test's status.
@@ -55,7 +57,12 @@ kw_log "control plane ready after $(elapsed): KUBECONFIG=$KUBECONFIG PROXY_URL=$
 
 # Generous timeout: the suite itself takes far less, but a slow, shared CI
 # machine should fail on a real hang, not on a tight budget.
-[ $# -gt 0 ] || set -- ./...
 rc=0
-go test -count=1 -timeout 30m "$@" || rc=$?
+if [ $# -gt 0 ]; then
+  go test -count=1 -timeout 30m "$@" || rc=$?
+  exit "$rc"
+fi
+go test -count=1 -timeout 30m ./... || rc=$?
+kw_log "race detector: pkg/pcap, pkg/httpconn, pkg/watchclient (after $(elapsed))"
+go test -race -count=1 -timeout 30m ./pkg/pcap ./pkg/httpconn ./pkg/watchclient || rc=1
 exit "$rc"
