@@ -427,7 +427,8 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 // is closed (the loop is done with w) or finished is (w's body was read to
 // its end): checked under the sink's lock as the problem is printed, so a
 // watchdog that had to wait for the lock never reports a watch that has
-// ended meanwhile.
+// ended meanwhile, nor one whose bytes were waiting for kwatch's own
+// output to move.
 func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-chan struct{}, stalled *atomic.Bool) {
 	tick := time.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
 	defer tick.Stop()
@@ -437,19 +438,40 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 			return
 		case <-tick.C:
 		}
-		last := time.Unix(0, l.c.sink.lastActive.Load())
-		if last.Before(started) {
-			last = started
-		}
-		if idle := time.Since(last); idle >= l.opt.IdleTimeout {
-			p := &record.Problem{Time: time.Now(), Offset: -1, Kind: "watch stalled",
-				Detail: fmt.Sprintf("no byte for %s (--idle-timeout)", idle.Round(time.Millisecond)),
-				Hint:   "closing the watch and watching again from the last resourceVersion"}
-			if l.c.sink.emitUnless(p, stop, finished) {
-				stalled.Store(true)
-				w.Stop()
+		idle := func() time.Duration {
+			last := time.Unix(0, l.c.sink.lastActive.Load())
+			if last.Before(started) {
+				last = started
 			}
+			return time.Since(last)
+		}
+		if idle() < l.opt.IdleTimeout {
+			continue
+		}
+		// Judged again under the sink's lock: when kwatch's own output
+		// is held up (a full pipe, a paused terminal), the decoder holds
+		// the lock, the reads wait for it, and the bytes it decodes once
+		// the output moves count as activity: the server did not stall.
+		reported := l.c.sink.emitWhen(func() record.Record {
+			d := idle()
+			if d < l.opt.IdleTimeout {
+				return nil
+			}
+			return &record.Problem{Time: time.Now(), Offset: -1, Kind: "watch stalled",
+				Detail: fmt.Sprintf("no byte for %s (--idle-timeout)", d.Round(time.Millisecond)),
+				Hint:   "closing the watch and watching again from the last resourceVersion"}
+		}, stop, finished)
+		if reported {
+			stalled.Store(true)
+			w.Stop()
 			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-finished:
+			return
+		default:
 		}
 	}
 }

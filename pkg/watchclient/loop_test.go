@@ -501,3 +501,73 @@ func TestLoopNotFoundNamesThePath(t *testing.T) {
 		t.Fatalf("Run = %v, want the path and a hint", err)
 	}
 }
+
+// blockingSink holds up its first event for a while, as a full pipe or a
+// paused terminal holds up kwatch's output.
+type blockingSink struct {
+	collect
+	hold    time.Duration
+	blocked sync.Once
+}
+
+func (b *blockingSink) Emit(r record.Record) {
+	if _, ok := r.(*record.Event); ok {
+		b.blocked.Do(func() { time.Sleep(b.hold) })
+	}
+	b.collect.Emit(r)
+}
+
+// TestLoopIdleTimeoutOutputBlocked: while kwatch's own output is held up
+// for longer than IdleTimeout, the reads wait for the decoder and no byte
+// comes in; that is not the server stalling, and the watch goes on.
+func TestLoopIdleTimeoutOutputBlocked(t *testing.T) {
+	busy := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		for i := range 300 {
+			fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`+"\n", i, 10+i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		<-r.Context().Done()
+	}
+	fs := &fakeServer{t: t, list: []string{listBody("7")}, watches: []func(http.ResponseWriter, *http.Request){busy}}
+	srv := httptest.NewServer(fs)
+	defer srv.Close()
+	sink := &blockingSink{hold: 1500 * time.Millisecond}
+	c, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = Run(ctx, c, WatchOptions{Namespace: "default", IdleTimeout: 300 * time.Millisecond, Resource: withGVR(configmaps())})
+	}()
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	<-done
+	c.Close()
+	events := 0
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Problem:
+			if v.Kind == "watch stalled" {
+				t.Errorf("reported %s: %s, while only the output was held up", v.Kind, v.Detail)
+			}
+		case *record.Event:
+			events++
+		}
+	}
+	fs.mu.Lock()
+	watches := len(fs.seen)
+	fs.mu.Unlock()
+	if watches != 1 || events < 100 {
+		t.Errorf("%d watches opened, %d events; want 1 watch and its events", watches, events)
+	}
+}

@@ -91,9 +91,11 @@ func (l *lockedSink) deliver(r record.Record) {
 	}
 }
 
-// emitUnless delivers r, unless one of the channels is closed by the
-// time the lock is held; it reports whether r was delivered.
-func (l *lockedSink) emitUnless(r record.Record, chans ...<-chan struct{}) bool {
+// emitWhen delivers the record made by mk, unless one of the channels is
+// closed by the time the lock is held or mk, called under the lock,
+// returns nil (what it was about no longer holds); it reports whether a
+// record was delivered.
+func (l *lockedSink) emitWhen(mk func() record.Record, chans ...<-chan struct{}) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range chans {
@@ -102,6 +104,10 @@ func (l *lockedSink) emitUnless(r record.Record, chans ...<-chan struct{}) bool 
 			return false
 		default:
 		}
+	}
+	r := mk()
+	if r == nil {
+		return false
 	}
 	l.deliver(r)
 	l.flushLocked()
@@ -260,10 +266,12 @@ func (c *tapConn) decode() {
 			op = <-c.ops
 		}
 		c.sink.flushLocked()
-		c.sink.mu.Unlock()
+		// Under the lock: a watchdog waiting for it (while printing was
+		// held up by a full pipe) sees this batch's activity.
 		if read {
 			c.sink.lastActive.Store(time.Now().UnixNano())
 		}
+		c.sink.mu.Unlock()
 		c.sink.qmu.Lock()
 		c.sink.decoded += int64(n)
 		c.sink.qcond.Broadcast()
