@@ -142,7 +142,12 @@ func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 // still given their exchange numbers, in order, without the request.
 func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
 	if len(c.pending) < DefaultMaxPending && c.unqueued == 0 {
-		c.pending = append(c.pending, req)
+		// What waits for the response is the request line's method,
+		// protocol and flags, not its target and header section (up to
+		// 1 MiB, emitted with the request): 64 requests waiting on each
+		// of 10000 connections must not hold them.
+		c.pending = append(c.pending, &record.Request{Conn: req.Conn, Exchange: req.Exchange, Time: req.Time,
+			Method: req.Method, Proto: req.Proto, Watch: req.Watch})
 		return
 	}
 	if c.unqueued == 0 {

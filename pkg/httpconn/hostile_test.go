@@ -591,3 +591,33 @@ func TestBudgetHeaderSections(t *testing.T) {
 		t.Errorf("%d bytes still reserved after every connection closed", h)
 	}
 }
+
+// TestRequestsWaitingKeepNoHeaders: requests whose header sections are
+// complete (each just under the 1 MiB bound) and whose responses have not
+// come keep only their request line while they wait: 50 connections must
+// not hold 50 MB.
+func TestRequestsWaitingKeepNoHeaders(t *testing.T) {
+	const conns = 50
+	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
+	req := append([]byte("GET /api/v1/configmaps?watch=1 HTTP/1.1\r\nHost: x\r\n"), bytes.Repeat(line, 1000<<10/len(line))...)
+	req = append(req, "\r\n"...)
+	var open []*httpconn.Conn
+	tl := newTally()
+	peak := testutil.HeapPeak(func(probe func()) {
+		for i := range conns {
+			c := httpconn.New(testConn, tl, httpconn.Options{})
+			c.ClientData(req, t0)
+			open = append(open, c)
+			if i%10 == 9 {
+				probe()
+			}
+		}
+	})
+	t.Logf("%d requests of %d KiB waiting for their responses: live heap peak %.1f MiB", conns, len(req)>>10, float64(peak)/MiB)
+	if peak > 8*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 8 MiB", float64(peak)/MiB)
+	}
+	for _, c := range open {
+		c.CloseClient(httpconn.EndFIN, t0)
+	}
+}

@@ -106,7 +106,9 @@ type Response struct {
 	Watch bool
 	// Format is "json" or "protobuf" for a watch body.
 	Format string
-	// Request is the matching request, nil when it was not captured.
+	// Request is the matching request's method, protocol and flags (its
+	// target and header section are in the Request record emitted before),
+	// nil when it was not captured.
 	Request *Request
 }
 
