@@ -347,6 +347,36 @@ func TestPcapFIFOCtrlC(t *testing.T) {
 	}
 }
 
+// TestPcapFIFONoWriterCtrlC: Ctrl-C while kwatch pcap waits for a writer
+// to open its named pipe (mkfifo p; kwatch pcap p; tcpdump -w p later)
+// ends it: 130, or 0 with --follow.
+func TestPcapFIFONoWriterCtrlC(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "capture.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{[]string{"pcap", fifo}, ExitInterrupted}, {[]string{"pcap", "--follow", fifo}, ExitOK}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- Execute(ctx, IOStreams{Out: io.Discard, ErrOut: io.Discard, Getenv: func(string) string { return "" }}, tc.args)
+		}()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		select {
+		case code := <-done:
+			if code != tc.want {
+				t.Errorf("kwatch %s: exit %d, want %d", strings.Join(tc.args[:len(tc.args)-1], " "), code, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("kwatch %s FIFO did not end after Ctrl-C while no writer had opened the pipe", strings.Join(tc.args[:len(tc.args)-1], " "))
+		}
+	}
+}
+
 // TestPcapCtrlCBeforeInput: Ctrl-C before stdin's first byte is an
 // interruption (130), not "not a pcap file" (2).
 func TestPcapCtrlCBeforeInput(t *testing.T) {

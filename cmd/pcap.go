@@ -147,8 +147,14 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	var in io.Reader = &interruptible{ctx: cmd.Context(), r: streams.In}
 	name := o.file
 	if o.file != "-" {
-		f, err := os.Open(o.file)
+		f, err := openInterruptibly(cmd.Context(), o.file)
 		if err != nil {
+			if cmd.Context().Err() != nil { // Ctrl-C before a writer opened the pipe
+				if o.follow {
+					return nil
+				}
+				return &exitError{code: ExitInterrupted}
+			}
 			return &exitError{code: ExitUsage, err: err}
 		}
 		defer f.Close()
@@ -225,6 +231,37 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		return problemsSeen
 	}
 	return nil
+}
+
+// openInterruptibly opens path for reading. Opening a named pipe waits
+// for a writer (mkfifo p; kwatch pcap p; tcpdump -w p later), so that is
+// done on a goroutine of its own, and ctx's end (Ctrl-C, SIGTERM) ends the
+// wait with ctx's error; the goroutine then stays blocked until the
+// process exits.
+func openInterruptibly(ctx context.Context, path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return os.Open(path)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() { // close the pipe if a writer comes after all
+			if o := <-done; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // interruptible reads r in a goroutine of its own, so that a Read waiting
