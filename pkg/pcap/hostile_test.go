@@ -440,3 +440,45 @@ func TestBudgetManyLargeEvents(t *testing.T) {
 		t.Errorf("%d bytes still reserved after the capture ended", h)
 	}
 }
+
+// TestFlushHeldBounded: connections whose data waits behind a lost segment
+// until the end of the capture are flushed together, and what they report
+// is put in connection order. The reordering holds the flushed bytes, not
+// the records decoding them makes: with events sent one byte per chunk a
+// record costs 25 times its bytes (4 connections, 600 KB each: about 60 MiB
+// of records).
+func TestFlushHeldBounded(t *testing.T) {
+	var conns []*pcapgen.Conn
+	for i := range 4 {
+		c := conn(uint16(45000 + i))
+		c.Handshake()
+		c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+		c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+		segs := c.Send(pcapgen.Server, chunk(cmEvent(t, "ADDED", "lost", "2")))
+		c.Drop(segs[0])
+		var body []byte
+		for k := 0; len(body) < 600_000; k++ {
+			for _, b := range cmEvent(t, "MODIFIED", fmt.Sprintf("e%d", k), fmt.Sprint(3+k)) {
+				body = append(body, '1', '\r', '\n', b, '\r', '\n')
+			}
+		}
+		c.Send(pcapgen.Server, body)
+		conns = append(conns, c)
+	}
+	capture := pcapOf(t, conns...)
+	col := newCollector()
+	peak := testutil.HeapPeak(func(probe func()) {
+		if _, err := pcap.Read(context.Background(), bytes.NewReader(capture), pcap.Options{Name: "held.pcap"}, probing(t, col, probe)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("4 connections of 600 KB in 1-byte chunks flushed at the end: live heap peak %.1f MiB", float64(peak)/MiB)
+	if peak > 24*MiB {
+		t.Errorf("live heap grew by %.1f MiB; want under 24 MiB", float64(peak)/MiB)
+	}
+	for i := 1; i <= 4; i++ {
+		if n := len(col.events[i]); n < 100 {
+			t.Errorf("connection %d: %d events decoded after the gap", i, n)
+		}
+	}
+}

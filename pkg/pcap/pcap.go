@@ -1,7 +1,6 @@
 package pcap
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -194,16 +193,16 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		// (a quiet watch is still open).
 		if ci.Timestamp.Sub(lastFlush) > time.Second {
 			lastFlush = ci.Timestamp
-			rd.q.add(op{kind: opHold})
+			rd.q.hold()
 			asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-opt.GapTimeout)})
-			rd.q.add(op{kind: opRelease})
+			rd.q.release(opt.MaxFeed)
 		}
 	}
 	rd.ending = true
-	rd.q.add(op{kind: opHold})
+	rd.q.hold()
 	asm.FlushAll()
 	rd.ending = false
-	rd.q.add(op{kind: opRelease})
+	rd.q.release(opt.MaxFeed)
 	if rd.stats.Truncated > maxTruncatedReports {
 		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
@@ -292,7 +291,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 	cutoff := seen[min(k, len(seen))-1].Add(time.Nanosecond)
 	before := len(rd.live)
 	rd.dropBefore = cutoff
-	rd.q.add(op{kind: opHold})
+	rd.q.hold()
 	// The assembler closes only connections that wait for no missing
 	// segment: first with the usual wait for those (GapTimeout), and if
 	// that did not free enough (connections kept open by segments
@@ -303,7 +302,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 		asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
 	}
 	rd.dropBefore = time.Time{}
-	rd.q.add(op{kind: opRelease})
+	rd.q.release(rd.opt.MaxFeed)
 	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
 		Kind: "too many connections",
 		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",
@@ -321,12 +320,6 @@ type gapContext struct {
 // connections delivered.
 func (rd *reader) Emit(r record.Record) {
 	rd.q.add(op{kind: opEmit, rec: r, packet: rd.stats.Packets})
-}
-
-// sortByConn orders records connection by connection, by ID, keeping the
-// order of each connection's records.
-func sortByConn(recs []record.Record) {
-	slices.SortStableFunc(recs, func(a, b record.Record) int { return cmp.Compare(connID(a), connID(b)) })
 }
 
 // flushingReader calls flush, when set, before each read of r.

@@ -1,6 +1,8 @@
 package pcap
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,12 +46,10 @@ const (
 type opKind uint8
 
 const (
-	opData    opKind = iota // bytes of one direction: httpconn ClientData/ServerData
-	opGap                   // bytes lost: ClientGap/ServerGap
-	opClose                 // a direction ended: CloseClient/CloseServer
-	opEmit                  // a record the reader made (a problem, a connection note)
-	opHold                  // reassembly flushes connections: hold records until opRelease
-	opRelease               // emit the held records, connection by connection
+	opData  opKind = iota // bytes of one direction: httpconn ClientData/ServerData
+	opGap                 // bytes lost: ClientGap/ServerGap
+	opClose               // a direction ended: CloseClient/CloseServer
+	opEmit                // a record the reader made (a problem, a connection note)
 )
 
 // op is one step of the decoder, in capture order.
@@ -81,6 +81,12 @@ type opQueue struct {
 	work chan *opBatch
 	free chan *opBatch
 	made int // batches allocated, up to opBatches
+	// While reassembly flushes connections (hold to release), ops are
+	// kept here, their bytes in heldData, to be queued connection by
+	// connection: gopacket visits the connections in map order.
+	holding  bool
+	held     []op
+	heldData []byte
 }
 
 func newOpQueue() *opQueue {
@@ -117,6 +123,10 @@ func (q *opQueue) ship() {
 
 // add queues o.
 func (q *opQueue) add(o op) {
+	if q.holding {
+		q.held = append(q.held, o)
+		return
+	}
 	b := q.batch()
 	b.ops = append(b.ops, o)
 	if len(b.ops) == cap(b.ops) {
@@ -128,6 +138,12 @@ func (q *opQueue) add(o op) {
 // pages once the reassembly callback returns), in pieces of at most
 // opBatchBytes and, when not 0, maxFeed bytes.
 func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time, packet int64, maxFeed int) {
+	if q.holding {
+		from := len(q.heldData)
+		q.heldData = append(q.heldData, p...)
+		q.held = append(q.held, op{kind: opData, hc: hc, client: client, from: from, to: len(q.heldData), t: t, packet: packet})
+		return
+	}
 	for len(p) > 0 {
 		b := q.batch()
 		room := cap(b.arena) - len(b.arena)
@@ -146,6 +162,42 @@ func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time,
 	}
 }
 
+// hold keeps the ops that follow until release.
+func (q *opQueue) hold() { q.holding = true }
+
+// release queues the ops kept since hold, connection by connection in the
+// order the connections were first seen (their IDs), each connection's in
+// the order they came. What they hold is bounded by what reassembly had
+// buffered (Options.MaxBufferedTotal pages), as only a flush's data is
+// held, not the records decoding it makes, which can be many times larger
+// (a record per 1-byte chunk).
+func (q *opQueue) release(maxFeed int) {
+	q.holding = false
+	held := q.held
+	slices.SortStableFunc(held, func(a, b op) int { return cmp.Compare(a.connID(), b.connID()) })
+	for _, o := range held {
+		if o.kind == opData {
+			q.addData(o.hc, o.client, q.heldData[o.from:o.to], o.t, o.packet, maxFeed)
+		} else {
+			q.add(o)
+		}
+	}
+	clear(held)
+	q.held = held[:0]
+	q.heldData = q.heldData[:0]
+	if cap(q.heldData) > opBatchBytes {
+		q.heldData = nil
+	}
+}
+
+// connID returns the ID of the connection o is about, 0 for none.
+func (o *op) connID() int {
+	if o.hc != nil {
+		return o.hc.Record().ID
+	}
+	return connID(o.rec)
+}
+
 // close ends the queue: the decoder finishes what it has, then returns.
 func (q *opQueue) close() {
 	q.ship()
@@ -155,10 +207,8 @@ func (q *opQueue) close() {
 // decoder is the second stage: it does the ops in order, and is the sink
 // of every connection's HTTP decoding (httpconn's Locate is its locate).
 type decoder struct {
-	name    string
-	out     *recQueue
-	holding bool            // reassembly is flushing connections
-	held    []record.Record // records of the connections it flushed
+	name string
+	out  *recQueue
 	// packet and gap locate the problems of the op being done.
 	packet int64
 	gap    gapContext
@@ -221,40 +271,15 @@ func (d *decoder) do(b *opBatch, o *op) {
 		}
 	case opEmit:
 		d.Emit(o.rec)
-	case opHold:
-		d.holding = true
-	case opRelease:
-		d.releaseHeld()
 	}
 }
 
-// Emit sends r on to the printer stage; while reassembly flushes
-// connections it holds r back (see releaseHeld).
+// Emit sends r on to the printer stage.
 func (d *decoder) Emit(r record.Record) {
 	if emitHook != nil {
 		emitHook(r)
 	}
-	if d.holding {
-		d.held = append(d.held, r)
-		return
-	}
 	d.out.add(r)
-}
-
-// releaseHeld emits what the connections reported while reassembly
-// flushed them (those whose data waited behind a lost segment for longer
-// than the gap timeout, those dropped as idle, all at the end of the
-// capture), connection by connection in the order they were first seen:
-// gopacket's flushes visit them in map order, which would make the output
-// differ from one run to the next.
-func (d *decoder) releaseHeld() {
-	held := d.held
-	d.held = nil
-	d.holding = false
-	sortByConn(held)
-	for _, r := range held {
-		d.out.add(r)
-	}
 }
 
 // locate adds the file name and the packet number to a problem.
