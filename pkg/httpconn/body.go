@@ -18,27 +18,30 @@ import (
 // body follows one message body: its framing, its chunks and, for a watch,
 // its events.
 type body struct {
-	s         *side
-	resp      *record.Response // nil for a request body
-	exchange  int
-	framing   string // "chunked", "content-length", "close", "none"
-	length    int64  // Content-Length
-	coded     string // transfer codings applied before chunked
-	read      int64  // body bytes consumed (framing included)
-	done      bool
-	start     time.Time
-	now       time.Time
-	dec       *chunk.Decoder
-	chunks    int
-	data      int64 // de-chunked bytes
-	trailers  []string
-	lastChunk []byte // last-chunk line and the final line ending, as on the wire
-	endDetail string // where inside the framing an unclean body stopped
-	lost      int64  // lost bytes that crossed chunk framing
-	bareLFAt  int64  // body offset of the last bare LF reported
-	sizes     []int64
-	problems  int // errors reported about this body
-	warnings  int // warnings reported about this body
+	s        *side
+	resp     *record.Response // nil for a request body
+	exchange int
+	// closedByKwatch: the body ended because kwatch closed a live
+	// connection (EndLocal); an event it cut is not the stream's fault.
+	closedByKwatch bool
+	framing        string // "chunked", "content-length", "close", "none"
+	length         int64  // Content-Length
+	coded          string // transfer codings applied before chunked
+	read           int64  // body bytes consumed (framing included)
+	done           bool
+	start          time.Time
+	now            time.Time
+	dec            *chunk.Decoder
+	chunks         int
+	data           int64 // de-chunked bytes
+	trailers       []string
+	lastChunk      []byte // last-chunk line and the final line ending, as on the wire
+	endDetail      string // where inside the framing an unclean body stopped
+	lost           int64  // lost bytes that crossed chunk framing
+	bareLFAt       int64  // body offset of the last bare LF reported
+	sizes          []int64
+	problems       int // errors reported about this body
+	warnings       int // warnings reported about this body
 
 	// Watch events.
 	framer    *event.Framer
@@ -287,8 +290,15 @@ func (b *body) drain() {
 	}
 	for _, out := range b.completed {
 		if fp := out.prob; fp != nil {
-			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
-				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now})
+			p := &record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
+				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now}
+			if fp.Kind == event.KindTruncated && b.closedByKwatch {
+				// kwatch cut the event itself (Ctrl-C, --idle-timeout, a
+				// watch it ended): nothing is wrong with the stream.
+				p.Warning = true
+				p.Hint = "kwatch closed the connection inside this event"
+			}
+			b.dataProblem(p)
 			continue
 		}
 		f := out.frame
@@ -584,6 +594,7 @@ func (b *body) closeWith(how Ending, t time.Time) {
 		desc = "capture ended mid-stream"
 	case EndLocal:
 		desc = "closed by kwatch"
+		b.closedByKwatch = true
 	case EndDropped:
 		// One of record.End's fixed set; the detail says why.
 		desc, detail = "not decoded further", "no longer followed: too many connections open at once"

@@ -621,3 +621,31 @@ func TestRequestsWaitingKeepNoHeaders(t *testing.T) {
 		c.CloseClient(httpconn.EndFIN, t0)
 	}
 }
+
+// TestEventCutByKwatch: an event cut short because kwatch closed the
+// connection (Ctrl-C, --idle-timeout) is a warning that says so; cut by the
+// server's close it stays an error.
+func TestEventCutByKwatch(t *testing.T) {
+	for _, tc := range []struct {
+		how     httpconn.Ending
+		warning bool
+	}{{httpconn.EndLocal, true}, {httpconn.EndFIN, false}} {
+		tl := newTally()
+		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c.ClientData([]byte(watchGET), t0)
+		c.ServerData([]byte(chunkedOK), t0)
+		c.ServerData([]byte(chunkOf(jsonEv("ADDED", "a"))), t0)
+		half := jsonEv("MODIFIED", "b")
+		c.ServerData([]byte(chunkOf(half[:len(half)/2])), t0)
+		c.CloseServer(tc.how, t0)
+		var cut *record.Problem
+		for _, p := range tl.problems {
+			if p.Kind == event.KindTruncated {
+				cut = p
+			}
+		}
+		if cut == nil || cut.Warning != tc.warning || (tc.warning && !strings.Contains(cut.Hint, "kwatch closed")) {
+			t.Errorf("ending %v: problem %+v; want a %q with warning=%v", tc.how, cut, event.KindTruncated, tc.warning)
+		}
+	}
+}
