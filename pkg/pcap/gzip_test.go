@@ -102,3 +102,41 @@ func TestGzipPipeStaysOpen(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestGzipWithoutTrailer: a .gz capture that stops between two records,
+// before gzip's CRC and length, decodes every packet and says what is
+// missing (a warning), where one cut inside a record is an error.
+func TestGzipWithoutTrailer(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(captureDir, "watch-lo.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := gzipped(t, data)
+	for _, tc := range []struct {
+		name    string
+		in      []byte
+		kind    string
+		warning bool
+		events  int
+	}{
+		{"no trailer", gz[:len(gz)-8], "capture file ends without its gzip trailer", true, 4},
+		{"cut in a record", gz[:len(gz)/2], "capture file ends mid-record", false, -1},
+	} {
+		var probs []*record.Problem
+		events := 0
+		sink := record.SinkFunc(func(r record.Record) {
+			switch v := r.(type) {
+			case *record.Problem:
+				probs = append(probs, v)
+			case *record.Event:
+				events++
+			}
+		})
+		if _, err := pcap.Read(context.Background(), bytes.NewReader(tc.in), pcap.Options{Name: "w.pcap.gz"}, sink); err != nil {
+			t.Fatal(err)
+		}
+		if len(probs) != 1 || probs[0].Kind != tc.kind || probs[0].Warning != tc.warning || (tc.events >= 0 && events != tc.events) {
+			t.Errorf("%s: %d events, problems %+v; want one %q (warning %v)", tc.name, events, probs, tc.kind, tc.warning)
+		}
+	}
+}

@@ -380,6 +380,15 @@ func (rd *reader) fileProblem(src *source, err error) {
 	// Locate the bad record itself when the format allows (pcap);
 	// otherwise say how far the file was read.
 	off, detail := src.offset(), err.Error()
+	if src.gz && errors.Is(err, io.ErrUnexpectedEOF) && src.record() == off {
+		// The gzip stream stops between two records: what is missing is
+		// gzip's own end (or a member's), not part of a packet.
+		rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets + 1, Where: "file", Offset: off,
+			Time: rd.now, Kind: "capture file ends without its gzip trailer",
+			Detail: "the gzip data stops after a complete record, before its CRC and length",
+			Hint:   "the file was cut short (was gzip or the copy interrupted?); every packet in it was decoded", Warning: true})
+		return
+	}
 	if rec := src.record(); rec >= 0 {
 		off = rec
 		detail = fmt.Sprintf("%v; the record starts at this offset and the file ends %d bytes into it", err, src.offset()-rec)
