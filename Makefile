@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/kwatch/kwatch/cmd.version=$(VERSION)
 .PHONY: build test test-short lint cluster-up cluster-down record bench fuzz
 
 build: ## build bin/kwatch
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
 
 test: ## all tests: brings the control plane up, runs go test ./..., brings it down
 	hack/test.sh
