@@ -35,6 +35,8 @@ type body struct {
 	chunks         int
 	data           int64 // de-chunked bytes
 	trailers       []string
+	sawTrailer     bool   // a trailer field line came (kept or not)
+	trailerEnd     []byte // the line ending the trailer section, when sawTrailer
 	lastChunk      []byte // last-chunk line and the final line ending, as on the wire
 	endDetail      string // where inside the framing an unclean body stopped
 	lost           int64  // lost bytes that crossed chunk framing
@@ -221,6 +223,7 @@ func (b *body) ChunkEnd(*chunk.Chunk) {}
 
 // Trailer keeps a trailer field line.
 func (b *body) Trailer(line []byte, _ int64) {
+	b.sawTrailer = true
 	if len(b.trailers) < 32 {
 		b.trailers = append(b.trailers, string(line))
 	}
@@ -229,11 +232,15 @@ func (b *body) Trailer(line []byte, _ int64) {
 // Done adds the line ending that closes the trailer section to the
 // last-chunk's wire bytes (a bare LF when that is what was read).
 func (b *body) Done(off int64) {
+	end := []byte("\r\n")
 	if b.bareLFAt == off-1 {
-		b.lastChunk = append(b.lastChunk, '\n')
+		end = end[1:]
+	}
+	if b.sawTrailer { // the trailer fields came between the two
+		b.trailerEnd = end
 		return
 	}
-	b.lastChunk = append(b.lastChunk, '\r', '\n')
+	b.lastChunk = append(b.lastChunk, end...)
 }
 
 // Warning reports RFC 9112 deviations that were decoded.
@@ -626,7 +633,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 		b.release()
 	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
-		Trailers: b.trailers, LastChunk: b.lastChunk, Events: b.events, Chunks: b.chunks,
+		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Events: b.events, Chunks: b.chunks,
 		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
 		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {

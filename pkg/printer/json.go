@@ -210,6 +210,7 @@ type jsonEnd struct {
 	Warnings   int            `json:"warnings"`
 	Trailers   []string       `json:"trailers,omitempty"`
 	LastChunk  string         `json:"lastChunk,omitempty"`
+	TrailerEnd string         `json:"trailerEnd,omitempty"`
 	Status     *metav1.Status `json:"status,omitempty"`
 	BodyText   string         `json:"body,omitempty"`
 }
@@ -325,6 +326,9 @@ func (j *JSON) object(r record.Record) any {
 		}
 		if len(v.LastChunk) > 0 {
 			e.LastChunk = hexBytes(v.LastChunk)
+		}
+		if len(v.TrailerEnd) > 0 {
+			e.TrailerEnd = hexBytes(v.TrailerEnd)
 		}
 		return e
 	case *record.ConnNote:

@@ -348,6 +348,9 @@ func (p *Pretty) printEnd(e *record.End) {
 	for _, t := range e.Trailers {
 		p.w.printf("%s %s trailer: %s\n", p.ts(e.Time), p.id(e.Conn), Escape(t))
 	}
+	if p.opt.Wire && len(e.TrailerEnd) > 0 {
+		p.w.printf("%s      trailer end %s %s\n", strings.Repeat(" ", 15), hexBytes(e.TrailerEnd), p.cs.dim.Sprintf("%q", e.TrailerEnd))
+	}
 }
 
 // ProblemText formats a problem on one line: location, kind, detail, hint.

@@ -193,8 +193,13 @@ type End struct {
 	Clean bool
 	// Trailers are the trailer field lines after the last-chunk.
 	Trailers []string
-	// LastChunk is the last-chunk's size line with its ending, for the wire view.
+	// LastChunk is the last-chunk's size line with its ending, for the wire
+	// view (RFC 9112 §7.1), and, when no trailer field came, the empty line
+	// that ends the message after it.
 	LastChunk []byte
+	// TrailerEnd is the empty line (CRLF, or a bare LF) that ends a
+	// trailer section holding fields, for the wire view; empty otherwise.
+	TrailerEnd []byte
 	// Counts of what the body held.
 	Events   map[string]int
 	Chunks   int
