@@ -527,10 +527,12 @@ func (p *Pretty) printHealth(h *record.Health) {
 		return // the one watch's line says it all
 	}
 	label := "health:"
-	if h.Scope == "watch" {
-		label = fmt.Sprintf("health %s:", p.id(h.Conn))
+	if h.Scope == "watch" && h.Conn != nil {
+		// The connection number is not coloured on its own here: its
+		// colour's reset would end the label's bold after it.
+		label = fmt.Sprintf("health #%d:", h.Conn.ID)
 		if h.Exchange > 1 {
-			label = fmt.Sprintf("health %s.%d:", p.id(h.Conn), h.Exchange)
+			label = fmt.Sprintf("health #%d.%d:", h.Conn.ID, h.Exchange)
 		}
 	}
 	text := HealthText(h)
