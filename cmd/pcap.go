@@ -53,7 +53,8 @@ lo0), raw IP; IPv4 and IPv6. TLS connections (e.g. straight to port 6443) cannot
 be decoded: capture kubectl proxy's plain HTTP instead.
 
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
-2 unusable input or flags.`,
+2 unusable input or flags, 130 interrupted by Ctrl-C (with --follow, Ctrl-C is
+how it ends: 0 or 1).`,
 		Example: `  # Capture a watch through kubectl proxy, then decode it
   tcpdump -i any -s 0 -U --immediate-mode -B 65536 -w watch.pcap port 8001 &
   curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
