@@ -151,19 +151,18 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		f, err := openInterruptibly(cmd.Context(), o.file)
 		if err != nil {
 			if cmd.Context().Err() != nil { // Ctrl-C before a writer opened the pipe
-				if o.follow {
-					return nil
-				}
-				return &exitError{code: ExitInterrupted}
+				return o.interruptedBeforeInput()
 			}
 			return &exitError{code: ExitUsage, err: err}
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		fi, err := f.Stat()
+		if err == nil && fi.IsDir() {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: is a directory; give a capture file", o.file)}
 		}
+		regular := err == nil && fi.Mode().IsRegular()
 		in = f
-		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		if err == nil && !regular {
 			// A named pipe (mkfifo, <(tcpdump -w - …)) or a device
 			// may wait for input as stdin does.
 			in = &interruptible{ctx: cmd.Context(), r: f}
@@ -172,7 +171,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		// never for stdin (its size is unknown) or a pipe.
 		if o.follow {
 			in = pcap.Follow(cmd.Context(), in)
-		} else if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() >= progressMinBytes && streams.ErrTTY {
+		} else if regular && fi.Size() >= progressMinBytes && streams.ErrTTY {
 			bar := progressbar.NewOptions64(fi.Size(),
 				progressbar.OptionSetWriter(streams.ErrOut),
 				progressbar.OptionSetDescription("reading "+o.file),
@@ -204,12 +203,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
 	if err != nil && cmd.Context().Err() != nil {
-		// Ctrl-C before the capture's header was read: nothing to show.
+		// Ctrl-C before the capture's header was read.
 		_ = p.Close()
-		if o.follow {
-			return nil
-		}
-		return &exitError{code: ExitInterrupted}
+		return o.interruptedBeforeInput()
 	}
 	if err != nil {
 		_ = p.Close() // show what was decoded before the error
@@ -232,6 +228,16 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		return problemsSeen
 	}
 	return nil
+}
+
+// interruptedBeforeInput is how a run ends when Ctrl-C came before the
+// capture did: nothing to show; 130, or 0 with --follow, where Ctrl-C is
+// how a run ends.
+func (o *pcapOptions) interruptedBeforeInput() error {
+	if o.follow {
+		return nil
+	}
+	return &exitError{code: ExitInterrupted}
 }
 
 // openInterruptibly opens path for reading. Opening a named pipe waits

@@ -126,7 +126,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		opt.MaxConnections = DefaultMaxConnections
 	}
 	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
-		live: map[*stream]struct{}{}, ringBudget: overlapBudget, q: newOpQueue()}
+		live: map[*stream]struct{}{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
 	dec := &decoder{name: opt.Name, out: newRecQueue()}
 	rd.dec = dec
 	rd.httpOpt = opt.HTTP
@@ -195,14 +195,14 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			lastFlush = ci.Timestamp
 			rd.q.hold()
 			asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-opt.GapTimeout)})
-			rd.q.release(opt.MaxFeed)
+			rd.q.release()
 		}
 	}
 	rd.ending = true
 	rd.q.hold()
 	asm.FlushAll()
 	rd.ending = false
-	rd.q.release(opt.MaxFeed)
+	rd.q.release()
 	if rd.stats.Truncated > maxTruncatedReports {
 		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
@@ -302,7 +302,7 @@ func (rd *reader) dropIdle(asm *reassembly.Assembler) {
 		asm.FlushWithOptions(reassembly.FlushOptions{T: cutoff, TC: cutoff})
 	}
 	rd.dropBefore = time.Time{}
-	rd.q.release(rd.opt.MaxFeed)
+	rd.q.release()
 	rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: rd.now,
 		Kind: "too many connections",
 		Detail: fmt.Sprintf("more than %d TCP connections open at once; the %d idle the longest are no longer followed",

@@ -81,6 +81,8 @@ type opQueue struct {
 	work chan *opBatch
 	free chan *opBatch
 	made int // batches allocated, up to opBatches
+	// maxFeed, when not 0, bounds the bytes of one opData (Options.MaxFeed).
+	maxFeed int
 	// While reassembly flushes connections (hold to release), ops are
 	// kept here, their bytes in heldData, to be queued connection by
 	// connection: gopacket visits the connections in map order.
@@ -89,26 +91,32 @@ type opQueue struct {
 	heldData []byte
 }
 
-func newOpQueue() *opQueue {
-	return &opQueue{work: make(chan *opBatch, opBatches), free: make(chan *opBatch, opBatches)}
+func newOpQueue(maxFeed int) *opQueue {
+	return &opQueue{work: make(chan *opBatch, opBatches), free: make(chan *opBatch, opBatches), maxFeed: maxFeed}
 }
 
-// batch returns the batch being filled: a free one, a new one while fewer
-// than opBatches exist (a small capture needs one), or else the first one
-// the decoder gives back.
-func (q *opQueue) batch() *opBatch {
-	if q.cur != nil {
-		return q.cur
-	}
+// nextBatch returns a free batch, a new one (made by mk) while fewer than
+// limit were made (a small capture needs one), or else the first one the
+// next stage gives back.
+func nextBatch[B any](free chan B, made *int, limit int, mk func() B) B {
 	select {
-	case q.cur = <-q.free:
+	case b := <-free:
+		return b
 	default:
-		if q.made < opBatches {
-			q.made++
-			q.cur = &opBatch{ops: make([]op, 0, opBatchOps), arena: make([]byte, 0, opBatchBytes)}
-		} else {
-			q.cur = <-q.free
-		}
+	}
+	if *made < limit {
+		*made++
+		return mk()
+	}
+	return <-free
+}
+
+// batch returns the batch being filled.
+func (q *opQueue) batch() *opBatch {
+	if q.cur == nil {
+		q.cur = nextBatch(q.free, &q.made, opBatches, func() *opBatch {
+			return &opBatch{ops: make([]op, 0, opBatchOps), arena: make([]byte, 0, opBatchBytes)}
+		})
 	}
 	return q.cur
 }
@@ -137,7 +145,7 @@ func (q *opQueue) add(o op) {
 // addData queues bytes of one direction, copied (gopacket reuses its
 // pages once the reassembly callback returns), in pieces of at most
 // opBatchBytes and, when not 0, maxFeed bytes.
-func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time, packet int64, maxFeed int) {
+func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time, packet int64) {
 	if q.holding {
 		from := len(q.heldData)
 		q.heldData = append(q.heldData, p...)
@@ -152,8 +160,8 @@ func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time,
 			continue
 		}
 		n := min(len(p), room)
-		if maxFeed > 0 {
-			n = min(n, maxFeed)
+		if q.maxFeed > 0 {
+			n = min(n, q.maxFeed)
 		}
 		from := len(b.arena)
 		b.arena = append(b.arena, p[:n]...)
@@ -171,13 +179,13 @@ func (q *opQueue) hold() { q.holding = true }
 // buffered (Options.MaxBufferedTotal pages), as only a flush's data is
 // held, not the records decoding it makes, which can be many times larger
 // (a record per 1-byte chunk).
-func (q *opQueue) release(maxFeed int) {
+func (q *opQueue) release() {
 	q.holding = false
 	held := q.held
 	slices.SortStableFunc(held, func(a, b op) int { return cmp.Compare(a.connID(), b.connID()) })
 	for _, o := range held {
 		if o.kind == opData {
-			q.addData(o.hc, o.client, q.heldData[o.from:o.to], o.t, o.packet, maxFeed)
+			q.addData(o.hc, o.client, q.heldData[o.from:o.to], o.t, o.packet)
 		} else {
 			q.add(o)
 		}
@@ -368,16 +376,9 @@ func newRecQueue() *recQueue {
 // a quarter of maxQueuedBytes.
 func (q *recQueue) add(r record.Record) {
 	if q.cur == nil {
-		select {
-		case q.cur = <-q.free:
-		default:
-			if q.made < recBatches {
-				q.made++
-				q.cur = &recBatch{recs: make([]record.Record, 0, recBatchRecords)}
-			} else {
-				q.cur = <-q.free
-			}
-		}
+		q.cur = nextBatch(q.free, &q.made, recBatches, func() *recBatch {
+			return &recBatch{recs: make([]record.Record, 0, recBatchRecords)}
+		})
 	}
 	b := q.cur
 	b.recs = append(b.recs, r)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/internal/pcapgen"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
@@ -71,48 +71,41 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // heldPrinter reads capture with a printer that takes no event until the
 // reading has stopped; it returns how many bytes were read by then, and
-// how much the live heap had grown (runtime.GC, then HeapAlloc, all stages
-// waiting), then lets the printer go on and checks that events events
-// came out.
+// how much the live heap had grown at its highest (testutil.HeapPeak,
+// probed while all stages wait and at the end), then lets the printer go
+// on and checks that events events came out.
 func heldPrinter(t *testing.T, capture []byte, events int) (read int64, heap uint64) {
 	t.Helper()
-	live := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	base := live()
-	in := &countingReader{r: bytes.NewReader(capture)}
-	release := make(chan struct{})
 	var mu sync.Mutex
 	got := 0
-	sink := record.SinkFunc(func(r record.Record) {
-		if _, ok := r.(*record.Event); ok {
-			<-release // closed: every later call goes on at once
-			mu.Lock()
-			got++
-			mu.Unlock()
+	heap = testutil.HeapPeak(func(probe func()) {
+		in := &countingReader{r: bytes.NewReader(capture)}
+		release := make(chan struct{})
+		sink := record.SinkFunc(func(r record.Record) {
+			if _, ok := r.(*record.Event); ok {
+				<-release // closed: every later call goes on at once
+				mu.Lock()
+				got++
+				mu.Unlock()
+			}
+		})
+		done := make(chan error, 1)
+		go func() {
+			_, err := pcap.Read(context.Background(), in, pcap.Options{Name: "held.pcap"}, sink)
+			done <- err
+		}()
+		// Wait until reading stops.
+		read = -1
+		for in.n.Load() != read {
+			read = in.n.Load()
+			time.Sleep(200 * time.Millisecond)
+		}
+		probe() // every stage waiting
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
-	done := make(chan error, 1)
-	go func() {
-		_, err := pcap.Read(context.Background(), in, pcap.Options{Name: "held.pcap"}, sink)
-		done <- err
-	}()
-	// Wait until reading stops.
-	read = -1
-	for in.n.Load() != read {
-		read = in.n.Load()
-		time.Sleep(200 * time.Millisecond)
-	}
-	if h := live(); h > base {
-		heap = h - base
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if got != events {
 		t.Errorf("%d events printed, want %d", got, events)
 	}

@@ -190,7 +190,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	}
 	h.delivered += int64(length)
 	if len(data) > 0 {
-		s.rd.q.addData(s.hc, client, data, ci.Timestamp, s.rd.stats.Packets, s.rd.opt.MaxFeed)
+		s.rd.q.addData(s.hc, client, data, ci.Timestamp, s.rd.stats.Packets)
 	}
 	if end {
 		s.closeHalf(dir, ci)
