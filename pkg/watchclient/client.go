@@ -45,6 +45,10 @@ type ConnectOptions struct {
 	// ProxyURL, when set, reaches the API server through kubectl proxy
 	// (plain HTTP/1.1, no credentials).
 	ProxyURL string
+	// ClientConfig, when set, gives the API server and credentials (kubectl's
+	// connection flags: genericclioptions.ConfigFlags.ToRawKubeConfigLoader);
+	// Kubeconfig and Context are then ignored.
+	ClientConfig clientcmd.ClientConfig
 	// Kubeconfig and Context select a kubeconfig file and context, as
 	// kubectl's --kubeconfig and --context do; empty means kubectl's
 	// defaults ($KUBECONFIG, ~/.kube/config, current-context).
@@ -129,9 +133,12 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		c.watchHTTP = &http.Client{Transport: tr}
 		return c, nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = opt.Kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opt.Context})
+	cc := opt.ClientConfig
+	if cc == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = opt.Kubeconfig
+		cc = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opt.Context})
+	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -161,7 +168,11 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		// Exec credential plugins track connections through DialHolder.
 		dial = h.DialHolder.Dial
 	}
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true, DisableCompression: true,
+	proxyFunc := http.ProxyFromEnvironment
+	if cfg.Proxy != nil { // --proxy-url or the kubeconfig's proxy-url
+		proxyFunc = cfg.Proxy
+	}
+	tr := &http.Transport{Proxy: proxyFunc, DisableKeepAlives: true, DisableCompression: true,
 		ReadBufferSize: watchReadBuffer}
 	if tlsCfg != nil {
 		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg)
@@ -189,12 +200,14 @@ func (c *Client) setCommon(opt ConnectOptions) {
 	}
 }
 
-// Close ends the Client's use of the sink given to Connect: it waits until
-// what the tapped connections had read has been decoded, then lets nothing
-// more through (net/http closes connections on goroutines of its own, and
-// their decoding may otherwise run on while the caller prints its summary
-// and closes its printer). Call it once Run has returned.
+// Close ends the Client's use of the sink given to Connect: it closes the
+// tapped connections still open, waits until what they had read and how
+// they ended has been decoded, then lets nothing more through (net/http
+// closes connections on goroutines of its own, and their decoding may
+// otherwise run on while the caller prints its summary and closes its
+// printer). Call it once Run has returned.
 func (c *Client) Close() {
+	c.sink.closeTapped()
 	c.sink.drain()
 	c.sink.mu.Lock()
 	c.sink.detached = true

@@ -166,7 +166,7 @@ func TestLoopResumeAndRelist(t *testing.T) {
 			lines = append(lines, fmt.Sprintf("relist appeared %v disappeared %v changed %v unchanged %d", v.Appeared, v.Disappeared, v.Changed, v.Unchanged))
 		case *record.End:
 			how := v.How
-			if how == "closed by kwatch" && len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1], "event ERROR") {
+			if how == "closed by the client" && len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1], "event ERROR") {
 				// kwatch stops a watch as soon as it reads the 410
 				// ERROR: whether the server's last-chunk, written right
 				// after it, was read first is a race either way.
@@ -187,7 +187,7 @@ func TestLoopResumeAndRelist(t *testing.T) {
 		"list 1 items rv 160: re-list after 410 Gone",
 		"relist appeared [] disappeared [kube-system/old] changed [kube-system/coredns] unchanged 0",
 		"watch 3 from 160: after LIST",
-		"end closed by kwatch",
+		"end closed by the client",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
@@ -387,8 +387,9 @@ func TestLoopServerFaults(t *testing.T) {
 	}
 }
 
-// runUntil runs the list-watch loop against fs until the server has seen n
-// watch requests, then stops it. It returns the records, the loop's stats
+// runUntil runs the list-watch loop against fs until kwatch has decoded the
+// responses to n watch requests, then stops it as kwatch stream does on
+// Ctrl-C (Run, then Client.Close). It returns the records, the loop's stats
 // and its error.
 func runUntil(t *testing.T, fs *fakeServer, opt WatchOptions, n int, co ConnectOptions) (*collect, *Stats, error) {
 	t.Helper()
@@ -411,23 +412,30 @@ func runUntil(t *testing.T, fs *fakeServer, opt WatchOptions, n int, co ConnectO
 		defer close(done)
 		stats, runErr = Run(ctx, c, opt)
 	}()
+	// Wait until kwatch has decoded the response to the nth watch request
+	// (what the client saw, not what the server did: a watch cancelled
+	// between the two has no response to show).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		fs.mu.Lock()
-		seen := len(fs.seen)
-		fs.mu.Unlock()
-		if seen >= n {
+		responses := 0
+		for _, r := range sink.snapshot() {
+			if _, ok := r.(*record.Response); ok {
+				responses++
+			}
+		}
+		if responses >= n {
 			break
 		}
 		if time.Now().After(deadline) {
 			cancel()
 			<-done
-			t.Fatalf("only %d of %d watches opened; records %v", seen, n, sink.snapshot())
+			t.Fatalf("only %d of %d watch responses decoded; records %v", responses, n, sink.snapshot())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
 	<-done
+	c.Close()
 	return sink, stats, runErr
 }
 

@@ -40,10 +40,14 @@ type lockedSink struct {
 	qcond   *sync.Cond // on qmu: decoded moved
 	queued  int64
 	decoded int64
+
+	// open holds the tapped connections whose decoders have not yet
+	// ended (on qmu), so that Client.Close can end them all and wait.
+	open map[*tapConn]struct{}
 }
 
 func newLockedSink(sink record.Sink) *lockedSink {
-	l := &lockedSink{sink: sink}
+	l := &lockedSink{sink: sink, open: map[*tapConn]struct{}{}}
 	l.qcond = sync.NewCond(&l.qmu)
 	return l
 }
@@ -177,12 +181,41 @@ type tapConn struct {
 	ops    chan tapOp
 	done   bool // tapClose has been queued: nothing more is
 	closed bool // the decoder has ended both sides (decoder only)
+	// decoded is closed when the decoder has decoded the connection's
+	// last operation (its close) and delivered every record of it.
+	decoded chan struct{}
 }
 
 func newTapConn(shown net.Conn, sink *lockedSink, hc *httpconn.Conn) *tapConn {
-	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue)}
+	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue), decoded: make(chan struct{})}
+	sink.qmu.Lock()
+	sink.open[c] = struct{}{}
+	sink.qmu.Unlock()
 	go c.decode()
 	return c
+}
+
+// closeAndWait closes the connection (if net/http has not already) and
+// returns once everything it read, and how it ended, has been decoded and
+// delivered: what kwatch prints of an exchange is then complete, whatever
+// net/http's own goroutines are still doing.
+func (c *tapConn) closeAndWait() {
+	_ = c.Close()
+	<-c.decoded
+}
+
+// closeTapped ends every tapped connection still open and waits for their
+// decoders (Client.Close).
+func (l *lockedSink) closeTapped() {
+	l.qmu.Lock()
+	conns := make([]*tapConn, 0, len(l.open))
+	for c := range l.open {
+		conns = append(conns, c)
+	}
+	l.qmu.Unlock()
+	for _, c := range conns {
+		c.closeAndWait()
+	}
 }
 
 // queue hands op to the decoder; it waits while the queue is full.
@@ -274,9 +307,13 @@ func (c *tapConn) decode() {
 		c.sink.mu.Unlock()
 		c.sink.qmu.Lock()
 		c.sink.decoded += int64(n)
+		if last {
+			delete(c.sink.open, c)
+		}
 		c.sink.qcond.Broadcast()
 		c.sink.qmu.Unlock()
 		if last {
+			close(c.decoded)
 			return
 		}
 	}
@@ -393,6 +430,12 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config) dialFunc {
 			raw.Close()
 			return nil, err
 		}
+		if err := ctx.Err(); err != nil {
+			// The request was given up while dialling: net/http would
+			// close this connection unused.
+			raw.Close()
+			return nil, err
+		}
 		return t.wrap(raw, tc), nil
 	}
 }
@@ -402,6 +445,12 @@ func (t *tapper) plainDialer(dial dialFunc) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := dial(ctx, network, addr)
 		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			// The request was given up while dialling: net/http would
+			// close this connection unused.
+			raw.Close()
 			return nil, err
 		}
 		return t.wrap(raw, raw), nil
