@@ -21,9 +21,10 @@ type body struct {
 	s        *side
 	resp     *record.Response // nil for a request body
 	exchange int
-	// closedByKwatch: the body ended because kwatch closed a live
-	// connection (EndLocal); an event it cut is not the stream's fault.
-	closedByKwatch bool
+	// closedByClient: the body ended because the client closed the
+	// connection (EndClient; EndLocal when kwatch was the client); an
+	// event it cut is not the stream's fault.
+	closedByClient bool
 	framing        string // "chunked", "content-length", "close", "none"
 	length         int64  // Content-Length
 	coded          string // transfer codings applied before chunked
@@ -299,11 +300,15 @@ func (b *body) drain() {
 		if fp := out.prob; fp != nil {
 			p := &record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
 				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now}
-			if fp.Kind == event.KindTruncated && b.closedByKwatch {
-				// kwatch cut the event itself (Ctrl-C, --idle-timeout, a
-				// watch it ended): nothing is wrong with the stream.
+			if fp.Kind == event.KindTruncated && b.closedByClient {
+				// The client cut the event itself (kwatch: Ctrl-C,
+				// --idle-timeout, a watch it ended): nothing is wrong
+				// with the stream.
 				p.Warning = true
-				p.Hint = "kwatch closed the connection inside this event"
+				p.Hint = "the client closed the connection inside this event"
+				if b.endDetail == closedByKwatch {
+					p.Hint = "kwatch closed the connection inside this event"
+				}
 			}
 			b.dataProblem(p)
 			continue
@@ -600,8 +605,11 @@ func (b *body) closeWith(how Ending, t time.Time) {
 	case EndCapture:
 		desc = "capture ended mid-stream"
 	case EndLocal:
-		desc = "closed by kwatch"
-		b.closedByKwatch = true
+		desc, detail = "closed by the client", closedByKwatch
+		b.closedByClient = true
+	case EndClient:
+		desc = "closed by the client"
+		b.closedByClient = true
 	case EndDropped:
 		// One of record.End's fixed set; the detail says why.
 		desc, detail = "not decoded further", "no longer followed: too many connections open at once"
@@ -618,6 +626,9 @@ func (b *body) closeWith(how Ending, t time.Time) {
 	b.endDetail = detail
 	b.end(desc, false, t)
 }
+
+// closedByKwatch is the detail of a live body that kwatch closed itself.
+const closedByKwatch = "kwatch closed the connection"
 
 func (b *body) end(how string, clean bool, t time.Time) {
 	if b.ended {

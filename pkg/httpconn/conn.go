@@ -126,6 +126,11 @@ const (
 	// that held more connections at once than it tracks. The body ends
 	// "not decoded further", with that reason as its detail.
 	EndDropped
+	// EndClient: the client closed its side (TCP FIN) before the server
+	// ended the response: the client gave the exchange up (a watch
+	// stopped, curl killed). Like EndLocal, the body ends "closed by the
+	// client"; EndLocal is the same close seen from inside kwatch.
+	EndClient
 )
 
 // CloseServer ends the server's byte stream, which ends a body read until

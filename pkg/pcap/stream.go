@@ -26,6 +26,11 @@ type stream struct {
 	noStart   bool         // reported that the connection began before the capture
 	done      bool
 	lastSeen  time.Time // capture time of the last packet
+	// finFirst is the direction whose FIN came first (finFirstSet once
+	// one came), to tell a client that gave an exchange up from a
+	// server that ended it.
+	finFirst    reassembly.TCPFlowDirection
+	finFirstSet bool
 }
 
 // halfState is what kwatch tracks of one direction beyond reassembly.
@@ -57,6 +62,9 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	h := s.halfOf(dir)
 	if tcp.FIN {
 		h.fin = true
+		if !s.finFirstSet && !s.halfOf(dir.Reverse()).rst {
+			s.finFirst, s.finFirstSet = dir, true
+		}
 	}
 	if tcp.RST {
 		h.rst = true
@@ -227,6 +235,10 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 		how = httpconn.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = httpconn.EndRST
+	case s.known && dir != s.clientDir && s.finFirstSet && s.finFirst == s.clientDir:
+		// The client closed first: it gave the exchange up (a watch it
+		// stopped), whether or not the server's FIN followed.
+		how = httpconn.EndClient
 	case !h.fin && s.rd.ending:
 		how = httpconn.EndCapture
 	}
