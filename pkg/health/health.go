@@ -93,8 +93,11 @@ func (t *Tracker) Emit(r record.Record) {
 			t.overall.Restarts++
 			t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason)
 		}
-	case *record.Relist:
-		t.overall.Relists++
+	case *record.List:
+		// Every LIST after the first is a re-list, whatever started it.
+		if v.Reason != "initial" {
+			t.overall.Relists++
+		}
 	case *record.Summary:
 		t.flush(v.Time)
 	}

@@ -46,7 +46,30 @@ func (j *JSON) Emit(r record.Record) {
 		if v := j.object(x); v != nil {
 			_ = j.enc.Encode(v)
 		}
+		if l, ok := x.(*record.List); ok && l.Show {
+			for i := range l.Objects {
+				_ = j.enc.Encode(listedObject(l, &l.Objects[i]))
+			}
+		}
 	}
+}
+
+// jsonListed is one object of a LIST shown as the current state.
+type jsonListed struct {
+	Record          string          `json:"record"`
+	Time            string          `json:"time"`
+	APIVersion      string          `json:"apiVersion,omitempty"`
+	Kind            string          `json:"kind,omitempty"`
+	Namespace       string          `json:"namespace,omitempty"`
+	Name            string          `json:"name"`
+	UID             string          `json:"uid,omitempty"`
+	ResourceVersion string          `json:"resourceVersion,omitempty"`
+	Object          json.RawMessage `json:"object"`
+}
+
+func listedObject(l *record.List, o *record.Object) jsonListed {
+	return jsonListed{Record: "listed", Time: rfc3339(l.Time), APIVersion: o.APIVersion, Kind: o.Kind,
+		Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion, Object: o.JSON}
 }
 
 // event writes an event line. The object's bytes are written as they are
@@ -253,15 +276,29 @@ type jsonSummary struct {
 	WatchesRequested *int    `json:"watchesRequested,omitempty"`
 	WatchesOpened    *int    `json:"watchesOpened,omitempty"`
 	Relists          *int    `json:"relists,omitempty"`
+	Retries          *int    `json:"retries,omitempty"`
 	Bytes            *int64  `json:"bytes,omitempty"`
 	DurationS        float64 `json:"durationSeconds,omitempty"`
 }
 
+// jsonScope is record.Scope's JSON form, shared by list and watch.
+type jsonScope struct {
+	Resource      string `json:"resource,omitempty"`
+	Namespace     string `json:"namespace,omitempty"`
+	AllNamespaces bool   `json:"allNamespaces,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+	FieldSelector string `json:"fieldSelector,omitempty"`
+}
+
+func scopeObject(s record.Scope) jsonScope {
+	return jsonScope{Resource: s.Resource, Namespace: s.Namespace, AllNamespaces: s.AllNamespaces,
+		LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector}
+}
+
 type jsonList struct {
-	Record          string  `json:"record"`
-	Time            string  `json:"time"`
-	Resource        string  `json:"resource"`
-	Namespace       string  `json:"namespace,omitempty"`
+	Record string `json:"record"`
+	Time   string `json:"time"`
+	jsonScope
 	Items           int     `json:"items"`
 	ResourceVersion string  `json:"resourceVersion"`
 	DurationS       float64 `json:"durationSeconds"`
@@ -269,8 +306,9 @@ type jsonList struct {
 }
 
 type jsonWatch struct {
-	Record          string  `json:"record"`
-	Time            string  `json:"time"`
+	Record string `json:"record"`
+	Time   string `json:"time"`
+	jsonScope
 	Number          int     `json:"number"`
 	Path            string  `json:"path"`
 	ResourceVersion string  `json:"resourceVersion"`
@@ -352,14 +390,14 @@ func (j *JSON) object(r record.Record) any {
 		if v.Live {
 			s.Connections = t.Connections
 			s.WatchesRequested, s.WatchesOpened = &v.WatchesRequested, &v.WatchesOpened
-			s.Relists, s.Bytes, s.DurationS = &v.Relists, &v.Bytes, seconds(v.Duration)
+			s.Relists, s.Retries, s.Bytes, s.DurationS = &v.Relists, &v.Retries, &v.Bytes, seconds(v.Duration)
 		}
 		return s
 	case *record.List:
-		return jsonList{Record: "list", Time: rfc3339(v.Time), Resource: v.Resource, Namespace: v.Namespace,
+		return jsonList{Record: "list", Time: rfc3339(v.Time), jsonScope: scopeObject(v.Scope),
 			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: seconds(v.Duration), Reason: v.Reason}
 	case *record.WatchStart:
-		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), Number: v.Number, Path: v.Path,
+		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), jsonScope: scopeObject(v.Scope), Number: v.Number, Path: v.Path,
 			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: seconds(v.After), Transport: v.Transport}
 	case *record.Relist:
 		return jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,

@@ -3,6 +3,7 @@ package printer
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -67,7 +68,13 @@ type Pretty struct {
 	filter
 	w  *errWriter
 	cs scheme
+	// quiet holds the labels of watches whose health has nothing to say
+	// (no event, no finding), printed as one line before the run's.
+	quiet []quietWatch
 }
+
+// quietWatch is a watch's health line held back by printHealth.
+type quietWatch struct{ label, text string }
 
 // NewPretty returns a Pretty printer writing to w.
 func NewPretty(w io.Writer, opt Options) *Pretty {
@@ -124,16 +131,26 @@ func (p *Pretty) print(r record.Record) {
 	case *record.Summary:
 		p.printSummary(v)
 	case *record.List:
-		ns := ""
-		if v.Namespace != "" {
-			ns = " -n " + Escape(v.Namespace)
+		p.w.printf("%s %s %s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
+			ScopeText(v.Scope), plural(v.Items, "item"), Escape(v.ResourceVersion), v.Duration.Round(time.Millisecond), v.Reason)
+		if v.Show {
+			for _, o := range v.Objects {
+				obj := Escape(o.Kind)
+				if o.Namespace != "" {
+					obj += " " + Escape(o.Namespace) + "/" + Escape(o.Name)
+				} else {
+					obj += " " + Escape(o.Name)
+				}
+				p.w.printf("%s %s  %s  rv %s\n", p.ts(v.Time), p.cs.dim.Sprintf("%-10s", "  listed"), obj, Escape(o.ResourceVersion))
+			}
 		}
-		p.w.printf("%s %s %s%s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
-			Escape(v.Resource), ns, plural(v.Items, "item"), Escape(v.ResourceVersion), v.Duration.Round(time.Millisecond), v.Reason)
 	case *record.WatchStart:
 		from := "from resourceVersion " + Escape(v.ResourceVersion)
 		if v.ResourceVersion == "" {
 			from = "from now (no resourceVersion)"
+		}
+		if v.Resource != "" {
+			from = ScopeText(v.Scope) + " " + from
 		}
 		why := v.Reason
 		if v.After > 0 {
@@ -147,6 +164,26 @@ func (p *Pretty) print(r record.Record) {
 	case *record.Retry:
 		p.w.printf("%s %s %s; retrying in %s\n", p.ts(v.Time), p.cs.warning.Sprint("retry:"), Escape(v.Error), v.Wait.Round(time.Millisecond))
 	}
+}
+
+// ScopeText says what a list-watch covers in kubectl's terms: "configmaps
+// in namespace default", "pods in all namespaces -l app=web",
+// "namespaces" (cluster-scoped), with --field-selector when one was sent.
+func ScopeText(s record.Scope) string {
+	t := Escape(s.Resource)
+	switch {
+	case s.Namespace != "":
+		t += " in namespace " + Escape(s.Namespace)
+	case s.AllNamespaces:
+		t += " in all namespaces"
+	}
+	if s.LabelSelector != "" {
+		t += " -l " + Escape(s.LabelSelector)
+	}
+	if s.FieldSelector != "" {
+		t += " --field-selector " + Escape(s.FieldSelector)
+	}
+	return t
 }
 
 // RelistText says what a re-list found changed while the watch was not
@@ -276,7 +313,11 @@ func (p *Pretty) printEvent(e *record.Event) {
 // StatusText formats a metav1.Status on one line: "410 Expired: too old
 // resource version: 1 (5)".
 func StatusText(st *metav1.Status) string {
-	s := fmt.Sprintf("%d %s", st.Code, Escape(string(st.Reason)))
+	reason := string(st.Reason)
+	if reason == "" {
+		reason = http.StatusText(int(st.Code))
+	}
+	s := fmt.Sprintf("%d %s", st.Code, Escape(reason))
 	if st.Message != "" {
 		s += ": " + Escape(strings.Join(strings.Fields(st.Message), " "))
 	}
@@ -383,12 +424,21 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		parts := []string{
 			plural(s.WatchesOpened, "watch") + " opened",
 			plural(s.Relists, "re-list"),
+		}
+		if s.Retries > 0 {
+			retries := fmt.Sprintf("%d retries", s.Retries)
+			if s.Retries == 1 {
+				retries = "1 retry"
+			}
+			parts = append(parts, retries)
+		}
+		parts = append(parts,
 			countsLine(t.Events),
 			plural(t.Chunks, "chunk"),
 			fmt.Sprintf("%d bytes read", s.Bytes),
 			s.Duration.Round(time.Millisecond).String(),
 			fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning")),
-		}
+		)
 		if s.WatchesOpened != 1 {
 			parts[0] = fmt.Sprintf("%d watches opened", s.WatchesOpened)
 		}
@@ -417,6 +467,36 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	}
 	parts = append(parts, pw)
 	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// printQuiet prints the watches with no event and no finding: one as
+// usual, several on one line.
+func (p *Pretty) printQuiet() {
+	switch len(p.quiet) {
+	case 0:
+		return
+	case 1:
+		p.w.printf("%s %s\n", p.cs.header.Sprintf("health %s:", p.quiet[0].label), p.quiet[0].text)
+	default:
+		var labels []string
+		for i, q := range p.quiet {
+			if i == 10 {
+				labels = append(labels, "…")
+				break
+			}
+			labels = append(labels, q.label)
+		}
+		p.w.printf("%s %d watches without events or findings\n", p.cs.header.Sprintf("health %s:", strings.Join(labels, ", ")), len(p.quiet))
+	}
+	p.quiet = nil
+}
+
+func eventCount(m map[string]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
 }
 
 // Escape makes bytes that came from the wire safe for a terminal: control
@@ -523,16 +603,26 @@ func round(d time.Duration) string {
 }
 
 func (p *Pretty) printHealth(h *record.Health) {
-	if h.Scope == "all" && h.Watches <= 1 && h.Restarts == 0 && h.Relists == 0 {
-		return // the one watch's line says it all
-	}
 	label := "health:"
 	if h.Scope == "watch" && h.Conn != nil {
 		// The connection number is not coloured on its own here: its
 		// colour's reset would end the label's bold after it.
-		label = fmt.Sprintf("health #%d:", h.Conn.ID)
+		label = fmt.Sprintf("#%d", h.Conn.ID)
 		if h.Exchange > 1 {
-			label = fmt.Sprintf("health #%d.%d:", h.Conn.ID, h.Exchange)
+			label = fmt.Sprintf("#%d.%d", h.Conn.ID, h.Exchange)
+		}
+		if len(h.Findings) == 0 && eventCount(h.Events) == 0 {
+			// Said together with the other watches that have nothing
+			// to say, so that they do not bury those that do.
+			p.quiet = append(p.quiet, quietWatch{label, HealthText(h)})
+			return
+		}
+		label = "health " + label + ":"
+	}
+	if h.Scope == "all" {
+		p.printQuiet()
+		if h.Watches <= 1 && h.Restarts == 0 && h.Relists == 0 {
+			return // the one watch's line says it all
 		}
 	}
 	text := HealthText(h)

@@ -319,21 +319,34 @@ type Summary struct {
 	WatchesRequested int
 	WatchesOpened    int
 	Relists          int
-	Bytes            int64
-	Duration         time.Duration
+	// Retries counts failed lists and watches that were retried.
+	Retries  int
+	Bytes    int64
+	Duration time.Duration
 }
 
 // When returns the time of the last packet.
 func (s *Summary) When() time.Time { return s.Time }
 
+// Scope is what a list-watch covers, as kubectl's flags say it.
+type Scope struct {
+	// Resource is the resource, e.g. "configmaps" or "deployments.apps".
+	Resource string
+	// Namespace is the namespace watched; empty for all namespaces
+	// (AllNamespaces) or a cluster-scoped resource.
+	Namespace string
+	// AllNamespaces is true for -A on a namespaced resource.
+	AllNamespaces bool
+	// LabelSelector and FieldSelector are the selectors sent (a
+	// RESOURCE/NAME argument is the field selector metadata.name=NAME).
+	LabelSelector, FieldSelector string
+}
+
 // List is the LIST that starts (or restarts) a list-watch (Kubernetes API
 // concepts: efficient detection of changes).
 type List struct {
 	Time time.Time
-	// Resource is the resource listed, e.g. "configmaps" or "deployments.apps".
-	Resource string
-	// Namespace is empty for all namespaces or a cluster-scoped resource.
-	Namespace string
+	Scope
 	// Items is the number of objects the list returned.
 	Items int
 	// ResourceVersion is the list's metadata.resourceVersion, from which the
@@ -343,14 +356,20 @@ type List struct {
 	Duration time.Duration
 	// Reason says why: "initial" or "re-list after 410 Gone".
 	Reason string
-	// Objects are the listed objects, when asked for (--diff); printers do
-	// not show them.
+	// Objects are the listed objects, when asked for (to show them, and
+	// for --diff, so that the first change of a listed object has a
+	// version to diff with).
 	Objects []Object
+	// Show: printers show each of Objects on a line of its own, as the
+	// current state the watch starts from (kubectl get -w shows it too;
+	// not with --watch-only).
+	Show bool
 }
 
 // Object is one object of a LIST as JSON, with its identity.
 type Object struct {
 	APIVersion, Kind, Namespace, Name, UID string
+	ResourceVersion                        string
 	JSON                                   json.RawMessage
 }
 
@@ -360,6 +379,8 @@ func (l *List) When() time.Time { return l.Time }
 // WatchStart is a watch request being opened.
 type WatchStart struct {
 	Time time.Time
+	// Scope is what the watch covers; empty (Resource "") for a --raw path.
+	Scope
 	// Number counts the watches of the session from 1.
 	Number int
 	// Path is the request path and query.
