@@ -128,7 +128,21 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"pcap", "--no-such-flag", watchCapture}, "kwatch: unknown flag: --no-such-flag\nRun 'kwatch pcap --help' for usage.\n"},
 		{[]string{"stream", "--no-such-flag"}, "kwatch: unknown flag: --no-such-flag\nRun 'kwatch stream --help' for usage.\n"},
 		{[]string{"stream", "cm", "-l", "=== bad"}, "kwatch: --selector \"=== bad\": found '==', expected: !, identifier, or 'end of string'\n"},
-		{[]string{"stream", "--proxy", "http://127.0.0.1:1", "cm"}, "(is kubectl proxy running at http://127.0.0.1:1? start it with \"kubectl proxy\", or pass --kubeconfig to connect straight)\n"},
+		{[]string{"stream", "--proxy", "http://127.0.0.1:1", "cm"}, "kwatch: kubectl proxy at http://127.0.0.1:1 does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		// kubectl proxy's address as it prints it, without a scheme.
+		{[]string{"stream", "--proxy", "127.0.0.1:1", "cm"}, "kwatch: kubectl proxy at http://127.0.0.1:1 does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		// --raw has no discovery first: the watch itself finds the proxy missing, once.
+		{[]string{"stream", "--raw", "/api/v1/configmaps?watch=1", "--proxy", "127.0.0.1:1"}, "kwatch: kubectl proxy at http://127.0.0.1:1 does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		{[]string{"stream", "--proxy", "http://127.0.0.1:1/x", "cm"}, "kwatch: --proxy \"http://127.0.0.1:1/x\": want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)\n"},
+		{[]string{"stream", "--proxy", "127.0.0.1:1", "--token", "abc", "cm"}, "kwatch: --proxy goes through kubectl proxy, which brings its own server and credentials; --token connects straight: choose one\n"},
+		// Sizes are Kubernetes quantities; durations say their forms.
+		{[]string{"stream", "cm", "--max-event-bytes", "lots"}, "kwatch: invalid argument \"lots\" for \"--max-event-bytes\" flag: want a size in bytes: a number or a quantity such as 64Mi, 1Gi or 500k\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"stream", "cm", "--max-event-bytes", "1.5"}, "kwatch: invalid argument \"1.5\" for \"--max-event-bytes\" flag: want a whole number of bytes, e.g. 64Mi or 1Gi\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"pcap", "--max-header-bytes", "0", watchCapture}, "kwatch: invalid argument \"0\" for \"--max-header-bytes\" flag: want a positive size, e.g. 64Mi\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"stream", "cm", "--idle-timeout", "soon"}, "kwatch: invalid argument \"soon\" for \"--idle-timeout\" flag: want a duration such as 30s, 5m or 1h30m\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"stream", "cm", "--request-timeout", "soon"}, "kwatch: --request-timeout \"soon\": want a duration such as 10s or 1m (0: never)\n"},
+		{[]string{"-v", "-1", "version"}, "kwatch: -v takes a log level from 0 up, not -1\n"},
+		{[]string{"version", "-o", "yaml"}, "kwatch: --output must be json (or left out), not \"yaml\"\n"},
 	} {
 		_, errOut, _ := run(t, nil, nil, tc.args...)
 		if !strings.HasSuffix(errOut, tc.want) {

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -31,7 +32,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
-	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", event.DefaultMaxEventBytes, "largest watch event decoded, in bytes; larger ones are reported and skipped")
+	fs.Var(newByteSize(&o.MaxEventBytes, event.DefaultMaxEventBytes, math.MaxInt64), "max-event-bytes", "largest watch event decoded, in bytes or as a quantity (e.g. 64Mi); larger ones are reported and skipped")
 }
 
 func (o *outputOptions) validate() error {

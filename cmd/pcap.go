@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -93,15 +94,16 @@ how it ends: 0 or 1).`,
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f (Ctrl-C ends)")
-	fs.IntVar(&o.maxHeaderBytes, "max-header-bytes", httpconn.DefaultMaxHeaderBytes, "largest HTTP header section, in bytes")
-	fs.IntVar(&o.maxLineBytes, "max-chunk-line-bytes", chunk.DefaultMaxLineBytes, "longest chunk-size line (and trailer line), in bytes")
-	fs.IntVar(&o.maxTrailer, "max-trailer-bytes", chunk.DefaultMaxTrailerBytes, "largest trailer section after the last chunk, in bytes")
+	fs.Var(newIntSize(&o.maxHeaderBytes, httpconn.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
+	fs.Var(newIntSize(&o.maxLineBytes, chunk.DefaultMaxLineBytes), "max-chunk-line-bytes", "longest chunk-size line (and trailer line), in bytes or as a quantity (e.g. 4Ki)")
+	fs.Var(newIntSize(&o.maxTrailer, chunk.DefaultMaxTrailerBytes), "max-trailer-bytes", "largest trailer section after the last chunk, in bytes or as a quantity (e.g. 64Ki)")
 	fs.IntVar(&o.maxEventChunks, "max-event-chunks", event.DefaultMaxSpans, "most chunks listed for one watch event (it still decodes beyond)")
 	fs.IntVar(&o.maxConnections, "max-connections", pcap.DefaultMaxConnections, "most TCP connections followed at once; past it the longest idle are dropped and reported")
 	fs.IntVar(&o.bufferedPages, "max-buffered-pages", pcap.DefaultMaxBufferedPerConn, "out-of-order data one connection may buffer while a segment is missing, in reassembly pages of about 1900 bytes")
 	fs.IntVar(&o.bufferedTotal, "max-buffered-pages-total", pcap.DefaultMaxBufferedTotal, "out-of-order data buffered over all connections, in pages of about 1900 bytes")
-	fs.Int64Var(&o.bufferedBytesTotal, "max-buffered-bytes-total", event.DefaultBudgetBytes, "header sections and watch events in progress held over all connections, in bytes; what does not fit is reported and skipped")
-	fs.DurationVar(&o.gapTimeout, "gap-timeout", pcap.DefaultGapTimeout, "capture time data may wait behind a missing segment before the gap is reported and skipped")
+	fs.Var(newByteSize(&o.bufferedBytesTotal, event.DefaultBudgetBytes, math.MaxInt64), "max-buffered-bytes-total", "header sections and watch events in progress held over all connections, in bytes or as a quantity (e.g. 256Mi); what does not fit is reported and skipped")
+	o.gapTimeout = pcap.DefaultGapTimeout
+	fs.Var(durationValue{&o.gapTimeout}, "gap-timeout", "capture time data may wait behind a missing segment before the gap is reported and skipped, e.g. 2s")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c

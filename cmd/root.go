@@ -4,12 +4,17 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -46,13 +51,17 @@ type IOStreams struct {
 	OutTTY, ErrTTY bool
 	// Getenv reads the environment (NO_COLOR, TERM).
 	Getenv func(string) string
+	// Program is the name kwatch was started as (the base name of
+	// os.Args[0]); "kubectl-kwatch" makes it present itself as the
+	// kubectl plugin "kubectl kwatch". Empty means "kwatch".
+	Program string
 }
 
 // SystemStreams returns the process's stdin, stdout and stderr.
 func SystemStreams() IOStreams {
 	return IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
 		OutTTY: term.IsTerminal(int(os.Stdout.Fd())), ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
-		Getenv: os.Getenv}
+		Getenv: os.Getenv, Program: filepath.Base(os.Args[0])}
 }
 
 // exitError carries an exit code through cobra.
@@ -109,6 +118,15 @@ tcpdump is still writing.`,
 		SilenceUsage:  true,
 		Version:       version,
 	}
+	if strings.HasPrefix(streams.Program, "kubectl-") {
+		// Installed as a kubectl plugin (kubectl finds kubectl-kwatch on
+		// PATH): help and errors say "kubectl kwatch".
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl " + strings.TrimPrefix(streams.Program, "kubectl-")}
+	}
+	// -v as in kubectl: klog's verbosity for client-go's own logs
+	// (-v 6 shows each request, -v 8 the bodies); off by default.
+	var verbosity int32
+	root.PersistentFlags().Int32VarP(&verbosity, "v", "v", 0, "number for the log level verbosity of client-go's logs, as in kubectl (6: every request; 0: none)")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
@@ -116,7 +134,15 @@ tcpdump is still writing.`,
 	// template actions: a version or commit never holds "{{").
 	root.SetVersionTemplate(versionText())
 	prof.addFlags(root)
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return prof.start() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if verbosity < 0 {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("-v takes a log level from 0 up, not %d", verbosity)}
+		}
+		if verbosity > 0 {
+			setKlogVerbosity(verbosity, streams.ErrOut)
+		}
+		return prof.start()
+	}
 	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newVersionCommand(streams))
 	return root
 }
@@ -159,47 +185,94 @@ func Execute(ctx context.Context, streams IOStreams, args []string) int {
 	return ExitUsage
 }
 
+// setKlogVerbosity turns client-go's klog output on, at verbosity v, to
+// w (kubectl's -v).
+func setKlogVerbosity(v int32, w io.Writer) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(int(v)))
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(w)
+	klog.ClearLogger()
+}
+
 func newVersionCommand(streams IOStreams) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	c := &cobra.Command{
 		Use:   "version",
 		Short: "Print kwatch's version",
 		Args:  cobra.NoArgs,
 		Long: `Print kwatch's version, the commit it was built from (when the build knew
-it) and the Go toolchain and platform.`,
+it) and the Go toolchain and platform; -o json prints the same as one JSON
+object (version, commit, commitTime, modified, goVersion, platform).`,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := io.WriteString(streams.Out, versionText())
-			return err
+			switch output {
+			case "":
+				_, err := io.WriteString(streams.Out, versionText())
+				return err
+			case "json":
+				b, err := json.MarshalIndent(buildVersion(), "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = streams.Out.Write(append(b, '\n'))
+				return err
+			}
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--output must be json (or left out), not %q", output)}
 		},
 	}
+	c.Flags().StringVarP(&output, "output", "o", "", "json: print the version as a JSON object")
+	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("json"))
+	return c
 }
 
-// versionText is what kwatch version prints: the version set at build
-// time, the VCS commit Go recorded in the binary (go build in a git
-// checkout records it; go test and go run do not), and the toolchain.
-func versionText() string {
-	text := "kwatch " + version + "\n"
+// versionInfo is what kwatch knows of its own build.
+type versionInfo struct {
+	// Version is set at build time (make build: git describe).
+	Version string `json:"version"`
+	// Commit, CommitTime and Modified are what Go recorded of the VCS
+	// checkout it built from (go build in a git checkout records them; go
+	// test and go run do not).
+	Commit     string `json:"commit,omitempty"`
+	CommitTime string `json:"commitTime,omitempty"`
+	Modified   bool   `json:"modified,omitempty"`
+	GoVersion  string `json:"goVersion"`
+	Platform   string `json:"platform"`
+}
+
+func buildVersion() versionInfo {
+	v := versionInfo{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		var rev, when, modified string
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				rev = s.Value
+				v.Commit = s.Value
 			case "vcs.time":
-				when = s.Value
+				v.CommitTime = s.Value
 			case "vcs.modified":
-				modified = s.Value
+				v.Modified = s.Value == "true"
 			}
-		}
-		if rev != "" {
-			text += "commit: " + rev
-			if when != "" {
-				text += " (" + when + ")"
-			}
-			if modified == "true" {
-				text += ", with uncommitted changes"
-			}
-			text += "\n"
 		}
 	}
-	return text + "go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	return v
+}
+
+// versionText is what kwatch version prints: the version, the commit and
+// the toolchain (buildVersion).
+func versionText() string {
+	v := buildVersion()
+	text := "kwatch " + v.Version + "\n"
+	if v.Commit != "" {
+		text += "commit: " + v.Commit
+		if v.CommitTime != "" {
+			text += " (" + v.CommitTime + ")"
+		}
+		if v.Modified {
+			text += ", with uncommitted changes"
+		}
+		text += "\n"
+	}
+	return text + "go: " + v.GoVersion + " " + v.Platform + "\n"
 }

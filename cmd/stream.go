@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -14,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
@@ -23,24 +29,38 @@ import (
 )
 
 type streamOptions struct {
-	output          outputOptions
-	namespace       string
+	output outputOptions
+	// kube holds kubectl's connection flags (--kubeconfig, --context,
+	// --server, --token, --as, -n, …), as cli-runtime defines them.
+	kube            *genericclioptions.ConfigFlags
 	allNamespaces   bool
 	selector        string
 	fieldSelector   string
 	resourceVersion string
-	kubeconfig      string
-	context         string
 	proxy           string
 	raw             string
 	http2           bool
 	proto           bool
+	watchOnly       bool
 	timeout         time.Duration
 	idleTimeout     time.Duration
 	record          string
 
 	resource, name string
+	namespace      string // -n as given
+	// direct: a flag that names the API server or credentials was given
+	// (or $KUBECONFIG is set): connect straight, never through a proxy
+	// picked by default.
+	direct bool
+	// directFlag names one such flag, for messages.
+	directFlag string
 }
+
+// connectionFlags are kubectl's flags (genericclioptions.ConfigFlags) that
+// choose the API server or the credentials: any of them means "connect
+// straight", not through kubectl proxy.
+var connectionFlags = []string{"kubeconfig", "context", "cluster", "user", "server", "token", "as", "as-group", "as-uid",
+	"as-user-extra", "certificate-authority", "client-certificate", "client-key", "tls-server-name", "insecure-skip-tls-verify", "proxy-url"}
 
 func newStreamCommand(streams IOStreams) *cobra.Command {
 	o := &streamOptions{}
@@ -83,7 +103,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
   kwatch stream configmaps -o json | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete(args); err != nil {
+			if err := o.complete(cmd, args, streams); err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
 			return o.run(cmd.Context(), cmd, streams)
@@ -91,33 +111,44 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	}
 	fs := c.Flags()
 	o.output.addFlags(fs)
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace to watch (default: the kubeconfig context's, or \"default\")")
+	// kubectl's connection flags, from the library kubectl itself uses.
+	o.kube = genericclioptions.NewConfigFlags(true)
+	o.kube.CacheDir = nil // kwatch keeps no discovery cache on disk
+	o.kube.AddFlags(fs)
+	fs.Lookup("namespace").Usage = "namespace to watch (default: the kubeconfig context's, or \"default\")"
+	fs.Lookup("request-timeout").Usage = "give up on a discovery or LIST request after this long, e.g. 10s (0: never); watches are bounded by --timeout and --idle-timeout instead"
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "watch all namespaces (wins over --namespace, as in kubectl)")
 	fs.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. -l app=web")
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (connect straight to the API server)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context (connect straight to the API server)")
-	fs.StringVar(&o.proxy, "proxy", "", "kubectl proxy URL, e.g. http://127.0.0.1:8001")
+	fs.BoolVar(&o.watchOnly, "watch-only", false, "do not show the objects of the initial LIST, only the watch events (as kubectl get --watch-only)")
+	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
-	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types)")
-	fs.DurationVar(&o.timeout, "timeout", 0, "ask the server to end each watch after this long, in whole seconds (timeoutSeconds); kwatch then resumes")
+	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
+	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this pcap file (synthesised TCP segments), for kwatch pcap or Wireshark")
-	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "end a watch that reads no byte for this long (a stalled server or proxy), report it and watch again (0: never)")
+	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
-	// As kubectl does: contexts from the kubeconfig; namespaces and
-	// resources from the cluster the other flags point at.
-	_ = c.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		names, err := watchclient.Contexts(o.kubeconfig)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
+	// As kubectl does: contexts, clusters and users from the kubeconfig;
+	// namespaces and resources from the cluster the other flags point at.
+	kubeconfigNames := func(pick func(*clientcmdapi.Config) []string) cobra.CompletionFunc {
+		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			raw, err := o.kube.ToRawKubeConfigLoader().RawConfig()
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+			names := pick(&raw)
+			slices.Sort(names)
+			return names, cobra.ShellCompDirectiveNoFileComp
 		}
-		return names, cobra.ShellCompDirectiveNoFileComp
-	})
+	}
+	_ = c.RegisterFlagCompletionFunc("context", kubeconfigNames(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Contexts)) }))
+	_ = c.RegisterFlagCompletionFunc("cluster", kubeconfigNames(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Clusters)) }))
+	_ = c.RegisterFlagCompletionFunc("user", kubeconfigNames(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.AuthInfos)) }))
 	_ = c.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		return o.completeFromCluster(cmd.Context(), streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+		return o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
 			return c.Namespaces(ctx)
 		})
 	})
@@ -125,40 +156,66 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 		if len(args) > 0 || o.raw != "" {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return o.completeFromCluster(cmd.Context(), streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+		return o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
 			return c.Watchable(ctx)
 		})
 	}
 	return c
 }
 
-// proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
-// proxy's default port when it answers, no kubeconfig was named
-// (explicit: by --kubeconfig, --context or $KUBECONFIG, which mean
-// "connect straight") and --http2 was not given; "" to connect straight.
-func (o *streamOptions) proxyURL(ctx context.Context, streams IOStreams) (proxy string, explicit bool) {
-	explicit = o.kubeconfig != "" || o.context != "" || (streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "")
-	// --http2 asks for a direct TLS connection: no proxy is picked for it.
-	if o.proxy == "" && !explicit && !o.http2 && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
-		return watchclient.DefaultProxyURL, explicit
+// setDirect notes whether a flag of connectionFlags was given, or
+// $KUBECONFIG is set.
+func (o *streamOptions) setDirect(cmd *cobra.Command, streams IOStreams) {
+	for _, name := range connectionFlags {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			o.direct, o.directFlag = true, "--"+name
+			return
+		}
 	}
-	return o.proxy, explicit
+	if streams.Getenv != nil && streams.Getenv("KUBECONFIG") != "" {
+		o.direct, o.directFlag = true, "$KUBECONFIG"
+	}
+}
+
+// proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
+// proxy's default port when it answers, no flag or $KUBECONFIG asked to
+// connect straight and --http2 was not given; "" to connect straight.
+func (o *streamOptions) proxyURL(ctx context.Context) string {
+	// --http2 asks for a direct TLS connection: no proxy is picked for it.
+	if o.proxy == "" && !o.direct && !o.http2 && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
+		return watchclient.DefaultProxyURL
+	}
+	return o.proxy
+}
+
+// connectOptions says where and how to connect, for watchclient.Connect.
+func (o *streamOptions) connectOptions(proxy string) watchclient.ConnectOptions {
+	co := watchclient.ConnectOptions{ProxyURL: proxy, HTTP2: o.http2, UserAgent: "kwatch/" + version}
+	if proxy == "" {
+		co.ClientConfig = o.kube.ToRawKubeConfigLoader()
+	}
+	return co
 }
 
 // completeFromCluster connects as kwatch stream would (the flags given so
 // far, or kubectl proxy's default port when it answers) and returns what
 // list gives, within a few seconds; nothing when the cluster cannot be
 // reached (completion must not hang or print errors).
-func (o *streamOptions) completeFromCluster(ctx context.Context, streams IOStreams,
+func (o *streamOptions) completeFromCluster(cmd *cobra.Command, streams IOStreams,
 	list func(context.Context, *watchclient.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	proxy, _ := o.proxyURL(ctx, streams)
-	client, err := watchclient.Connect(watchclient.ConnectOptions{ProxyURL: proxy, Kubeconfig: o.kubeconfig,
-		Context: o.context, UserAgent: "kwatch/" + version}, record.SinkFunc(func(record.Record) {}))
+	o.setDirect(cmd, streams)
+	proxy, err := normalizeProxy(o.proxy)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	o.proxy = proxy
+	client, err := watchclient.Connect(o.connectOptions(o.proxyURL(ctx)), record.SinkFunc(func(record.Record) {}))
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
@@ -169,10 +226,33 @@ func (o *streamOptions) completeFromCluster(ctx context.Context, streams IOStrea
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-func (o *streamOptions) complete(args []string) error {
+// normalizeProxy accepts kubectl proxy's address as HOST:PORT (as kubectl
+// proxy prints it: "Starting to serve on 127.0.0.1:8001") or as a URL.
+func normalizeProxy(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if !strings.Contains(p, "://") {
+		p = "http://" + p
+	}
+	u, err := url.Parse(p)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("--proxy %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", p)
+	}
+	return strings.TrimSuffix(p, "/"), nil
+}
+
+func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOStreams) error {
 	if err := o.output.validate(); err != nil {
 		return err
 	}
+	o.namespace = *o.kube.Namespace
+	o.setDirect(cmd, streams)
+	proxy, err := normalizeProxy(o.proxy)
+	if err != nil {
+		return err
+	}
+	o.proxy = proxy
 	switch {
 	case o.raw != "" && len(args) > 0:
 		return fmt.Errorf("give either RESOURCE or --raw, not both")
@@ -201,8 +281,8 @@ func (o *streamOptions) complete(args []string) error {
 	if o.allNamespaces && o.name != "" {
 		return fmt.Errorf("RESOURCE/NAME needs one namespace, not --all-namespaces")
 	}
-	if o.proxy != "" && (o.kubeconfig != "" || o.context != "") {
-		return fmt.Errorf("--proxy goes through kubectl proxy; --kubeconfig and --context connect straight: choose one")
+	if o.proxy != "" && o.direct && o.directFlag != "$KUBECONFIG" {
+		return fmt.Errorf("--proxy goes through kubectl proxy, which brings its own server and credentials; %s connects straight: choose one", o.directFlag)
 	}
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
@@ -222,6 +302,11 @@ func (o *streamOptions) complete(args []string) error {
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
+	if d, err := time.ParseDuration(*o.kube.Timeout); *o.kube.Timeout != "0" && (err != nil || d < 0) {
+		if _, ierr := strconv.Atoi(*o.kube.Timeout); ierr != nil || strings.HasPrefix(*o.kube.Timeout, "-") {
+			return fmt.Errorf("--request-timeout %q: want a duration such as 10s or 1m (0: never)", *o.kube.Timeout)
+		}
+	}
 	if o.timeout < 0 || o.timeout%time.Second != 0 {
 		return fmt.Errorf("--timeout is sent as whole seconds (timeoutSeconds): give e.g. 5s or 1m, not %s", o.timeout)
 	}
@@ -229,19 +314,36 @@ func (o *streamOptions) complete(args []string) error {
 }
 
 // connectHint adds to err what to check when kwatch could not reach the
-// API server or was refused: the proxy that does not answer, or the
-// credentials the API server did not accept.
-func connectHint(err error, proxy, kubeconfig, kcontext string) error {
+// API server or was refused: the proxy that does not answer, the server
+// that refused the connection (in kubectl's words), or the credentials the
+// API server did not accept.
+func (o *streamOptions) connectHint(err error, proxy, server string) error {
+	var oe *net.OpError
+	dial := errors.As(err, &oe) && oe.Op == "dial"
 	switch {
-	case proxy != "" && errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("%w (is kubectl proxy running at %s? start it with \"kubectl proxy\", or pass --kubeconfig to connect straight)", err, proxy)
+	case proxy != "" && dial:
+		return fmt.Errorf("kubectl proxy at %s does not answer (%v): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight", proxy, oe.Err)
+	case dial && errors.Is(err, syscall.ECONNREFUSED):
+		host := server
+		if u, perr := url.Parse(server); perr == nil && u.Host != "" {
+			host = u.Host
+		}
+		// kubectl's own words for it (k8s.io/kubectl cmd/util), then
+		// where that server came from.
+		msg := fmt.Sprintf("The connection to the server %s was refused - did you specify the right host or port?", host)
+		if raw, rerr := o.kube.ToRawKubeConfigLoader().RawConfig(); rerr == nil && len(raw.Clusters) == 0 && *o.kube.APIServer == "" {
+			msg += fmt.Sprintf(" (no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at %s)", watchclient.DefaultProxyURL)
+		}
+		return errors.New(msg)
+	case dial:
+		return fmt.Errorf("%w (the API server %s does not answer: check --server or the kubeconfig's cluster, and that this machine can reach it)", err, server)
 	case apierrors.IsUnauthorized(err):
 		where := "the current context of $KUBECONFIG or ~/.kube/config"
-		if kubeconfig != "" {
-			where = "the kubeconfig " + kubeconfig
+		if *o.kube.KubeConfig != "" {
+			where = "the kubeconfig " + *o.kube.KubeConfig
 		}
-		if kcontext != "" {
-			where = "context " + kcontext + " of " + where
+		if *o.kube.Context != "" {
+			where = "context " + *o.kube.Context + " of " + where
 		}
 		return fmt.Errorf("%w (401: the API server did not accept the credentials of %s; check them with \"kubectl auth whoami\")", err, where)
 	}
@@ -258,7 +360,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
 	sink := o.output.sink(p, false)
-	proxy, explicit := o.proxyURL(ctx, streams)
+	proxy := o.proxyURL(ctx)
 	var rec *pcap.Writer
 	if o.record != "" {
 		// Like a kubeconfig, a recording is for its owner's eyes: it holds
@@ -272,30 +374,26 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
 		}
 	}
-	client, err := watchclient.Connect(watchclient.ConnectOptions{
-		Record:   rec,
-		ProxyURL: proxy, Kubeconfig: o.kubeconfig, Context: o.context, HTTP2: o.http2,
-		UserAgent: "kwatch/" + version, Warnings: streams.ErrOut,
-		HTTP: httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
-			Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}},
-	}, sink)
+	co := o.connectOptions(proxy)
+	co.Record, co.Warnings = rec, streams.ErrOut
+	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
+		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
+	client, err := watchclient.Connect(co, sink)
 	if err != nil {
-		switch {
-		case proxy == "" && !explicit && o.http2:
+		if proxy == "" && o.http2 && !o.direct {
 			err = fmt.Errorf("%w (--http2 connects straight to the API server: pass --kubeconfig)", err)
-		case proxy == "" && !explicit:
-			err = fmt.Errorf("%w (and no kubectl proxy answers at %s; start one with \"kubectl proxy\" or pass --kubeconfig)", err, watchclient.DefaultProxyURL)
 		}
 		return &exitError{code: ExitUsage, err: err}
 	}
+	server := client.Config.Host
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
 		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto,
 		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
-		ListObjects: o.output.Diff || o.output.DiffAll}
+		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly}
 	if o.raw == "" {
 		res, err := client.Resolve(ctx, o.resource)
 		if err != nil {
-			return &exitError{code: ExitProblems, err: connectHint(err, proxy, o.kubeconfig, o.context)}
+			return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
 		}
 		wo.Resource = res
 		if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
@@ -311,12 +409,13 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 				wo.Namespace = "default"
 			}
 		}
+		wo.AllNamespaces = res.Namespaced && o.allNamespaces
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
 	client.Close()
 	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
-		WatchesOpened: stats.Opened, Relists: stats.Relists,
+		WatchesOpened: stats.Opened, Relists: stats.Relists, Retries: stats.Retries,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
@@ -325,7 +424,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
 	}
 	if runErr != nil {
-		return &exitError{code: ExitProblems, err: connectHint(runErr, proxy, o.kubeconfig, o.context)}
+		return &exitError{code: ExitProblems, err: o.connectHint(runErr, proxy, server)}
 	}
 	return nil
 }

@@ -109,6 +109,23 @@ func (s *session) waitFor(t *testing.T, d time.Duration, what string, cond func(
 	}
 }
 
+// waitForText polls the pretty output until it holds text, or fails
+// after 30 s; it returns the output.
+func (s *session) waitForText(t *testing.T, what, text string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := s.out.String()
+		if strings.Contains(out, text) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; stdout:\n%s\nstderr:\n%s", what, out, s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func events(recs []map[string]any, name string) []map[string]any {
 	var out []map[string]any
 	for _, r := range recs {
@@ -642,6 +659,19 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 	}
 	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
 		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
+	}
+	// Each watch ends in the recording as it ended live.
+	ends := func(recs []map[string]any) string {
+		var hows []string
+		for _, e := range ofRecord(recs, "end") {
+			if e["request"] != true {
+				hows = append(hows, fmt.Sprint(e["how"]))
+			}
+		}
+		return strings.Join(hows, ", ")
+	}
+	if l, r := ends(s.records(t)), ends(rec.records(t)); l != r || l != "closed by the client" {
+		t.Errorf("watch ends: live %q, from the recording %q; want both \"closed by the client\"", l, r)
 	}
 	// The recording is meant to be handed around: the bearer token kwatch
 	// sent is masked in it, the scheme word kept; and it is its owner's.

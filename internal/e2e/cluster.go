@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -334,10 +339,13 @@ func (e *Env) Clientset(t testing.TB) *kubernetes.Clientset {
 }
 
 // Namespace creates a namespace with a unique name derived from t's name, so
-// that tests never see each other's objects, and returns its name. The
-// namespace is not deleted afterwards: this control plane runs no
-// kube-controller-manager, so a deleted namespace would stay Terminating
-// forever; every hack/cluster-up.sh starts from an empty etcd instead.
+// that tests never see each other's objects (nor those of anyone else using
+// the stack), and returns its name. When t ends, the objects the tests make
+// in it (ConfigMaps, Secrets, PodTemplates, custom resources are deleted
+// with their CRD) and the namespace itself are deleted: this control plane
+// runs no kube-controller-manager, so the test also removes the namespace's
+// "kubernetes" finalizer, as the namespace controller would once the
+// namespace is empty.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	prefix := strings.ToLower(nonDNS.ReplaceAllString(t.Name(), "-"))
@@ -351,11 +359,126 @@ func (e *Env) Namespace(t testing.TB) string {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	got, err := e.Clientset(t).CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	cs := e.Clientset(t)
+	got, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating a namespace for %s: %v", t.Name(), err)
 	}
+	t.Cleanup(func() { e.deleteNamespace(t, cs, got.Name) })
 	return got.Name
+}
+
+// deleteNamespace deletes what the tests create in ns, then ns.
+func (e *Env) deleteNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all := metav1.ListOptions{}
+	del := metav1.DeleteOptions{}
+	errs := []error{
+		cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, del, all),
+		cs.CoreV1().Secrets(ns).DeleteCollection(ctx, del, all),
+		cs.CoreV1().PodTemplates(ns).DeleteCollection(ctx, del, all),
+		cs.CoreV1().Namespaces().Delete(ctx, ns, del),
+	}
+	if cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+		cur.Spec.Finalizers = nil
+		_, err = cs.CoreV1().Namespaces().Finalize(ctx, cur, metav1.UpdateOptions{})
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("cleaning up namespace %s: %v", ns, err)
+	}
+}
+
+// Unique returns prefix followed by a random suffix of lower-case letters
+// and digits, for names that must not meet those of another test run or of
+// anyone else's objects on the same stack.
+func Unique(prefix string) string {
+	return prefix + strings.ToLower(rand.Text()[:8])
+}
+
+// CRD is a CustomResourceDefinition made by a test.
+type CRD struct {
+	// Group, Plural, Singular, Kind and Short are its names; GVR its
+	// served version's resource.
+	Group, Plural, Singular, Kind, Short string
+	GVR                                  schema.GroupVersionResource
+}
+
+// CreateCRD creates a namespaced CustomResourceDefinition whose names are
+// unique to this run (plural "w" + a random suffix, group
+// "<suffix>.kwatch.test", version v1, any fields), waits until discovery
+// serves it, and deletes it (with its objects) when t ends.
+func (e *Env) CreateCRD(t testing.TB) CRD {
+	t.Helper()
+	suffix := strings.TrimPrefix(Unique("x"), "x")
+	c := CRD{Group: suffix + ".kwatch.test", Plural: "widgets" + suffix, Singular: "widget" + suffix,
+		Kind: "Widget" + strings.ToUpper(suffix[:1]) + suffix[1:], Short: "wdg" + suffix}
+	c.GVR = schema.GroupVersionResource{Group: c.Group, Version: "v1", Resource: c.Plural}
+	e.createCRD(t, c)
+	return c
+}
+
+// CreateForeignCRD creates a CustomResourceDefinition with a fixed plural
+// in a group of its own, as another user of the stack might have ("widgets"
+// in "<random>.example.com"), and deletes it when t ends: tests must work
+// with it present.
+func (e *Env) CreateForeignCRD(t testing.TB, plural, kind string) CRD {
+	t.Helper()
+	suffix := strings.TrimPrefix(Unique("x"), "x")
+	c := CRD{Group: suffix + ".example.com", Plural: plural, Singular: strings.TrimSuffix(plural, "s"), Kind: kind}
+	c.GVR = schema.GroupVersionResource{Group: c.Group, Version: "v1", Resource: c.Plural}
+	e.createCRD(t, c)
+	return c
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func (e *Env) createCRD(t testing.TB, c CRD) {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(e.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]any{"plural": c.Plural, "singular": c.Singular, "kind": c.Kind}
+	if c.Short != "" {
+		names["shortNames"] = []any{c.Short}
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": c.Plural + "." + c.Group, "labels": map[string]any{"kwatch.test/e2e": "true"}},
+		"spec": map[string]any{
+			"group": c.Group, "scope": "Namespaced", "names": names,
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating CRD %s.%s: %v", c.Plural, c.Group, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dc.Resource(crdGVR).Delete(ctx, c.Plural+"."+c.Group, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting CRD %s.%s: %v", c.Plural, c.Group, err)
+		}
+	})
+	// Wait for the API server to serve it: discovery and the resource.
+	dcl := discovery.NewDiscoveryClientForConfigOrDie(e.RESTConfig(t))
+	for {
+		if _, err := dcl.ServerResourcesForGroupVersion(c.Group + "/v1"); err == nil {
+			if _, err := dc.Resource(c.GVR).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("CRD %s.%s was not served within 60s", c.Plural, c.Group)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 var nonDNS = regexp.MustCompile(`[^a-zA-Z0-9]+`)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http/httptrace"
 	"net/netip"
 	"net/url"
@@ -37,6 +38,9 @@ type WatchOptions struct {
 	Resource Resource
 	// Namespace, or "" for all namespaces (and cluster-scoped resources).
 	Namespace string
+	// AllNamespaces says that "" in Namespace was asked for (-A), for
+	// the LIST and WATCH lines.
+	AllNamespaces bool
 	// Name restricts the watch to one object (field selector
 	// metadata.name=Name), as `kubectl get RESOURCE/NAME -w` does.
 	Name string
@@ -54,9 +58,14 @@ type WatchOptions struct {
 	Raw string
 	// Proto asks for application/vnd.kubernetes.protobuf;stream=watch.
 	Proto bool
-	// ListObjects puts the listed objects in record.List (for --diff, so
-	// that the first change of a listed object has a version to diff with).
+	// ListObjects puts the listed objects in record.List (to show them,
+	// and for --diff, so that the first change of a listed object has a
+	// version to diff with).
 	ListObjects bool
+	// ShowList marks the LIST records so that printers show their
+	// objects, the current state, one line each (kubectl get -w does;
+	// --watch-only does not). It needs ListObjects.
+	ShowList bool
 	// IdleTimeout, when not 0, ends a watch that reads no byte for that
 	// long (a stalled server or proxy), reports it, and watches again.
 	IdleTimeout time.Duration
@@ -73,6 +82,8 @@ type Stats struct {
 	Lists   int
 	Relists int
 	Events  int
+	// Retries counts failed lists and watches that were retried.
+	Retries int
 }
 
 // endPhrase says in words how a watch's body ended, from record.End.How.
@@ -102,8 +113,11 @@ type object struct {
 }
 
 // Run lists and watches until ctx ends, emitting records to the Client's
-// sink. It returns nil when ctx ends, or an error that retrying cannot fix
-// (401 Unauthorized, 403 Forbidden, 404 Not Found for the resource).
+// sink. It returns nil when ctx ends after at least one watch was opened; an
+// error that retrying cannot fix (400, 401, 403, 404, 405, 406, 415, 422, a
+// 500 refusing the resourceVersion, 410 Gone for a --raw path, a server
+// never reached) at once; and an error wrapping ErrOnlyRetried when ctx
+// ends and every attempt had failed and been retried.
 func Run(ctx context.Context, c *Client, opt WatchOptions) (*Stats, error) {
 	if opt.Backoff.Duration == 0 {
 		opt.Backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
@@ -133,8 +147,9 @@ type loop struct {
 	// End record's How) and how many events it carried.
 	lastEnd    string
 	lastEvents int
-	lastWatch  bool // the last response was a watch stream
-	stalled    bool // the watchdog ended the last watch
+	lastWatch  bool   // the last response was a watch stream
+	stalled    bool   // the watchdog ended the last watch
+	lastErr    string // the last error retried
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -147,8 +162,11 @@ func (l *loop) run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if needList {
 			if err := l.doList(ctx, reason); err != nil {
-				if fatal(err) || ctx.Err() != nil {
-					return quiet(ctx, err)
+				if ctx.Err() != nil {
+					break
+				}
+				if perr := l.permanent(err, "list "+l.listPath()); perr != nil {
+					return perr
 				}
 				l.retry(ctx, err, &backoff)
 				continue
@@ -159,21 +177,28 @@ func (l *loop) run(ctx context.Context) error {
 		err := l.watchOnce(ctx, reason)
 		switch {
 		case ctx.Err() != nil:
-			return nil
+			return l.onlyRetried()
 		case errors.Is(err, errGone):
 			if l.opt.Raw != "" {
-				return fmt.Errorf("watch of %s: resourceVersion %s is too old (410 Gone) and --raw cannot re-list; start again without --resource-version", l.opt.Raw, l.rv)
+				return fmt.Errorf("watch %s: resourceVersion %s is too old (410 Gone), and a --raw path cannot be listed again: "+
+					"watch without a resourceVersion in the path, or use RESOURCE instead of --raw (kwatch then lists again, as informers do)",
+					l.path(metav1.ListOptions{ResourceVersion: l.rv}), orNone(l.rawRV()))
 			}
 			needList = true
 			reason = "re-list after 410 Gone"
 			backoff = l.opt.Backoff
-		case err != nil && fatal(err):
-			path := l.path(metav1.ListOptions{ResourceVersion: l.rv})
-			if l.opt.Raw != "" && apierrors.IsNotFound(err) {
-				return fmt.Errorf("watch %s: %w (no such path on this server: \"kubectl get --raw /api\" and \"kubectl api-resources\" show what it serves)", path, err)
-			}
-			return fmt.Errorf("watch %s: %w", path, err)
+		case l.opt.Proto && apierrors.IsNotAcceptable(err):
+			// As client-go does for types served only as JSON (custom
+			// resources): ask again for JSON, and say so.
+			l.opt.Proto = false
+			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "protobuf not served",
+				Detail: fmt.Sprintf("%s answered 406 Not Acceptable to %s", l.resourceName(), event.MediaProtobuf),
+				Hint:   "watching as JSON instead, as client-go does (custom resources are served as JSON only)"})
+			reason = "as JSON: protobuf not served"
 		case err != nil:
+			if perr := l.permanent(err, "watch "+l.path(metav1.ListOptions{ResourceVersion: l.rv})); perr != nil {
+				return perr
+			}
 			l.retry(ctx, err, &backoff)
 			reason = "resume after an error"
 		default:
@@ -196,31 +221,130 @@ func (l *loop) run(ctx context.Context) error {
 			reason = "resume: " + how
 		}
 	}
-	return nil
+	return l.onlyRetried()
 }
 
-func quiet(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+// onlyRetried returns the error of a run that ended (Ctrl-C) without the
+// server ever answering a watch with a watch stream: every attempt failed
+// and was retried, so the run did not do what it was asked.
+func (l *loop) onlyRetried() error {
+	if l.stats.Opened > 0 || l.stats.Retries == 0 {
 		return nil
 	}
-	return err
+	return fmt.Errorf("%w: no watch was opened; %d %s failed, the last with: %s", ErrOnlyRetried,
+		l.stats.Retries, pluralWord(l.stats.Retries, "attempt"), l.lastErr)
 }
 
-// fatal reports errors that retrying will not fix.
-func fatal(err error) bool {
+// ErrOnlyRetried is wrapped by the error of a run in which every list or
+// watch attempt failed and was retried until Ctrl-C.
+var ErrOnlyRetried = errors.New("gave up")
+
+func pluralWord(n int, w string) string {
+	if n == 1 {
+		return w
+	}
+	return w + "s"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// rawRV returns the resourceVersion the --raw watch asked for: the last
+// one seen, or the one in the path.
+func (l *loop) rawRV() string {
+	if l.rv != "" {
+		return l.rv
+	}
+	if u, err := url.Parse(l.opt.Raw); err == nil {
+		return u.Query().Get("resourceVersion")
+	}
+	return ""
+}
+
+// resourceName names what is watched, for messages.
+func (l *loop) resourceName() string {
+	if l.opt.Raw != "" {
+		return l.opt.Raw
+	}
+	return l.opt.Resource.String()
+}
+
+// listPath is the LIST request's path, for messages.
+func (l *loop) listPath() string {
+	p := l.path(l.listOptions())
+	p, _, _ = strings.Cut(p, "?")
+	return p
+}
+
+// permanent returns the error to stop with when retrying err cannot help:
+// the server's answer will be the same (Kubernetes API concepts: status
+// codes). what names the request ("watch /api/v1/…"). It returns nil for
+// errors worth retrying: connection failures once kwatch has reached the
+// server, 429 Too Many Requests, other 5xx, a body cut short.
+func (l *loop) permanent(err error, what string) error {
+	code := 0
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		code = int(se.Status().Code)
+	}
+	hint := ""
 	switch {
 	case apierrors.IsUnauthorized(err):
-		return true
+		// cmd adds which credentials were refused.
 	case apierrors.IsForbidden(err):
-		return true
-	case apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err), apierrors.IsBadRequest(err):
+		hint = "the credentials in use may not list or watch this resource; check with \"kubectl auth can-i watch " + l.resourceName() + "\""
+	case apierrors.IsNotFound(err):
+		if l.opt.Raw != "" {
+			hint = "no such path on this server: \"kubectl get --raw /api\" and \"kubectl api-resources\" show what it serves"
+		} else {
+			hint = "the server does not serve this path: is the namespace right (-n), and is the resource still served (\"kubectl api-resources\")?"
+		}
+	case apierrors.IsMethodNotSupported(err):
+		hint = "this resource cannot be watched (\"kubectl api-resources -o wide\" lists the verbs of each)"
+	case apierrors.IsNotAcceptable(err), apierrors.IsUnsupportedMediaType(err):
+		hint = "the server cannot send this resource in the media type asked for"
+	case code == 500 && strings.HasPrefix(se.Status().Message, "resourceVersion: Invalid value"):
+		return fmt.Errorf("%s: the API server says resourceVersion %q is not valid (500 Internal Server Error): --resource-version takes a "+
+			"version the server gave, e.g. the one on a LIST line or in an event; leave it out to list first", what, l.rawRV())
+	case apierrors.IsBadRequest(err), apierrors.IsInvalid(err):
+		hint = "check the selectors (-l, --field-selector) and --resource-version"
+	case code == 0 && l.stats.Opened == 0 && l.stats.Lists == 0 && isDialError(err):
+		// Not reached once: as kubectl, give up at once rather than
+		// retry a server that was never there.
+		return fmt.Errorf("%s: %w (cannot reach the server)", what, err)
+	default:
+		return nil
+	}
+	if hint == "" {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w (%s)", what, err, hint)
+}
+
+// isDialError reports whether err is a failure to connect (refused, no
+// route, no such host, a dial timeout), as opposed to a connection that
+// failed later.
+func isDialError(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
 		return true
 	}
-	return false
+	var de *net.DNSError
+	return errors.As(err, &de)
 }
 
 func (l *loop) retry(ctx context.Context, err error, b *wait.Backoff) {
 	d := b.Step()
+	// 429 Too Many Requests (and some 5xx) say how long to wait.
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		d = max(d, time.Duration(s)*time.Second)
+	}
+	l.stats.Retries++
+	l.lastErr = err.Error()
 	l.emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -279,8 +403,8 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		}
 		fresh[key(a.GetNamespace(), a.GetName())] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
 	}
-	lr := &record.List{Time: time.Now(), Resource: l.opt.Resource.String(), Namespace: l.opt.Namespace,
-		Items: len(items), ResourceVersion: lm.GetResourceVersion(), Duration: time.Since(start), Reason: reason}
+	lr := &record.List{Time: time.Now(), Scope: l.scope(), Items: len(items), ResourceVersion: lm.GetResourceVersion(),
+		Duration: time.Since(start), Reason: reason, Show: l.opt.ShowList && l.opt.ListObjects}
 	if l.opt.ListObjects {
 		for _, it := range items {
 			a, err := meta.Accessor(it)
@@ -296,18 +420,34 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 			}
 			gvk := it.GetObjectKind().GroupVersionKind()
 			lr.Objects = append(lr.Objects, record.Object{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
-				Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(a.GetUID()), JSON: js})
+				Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(a.GetUID()),
+				ResourceVersion: a.GetResourceVersion(), JSON: js})
 		}
 	}
 	l.emit(lr)
-	if l.listed {
+	if reason != "initial" {
+		// A re-list, whatever started it (after 410 Gone, also when the
+		// run began from --resource-version and has no state to compare).
 		l.stats.Relists++
+	}
+	if l.listed {
 		l.emit(diffStates(l.known, fresh))
 	}
 	l.listed = true
 	l.known = fresh
 	l.rv = lm.GetResourceVersion()
 	return nil
+}
+
+// scope says what the list-watch covers; the zero Scope for --raw.
+func (l *loop) scope() record.Scope {
+	if l.opt.Raw != "" {
+		return record.Scope{}
+	}
+	o := l.listOptions()
+	return record.Scope{Resource: l.opt.Resource.String(), Namespace: l.opt.Namespace,
+		AllNamespaces: l.opt.AllNamespaces && l.opt.Namespace == "",
+		LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector}
 }
 
 func key(ns, name string) string {
@@ -371,7 +511,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		after = time.Since(l.started)
 	}
 	l.stats.Watches++
-	l.emit(&record.WatchStart{Time: time.Now(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
+	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
 		Reason: reason, After: after, Transport: l.c.Transport})
 	started := time.Now()
 	l.started = started
@@ -579,27 +719,47 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 	l.c.sink.mu.Lock()
 	l.c.sink.current = ww
 	l.c.sink.mu.Unlock()
-	// With HTTP/2 the tap sees no bytes; learn the connection's endpoints
-	// from net/http instead.
-	var local, remote netip.AddrPort
-	if l.c.http2 {
-		wctx = httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-			local, remote = addrPort(info.Conn.LocalAddr()), addrPort(info.Conn.RemoteAddr())
-		}})
+	// Learn which connection carries the request: over HTTP/1.1 it is a
+	// tapped one, and the watch is over only when that connection's bytes,
+	// and how it ended, have all been decoded; with HTTP/2 the tap sees no
+	// bytes, and the endpoints come from net/http.
+	var conn net.Conn
+	var connMu sync.Mutex
+	wctx = httptrace.WithClientTrace(wctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		connMu.Lock()
+		conn = info.Conn
+		connMu.Unlock()
+	}})
+	// settle closes the request's tapped connection and waits until it
+	// has been decoded to its end, so that the response (an error status
+	// too) and how its body ended are printed before whatever the loop
+	// prints next.
+	settle := func() {
+		connMu.Lock()
+		tc, _ := conn.(*tapConn)
+		connMu.Unlock()
+		if tc != nil {
+			tc.closeAndWait()
+		}
 	}
 	body, err := req.Stream(wctx)
 	if err != nil {
 		cancel()
+		settle()
 		return nil, err
 	}
 	go func() {
 		defer ww.finish()
 		if l.c.http2 {
+			connMu.Lock()
+			local, remote := addrPort(conn.LocalAddr()), addrPort(conn.RemoteAddr())
+			connMu.Unlock()
 			l.c.feedHTTP2(body, full, accept, local, remote)
 		} else {
 			_, _ = io.Copy(io.Discard, body)
 		}
 		body.Close()
+		settle()
 		// The tap decodes on goroutines of its own: let it catch up with
 		// every byte read, so that the watch's events and how it ended
 		// are all known before the loop goes on.

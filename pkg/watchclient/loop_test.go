@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -57,6 +58,7 @@ type fakeServer struct {
 	list    []string // LIST bodies, in order; the last one repeats
 	watches []func(w http.ResponseWriter, r *http.Request)
 	seen    []string // watch resourceVersions asked for
+	accepts []string // watch requests' Accept headers
 	lists   int
 }
 
@@ -71,6 +73,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.seen = append(f.seen, r.URL.Query().Get("resourceVersion"))
+	f.accepts = append(f.accepts, r.Header.Get("Accept"))
 	if len(f.watches) == 0 {
 		f.mu.Unlock()
 		// Hold the last watch open, as a quiet server does.
@@ -577,5 +580,157 @@ func TestLoopIdleTimeoutOutputBlocked(t *testing.T) {
 	fs.mu.Unlock()
 	if watches != 1 || events < 100 {
 		t.Errorf("%d watches opened, %d events; want 1 watch and its events", watches, events)
+	}
+}
+
+// status answers a request with an error status and a Status body, as the
+// API server does.
+func status(code int, reason, message string, header ...string) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"code":%d}`, message, reason, code)
+	}
+}
+
+// TestLoopPermanentErrors: an answer that retrying cannot change stops
+// the loop at once, after one request, with the path and what to do.
+func TestLoopPermanentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    func(w http.ResponseWriter, r *http.Request)
+		want string
+	}{
+		{"400", status(400, "BadRequest", "unable to parse requirement"), "check the selectors"},
+		{"401", status(401, "Unauthorized", "Unauthorized"), "Unauthorized"},
+		{"404", status(404, "NotFound", "the server could not find the requested resource"), "is the namespace right"},
+		{"405", status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"), "cannot be watched"},
+		{"406", status(406, "NotAcceptable", "only the following media types are accepted: application/json"), "media type"},
+		{"422", status(422, "Invalid", `fieldSelector: Invalid value: "x"`), "check the selectors"},
+		{"500 bad resourceVersion", status(500, "", `resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`),
+			`resourceVersion "abc" is not valid`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &fakeServer{t: t, list: []string{listBody("1")}, watches: []func(http.ResponseWriter, *http.Request){tc.h}}
+			rv := ""
+			if strings.HasPrefix(tc.name, "500") {
+				rv = "abc"
+			}
+			err := runToEnd(t, fs, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default", ResourceVersion: rv})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/api/v1/namespaces/default/configmaps") {
+				t.Errorf("Run = %v, want the path and %q", err, tc.want)
+			}
+			if len(fs.seen) != 1 {
+				t.Errorf("%d watch requests, want 1 (no retry)", len(fs.seen))
+			}
+		})
+	}
+}
+
+// TestLoopTransientErrors: 503 and 429 with Retry-After are retried (the
+// loop counts its own retries), and the watch then opens; a run that never opened a watch ends with
+// ErrOnlyRetried.
+func TestLoopTransientErrors(t *testing.T) {
+	fast := wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}
+	fs := &fakeServer{t: t, list: []string{listBody("4")}, watches: []func(http.ResponseWriter, *http.Request){
+		status(503, "ServiceUnavailable", "etcd is unavailable"),
+		status(429, "TooManyRequests", "too many requests, please try again later", "Retry-After", "1"),
+	}}
+	sink, stats, _ := runUntil(t, fs, WatchOptions{Namespace: "default", Backoff: fast}, 3, ConnectOptions{})
+	// client-go retries a 429 (or 5xx) that has Retry-After itself, after
+	// that long: the loop counts the 503 only, and the 429 is still shown.
+	// (Whether the loop had counted the third watch as opened when it was
+	// stopped depends on timing: not asserted.)
+	if stats.Retries != 1 || len(fs.seen) != 3 {
+		t.Errorf("retries %d, requests %d; want 1 and 3", stats.Retries, len(fs.seen))
+	}
+	var codes []int
+	for _, r := range sink.snapshot() {
+		if v, ok := r.(*record.Response); ok {
+			codes = append(codes, v.StatusCode)
+		}
+	}
+	if fmt.Sprint(codes) != "[503 429 200]" {
+		t.Errorf("responses shown %v, want [503 429 200]", codes)
+	}
+
+	always := &fakeServer{t: t, list: []string{listBody("4")}}
+	for range 10 {
+		always.watches = append(always.watches, status(503, "ServiceUnavailable", "etcd is unavailable"))
+	}
+	_, stats, err := runUntil(t, always, WatchOptions{Namespace: "default", Backoff: fast}, 3, ConnectOptions{})
+	if !errors.Is(err, ErrOnlyRetried) || !strings.Contains(err.Error(), "etcd is unavailable") || stats.Opened != 0 {
+		t.Errorf("Run = %v (opened %d), want ErrOnlyRetried naming the last error", err, stats.Opened)
+	}
+}
+
+// TestLoopProtoFallback: --proto on a resource served only as JSON (406,
+// as for custom resources) watches again as JSON at once, and says so.
+func TestLoopProtoFallback(t *testing.T) {
+	fs := &fakeServer{t: t, list: []string{listBody("8")}, watches: []func(http.ResponseWriter, *http.Request){
+		status(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml"),
+	}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", Proto: true}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.accepts) != 2 || !strings.HasPrefix(fs.accepts[0], "application/vnd.kubernetes.protobuf") || fs.accepts[1] != "application/json" {
+		t.Errorf("Accept headers %q, want protobuf then JSON", fs.accepts)
+	}
+	var warned bool
+	var reasons []string
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Problem:
+			warned = warned || (v.Kind == "protobuf not served" && v.Warning)
+		case *record.WatchStart:
+			reasons = append(reasons, v.Reason)
+		}
+	}
+	if !warned || stats.Retries != 0 || strings.Join(reasons, "; ") != "after LIST; as JSON: protobuf not served" {
+		t.Errorf("warning %v, retries %d, watch reasons %q", warned, stats.Retries, reasons)
+	}
+}
+
+// TestLoopRawGone: a --raw watch whose resourceVersion is too old cannot be
+// listed again: it stops with what to do, whether the 410 comes as the
+// request's status or as an ERROR event, and is not sent again.
+func TestLoopRawGone(t *testing.T) {
+	gone := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 5 (90)","reason":"Expired","code":410}}`
+	for name, h := range map[string]func(http.ResponseWriter, *http.Request){
+		"status": status(410, "Expired", "too old resource version: 5 (90)"),
+		"event":  events(gone),
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := &fakeServer{t: t, list: []string{listBody("1")}, watches: []func(http.ResponseWriter, *http.Request){h}}
+			err := runToEnd(t, fs, WatchOptions{Raw: "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=5"})
+			if err == nil || !strings.Contains(err.Error(), "resourceVersion 5 is too old (410 Gone)") || len(fs.seen) != 1 {
+				t.Errorf("Run = %v after %d requests, want one request and the 410 explained", err, len(fs.seen))
+			}
+		})
+	}
+}
+
+// TestLoopRelistCounted: a run started from --resource-version that falls
+// behind lists for the first time: that LIST is a re-list, and counted.
+func TestLoopRelistCounted(t *testing.T) {
+	fs := &fakeServer{t: t, list: []string{listBody("90", "a")}, watches: []func(http.ResponseWriter, *http.Request){
+		status(410, "Expired", "too old resource version: 5 (90)"),
+	}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", ResourceVersion: "5"}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, r := range sink.snapshot() {
+		if v, ok := r.(*record.List); ok {
+			reasons = append(reasons, v.Reason)
+		}
+	}
+	if stats.Relists != 1 || strings.Join(reasons, ",") != "re-list after 410 Gone" {
+		t.Errorf("relists %d, lists %q", stats.Relists, reasons)
 	}
 }

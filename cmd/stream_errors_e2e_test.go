@@ -1,0 +1,184 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kwatch/kwatch/internal/e2e"
+)
+
+// TestStreamProtoFallbackCRD: --proto on a custom resource (served as JSON
+// only) is answered 406 by the real API server; kwatch says so, watches as
+// JSON at once, and shows the custom resource's events.
+func TestStreamProtoFallbackCRD(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	crd := env.CreateCRD(t)
+	s := startKwatch(t, "stream", crd.Plural, "-n", ns, "--proto", "--proxy", env.ProxyURL, "-o", "json")
+	s.waitFor(t, 30*time.Second, "the JSON watch to open", func(r []map[string]any) bool {
+		return len(ofRecord(r, "response")) >= 2
+	})
+	dc, err := dynamic.NewForConfig(env.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": crd.Group + "/v1", "kind": crd.Kind,
+		"metadata": map[string]any{"name": "w1"}, "spec": map[string]any{"size": 3}}}
+	if _, err := dc.Resource(crd.GVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "the custom resource's ADDED", func(r []map[string]any) bool {
+		return len(events(r, "w1")) > 0
+	})
+	resp := ofRecord(recs, "response")
+	if resp[0]["statusCode"] != 406.0 || resp[1]["statusCode"] != 200.0 || resp[1]["format"] != "json" {
+		t.Errorf("responses %v, %v; want 406, then 200 json", resp[0]["statusCode"], resp[1])
+	}
+	var warned bool
+	for _, p := range ofRecord(recs, "problem") {
+		warned = warned || (p["problem"] == "protobuf not served" && p["severity"] == "warning")
+	}
+	if !warned {
+		t.Errorf("no \"protobuf not served\" warning: %v", ofRecord(recs, "problem"))
+	}
+	if ev := events(recs, "w1")[0]; ev["type"] != "ADDED" || ev["kind"] != crd.Kind {
+		t.Errorf("event %v", ev)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d: %s", code, s.errOut.String())
+	}
+}
+
+// TestStreamBadResourceVersion: the real API server answers 500 to a
+// resourceVersion that is not one; kwatch shows that answer, then stops
+// with exit 1 and what to do, after one request.
+func TestStreamBadResourceVersion(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	out, errOut, code := run(t, nil, nil, "stream", "cm", "-n", ns, "--resource-version", "abc", "--proxy", env.ProxyURL)
+	if code != ExitProblems {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
+	}
+	want := `kwatch: watch /api/v1/namespaces/` + ns + `/configmaps?allowWatchBookmarks=true&resourceVersion=abc&watch=true: the API server says resourceVersion "abc" is not valid (500 Internal Server Error): --resource-version takes a version the server gave, e.g. the one on a LIST line or in an event; leave it out to list first` + "\n"
+	if errOut != want {
+		t.Errorf("stderr %q\nwant %q", errOut, want)
+	}
+	if n := strings.Count(out, "> GET "); n != 1 || !strings.Contains(out, "< HTTP/1.1 500 Internal Server Error") {
+		t.Errorf("%d requests, want 1 answered 500:\n%s", n, out)
+	}
+	if !strings.Contains(out, "summary: 0 watches opened (1 requested)") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
+
+// TestStreamListedObjects: the objects that exist when the watch starts are
+// shown first, one line each, with the scope on the LIST and WATCH lines;
+// --watch-only hides them.
+func TestStreamListedObjects(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	for _, n := range []string{"one", "two"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n,
+			Labels: map[string]string{"app": "kw"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startKwatch(t, "stream", "cm", "-n", ns, "-l", "app=kw", "--proxy", env.ProxyURL)
+	out := s.waitForText(t, "the watch to open", "< HTTP/1.1 200 OK")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`LIST configmaps in namespace ` + ns + ` -l app=kw: 2 items at resourceVersion \d+ \(\S+; initial\)\n`),
+		regexp.MustCompile(`Z   listed    ConfigMap ` + ns + `/one  rv \d+\n.*Z   listed    ConfigMap ` + ns + `/two  rv \d+\n`),
+		regexp.MustCompile(`WATCH 1 configmaps in namespace ` + ns + ` -l app=kw from resourceVersion \d+ · after LIST · `),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	s.stop(t)
+
+	s = startKwatch(t, "stream", "cm", "-A", "-l", "app=kw", "--watch-only", "--proxy", env.ProxyURL, "-o", "json")
+	recs := s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	if l := ofRecord(recs, "list"); len(l) != 1 || l[0]["allNamespaces"] != true || l[0]["labelSelector"] != "app=kw" {
+		t.Errorf("list record %v", l)
+	}
+	if n := len(ofRecord(recs, "listed")); n != 0 {
+		t.Errorf("--watch-only showed %d listed objects", n)
+	}
+	if !strings.Contains(s.out.String(), `"record":"watch"`) || !strings.Contains(s.out.String(), `"allNamespaces":true`) {
+		t.Errorf("watch record without its scope:\n%s", s.out.String())
+	}
+}
+
+// TestStreamKubectlFlags: kubectl's connection flags reach the API server
+// straight, without a kubeconfig: --server, --token,
+// --certificate-authority, and --as and --as-group impersonate (Impersonate-User, redacted as a credential, and Impersonate-Group).
+func TestStreamKubectlFlags(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	kc, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := func(name string) string {
+		m := regexp.MustCompile(name + `: (\S+)`).FindSubmatch(kc)
+		if m == nil {
+			t.Fatalf("no %s in %s", name, env.Kubeconfig)
+		}
+		return string(m[1])
+	}
+	args := []string{"stream", "cm", "-n", ns, "--kubeconfig", os.DevNull, "--server", field("server"), "--token", field("token"),
+		"--certificate-authority", field("certificate-authority"), "--as", "kw-someone", "--as-group", "system:masters", "-o", "json"}
+	s := startKwatch(t, args...)
+	recs := s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	req := ofRecord(recs, "request")[0]
+	hdr := fmt.Sprint(req["header"])
+	if !strings.Contains(hdr, "Impersonate-User:[REDACTED]") || !strings.Contains(hdr, "Impersonate-Group:[system:masters]") || !strings.Contains(fmt.Sprint(ofRecord(recs, "watch")[0]["transport"]), "over TLS straight to "+field("server")) {
+		t.Errorf("request %v\nwatch %v", req, ofRecord(recs, "watch"))
+	}
+	if resp := ofRecord(recs, "response")[0]; resp["statusCode"] != 200.0 {
+		t.Errorf("response %v", resp)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d: %s", code, s.errOut.String())
+	}
+}
+
+// TestStreamRefused: a server that refuses the connection is named in
+// kubectl's words; with no kubeconfig at all, kwatch also says what to set.
+func TestStreamRefused(t *testing.T) {
+	server := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	_, errOut, code := run(t, nil, map[string]string{}, "stream", "cm", "--server", "http://"+server)
+	want := "kwatch: The connection to the server " + server + " was refused - did you specify the right host or port?\n"
+	if code != ExitProblems || errOut != want {
+		t.Errorf("exit %d, stderr %q; want 1, %q", code, errOut, want)
+	}
+
+	empty := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &streamOptions{kube: genericclioptions.NewConfigFlags(false)}
+	*o.kube.KubeConfig = empty
+	refused := &url.Error{Op: "Get", URL: "http://localhost:8080/api", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	got := o.connectHint(refused, "", "http://localhost:8080").Error()
+	if want := "The connection to the server localhost:8080 was refused - did you specify the right host or port? " +
+		"(no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at http://127.0.0.1:8001)"; got != want {
+		t.Errorf("no kubeconfig: %q\nwant %q", got, want)
+	}
+}
