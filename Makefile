@@ -6,10 +6,17 @@ BIN ?= bin/kwatch
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/kwatch/kwatch/cmd.version=$(VERSION)
 
-.PHONY: build test test-short lint cluster-up cluster-down record bench fuzz
+PREFIX ?= /usr/local
+
+.PHONY: build install test test-short lint cluster-up cluster-down record bench fuzz
 
 build: ## build bin/kwatch
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+install: build ## install kwatch and its kubectl plugin link (kubectl kwatch) into $(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kwatch
+	ln -sf kwatch $(DESTDIR)$(PREFIX)/bin/kubectl-kwatch
 
 test: ## all tests: brings the control plane up, runs go test ./..., brings it down
 	hack/test.sh
