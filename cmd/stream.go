@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kwatch/kwatch/pkg/event"
@@ -302,10 +302,9 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
-	if d, err := time.ParseDuration(*o.kube.Timeout); *o.kube.Timeout != "0" && (err != nil || d < 0) {
-		if _, ierr := strconv.Atoi(*o.kube.Timeout); ierr != nil || strings.HasPrefix(*o.kube.Timeout, "-") {
-			return fmt.Errorf("--request-timeout %q: want a duration such as 10s or 1m (0: never)", *o.kube.Timeout)
-		}
+	// Parsed as client-go will parse it (whole seconds or a duration).
+	if d, err := clientcmd.ParseTimeout(*o.kube.Timeout); err != nil || d < 0 {
+		return fmt.Errorf("--request-timeout %q: want a duration such as 10s or 1m (0: never)", *o.kube.Timeout)
 	}
 	if o.timeout < 0 || o.timeout%time.Second != 0 {
 		return fmt.Errorf("--timeout is sent as whole seconds (timeoutSeconds): give e.g. 5s or 1m, not %s", o.timeout)
