@@ -51,6 +51,7 @@ var genScenarios = []genScenario{
 	{"trailers", ".pcap", "last-chunk with an extension and two trailer fields: end by last-chunk, trailers listed", genTrailers},
 	{"fin-no-last-chunk", ".pcap", "the server closes (FIN) after 2 events without the last-chunk", genFINNoLastChunk},
 	{"rst-mid-chunk", ".pcap", "the server resets the connection inside a chunk: reset without the last chunk, the cut event reported", genRST},
+	{"client-rst-then-data", ".pcap", "the client resets its watch after 1 s; the server's next chunk, sent after the RST, is not decoded (an after-reset note counts it); the end and the reset are dated by the RST", genClientRSTThenData},
 	{"keepalive", ".pcap", "a GET (Content-Length list) then a watch on the same connection: exchanges 1 and 2", genKeepAlive},
 	{"gone-410", ".pcap", "a watch answered 410 Gone with a Status body, then a watch whose stream ends with an ERROR 410 event", genGone},
 	{"initial-events-end", ".pcap", "sendInitialEvents: 2 ADDED, a BOOKMARK marked k8s.io/initial-events-end, then a MODIFIED", genInitialEventsEnd},
@@ -568,6 +569,21 @@ func genRST(t *testing.T) []byte {
 	ev := chunk(cmEvent(t, "MODIFIED", "coredns", "102"))
 	c.Send(pcapgen.Server, ev[:300])
 	c.Reset(pcapgen.Server)
+	return pcapOf(t, c)
+}
+
+func genClientRSTThenData(t *testing.T) []byte {
+	c := conn(40040)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "ADDED", "coredns", "101")))
+	c.Wait(time.Second)
+	c.Reset(pcapgen.Client)
+	c.Wait(200 * time.Millisecond)
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "coredns", "102")))
+	c.Wait(3 * time.Second)
+	c.Ack(pcapgen.Server)
 	return pcapOf(t, c)
 }
 

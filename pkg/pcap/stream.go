@@ -31,6 +31,13 @@ type stream struct {
 	// server that ended it.
 	finFirst    reassembly.TCPFlowDirection
 	finFirstSet bool
+	// afterReset counts the bytes reassembly handed on after a reset had
+	// finished the connection; the first of them went in direction
+	// afterResetDir, at stream offset afterResetAt, in packet afterResetCI.
+	afterReset    int64
+	afterResetDir reassembly.TCPFlowDirection
+	afterResetAt  int64
+	afterResetCI  gopacket.CaptureInfo
 }
 
 // halfState is what kwatch tracks of one direction beyond reassembly.
@@ -45,6 +52,10 @@ type halfState struct {
 	finAt    int64
 	finKnown bool
 	finCI    gopacket.CaptureInfo // the FIN's packet
+	// finTime and rstTime are the capture times of this direction's
+	// first FIN and first RST: an end is dated by the packet that made
+	// it, not by when reassembly got round to it.
+	finTime, rstTime time.Time
 	// snapCut: a packet of this direction was cut short by the snaplen.
 	snapCut bool
 }
@@ -56,17 +67,28 @@ type halfState struct {
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	*start = true
 	s.lastSeen = ci.Timestamp
+	if s.done {
+		// Finished at a reset: what follows is not decoded (ReassembledSG
+		// counts it), and no longer checked for overlaps.
+		return true
+	}
 	if tcp.SYN {
 		s.sawSYN = true
 	}
 	h := s.halfOf(dir)
 	if tcp.FIN {
+		if !h.fin {
+			h.finTime = ci.Timestamp
+		}
 		h.fin = true
 		if !s.finFirstSet && !s.halfOf(dir.Reverse()).rst {
 			s.finFirst, s.finFirstSet = dir, true
 		}
 	}
 	if tcp.RST {
+		if !h.rst {
+			h.rstTime = ci.Timestamp
+		}
 		h.rst = true
 	}
 	if len(tcp.Payload) > 0 {
@@ -165,6 +187,21 @@ func isRequestStart(p []byte) bool {
 func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
 	dir, _, end, skip := sg.Info()
 	length, _ := sg.Lengths()
+	if s.done {
+		// The connection was finished at a reset: bytes of the other
+		// direction that reassembly still hands on were sent to an
+		// endpoint that had reset it, and never read.
+		if length > 0 {
+			h := s.halfOf(dir)
+			if s.afterReset == 0 {
+				s.afterResetDir, s.afterResetAt = dir, h.delivered+int64(max(skip, 0))
+				s.afterResetCI = sg.CaptureInfo(0)
+			}
+			s.afterReset += int64(length)
+			h.delivered += int64(max(skip, 0) + length)
+		}
+		return
+	}
 	var data []byte
 	if length > 0 {
 		data = sg.Fetch(length)
@@ -202,6 +239,12 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	}
 	if end {
 		s.closeHalf(dir, ci)
+		if h.rst {
+			// gopacket ends only the direction that sent the RST; the
+			// other one would stay open until the capture's end. A reset
+			// ends both at once (RFC 9293 §3.10.7.4).
+			s.finish(ci)
+		}
 	}
 }
 
@@ -235,12 +278,18 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 		how = httpconn.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = httpconn.EndRST
+		ci.Timestamp = s.resetTime()
 	case s.known && dir != s.clientDir && s.finFirstSet && s.finFirst == s.clientDir:
 		// The client closed first: it gave the exchange up (a watch it
 		// stopped), whether or not the server's FIN followed.
 		how = httpconn.EndClient
 	case !h.fin && s.rd.ending:
 		how = httpconn.EndCapture
+	}
+	if how != httpconn.EndRST && how != httpconn.EndDropped && h.fin && !h.finTime.IsZero() {
+		// Dated by the FIN, also when reassembly delivers it later (a
+		// gap before it, the end of the capture).
+		ci.Timestamp = h.finTime
 	}
 	s.rd.q.add(op{kind: opClose, hc: s.hc, client: dir == s.clientDir, how: how, t: ci.Timestamp, packet: s.rd.stats.Packets})
 }
@@ -255,12 +304,17 @@ func (s *stream) dropped() bool {
 // by FIN or RST, or flushed at the end of the capture.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if s.done {
+		if s.afterReset > 0 && s.hc != nil {
+			// A warning: what these bytes carried (watch events) was
+			// sent, and never reached the endpoint that had reset.
+			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: packetOf(s.afterResetCI), Conn: s.rec,
+				Direction: s.dirName(s.afterResetDir), Where: "stream", Offset: s.afterResetAt, Time: s.afterResetCI.Timestamp,
+				Warning: true, Kind: "bytes after the reset",
+				Detail: fmt.Sprintf("%d bytes sent after the %s reset the connection (RST) were not decoded", s.afterReset, s.dirName(s.afterResetDir.Reverse())),
+				Hint:   "the endpoint that reset never read them: events in them never reached it"})
+		}
 		return true
 	}
-	s.done = true
-	delete(s.rd.live, s)
-	s.half[0].overlap.release()
-	s.half[1].overlap.release()
 	ci := gopacket.CaptureInfo{Timestamp: s.rd.now}
 	if ac != nil {
 		ci = ac.GetCaptureInfo()
@@ -268,6 +322,34 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if s.rd.ending {
 		ci.Timestamp = s.rd.now
 	}
+	s.finish(ci)
+	return true
+}
+
+// resetTime is when the connection was reset: the first RST captured,
+// in either direction.
+func (s *stream) resetTime() time.Time {
+	a, b := s.half[0].rstTime, s.half[1].rstTime
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// finish ends both directions and says how the connection ended, dated
+// by the packet that ended it: the RST, the later FIN, or else ci (the
+// end of the capture, or the flush of an idle connection).
+func (s *stream) finish(ci gopacket.CaptureInfo) {
+	if s.done {
+		return
+	}
+	s.done = true
+	delete(s.rd.live, s)
+	s.half[0].overlap.release()
+	s.half[1].overlap.release()
 	s.closeHalf(s.clientDir.Reverse(), ci)
 	s.closeHalf(s.clientDir, ci)
 	if s.hc != nil {
@@ -278,8 +360,13 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 				s.rd.opt.MaxConnections)
 		case s.half[0].rst || s.half[1].rst:
 			note.Message = "connection reset (RST)"
+			note.Time = s.resetTime()
 		case s.half[0].fin && s.half[1].fin:
 			note.Message = "connection closed (FIN both ways)"
+			note.Time = s.half[0].finTime
+			if s.half[1].finTime.After(note.Time) {
+				note.Time = s.half[1].finTime
+			}
 		case s.half[0].fin || s.half[1].fin:
 			note.Message = "capture ended with the connection half-closed"
 			note.Kind = "capture-ended"
@@ -289,5 +376,4 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		}
 		s.rd.Emit(note)
 	}
-	return true
 }
