@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,5 +181,45 @@ func TestStreamRefused(t *testing.T) {
 	if want := "The connection to the server localhost:8080 was refused - did you specify the right host or port? " +
 		"(no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at http://127.0.0.1:8001)"; got != want {
 		t.Errorf("no kubeconfig: %q\nwant %q", got, want)
+	}
+}
+
+// TestStreamRawGone: a --raw watch from a resourceVersion that etcd has
+// compacted away is answered 410 Expired by the real API server (an ERROR
+// event in a 200 stream); a path cannot be listed again, so kwatch stops
+// with exit 1 and what to do, after one request, instead of sending the
+// same version again.
+func TestStreamRawGone(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	var rvs []string
+	for _, n := range []string{"first", "second"} {
+		pt, err := cs.CoreV1().PodTemplates(ns).Create(context.Background(), &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rvs = append(rvs, pt.ResourceVersion)
+	}
+	compactEtcd(t, env.EtcdURL, rvs[1])
+	// Watching from before the first object: its revision is compacted.
+	first, err := strconv.ParseInt(rvs[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strconv.FormatInt(first-1, 10)
+	path := "/api/v1/namespaces/" + ns + "/podtemplates?watch=1&resourceVersion=" + old
+	out, errOut, code := run(t, nil, nil, "stream", "--raw", path, "--proxy", env.ProxyURL)
+	if code != ExitProblems {
+		t.Fatalf("exit %d, want 1; stderr %q\n%s", code, errOut, out)
+	}
+	want := "resourceVersion " + old + " is too old (410 Gone), and a --raw path cannot be listed again"
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q, want it to say %q", errOut, want)
+	}
+	if n := strings.Count(out, "> GET "); n != 1 || !strings.Contains(out, "ERROR     410 Expired") ||
+		!strings.Contains(out, "WATCH 1 from resourceVersion "+old+" ·") {
+		t.Errorf("%d requests, want 1 from resourceVersion %s answered with an ERROR 410 event:\n%s", n, old, out)
 	}
 }

@@ -511,7 +511,11 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		after = time.Since(l.started)
 	}
 	l.stats.Watches++
-	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: l.rv,
+	from := l.rv
+	if l.opt.Raw != "" {
+		from = l.rawRV() // the version in the path, until one is seen
+	}
+	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: from,
 		Reason: reason, After: after, Transport: l.c.Transport})
 	started := time.Now()
 	l.started = started

@@ -703,6 +703,11 @@ func TestLoopRawGone(t *testing.T) {
 	for name, h := range map[string]func(http.ResponseWriter, *http.Request){
 		"status": status(410, "Expired", "too old resource version: 5 (90)"),
 		"event":  events(gone),
+		// As kube-apiserver does: the ERROR event, and the body left open.
+		"event, body kept open": func(w http.ResponseWriter, r *http.Request) {
+			events(gone)(w, r)
+			<-r.Context().Done()
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := &fakeServer{t: t, list: []string{listBody("1")}, watches: []func(http.ResponseWriter, *http.Request){h}}
