@@ -33,8 +33,8 @@ cluster-up: ## start etcd + kube-apiserver + kubectl proxy on 127.0.0.1
 cluster-down: ## stop the control plane started by cluster-up
 	hack/cluster-down.sh
 
-record: ## record a scenario's watch traffic: make record SCENARIO=watch
-	hack/record.sh $(SCENARIO)
+record: ## record a scenario's watch traffic: make record SCENARIO=watch [NAME=my-watch]
+	hack/record.sh $(SCENARIO) $(NAME)
 
 FUZZTIME ?= 10m
 

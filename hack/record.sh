@@ -23,7 +23,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 SCENARIOS=(watch bookmarks proto big burst)
-usage() { local IFS='|'; echo "usage: $0 {${SCENARIOS[*]}|all} [NAME]" >&2; exit 2; }
+usage() { local IFS="|"; echo "usage: $0 {${SCENARIOS[*]}|all} [NAME]  (make record SCENARIO=watch [NAME=my-watch])" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 if [ "$1" = all ]; then
   [ $# -eq 1 ] || usage
@@ -39,13 +39,6 @@ kw_stack_healthy || kw_die "the control plane is not up: run make cluster-up (ha
 # shellcheck disable=SC1091
 source "$KW_RUN_DIR/env"
 
-if ! command -v tcpdump >/dev/null; then
-  kw_log "tcpdump is missing; installing it from Debian"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump >&2
-fi
-TCPDUMP="$(command -v tcpdump)"
-
 OUT_DIR="${KWATCH_CAPTURE_DIR:-$KW_REPO_ROOT/testdata/captures}"
 mkdir -p "$OUT_DIR"
 OUTPUTS=("$OUT_DIR/$NAME-any.pcap" "$OUT_DIR/$NAME-lo.pcap" "$OUT_DIR/$NAME.events.json")
@@ -56,9 +49,16 @@ if [ "$SCENARIO" = watch ]; then
 fi
 if [ "${KWATCH_RECORD_OVERWRITE:-0}" != 1 ]; then
   for f in "${OUTPUTS[@]}"; do
-    [ ! -e "$f" ] || kw_die "$f exists; pass another NAME, or set KWATCH_RECORD_OVERWRITE=1 to replace it"
+    [ ! -e "$f" ] || kw_die "$f exists; name the new recording (make record SCENARIO=$SCENARIO NAME=my-$SCENARIO), or set KWATCH_RECORD_OVERWRITE=1 to replace it"
   done
 fi
+
+if ! command -v tcpdump >/dev/null; then
+  kw_log "tcpdump is missing; installing it from Debian"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump >&2
+fi
+TCPDUMP="$(command -v tcpdump)"
 # Write to new files (tcpdump would keep the mode of a file it truncates).
 rm -f "${OUTPUTS[@]}"
 WORK="$(mktemp -d)"
