@@ -52,6 +52,7 @@ var genScenarios = []genScenario{
 	{"fin-no-last-chunk", ".pcap", "the server closes (FIN) after 2 events without the last-chunk", genFINNoLastChunk},
 	{"rst-mid-chunk", ".pcap", "the server resets the connection inside a chunk: reset without the last chunk, the cut event reported", genRST},
 	{"client-rst-then-data", ".pcap", "the client resets its watch after 1 s; the server's next chunk, sent after the RST, is not decoded (an after-reset note counts it); the end and the reset are dated by the RST", genClientRSTThenData},
+	{"no-data-connections", ".pcap", "a watch next to a connection that only did its handshake and closed, and a SYN refused with a RST: 3 TCP connections, one shown", genNoDataConnections},
 	{"keepalive", ".pcap", "a GET (Content-Length list) then a watch on the same connection: exchanges 1 and 2", genKeepAlive},
 	{"gone-410", ".pcap", "a watch answered 410 Gone with a Status body, then a watch whose stream ends with an ERROR 410 event", genGone},
 	{"initial-events-end", ".pcap", "sendInitialEvents: 2 ADDED, a BOOKMARK marked k8s.io/initial-events-end, then a MODIFIED", genInitialEventsEnd},
@@ -585,6 +586,21 @@ func genClientRSTThenData(t *testing.T) []byte {
 	c.Wait(3 * time.Second)
 	c.Ack(pcapgen.Server)
 	return pcapOf(t, c)
+}
+
+func genNoDataConnections(t *testing.T) []byte {
+	idle := conn(40041)
+	idle.Handshake()
+	idle.Wait(100 * time.Millisecond)
+	idle.Close(pcapgen.Client)
+	idle.Close(pcapgen.Server)
+	refused := conn(40042)
+	refused.Wait(50 * time.Millisecond)
+	refused.SYN()
+	refused.Reset(pcapgen.Server)
+	w := conn(40043)
+	simpleWatch(t, w, twoEvents(t)...)
+	return pcapOf(t, idle, refused, w)
 }
 
 func genKeepAlive(t *testing.T) []byte {

@@ -115,7 +115,12 @@ func TestHalfOpenConnections(t *testing.T) {
 		// Measured: 16 and 36 MiB, with 10000 connections followed at
 		// 1.6 and 3.6 KiB each; before the bound, 137 MiB and 2 GiB
 		// (a 16 KiB overlap window per connection that sent data).
-		{"syn-only", false, 24 * MiB},
+		// Since ends are dated by their own packets (a FIN and a RST
+		// time per direction), syn-only measures 21-25 MiB, and up to
+		// 33 MiB on a loaded machine (what the pipeline holds between
+		// its stages when the probe runs varies): the bounds are the
+		// order of magnitude, far under the unbounded figures.
+		{"syn-only", false, 40 * MiB},
 		{"syn-and-request", true, 48 * MiB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

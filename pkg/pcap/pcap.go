@@ -82,7 +82,8 @@ type Stats struct {
 	Packets int64
 	// TCP is the number of TCP packets given to reassembly.
 	TCP int64
-	// Connections is the number of TCP connections that carried data.
+	// Connections is the number of TCP connections seen (by 4-tuple,
+	// from their first packet), whether or not they carried data.
 	Connections int
 	// Truncated counts packets cut short by the capture's snaplen.
 	Truncated int64
@@ -126,7 +127,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		opt.MaxConnections = DefaultMaxConnections
 	}
 	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
-		live: map[*stream]struct{}{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
+		live: map[*stream]struct{}{}, ended: map[uint64]struct{}{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
 	dec := &decoder{name: opt.Name, out: newRecQueue()}
 	rd.dec = dec
 	rd.httpOpt = opt.HTTP
@@ -207,8 +208,8 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
-	rd.stats.Connections = rd.nconn
-	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.nconn})
+	rd.stats.Connections = rd.tcpConns
+	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns})
 	rd.q.close()
 	wg.Wait()
 	return rd.stats, nil
@@ -266,8 +267,15 @@ type reader struct {
 	dec     *decoder // the HTTP decoders' sink
 	stats   *Stats
 	now     time.Time
-	nconn   int
-	ending  bool // FlushAll at the end of the capture
+	nconn   int // connections that carried bytes: their IDs (#1, #2, …)
+	// tcpConns counts every TCP connection seen, also those that carried
+	// no byte (a handshake and its close, a refused SYN) (stream.count).
+	tcpConns int
+	// ended holds the 4-tuples of connections that ended lately, both
+	// ways round: a last ACK or RST that comes after reassembly finished
+	// a connection starts a stream that is not a new connection.
+	ended  map[uint64]struct{}
+	ending bool // FlushAll at the end of the capture
 	// live holds the streams followed now (created and not complete).
 	live map[*stream]struct{}
 	// dropBefore is set while dropIdle closes the connections last seen
@@ -415,6 +423,25 @@ func (rd *reader) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		s.clientDir, s.known = reassembly.TCPDirServerToClient, true
 	}
 	return s
+}
+
+// tupleHash identifies a connection's 4-tuple, the same both ways round
+// (gopacket's FastHash is symmetric). Two tuples may share one: then a
+// leftover FIN or RST of one may go uncounted as a connection of its own.
+func tupleHash(net, tcp gopacket.Flow) uint64 {
+	return net.FastHash()*0x9e3779b97f4a7c15 ^ tcp.FastHash()
+}
+
+// maxEnded bounds reader.ended: past it the set is emptied, and the leftover
+// packets of a connection that ended long ago may count as one more.
+const maxEnded = 4096
+
+// markEnded remembers that the connection net/tcp ended.
+func (rd *reader) markEnded(net, tcp gopacket.Flow) {
+	if len(rd.ended) >= maxEnded {
+		clear(rd.ended)
+	}
+	rd.ended[tupleHash(net, tcp)] = struct{}{}
 }
 
 // endpoint builds an address:port from a flow's endpoint bytes.

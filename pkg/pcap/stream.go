@@ -31,13 +31,21 @@ type stream struct {
 	// server that ended it.
 	finFirst    reassembly.TCPFlowDirection
 	finFirstSet bool
-	// afterReset counts the bytes reassembly handed on after a reset had
-	// finished the connection; the first of them went in direction
-	// afterResetDir, at stream offset afterResetAt, in packet afterResetCI.
-	afterReset    int64
+	// afterReset is set when reassembly hands on bytes after a reset
+	// finished the connection (rare: allocated then).
+	afterReset    *afterReset
+	counted       bool // counted in reader.tcpConns
 	afterResetDir reassembly.TCPFlowDirection
 	afterResetAt  int64
 	afterResetCI  gopacket.CaptureInfo
+}
+
+// afterReset is what came after a reset: n bytes, the first of them in
+// direction dir at stream offset at, in packet packet at time t.
+type afterReset struct {
+	n, at, packet int64
+	dir           reassembly.TCPFlowDirection
+	t             time.Time
 }
 
 // halfState is what kwatch tracks of one direction beyond reassembly.
@@ -67,6 +75,7 @@ type halfState struct {
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	*start = true
 	s.lastSeen = ci.Timestamp
+	s.count(tcp)
 	if s.done {
 		// Finished at a reset: what follows is not decoded (ReassembledSG
 		// counts it), and no longer checked for overlaps.
@@ -111,6 +120,26 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		h.snapCut = true
 	}
 	return true
+}
+
+// count counts the connection in reader.tcpConns at its first packet that
+// opens it (SYN), carries bytes, or closes it without being the leftover of
+// a connection that ended on the same 4-tuple; a bare ACK never does.
+func (s *stream) count(tcp *layers.TCP) {
+	if s.counted {
+		return
+	}
+	switch {
+	case tcp.SYN, len(tcp.Payload) > 0:
+	case tcp.FIN || tcp.RST:
+		if _, late := s.rd.ended[tupleHash(s.net, s.tcp)]; late {
+			return
+		}
+	default:
+		return
+	}
+	s.counted = true
+	s.rd.tcpConns++
 }
 
 // halfOf returns the state of one gopacket direction.
@@ -193,11 +222,11 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		// endpoint that had reset it, and never read.
 		if length > 0 {
 			h := s.halfOf(dir)
-			if s.afterReset == 0 {
-				s.afterResetDir, s.afterResetAt = dir, h.delivered+int64(max(skip, 0))
-				s.afterResetCI = sg.CaptureInfo(0)
+			if s.afterReset == nil {
+				ci := sg.CaptureInfo(0)
+				s.afterReset = &afterReset{dir: dir, at: h.delivered + int64(max(skip, 0)), packet: packetOf(ci), t: ci.Timestamp}
 			}
-			s.afterReset += int64(length)
+			s.afterReset.n += int64(length)
 			h.delivered += int64(max(skip, 0) + length)
 		}
 		return
@@ -304,13 +333,13 @@ func (s *stream) dropped() bool {
 // by FIN or RST, or flushed at the end of the capture.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if s.done {
-		if s.afterReset > 0 && s.hc != nil {
+		if a := s.afterReset; a != nil && s.hc != nil {
 			// A warning: what these bytes carried (watch events) was
 			// sent, and never reached the endpoint that had reset.
-			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: packetOf(s.afterResetCI), Conn: s.rec,
-				Direction: s.dirName(s.afterResetDir), Where: "stream", Offset: s.afterResetAt, Time: s.afterResetCI.Timestamp,
+			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: a.packet, Conn: s.rec,
+				Direction: s.dirName(a.dir), Where: "stream", Offset: a.at, Time: a.t,
 				Warning: true, Kind: "bytes after the reset",
-				Detail: fmt.Sprintf("%d bytes sent after the %s reset the connection (RST) were not decoded", s.afterReset, s.dirName(s.afterResetDir.Reverse())),
+				Detail: fmt.Sprintf("%d bytes sent after the %s reset the connection (RST) were not decoded", a.n, s.dirName(a.dir.Reverse())),
 				Hint:   "the endpoint that reset never read them: events in them never reached it"})
 		}
 		return true
@@ -348,6 +377,9 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 	}
 	s.done = true
 	delete(s.rd.live, s)
+	if !s.dropped() {
+		s.rd.markEnded(s.net, s.tcp)
+	}
 	s.half[0].overlap.release()
 	s.half[1].overlap.release()
 	s.closeHalf(s.clientDir.Reverse(), ci)
