@@ -33,11 +33,8 @@ type stream struct {
 	finFirstSet bool
 	// afterReset is set when reassembly hands on bytes after a reset
 	// finished the connection (rare: allocated then).
-	afterReset    *afterReset
-	counted       bool // counted in reader.tcpConns
-	afterResetDir reassembly.TCPFlowDirection
-	afterResetAt  int64
-	afterResetCI  gopacket.CaptureInfo
+	afterReset *afterReset
+	counted    bool // counted in reader.tcpConns
 }
 
 // afterReset is what came after a reset: n bytes, the first of them in
