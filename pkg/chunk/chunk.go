@@ -40,11 +40,22 @@
 //     CRLF as the very first bytes after the gap. Chunk data that happens to
 //     look like that is mistaken for a size line; indexes then count the
 //     chunks seen, not the chunks sent.
+//   - A CR not followed by LF (a bare CR) is not a line ending (RFC 9112
+//     §2.2: the element that holds it is invalid). In a chunk-size line
+//     before any chunk-ext it makes the chunk-size invalid whatever follows,
+//     so it is reported as soon as the byte after the CR is read, not when a
+//     line ending comes (as hyper reports "F\rF"): a body that ends or
+//     stalls right after it still shows why it could not be framed. A CR as
+//     the very last byte read may still be followed by its LF: that is only
+//     a truncated line. A bare CR inside chunk-ext makes the extension
+//     malformed (a Warning, see above), and in a trailer field line the
+//     field line (a Warning too).
 //   - A chunk-data section not followed by CRLF (or bare LF) is an error: the
 //     chunk was shorter or longer than its chunk-size announced.
 package chunk
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 )
@@ -295,6 +306,8 @@ func (d *Decoder) readLine(p []byte) (int, *Error) {
 	if len(d.line) == 0 {
 		d.lineOff = d.off
 	}
+	// cr: the byte before b was a CR.
+	cr := len(d.line) > 0 && d.line[len(d.line)-1] == '\r'
 	for i, b := range p {
 		if b == '\n' {
 			d.line = append(d.line, b)
@@ -315,6 +328,22 @@ func (d *Decoder) readLine(p []byte) (int, *Error) {
 			return i, &Error{Offset: d.lineOff, Kind: kind,
 				Detail: fmt.Sprintf("more than %d bytes without a line ending", d.lim.MaxLineBytes)}
 		}
+		// A CR followed by b, not LF: a size line that holds it is
+		// invalid however it goes on, unless the CR is inside chunk-ext
+		// (RFC 9112 §2.2), after a ";". Without one, scanSize fails on
+		// the line so far: at the CR, or at an earlier byte that made
+		// the line invalid already. The CR is consumed, b is not, as
+		// after chunk data.
+		if cr && d.st == stSizeLine && bytes.IndexByte(d.line, ';') < 0 {
+			if _, _, err := scanSize(d.line, d.lineOff); err != nil {
+				if err.Kind == KindBadSize && err.Offset == d.lineOff+int64(len(d.line)-1) {
+					err.Detail = fmt.Sprintf("CR not followed by LF: byte 0x%02x follows it", b)
+				}
+				d.off += int64(i)
+				return i, err
+			}
+		}
+		cr = b == '\r'
 		d.line = append(d.line, b)
 	}
 	d.off += int64(len(p))
@@ -355,8 +384,15 @@ func isHex(b byte) (byte, bool) {
 	return 0, false
 }
 
-// sizeLine parses a chunk-size line (RFC 9112 §7.1).
-func (d *Decoder) sizeLine(full, line []byte) *Error {
+// scanSize reads the chunk-size at the start of line, a chunk-size line
+// without its line ending that starts at body offset off (RFC 9112 §7.1):
+// 1*HEXDIG, then either nothing or whitespace and chunk-ext. It returns the
+// size and the index of the first byte after the hex digits. The error it
+// returns depends only on the bytes up to the first one after the digits and
+// any whitespace that is not ";", so it holds for every line that starts
+// with those bytes: readLine uses that to report a bare CR before the line
+// ends.
+func scanSize(line []byte, off int64) (int64, int, *Error) {
 	var size int64
 	i := 0
 	sig := 0 // significant hex digits (after leading zeros)
@@ -371,7 +407,7 @@ func (d *Decoder) sizeLine(full, line []byte) *Error {
 		// 15 hex digits always fit in 63 bits; a 16th fits only when the
 		// value so far is below 2^59.
 		if sig > 16 || (sig == 16 && size >= 1<<59) {
-			return &Error{Offset: d.lineOff, Kind: KindOverflow, Detail: fmt.Sprintf("%q", truncate(line))}
+			return 0, i, &Error{Offset: off, Kind: KindOverflow, Detail: fmt.Sprintf("%q", truncate(line))}
 		}
 		size = size<<4 | int64(v)
 	}
@@ -380,12 +416,29 @@ func (d *Decoder) sizeLine(full, line []byte) *Error {
 		if len(line) == 0 {
 			detail = "empty line where a chunk-size was expected"
 		}
-		return &Error{Offset: d.lineOff, Kind: KindBadSize, Detail: detail}
+		return 0, i, &Error{Offset: off, Kind: KindBadSize, Detail: detail}
 	}
-	ext := line[i:]
-	if err := d.checkExt(ext, d.lineOff+int64(i)); err != nil {
+	// Whitespace after the digits may only lead to ";" (BWS before
+	// chunk-ext) or to the end of the line (checkExt warns about it).
+	j := i
+	for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
+		j++
+	}
+	if j < len(line) && line[j] != ';' {
+		return 0, i, &Error{Offset: off + int64(j), Kind: KindBadSize,
+			Detail: fmt.Sprintf("byte %q after the hex digits", line[j])}
+	}
+	return size, i, nil
+}
+
+// sizeLine parses a chunk-size line (RFC 9112 §7.1).
+func (d *Decoder) sizeLine(full, line []byte) *Error {
+	size, i, err := scanSize(line, d.lineOff)
+	if err != nil {
 		return err
 	}
+	ext := line[i:]
+	d.checkExt(ext, d.lineOff+int64(i))
 	// Set the fields one by one: a composite literal is built on the
 	// stack and copied, and the copy's wide loads of the narrow stores
 	// just made stall the CPU (a third of the time on 1-byte chunks).
@@ -413,12 +466,13 @@ func (d *Decoder) sizeLine(full, line []byte) *Error {
 	return nil
 }
 
-// checkExt validates chunk-ext (RFC 9112 §7.1.1). A non-hex byte straight
-// after the digits is an invalid chunk-size; a malformed extension after
-// ";" is a warning.
-func (d *Decoder) checkExt(ext []byte, off int64) *Error {
+// checkExt validates chunk-ext (RFC 9112 §7.1.1), what follows the hex
+// digits once scanSize has accepted them: whitespace alone, or whitespace
+// and ";". Whitespace alone and a malformed extension after ";" are
+// warnings.
+func (d *Decoder) checkExt(ext []byte, off int64) {
 	if len(ext) == 0 {
-		return nil
+		return
 	}
 	i := 0
 	for i < len(ext) && (ext[i] == ' ' || ext[i] == '\t') {
@@ -426,16 +480,11 @@ func (d *Decoder) checkExt(ext []byte, off int64) *Error {
 	}
 	if i == len(ext) {
 		d.h.Warning(&Error{Offset: off, Kind: KindSizeSpace, Detail: "decoded as if absent"})
-		return nil
-	}
-	if ext[i] != ';' {
-		return &Error{Offset: off + int64(i), Kind: KindBadSize,
-			Detail: fmt.Sprintf("byte %q after the hex digits", ext[i])}
+		return
 	}
 	if !validExt(ext[i:]) {
 		d.h.Warning(&Error{Offset: off + int64(i), Kind: KindBadExt, Detail: fmt.Sprintf("%q ignored", truncate(ext[i:]))})
 	}
-	return nil
 }
 
 // validExt reports whether s matches *( BWS ";" BWS token [ BWS "=" BWS
@@ -592,9 +641,16 @@ func (d *Decoder) Close() error {
 		return &Error{Offset: d.off, Kind: KindTruncated, Err: io.ErrUnexpectedEOF,
 			Detail: "while looking for a chunk-size line after lost bytes"}
 	}
-	if len(d.line) > 0 {
+	if n := len(d.line); n > 0 {
+		// A CR as the last byte may have been the start of the CRLF:
+		// the line is cut short, not invalid (a CR followed by another
+		// byte was reported by Write).
+		cr := ""
+		if d.line[n-1] == '\r' {
+			cr = "; the last is a CR, its LF did not come"
+		}
 		return &Error{Offset: d.off, Kind: KindTruncated, Err: io.ErrUnexpectedEOF,
-			Detail: fmt.Sprintf("inside a chunk-size line (%d bytes read)", len(d.line))}
+			Detail: fmt.Sprintf("inside a chunk-size line (%d bytes read%s)", n, cr)}
 	}
 	return &Error{Offset: d.off, Kind: KindTruncated, Err: io.ErrUnexpectedEOF,
 		Detail: fmt.Sprintf("after %d chunks, at a chunk boundary", d.index)}

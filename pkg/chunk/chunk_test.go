@@ -409,6 +409,21 @@ var decodeTests = []struct {
 		},
 	},
 	{
+		// A CR not followed by LF inside chunk-ext makes the extension
+		// malformed (RFC 9112 §2.2: the element is invalid), not the
+		// size: it is ignored like any malformed chunk-ext.
+		name: "malformed ext: CR not followed by LF",
+		in:   "1;a\rb\r\nx\r\n0\r\n\r\n",
+		want: []string{
+			`warn malformed chunk-ext @1`,
+			`start 0 size=1 line="1;a\rb" off=0 data=7 ext=";a\rb"`,
+			data(0, "x"),
+			`end 0`,
+			`start 1 size=0 line="0" off=10 data=13 last`,
+			`done @15`,
+		},
+	},
+	{
 		name: "malformed ext: control byte in quoted-string",
 		in:   "1;a=\"\x01\"\r\nx\r\n0;a=\"\\\x01\"\r\n\r\n",
 		want: []string{
@@ -650,6 +665,44 @@ var decodeTests = []struct {
 		n:    7,
 	},
 	{
+		// hyper's "F\rF": the CR does not end the line, so the line is
+		// invalid whatever follows; reported at the CR as soon as the
+		// byte after it is not LF (not only once an LF comes), so that
+		// a body that ends here reports it too.
+		name: "CR in size line not followed by LF",
+		in:   "F\rF",
+		err:  "invalid chunk-size @1",
+		n:    2,
+	},
+	{
+		name: "CR in size line not followed by LF, then CRLF",
+		in:   "F\rF\r\n" + strings.Repeat("x", 0xff) + "\r\n0\r\n\r\n",
+		err:  "invalid chunk-size @1",
+		n:    2,
+	},
+	{
+		name: "CR after whitespace in size line not followed by LF",
+		in:   "3 \rabc",
+		err:  "invalid chunk-size @2",
+		n:    3,
+	},
+	{
+		name: "CR not followed by LF in second size line",
+		in:   "1\r\na\r\n1\r1\r\n",
+		want: []string{`start 0 size=1 line="1" off=0 data=3`, data(0, "a"), `end 0`},
+		err:  "invalid chunk-size @7",
+		n:    8,
+	},
+	{
+		// Kept well under MaxLineBytes by the early report: without it,
+		// the line would run on to "chunk-size line too long".
+		name: "CR not followed by LF, then no line ending",
+		in:   "1\r" + strings.Repeat("1", 20),
+		lim:  Limits{MaxLineBytes: 8},
+		err:  "invalid chunk-size @1",
+		n:    2,
+	},
+	{
 		name: "line too long",
 		in:   "000000003\r\nabc\r\n0\r\n\r\n",
 		lim:  Limits{MaxLineBytes: 8},
@@ -791,6 +844,61 @@ func TestErrorString(t *testing.T) {
 	}
 	if !errors.Is(fmt.Errorf("wrapped: %w", e), io.ErrUnexpectedEOF) {
 		t.Errorf("errors.Is(%v, io.ErrUnexpectedEOF) = false", e)
+	}
+}
+
+// TestEndInSizeLine closes the decoder right after the first bytes of a
+// chunk-size line: a line that cannot become valid whatever follows (a CR
+// followed by something other than LF) is reported as invalid, located at
+// the CR, and Close returns that error; a line that may still end well (a
+// CR at the very end may be followed by its LF) is only truncated.
+func TestEndInSizeLine(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		in       string
+		writeErr string // errString of the Write error, "" for none
+		close    string // errString of Close
+		detail   string // Close's Detail
+	}{
+		{name: "F CR F", in: "F\rF", writeErr: "invalid chunk-size @1", close: "invalid chunk-size @1",
+			detail: "CR not followed by LF: byte 0x46 follows it"},
+		{name: "F CR F after a chunk", in: "3\r\nabc\r\nF\rF", writeErr: "invalid chunk-size @9", close: "invalid chunk-size @9",
+			detail: "CR not followed by LF: byte 0x46 follows it"},
+		{name: "CR then space", in: "F\r ", writeErr: "invalid chunk-size @1", close: "invalid chunk-size @1",
+			detail: "CR not followed by LF: byte 0x20 follows it"},
+		{name: "F CR", in: "F\r", close: "body ended before the last chunk @2",
+			detail: "inside a chunk-size line (2 bytes read; the last is a CR, its LF did not come)"},
+		{name: "lone CR", in: "\r", close: "body ended before the last chunk @1",
+			detail: "inside a chunk-size line (1 bytes read; the last is a CR, its LF did not come)"},
+		{name: "F CR after a chunk", in: "3\r\nabc\r\nF\r", close: "body ended before the last chunk @10",
+			detail: "inside a chunk-size line (2 bytes read; the last is a CR, its LF did not come)"},
+		{name: "F", in: "F", close: "body ended before the last chunk @1",
+			detail: "inside a chunk-size line (1 bytes read)"},
+		{name: "CR inside chunk-ext", in: "F;a\rb", close: "body ended before the last chunk @5",
+			detail: "inside a chunk-size line (5 bytes read)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, s := range []struct {
+				name string
+				next splitter
+			}{{"whole", whole}, {"byte at a time", oneByte}} {
+				got := decode([]byte(tt.in), Limits{}, s.next)
+				if got.err != tt.writeErr {
+					t.Errorf("%s: Write error = %q, want %q", s.name, got.err, tt.writeErr)
+				}
+				if errString(got.close) != tt.close {
+					t.Errorf("%s: Close = %q, want %q", s.name, errString(got.close), tt.close)
+				}
+				var e *Error
+				if errors.As(got.close, &e) && e.Detail != tt.detail {
+					t.Errorf("%s: Close detail = %q, want %q", s.name, e.Detail, tt.detail)
+				}
+				truncated := strings.HasPrefix(tt.close, KindTruncated)
+				if errors.Is(got.close, io.ErrUnexpectedEOF) != truncated {
+					t.Errorf("%s: Close = %v wraps io.ErrUnexpectedEOF: %v, want %v", s.name, got.close, !truncated, truncated)
+				}
+			}
+		})
 	}
 }
 

@@ -122,6 +122,20 @@ func (b *body) find(i int) *chunkInfo {
 	return &b.window[k]
 }
 
+// framingText says how the body is framed, for a hint: "decoded as
+// chunked", "decoded as 42 bytes by Content-Length".
+func (b *body) framingText() string {
+	switch b.framing {
+	case "chunked":
+		return "decoded as chunked"
+	case "content-length":
+		return fmt.Sprintf("decoded as %d bytes by Content-Length", b.length)
+	case "close":
+		return "the body is read until the connection closes"
+	}
+	return "the message has no body"
+}
+
 // write consumes body bytes from p and returns how many belong to the body.
 func (b *body) write(p []byte, t time.Time) int {
 	b.now = t

@@ -649,3 +649,166 @@ func TestEventCutByKwatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBareLFNextToFramingField: a bare LF that ends a Transfer-Encoding or
+// Content-Length field line, or the line before one, decides the framing
+// for a parser that takes it as a line ending, and not for one that does
+// not (RFC 9112 §2.2 allows both). Each such LF is one warning at its
+// offset in the direction's stream; the message is still decoded as
+// framed (llhttp's "Headers separated by LF" is the first case). Bare LFs
+// elsewhere in the header section, and framing fields of a message that
+// has no body whatever they say, are not reported.
+func TestBareLFNextToFramingField(t *testing.T) {
+	const ct = "Content-Type: application/json"
+	events := chunkOf(jsonEv("ADDED", "a")) + lastChunk
+	post := "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\n"
+	for _, tc := range []struct {
+		name           string
+		client, server string
+		want           []string // "direction @offset kind: detail" of every problem
+		hint           string   // in the hint of every bare LF warning
+		events, end    string
+	}{
+		{name: "llhttp: headers separated by LF, before Transfer-Encoding", client: watchGET,
+			server: "HTTP/1.1 200 OK\r\n" + ct + "\nTransfer-Encoding: chunked\r\n\r\n" + events,
+			want:   []string{`server @47 bare LF next to a framing field: the line before "Transfer-Encoding: chunked" ends in a bare LF`},
+			hint:   "a parser that does not reads the Transfer-Encoding line as part of the line before it",
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "after Transfer-Encoding", client: watchGET,
+			server: "HTTP/1.1 200 OK\r\n" + ct + "\r\nTransfer-Encoding: chunked\nX-Next: 1\r\n\r\n" + events,
+			want:   []string{`server @75 bare LF next to a framing field: "Transfer-Encoding: chunked" ends in a bare LF`},
+			hint:   "a parser that does not reads the line after it as part of the Transfer-Encoding field",
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "after Transfer-Encoding, before the empty line", client: watchGET,
+			server: "HTTP/1.1 200 OK\r\n" + ct + "\r\nTransfer-Encoding: chunked\n\r\n" + events,
+			want:   []string{`server @75 bare LF next to a framing field: "Transfer-Encoding: chunked" ends in a bare LF`},
+			hint:   "decoded as chunked",
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "before Content-Length", client: listGET,
+			server: "HTTP/1.1 200 OK\r\n" + ct + "\nContent-Length: 2\r\n\r\n{}",
+			want:   []string{`server @47 bare LF next to a framing field: the line before "Content-Length: 2" ends in a bare LF`},
+			hint:   "decoded as 2 bytes by Content-Length",
+			end:    "content-length"},
+		{name: "after Content-Length", client: listGET,
+			server: "HTTP/1.1 200 OK\r\nContent-Length: 2\n" + ct + "\r\n\r\n{}",
+			want:   []string{`server @34 bare LF next to a framing field: "Content-Length: 2" ends in a bare LF`},
+			hint:   "a parser that does not reads the line after it as part of the Content-Length field",
+			end:    "content-length"},
+		{name: "between Content-Length and Transfer-Encoding: one warning for the LF", client: watchGET,
+			server: "HTTP/1.1 200 OK\r\n" + ct + "\r\nContent-Length: 5\nTransfer-Encoding: chunked\r\n\r\n" + events,
+			want: []string{
+				"server @0 unusual body framing: both Transfer-Encoding and Content-Length; Transfer-Encoding wins (RFC 9112 §6.3), a request-smuggling pattern",
+				`server @66 bare LF next to a framing field: "Content-Length: 5" ends in a bare LF, right before "Transfer-Encoding: chunked"`,
+			},
+			hint:   "a parser that does not reads the Transfer-Encoding line as part of the Content-Length field",
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "status line ends in a bare LF before Transfer-Encoding", client: watchGET,
+			server: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\r\n" + ct + "\r\n\r\n" + events,
+			want:   []string{`server @15 bare LF next to a framing field: the line before "Transfer-Encoding: chunked" ends in a bare LF`},
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "every line ends in a bare LF", client: watchGET,
+			server: "HTTP/1.1 200 OK\n" + ct + "\nTransfer-Encoding: chunked\n\n" + events,
+			want: []string{
+				`server @46 bare LF next to a framing field: the line before "Transfer-Encoding: chunked" ends in a bare LF`,
+				`server @73 bare LF next to a framing field: "Transfer-Encoding: chunked" ends in a bare LF`,
+			},
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "request: before Transfer-Encoding",
+			client: post + "Transfer-Encoding: chunked\r\n\r\n" + chunkOf("{}") + lastChunk,
+			server: "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+			want:   []string{`client @60 bare LF next to a framing field: the line before "Transfer-Encoding: chunked" ends in a bare LF`},
+			hint:   "request-smuggling",
+			end:    "no body"},
+		{name: "bare LF away from the framing fields", client: watchGET,
+			server: "HTTP/1.1 200 OK\r\nX-A: 1\n" + ct + "\r\nTransfer-Encoding: chunked\r\n\r\n" + events,
+			events: "[ADDED a]", end: "last-chunk"},
+		{name: "304: no body whatever the fields say", client: listGET,
+			server: "HTTP/1.1 304 Not Modified\r\nX-A: 1\nContent-Length: 20\r\n\r\n",
+			end:    "no body"},
+		{name: "CRLF only", client: watchGET, server: chunkedOK + events,
+			events: "[ADDED a]", end: "last-chunk"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, piece := range []int{1 << 20, 1} {
+				tl := newTally()
+				c := httpconn.New(testConn, tl, httpconn.Options{})
+				feedIn([]byte(tc.client), piece, c.ClientData, func() {})
+				feedIn([]byte(tc.server), piece, c.ServerData, func() {})
+				c.CloseServer(httpconn.EndFIN, t0)
+				c.CloseClient(httpconn.EndFIN, t0)
+				var got []string
+				for _, p := range tl.problems {
+					got = append(got, fmt.Sprintf("%s @%d %s: %s", p.Direction, p.Offset, p.Kind, p.Detail))
+					if !p.Warning {
+						t.Errorf("pieces of %d: %s is not a warning", piece, got[len(got)-1])
+					}
+					if p.Kind == httpconn.KindBareLFFraming && (p.Where != "stream" ||
+						!strings.Contains(p.Hint, tc.hint) || !strings.Contains(p.Hint, "frames this message differently")) {
+						t.Errorf("pieces of %d: %s: where %q, hint %q; want stream and a hint with %q", piece, got[len(got)-1], p.Where, p.Hint, tc.hint)
+					}
+				}
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+					t.Errorf("pieces of %d: problems\n\t%q\nwant\n\t%q", piece, got, tc.want)
+				}
+				if ev := fmt.Sprint(tl.events); ev != tc.events && !(tc.events == "" && ev == "[]") {
+					t.Errorf("pieces of %d: events %s; want %s", piece, ev, tc.events)
+				}
+				if tl.lastEnd() != tc.end {
+					t.Errorf("pieces of %d: end %q; want %q", piece, tl.lastEnd(), tc.end)
+				}
+			}
+		})
+	}
+}
+
+// TestChunkSizeLineCRThenEnd: hyper's "F\rF" chunk-size line. The CR is not
+// followed by LF, so the line is invalid however the body goes on: it is
+// reported at the CR, also when the server closes the connection right
+// after it. A CR as the very last byte may still have been followed by its
+// LF: that body is only cut short.
+func TestChunkSizeLineCRThenEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   string
+		want   []string // "where @offset kind: detail" of every problem
+		end    string
+		detail string // the End's detail
+	}{
+		{name: "F CR F then FIN", body: "F\rF",
+			want: []string{"body @1 invalid chunk-size: CR not followed by LF: byte 0x46 follows it"},
+			end:  "not decoded further"},
+		{name: "F CR F after an event, then FIN", body: chunkOf(jsonEv("ADDED", "a")) + "F\rF",
+			want: []string{fmt.Sprintf("body @%d invalid chunk-size: CR not followed by LF: byte 0x46 follows it", len(chunkOf(jsonEv("ADDED", "a")))+1)},
+			end:  "not decoded further"},
+		{name: "F CR F CRLF then FIN", body: "F\rF\r\n" + strings.Repeat("x", 0xff),
+			want: []string{"body @1 invalid chunk-size: CR not followed by LF: byte 0x46 follows it"},
+			end:  "not decoded further"},
+		{name: "F CR then FIN", body: "F\r",
+			end: "closed without the last chunk", detail: "inside a chunk-size line (2 bytes read; the last is a CR, its LF did not come)"},
+		{name: "lone CR then FIN", body: "\r",
+			end: "closed without the last chunk", detail: "inside a chunk-size line (1 bytes read; the last is a CR, its LF did not come)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, piece := range []int{1 << 20, 1} {
+				tl := newTally()
+				c := httpconn.New(testConn, tl, httpconn.Options{})
+				c.ClientData([]byte(watchGET), t0)
+				feedIn([]byte(chunkedOK+tc.body), piece, c.ServerData, func() {})
+				c.CloseServer(httpconn.EndFIN, t0)
+				var got []string
+				for _, p := range tl.problems {
+					got = append(got, fmt.Sprintf("%s @%d %s: %s", p.Where, p.Offset, p.Kind, p.Detail))
+					if p.Warning || p.Direction != "server" {
+						t.Errorf("pieces of %d: %s: warning %v, direction %s; want an error of the server", piece, got[len(got)-1], p.Warning, p.Direction)
+					}
+				}
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+					t.Errorf("pieces of %d: problems\n\t%q\nwant\n\t%q", piece, got, tc.want)
+				}
+				if tl.lastEnd() != tc.end || tl.last.Detail != tc.detail || tl.nEnds != 1 {
+					t.Errorf("pieces of %d: %d ends, the last %q (%q); want one, %q (%q)", piece, tl.nEnds, tl.lastEnd(), tl.last.Detail, tc.end, tc.detail)
+				}
+			}
+		})
+	}
+}

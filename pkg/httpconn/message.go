@@ -68,6 +68,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	// without either a request has no body.
 	b := s.newBody(hdr, false, false, t)
 	b.exchange = req.Exchange
+	s.bareLFNearFraming(h, b, t)
 	if b.framing != "none" {
 		s.body = b
 	}
@@ -116,6 +117,9 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	b := s.newBody(hdr, true, noBody, t)
 	b.exchange = exchange
 	b.resp = resp
+	if !noBody {
+		s.bareLFNearFraming(h, b, t)
+	}
 	resp.Framing = b.framing
 	resp.ContentLength = b.length
 	if code == 101 {
@@ -267,6 +271,97 @@ func framingOf(hdr textproto.MIMEHeader, response bool) framing {
 	}
 	f.how = "none"
 	return f
+}
+
+// KindBareLFFraming is the Problem kind (a warning) of a bare LF, an LF not
+// preceded by CR, that ends a Transfer-Encoding or Content-Length field
+// line, or the line before one, in a header section. RFC 9112 §2.2 lets a
+// recipient take a bare LF as a line ending, and kwatch does (as Go's
+// net/textproto does); a parser that does not reads the line after the LF
+// as part of the line before it, so one of the two sees a framing field
+// (RFC 9112 §6.3) that the other does not, or another value of it, and they
+// frame the message differently: the shape of request smuggling and
+// response splitting. Bare LFs elsewhere in a header section do not change
+// the framing and are not reported.
+const KindBareLFFraming = "bare LF next to a framing field"
+
+// framingField returns the name of the field that decides the framing of a
+// body (RFC 9112 §6.3) that line, a field line without its line ending,
+// holds: "Transfer-Encoding" or "Content-Length", or "" for any other line.
+// As in net/textproto, the name must be followed by ":" directly.
+func framingField(line []byte) string {
+	for _, f := range [...]string{"Transfer-Encoding", "Content-Length"} {
+		if len(line) > len(f) && line[len(f)] == ':' && strings.EqualFold(string(line[:len(f)]), f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// bareLFNearFraming reports each bare LF of header section h that ends a
+// framing field line or the line before one (KindBareLFFraming), at its
+// offset in the direction's stream. The first line, the start-line, is
+// never a field line. b is the body the section announced, framed as kwatch
+// frames it.
+func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
+	// Each line is looked at when the line after it is known: prev is the
+	// line before (without its ending), prevLF the offset in h of the
+	// bare LF that ended it, or -1 when it ended in CRLF.
+	var prev []byte
+	prevLF := -1
+	prevField := ""
+	for start, n := 0, 0; start < len(h); n++ {
+		i := bytes.IndexByte(h[start:], '\n')
+		if i < 0 {
+			break
+		}
+		lf := start + i
+		line := h[start:lf]
+		bare := len(line) == 0 || line[len(line)-1] != '\r'
+		if !bare {
+			line = line[:len(line)-1]
+		}
+		field := ""
+		if n > 0 {
+			field = framingField(line)
+		}
+		if prevLF >= 0 && (prevField != "" || field != "") {
+			s.reportBareLF(s.hdrStart+int64(prevLF), prev, prevField, line, field, b, t)
+		}
+		prev, prevField, prevLF = line, field, -1
+		if bare {
+			prevLF = lf
+		}
+		start = lf + 1
+	}
+	if prevLF >= 0 && prevField != "" {
+		// The LF that ends the section's last line, which can only be
+		// the empty line, has no field line after it.
+		s.reportBareLF(s.hdrStart+int64(prevLF), prev, prevField, nil, "", b, t)
+	}
+}
+
+// reportBareLF reports the bare LF at stream offset off that ends line (a
+// framing field line when field is set) and comes before next (likewise,
+// nextField).
+func (s *side) reportBareLF(off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) {
+	var detail, misread string
+	switch {
+	case field != "" && nextField != "":
+		detail = fmt.Sprintf("%q ends in a bare LF, right before %q", clip(string(line)), clip(string(next)))
+		misread = "the " + nextField + " line as part of the " + field + " field"
+	case field != "":
+		detail = fmt.Sprintf("%q ends in a bare LF", clip(string(line)))
+		misread = "the line after it as part of the " + field + " field"
+	default:
+		detail = fmt.Sprintf("the line before %q ends in a bare LF", clip(string(next)))
+		misread = "the " + nextField + " line as part of the line before it"
+	}
+	hint := "RFC 9112 §2.2 lets a recipient take a bare LF as a line ending, and kwatch does (" + b.framingText() +
+		"); a parser that does not reads " + misread +
+		", so it frames this message differently: a request-smuggling (response-splitting) shape"
+	s.c.problem(&record.Problem{Direction: s.name(), Where: "stream", Offset: off, Kind: KindBareLFFraming,
+		Detail: detail, Hint: hint, Warning: true, Time: t, Exchange: b.exchange})
 }
 
 // parseContentLength parses the Content-Length field values: 1*DIGIT that
