@@ -14,12 +14,15 @@ import (
 
 // JSON writes one JSON object per line (JSON Lines). Every object has a
 // "record" field: "connection", "request", "response", "event", "end",
-// "note", "problem" or "summary". README.md documents each.
+// "note", "problem" or "summary". README.md documents each. Every line is
+// valid UTF-8 (see validUTF8Writer), whatever bytes the capture held.
 type JSON struct {
 	filter
-	w   *errWriter
-	enc *json.Encoder
-	out []byte
+	w *errWriter
+	// lines is where every line goes: through it to w.
+	lines validUTF8Writer
+	enc   *json.Encoder
+	out   []byte
 	// chunks is reused for each event's chunk list.
 	chunks []jsonChunk
 	// lastConn and lastConnText cache the text of the last event's
@@ -31,9 +34,10 @@ type JSON struct {
 // NewJSON returns a JSON Lines printer writing to w.
 func NewJSON(w io.Writer, opt Options) *JSON {
 	ew := &errWriter{w: w}
-	enc := json.NewEncoder(ew)
-	enc.SetEscapeHTML(false)
-	return &JSON{filter: newFilter(opt), w: ew, enc: enc}
+	j := &JSON{filter: newFilter(opt), w: ew, lines: validUTF8Writer{w: ew}}
+	j.enc = json.NewEncoder(&j.lines)
+	j.enc.SetEscapeHTML(false)
+	return j
 }
 
 // Emit writes r as JSON if the filter passes it.
@@ -76,7 +80,8 @@ func listedObject(l *record.List, o *record.Object) jsonListed {
 // (JSON validated when the event was decoded, or written by json.Marshal),
 // not re-validated and compacted by encoding/json, which would scan a large
 // object twice more; an object spread over several lines is compacted so
-// that the output stays one line per record.
+// that the output stays one line per record, and bytes that are not UTF-8
+// are replaced on the way out (validUTF8Writer).
 func (j *JSON) event(v *record.Event) {
 	ev := j.jsonEvent(v)
 	if bytes.IndexByte(ev.Object, '\n') >= 0 || bytes.IndexByte(ev.Object, '\r') >= 0 {
@@ -90,7 +95,7 @@ func (j *JSON) event(v *record.Event) {
 	}
 	// One write per line: output may be a terminal or a pipe read live.
 	j.out = append(appendEventLine(j.out[:0], &ev), '\n')
-	_, _ = j.w.Write(j.out)
+	_, _ = j.lines.Write(j.out)
 	if cap(j.out) > 1<<20 {
 		j.out = nil // do not keep a buffer sized for one huge event
 	}

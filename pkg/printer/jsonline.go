@@ -148,3 +148,58 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[from:]...)
 	return append(b, '"')
 }
+
+// validUTF8Writer passes JSON lines on to w as valid UTF-8, which JSON text
+// exchanged between systems must be (RFC 8259 §8.1). encoding/json makes a
+// Go string valid when it writes one (appendJSONString does the same), but
+// copies a json.RawMessage as it is, and the decoders keep an object's bytes
+// as they came from the wire (pkg/event validates JSON syntax, not UTF-8):
+// an object holding a string such as "\xc0\xaf" would make the whole line
+// something that is not JSON text. Each line is checked as a whole, so that
+// no raw value can be missed; only a line that fails is copied, with
+// appendValidUTF8. Byte counts in the records are not affected: they count
+// the bytes on the wire.
+type validUTF8Writer struct {
+	w *errWriter
+	// buf holds the last line rewritten.
+	buf []byte
+}
+
+// Write passes p, one or more whole lines, on to w, rewritten if it is not
+// valid UTF-8. It returns len(p) and w's error.
+func (v *validUTF8Writer) Write(p []byte) (int, error) {
+	if utf8.Valid(p) {
+		return v.w.Write(p)
+	}
+	v.buf = appendValidUTF8(v.buf[:0], p)
+	_, err := v.w.Write(v.buf)
+	if cap(v.buf) > 1<<20 {
+		v.buf = nil // do not keep a buffer sized for one huge event
+	}
+	return len(p), err
+}
+
+// appendValidUTF8 appends the JSON text p with each byte that does not
+// belong to a UTF-8 encoded character written as the escape \ufffd: one
+// escape per byte, by utf8.DecodeRune's rule, the one encoding/json
+// follows when it writes a Go string and when it reads a JSON string.
+// Bytes of 0x80 and above occur only inside the strings of syntactically
+// valid JSON, where the escape stands for U+FFFD; encoding/json reads the
+// same values from the result as from p.
+func appendValidUTF8(b, p []byte) []byte {
+	from := 0 // start of the bytes not yet copied
+	for i := 0; i < len(p); {
+		if p[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, p[from:i]...)
+			b = append(b, `\ufffd`...)
+			from = i + 1
+		}
+		i += n
+	}
+	return append(b, p[from:]...)
+}
