@@ -53,6 +53,9 @@ var genScenarios = []genScenario{
 	{"rst-mid-chunk", ".pcap", "the server resets the connection inside a chunk: reset without the last chunk, the cut event reported", genRST},
 	{"client-rst-then-data", ".pcap", "the client resets its watch after 1 s; the server's next chunk, sent after the RST, is not decoded (an after-reset note counts it); the end and the reset are dated by the RST", genClientRSTThenData},
 	{"no-data-connections", ".pcap", "a watch next to a connection that only did its handshake and closed, and a SYN refused with a RST: 3 TCP connections, one shown", genNoDataConnections},
+	{"invalid-utf8", ".pcap", "an event whose ConfigMap value holds bytes that are not UTF-8 (\\x80, \\xc0\\xaf, \\xe0\\x80\\xaf, as kubernetes-client/python's test): it decodes; -o json writes \\ufffd for each byte and counts the bytes as sent", genInvalidUTF8},
+	{"bare-lf-framing", ".pcap", "the header line before Transfer-Encoding: chunked ends in a bare LF (llhttp's \"Headers separated by LF\"): decoded as chunked, with a bare LF next to a framing field warning at the LF", genBareLFFraming},
+	{"cr-in-size-line-fin", ".pcap", "a chunk-size line \"F\\rF\" and then the server's FIN (hyper's test): invalid chunk-size at the CR, the event before it decodes", genCRInSizeLineFIN},
 	{"keepalive", ".pcap", "a GET (Content-Length list) then a watch on the same connection: exchanges 1 and 2", genKeepAlive},
 	{"gone-410", ".pcap", "a watch answered 410 Gone with a Status body, then a watch whose stream ends with an ERROR 410 event", genGone},
 	{"initial-events-end", ".pcap", "sendInitialEvents: 2 ADDED, a BOOKMARK marked k8s.io/initial-events-end, then a MODIFIED", genInitialEventsEnd},
@@ -601,6 +604,45 @@ func genNoDataConnections(t *testing.T) []byte {
 	w := conn(40043)
 	simpleWatch(t, w, twoEvents(t)...)
 	return pcapOf(t, idle, refused, w)
+}
+
+func genInvalidUTF8(t *testing.T) []byte {
+	ev := jsonEvent(t, "ADDED", configMap("default", "bad-utf8", "101", map[string]string{"text": "PLACEHOLDER"}))
+	ev = bytes.Replace(ev, []byte("PLACEHOLDER"), []byte("a\x80b\xc0\xafc\xe0\x80\xafd"), 1)
+	c := conn(40044)
+	simpleWatch(t, c, ev, cmEvent(t, "MODIFIED", "coredns", "102"))
+	return pcapOf(t, c)
+}
+
+func genBareLFFraming(t *testing.T) []byte {
+	c := conn(40045)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	resp := response("200 OK", "application/json", chunkedTE)
+	// The field line before Transfer-Encoding ends in LF alone.
+	resp = bytes.Replace(resp, []byte("\r\n"+chunkedTE), []byte("\n"+chunkedTE), 1)
+	c.Send(pcapgen.Server, resp)
+	for _, ev := range twoEvents(t) {
+		c.Wait(200 * time.Millisecond)
+		c.Send(pcapgen.Server, chunk(ev))
+	}
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+func genCRInSizeLineFIN(t *testing.T) []byte {
+	c := conn(40046)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "ADDED", "coredns", "101")))
+	c.Wait(200 * time.Millisecond)
+	c.Send(pcapgen.Server, []byte("F\rF"))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
 }
 
 func genKeepAlive(t *testing.T) []byte {
