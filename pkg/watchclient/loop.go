@@ -555,7 +555,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		if ww != nil {
 			finished = ww.finished
 		}
-		go l.watchdog(w, started, stop, finished, &stalled)
+		go l.watchdog(w, l.c.sink.clock.Now(), stop, finished, &stalled)
 	}
 	for ev := range w.ResultChan() {
 		l.lastEvents++
@@ -566,31 +566,35 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	return nil
 }
 
-// watchdog stops watch w, started at started, when no byte has been read
-// or decoded for IdleTimeout, and sets *stalled. It does nothing once stop
-// is closed (the loop is done with w) or finished is (w's body was read to
+// watchdog stops watch w, started at started (on the sink's clock), when no
+// byte has been read or decoded for IdleTimeout, and sets *stalled. It does
+// nothing once stop is closed (the loop is done with w) or finished is (w's body was read to
 // its end): checked under the sink's lock as the problem is printed, so a
 // watchdog that had to wait for the lock never reports a watch that has
 // ended meanwhile, nor one whose bytes were waiting for kwatch's own
 // output to move.
 func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-chan struct{}, stalled *atomic.Bool) {
-	tick := time.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
+	clk := l.c.sink.clock
+	tick := clk.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		idle := func() time.Duration {
 			last := time.Unix(0, l.c.sink.lastActive.Load())
 			if last.Before(started) {
 				last = started
 			}
-			return time.Since(last)
+			return clk.Since(last)
 		}
 		if idle() < l.opt.IdleTimeout {
 			continue
+		}
+		if tr := l.c.sink.watchdogTrace; tr != nil {
+			tr("judging")
 		}
 		// Judged again under the sink's lock: when kwatch's own output
 		// is held up (a full pipe, a paused terminal), the decoder holds
@@ -605,6 +609,9 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 				Detail: fmt.Sprintf("no byte for %s (--idle-timeout)", d.Round(time.Millisecond)),
 				Hint:   "closing the watch and watching again from the last resourceVersion"}
 		}, stop, finished)
+		if tr := l.c.sink.watchdogTrace; tr != nil {
+			tr(map[bool]string{true: "reported", false: "cleared"}[reported])
+		}
 		if reported {
 			stalled.Store(true)
 			w.Stop()

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -29,9 +31,16 @@ type lockedSink struct {
 	// detached: the run is over (Client.Close); nothing more reaches sink.
 	detached bool
 	// lastActive is when a tapped connection last read a byte or had
-	// read bytes decoded (Unix nanoseconds), for the watchdog: a reader
-	// waiting for room in its queue is not a stalled server.
+	// read bytes decoded (Unix nanoseconds on clock), for the watchdog: a
+	// reader waiting for room in its queue is not a stalled server.
 	lastActive atomic.Int64
+	// clock times lastActive and the watchdog (a fake one in tests);
+	// records carry the wall-clock time.
+	clock clock.WithTicker
+	// watchdogTrace, set only by tests, is told when a watchdog found a
+	// silence and is about to judge it under the lock ("judging"), and
+	// what it then did ("reported" or "cleared").
+	watchdogTrace func(string)
 
 	// What the tapped connections have queued for decoding and what has
 	// been decoded, counted in operations: drain waits for the second to
@@ -47,7 +56,7 @@ type lockedSink struct {
 }
 
 func newLockedSink(sink record.Sink) *lockedSink {
-	l := &lockedSink{sink: sink, open: map[*tapConn]struct{}{}}
+	l := &lockedSink{sink: sink, open: map[*tapConn]struct{}{}, clock: clock.RealClock{}}
 	l.qcond = sync.NewCond(&l.qmu)
 	return l
 }
@@ -245,7 +254,7 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	now := time.Now()
 	if n > 0 {
-		c.sink.lastActive.Store(now.UnixNano())
+		c.sink.lastActive.Store(c.sink.clock.Now().UnixNano())
 		c.queue(tapOp{kind: tapRead, at: now}, p[:n]) // a copy: net/http reuses p
 	}
 	if err != nil {
@@ -302,7 +311,7 @@ func (c *tapConn) decode() {
 		// Under the lock: a watchdog waiting for it (while printing was
 		// held up by a full pipe) sees this batch's activity.
 		if read {
-			c.sink.lastActive.Store(time.Now().UnixNano())
+			c.sink.lastActive.Store(c.sink.clock.Now().UnixNano())
 		}
 		c.sink.mu.Unlock()
 		c.sink.qmu.Lock()
