@@ -222,8 +222,11 @@ func TestStreamThroughProxy(t *testing.T) {
 		t.Errorf("watch record does not say it went through kubectl proxy: %v", w)
 	}
 	sum := ofRecord(recs, "summary")
-	if len(sum) != 1 || sum[0]["watchesOpened"] != 1.0 {
+	if len(sum) != 1 || sum[0]["watchesOpened"] != 1.0 || sum[0]["connections"].(float64) < 1 {
 		t.Errorf("summary: %v", sum)
+	}
+	if _, ok := sum[0]["packets"]; ok {
+		t.Errorf("a live summary counts packets it never read: %v", sum[0])
 	}
 }
 

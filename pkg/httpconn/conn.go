@@ -16,11 +16,13 @@ import (
 	"bytes"
 	"fmt"
 	"net/textproto"
+	"strings"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/tlsrec"
 )
 
 // DefaultMaxHeaderBytes bounds a request or response header section, in
@@ -78,7 +80,7 @@ type Conn struct {
 	unqueued      int
 	unqueuedFirst int
 	exchange      int
-	tlsNoted      bool // one direction was found to carry TLS: one note per connection
+	tlsNoted      bool // the connection's TLS note was emitted: one per connection
 	last          time.Time
 }
 
@@ -216,6 +218,9 @@ type side struct {
 	hdrHeld  int64 // bytes of hdr reserved from Options.Budget
 	hdrStart int64
 	body     *body // current message body, nil while reading a header
+	// tls reads what this direction shows in the clear when it carries
+	// TLS (its hello), for the connection's note.
+	tls *tlsrec.Sniffer
 }
 
 func (s *side) name() string {
@@ -241,13 +246,6 @@ const sniffHead = 8
 // h2Preface is the start of the HTTP/2 connection preface (RFC 9113 §3.4).
 const h2Preface = "PRI * HTTP/2"
 
-// isTLSRecord reports whether p starts with a TLS record header (RFC 8446
-// §5.1): content type 20-23 (change_cipher_spec, alert, handshake,
-// application_data), then version 3.0 to 3.4.
-func isTLSRecord(p []byte) bool {
-	return len(p) >= 3 && p[0] >= 0x14 && p[0] <= 0x17 && p[1] == 0x03 && p[2] <= 0x04
-}
-
 // sniffDecided reports whether sniff's verdict on the first bytes b can no
 // longer change when more bytes come, so that the verdict (and the bytes the
 // note shows) does not depend on how the first bytes were split.
@@ -257,7 +255,7 @@ func (s *side) sniffDecided(b []byte) bool {
 		return true
 	case len(b) < 3 && b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03):
 		return false // may be a TLS record header
-	case isTLSRecord(b):
+	case tlsrec.IsRecord(b):
 		return true
 	case bytes.HasPrefix(b, []byte(h2Preface)):
 		return true
@@ -276,6 +274,11 @@ func (s *side) sniffDecided(b []byte) bool {
 }
 
 func (s *side) feed(p []byte, t time.Time) {
+	if s.tls != nil && !s.tls.Done() {
+		s.tls.Write(p)
+		s.c.noteTLS(t, false)
+		return
+	}
 	if !s.seen && !s.dead && !s.closed && len(p) > 0 {
 		// The first bytes may come one at a time (a live read, a small
 		// TCP segment): hold them until sniff can decide, so that the
@@ -334,21 +337,15 @@ func (s *side) process(p []byte, t time.Time) {
 // sniff decides from the first bytes of a direction whether it carries
 // HTTP/1.1, and otherwise says what it carries.
 func (s *side) sniff(p []byte, t time.Time) bool {
-	if isTLSRecord(p) {
-		if !s.c.tlsNoted {
-			s.c.tlsNoted = true
-			what := fmt.Sprintf("handshake record version 3.%d", p[2])
-			if p[0] != 0x16 {
-				what = fmt.Sprintf("record version 3.%d after the handshake: the capture starts in the middle of the connection", p[2])
-			}
-			s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "tls",
-				Message: "TLS (" + what + "): encrypted, so no HTTP can be decoded; capture plain HTTP, e.g. through kubectl proxy (port 8001)"})
-		}
+	if tlsrec.IsRecord(p) {
+		s.tls = &tlsrec.Sniffer{}
+		s.tls.Write(p)
+		s.c.noteTLS(t, false)
 		return false
 	}
 	if bytes.HasPrefix(p, []byte(h2Preface)) {
-		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
-			Message: "HTTP/2 (prior knowledge preface): HTTP/2 has no chunked coding; capture an HTTP/1.1 connection"})
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "http2",
+			Message: "HTTP/2 (prior knowledge preface): not decoded; kwatch decodes HTTP/1.1"})
 		return false
 	}
 	if s.isServer {
@@ -367,6 +364,61 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		Message: fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
 			s.name(), head(p, sniffHead))})
 	return false
+}
+
+// noteTLS emits the connection's one note about TLS once its directions
+// have shown what they can in the clear: the ServerHello (version, cipher
+// suite) with the ClientHello's server name and ALPN, or that the capture
+// starts after the handshake; or, when a direction ends (ending), whatever
+// is known by then.
+func (c *Conn) noteTLS(t time.Time, ending bool) {
+	if c.tlsNoted {
+		return
+	}
+	cl, sv := c.client.tls, c.server.tls
+	done := func(s *tlsrec.Sniffer) bool { return s != nil && s.Done() }
+	switch {
+	case done(sv), done(cl) && cl.MidStream, ending:
+	default:
+		return
+	}
+	c.tlsNoted = true
+	var what string
+	switch {
+	case done(sv) && sv.Hello != nil:
+		h := *sv.Hello
+		if done(cl) && cl.Hello != nil {
+			h.ServerName = cl.Hello.ServerName
+			if len(h.ALPN) == 0 && len(cl.Hello.ALPN) > 0 {
+				// TLS 1.3 sends the server's choice encrypted.
+				what = ", ALPN offered " + strings.Join(cl.Hello.ALPN, ",")
+			}
+		}
+		what = h.String() + what
+	case done(sv) && sv.MidStream, done(cl) && cl.MidStream:
+		s := sv
+		if !done(s) || !s.MidStream {
+			s = cl
+		}
+		what = fmt.Sprintf("TLS records (version %d.%d) after the handshake, which the capture missed",
+			s.FirstVersion>>8, s.FirstVersion&0xff)
+	case done(sv) && sv.Err != nil:
+		what = "TLS handshake whose ServerHello could not be read (" + sv.Err.Error() + ")"
+		if done(cl) && cl.Hello != nil {
+			what += ", after a ClientHello (" + cl.Hello.String() + ")"
+		}
+	case done(cl) && cl.Hello != nil:
+		what = "TLS ClientHello (" + cl.Hello.String() + ") without a ServerHello in the capture"
+	default:
+		what = "TLS handshake, cut short before a hello was complete"
+		for _, s := range []*tlsrec.Sniffer{sv, cl} {
+			if s != nil && s.Err != nil {
+				what = "TLS handshake that could not be read (" + s.Err.Error() + ")"
+				break
+			}
+		}
+	}
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: what + ": encrypted, not decoded"})
 }
 
 // startMidStream takes the server's first bytes, which are not a status
@@ -559,6 +611,9 @@ func (s *side) close(how Ending, t time.Time) {
 	}
 	s.flushSniff(t)
 	s.closed = true
+	if s.tls != nil {
+		s.c.noteTLS(t, true)
+	}
 	if s.body != nil {
 		s.body.closeWith(how, t)
 		s.body = nil

@@ -64,9 +64,11 @@ func TestTLSNotes(t *testing.T) {
 		want           string
 	}{
 		{"after the handshake", []byte{0x17, 0x03, 0x03, 0x00, 0x21, 1, 2, 3}, []byte{0x17, 0x03, 0x03, 0x01, 0x00, 4, 5, 6},
-			"TLS (record version 3.3 after the handshake: the capture starts in the middle of the connection)"},
-		{"handshake", []byte{0x16, 0x03, 0x01, 0x02, 0x00, 1}, []byte{0x16, 0x03, 0x03, 0x00, 0x7a, 2},
-			"TLS (handshake record version 3.1)"},
+			"TLS records (version 3.3) after the handshake, which the capture missed: encrypted, not decoded"},
+		{"handshake cut short", []byte{0x16, 0x03, 0x01, 0x02, 0x00, 1}, []byte{0x16, 0x03, 0x03, 0x00, 0x7a, 2},
+			"TLS handshake, cut short before a hello was complete: encrypted, not decoded"},
+		{"not a hello", []byte{0x16, 0x03, 0x01, 0x00, 0x04, 20, 0, 0, 0}, nil,
+			"TLS handshake that could not be read (first handshake message is of type 20, not a hello): encrypted, not decoded"},
 	} {
 		var notes []string
 		sink := record.SinkFunc(func(r record.Record) {
@@ -78,6 +80,8 @@ func TestTLSNotes(t *testing.T) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		c.ClientData(tc.client, now)
 		c.ServerData(tc.server, now)
+		c.CloseClient(httpconn.EndFIN, now)
+		c.CloseServer(httpconn.EndFIN, now)
 		if len(notes) != 1 || !strings.HasPrefix(notes[0], "tls: "+tc.want) {
 			t.Errorf("%s: notes %q, want one starting %q", tc.name, notes, "tls: "+tc.want)
 		}

@@ -269,9 +269,11 @@ type jsonProblem struct {
 }
 
 type jsonSummary struct {
-	Record      string         `json:"record"`
-	Packets     int64          `json:"packets"`
+	Record string `json:"record"`
+	// Packets is left out for kwatch stream, which reads no packets.
+	Packets     *int64         `json:"packets,omitempty"`
 	Connections int            `json:"connections"`
+	Undecoded   map[string]int `json:"undecoded"`
 	Watches     int            `json:"watches"`
 	Events      map[string]int `json:"events"`
 	Chunks      int            `json:"chunks"`
@@ -390,9 +392,10 @@ func (j *JSON) object(r record.Record) any {
 		return p
 	case *record.Summary:
 		t := &j.tally
-		s := jsonSummary{Record: "summary", Packets: v.Packets, Connections: v.Connections,
+		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
 		if v.Live {
+			s.Packets = nil
 			s.Connections = t.Connections
 			s.WatchesRequested, s.WatchesOpened = &v.WatchesRequested, &v.WatchesOpened
 			s.Relists, s.Retries, s.Bytes, s.DurationS = &v.Relists, &v.Retries, &v.Bytes, seconds(v.Duration)

@@ -453,20 +453,38 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	parts := []string{
 		plural(int(s.Packets), "packet"),
 		plural(s.Connections, "TCP connection"),
-		plural(t.Watches, "watch") + "es",
-		countsLine(t.Events),
-		plural(t.Chunks, "chunk"),
 	}
-	parts[2] = strings.TrimSuffix(parts[2], "es")
+	if u := undecodedText(t.Undecoded); u != "" {
+		parts = append(parts, u)
+	}
+	watches := "1 watch"
 	if t.Watches != 1 {
-		parts[2] = fmt.Sprintf("%d watches", t.Watches)
+		watches = fmt.Sprintf("%d watches", t.Watches)
 	}
+	parts = append(parts, watches, countsLine(t.Events), plural(t.Chunks, "chunk"))
 	pw := fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning"))
 	if t.Problems+t.Warnings > 0 {
 		pw = p.cs.warning.Sprint(pw)
 	}
 	parts = append(parts, pw)
 	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// undecodedText says how many connections could not be decoded and why,
+// e.g. "3 not decoded: 2 TLS, 1 HTTP/2"; "" when there are none.
+func undecodedText(m map[string]int) string {
+	total := 0
+	var why []string
+	for _, k := range []struct{ kind, name string }{{"tls", "TLS"}, {"http2", "HTTP/2"}, {"not-http", "not HTTP"}} {
+		if n := m[k.kind]; n > 0 {
+			total += n
+			why = append(why, fmt.Sprintf("%d %s", n, k.name))
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d not decoded: %s", total, strings.Join(why, ", "))
 }
 
 // printQuiet prints the watches with no event and no finding: one as

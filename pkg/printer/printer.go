@@ -51,6 +51,10 @@ type Tally struct {
 	Problems    int // errors
 	Warnings    int // problems that decoded anyway
 	Connections int
+	// Undecoded counts the connections that carried no HTTP/1.1 kwatch
+	// could decode, by the kind of their note: "tls" (encrypted), "http2",
+	// "not-http"; counted when the connection ends (kwatch pcap).
+	Undecoded map[string]int
 }
 
 // filter decides which records are shown, holding back a request until its
@@ -64,13 +68,19 @@ type filter struct {
 	// comes before its first request), by connection ID.
 	heldNotes map[int][]record.Record
 	tally     Tally
+	// undecoded is the kind of the first note that said a connection
+	// cannot be decoded, and httpConn the connections that carried HTTP
+	// all the same, until each connection ends.
+	undecoded map[int]string
+	httpConn  map[int]bool
 }
 
 type heldKey struct{ conn, exchange int }
 
 func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
-		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}}}
+		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
+		undecoded: map[int]string{}, httpConn: map[int]bool{}}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -78,6 +88,7 @@ func newFilter(opt Options) filter {
 func (f *filter) pass(r record.Record) []record.Record {
 	switch v := r.(type) {
 	case *record.Request:
+		f.httpConn[v.Conn.ID] = true
 		k := heldKey{v.Conn.ID, v.Exchange}
 		if v.Watch || f.opt.AllHTTP {
 			f.watch[k] = v.Watch
@@ -88,6 +99,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		return nil
 	case *record.Response:
+		f.httpConn[v.Conn.ID] = true
 		k := heldKey{v.Conn.ID, v.Exchange}
 		req := f.held[k]
 		delete(f.held, k)
@@ -130,12 +142,20 @@ func (f *filter) pass(r record.Record) []record.Record {
 		f.tally.Chunks += v.Chunks
 		return []record.Record{r}
 	case *record.ConnNote:
-		if v.Kind == "tls" || v.Kind == "not-http" {
+		if v.Kind == "tls" || v.Kind == "not-http" || v.Kind == "http2" {
+			if _, ok := f.undecoded[v.Conn.ID]; !ok {
+				f.undecoded[v.Conn.ID] = v.Kind
+			}
 			return f.withConn(v.Conn, r)
 		}
 		if v.Kind == "closed" || v.Kind == "capture-ended" {
 			// A connection's last record.
 			defer delete(f.shownConn, v.Conn.ID)
+			if kind, ok := f.undecoded[v.Conn.ID]; ok && !f.httpConn[v.Conn.ID] {
+				f.tally.Undecoded[kind]++
+			}
+			delete(f.undecoded, v.Conn.ID)
+			delete(f.httpConn, v.Conn.ID)
 		}
 		if !f.shownConn[v.Conn.ID] {
 			// A note can come before the connection's first shown

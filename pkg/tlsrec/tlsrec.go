@@ -1,0 +1,312 @@
+// Package tlsrec reads what a TLS connection shows in the clear: the record
+// layer (RFC 8446 §5.1, RFC 5246 §6.2) and the ClientHello and ServerHello
+// handshake messages (RFC 8446 §4.1.2, §4.1.3), so that kwatch can say what
+// an encrypted connection is (version, cipher suite, server name, ALPN)
+// instead of only that it is encrypted.
+//
+// Parsing uses golang.org/x/crypto/cryptobyte; crypto/tls parses hellos only
+// inside a handshake it takes part in, not from captured bytes.
+package tlsrec
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// Record content types (RFC 8446 §5.1).
+const (
+	typeChangeCipherSpec = 20
+	typeHandshake        = 22
+	typeApplicationData  = 23
+)
+
+// Handshake message types (RFC 8446 §4).
+const (
+	msgClientHello = 1
+	msgServerHello = 2
+)
+
+// Extension types (RFC 8446 §4.2, RFC 6066 §3, RFC 7301 §3.1).
+const (
+	extServerName        = 0
+	extALPN              = 16
+	extSupportedVersions = 43
+)
+
+// recordHeaderLen is the size of a record header in bytes: type, version,
+// length (RFC 8446 §5.1).
+const recordHeaderLen = 5
+
+// maxHelloBytes bounds what a Sniffer holds while it waits for a hello
+// message to be complete: a ClientHello with post-quantum key shares is
+// about 1.8 KiB; a hello never needs more than a few records.
+const maxHelloBytes = 64 << 10
+
+// IsRecord reports whether p starts with a TLS record header (RFC 8446
+// §5.1): content type 20 to 23 (change_cipher_spec, alert, handshake,
+// application_data), then legacy_record_version 3.0 to 3.4. p needs 3 bytes.
+func IsRecord(p []byte) bool {
+	return len(p) >= 3 && p[0] >= typeChangeCipherSpec && p[0] <= typeApplicationData && p[1] == 0x03 && p[2] <= 0x04
+}
+
+// Hello is what a ClientHello or ServerHello says in the clear.
+type Hello struct {
+	// Server is true for a ServerHello.
+	Server bool
+	// Version is the TLS version: for a ServerHello the one negotiated
+	// (supported_versions, RFC 8446 §4.2.1, else legacy_version); for a
+	// ClientHello the highest offered.
+	Version uint16
+	// CipherSuite is the ServerHello's cipher suite (0 in a ClientHello).
+	CipherSuite uint16
+	// ServerName is the ClientHello's server_name (SNI, RFC 6066 §3).
+	ServerName string
+	// ALPN lists the protocols the client offers, or the one the server
+	// chose (in TLS 1.2 only: TLS 1.3 sends it encrypted).
+	ALPN []string
+}
+
+// VersionName returns "TLS 1.3", "TLS 1.2", … for v, as crypto/tls names it.
+func VersionName(v uint16) string {
+	return tls.VersionName(v)
+}
+
+// String describes h in a few words, e.g. "TLS 1.3, TLS_AES_128_GCM_SHA256".
+func (h *Hello) String() string {
+	parts := []string{VersionName(h.Version)}
+	if h.Server {
+		parts = append(parts, tls.CipherSuiteName(h.CipherSuite))
+	}
+	if h.ServerName != "" {
+		parts = append(parts, fmt.Sprintf("server name %q", h.ServerName))
+	}
+	if len(h.ALPN) > 0 {
+		parts = append(parts, "ALPN "+strings.Join(h.ALPN, ","))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Sniffer reads the first bytes of one direction of a TLS connection until
+// it knows what they show. Feed it with Write; Done reports when it needs
+// no more.
+type Sniffer struct {
+	buf []byte
+	// Hello is the direction's hello message, once parsed.
+	Hello *Hello
+	// MidStream is set when the direction's first record is not a
+	// handshake record: the capture started after the handshake.
+	MidStream bool
+	// FirstVersion is the legacy_record_version of the first record
+	// (0x0301 for "3.1").
+	FirstVersion uint16
+	// Err says why the hello could not be read (a malformed message, or
+	// more than 64 KiB without a complete one); Done is then true.
+	Err  error
+	done bool
+}
+
+// Done reports whether the Sniffer has what it can learn.
+func (s *Sniffer) Done() bool { return s.done }
+
+// Write takes the next bytes of the direction. It never fails; it returns
+// len(p).
+func (s *Sniffer) Write(p []byte) (int, error) {
+	if s.done {
+		return len(p), nil
+	}
+	if len(s.buf)+len(p) > maxHelloBytes {
+		p = p[:maxHelloBytes-len(s.buf)]
+		s.buf = append(s.buf, p...)
+		s.finish(fmt.Errorf("no complete hello message in the first %d bytes", maxHelloBytes))
+		return len(p), nil
+	}
+	s.buf = append(s.buf, p...)
+	s.parse()
+	return len(p), nil
+}
+
+func (s *Sniffer) finish(err error) {
+	s.done, s.Err, s.buf = true, err, nil
+}
+
+// parse looks at the records held so far.
+func (s *Sniffer) parse() {
+	if len(s.buf) < recordHeaderLen {
+		return
+	}
+	if s.FirstVersion == 0 {
+		s.FirstVersion = uint16(s.buf[1])<<8 | uint16(s.buf[2])
+		if s.buf[0] != typeHandshake {
+			s.MidStream = true
+			s.finish(nil)
+			return
+		}
+	}
+	// The handshake messages are the concatenated fragments of the
+	// handshake records (RFC 8446 §5.1); the hello is the first message.
+	var msgs []byte
+	rest := s.buf
+	for len(rest) >= recordHeaderLen && rest[0] == typeHandshake {
+		n := int(rest[3])<<8 | int(rest[4])
+		if len(rest) < recordHeaderLen+n {
+			break
+		}
+		msgs = append(msgs, rest[recordHeaderLen:recordHeaderLen+n]...)
+		rest = rest[recordHeaderLen+n:]
+	}
+	if len(msgs) < 4 {
+		return
+	}
+	n := int(msgs[1])<<16 | int(msgs[2])<<8 | int(msgs[3])
+	if len(msgs) < 4+n {
+		if len(rest) >= recordHeaderLen && rest[0] != typeHandshake {
+			s.finish(fmt.Errorf("hello message cut short by a record of type %d", rest[0]))
+		}
+		return
+	}
+	body := msgs[4 : 4+n]
+	var h *Hello
+	var err error
+	switch msgs[0] {
+	case msgClientHello:
+		h, err = parseClientHello(body)
+	case msgServerHello:
+		h, err = parseServerHello(body)
+	default:
+		err = fmt.Errorf("first handshake message is of type %d, not a hello", msgs[0])
+	}
+	s.Hello = h
+	s.finish(err)
+}
+
+// parseClientHello reads a ClientHello's body (RFC 8446 §4.1.2).
+func parseClientHello(b []byte) (*Hello, error) {
+	in := cryptobyte.String(b)
+	h := &Hello{}
+	var random, sessionID, suites, compression cryptobyte.String
+	if !in.ReadUint16(&h.Version) || !in.ReadBytes((*[]byte)(&random), 32) ||
+		!in.ReadUint8LengthPrefixed(&sessionID) || !in.ReadUint16LengthPrefixed(&suites) ||
+		!in.ReadUint8LengthPrefixed(&compression) {
+		return nil, fmt.Errorf("malformed ClientHello")
+	}
+	if in.Empty() {
+		return h, nil // no extensions: TLS 1.2 or older
+	}
+	err := readExtensions(&in, func(typ uint16, data cryptobyte.String) bool {
+		switch typ {
+		case extServerName:
+			var list cryptobyte.String
+			if !data.ReadUint16LengthPrefixed(&list) {
+				return false
+			}
+			for !list.Empty() {
+				var nameType uint8
+				var name cryptobyte.String
+				if !list.ReadUint8(&nameType) || !list.ReadUint16LengthPrefixed(&name) {
+					return false
+				}
+				if nameType == 0 { // host_name
+					h.ServerName = string(name)
+				}
+			}
+		case extALPN:
+			alpn, ok := readALPN(data)
+			if !ok {
+				return false
+			}
+			h.ALPN = alpn
+		case extSupportedVersions:
+			var versions cryptobyte.String
+			if !data.ReadUint8LengthPrefixed(&versions) {
+				return false
+			}
+			for !versions.Empty() {
+				var v uint16
+				if !versions.ReadUint16(&v) {
+					return false
+				}
+				// GREASE values (RFC 8701) are 0x?a?a; they are not versions.
+				if v&0x0f0f != 0x0a0a && v > h.Version && v <= tls.VersionTLS13 {
+					h.Version = v
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("malformed ClientHello: %w", err)
+	}
+	return h, nil
+}
+
+// parseServerHello reads a ServerHello's body (RFC 8446 §4.1.3).
+func parseServerHello(b []byte) (*Hello, error) {
+	in := cryptobyte.String(b)
+	h := &Hello{Server: true}
+	var random, sessionID cryptobyte.String
+	var compression uint8
+	if !in.ReadUint16(&h.Version) || !in.ReadBytes((*[]byte)(&random), 32) ||
+		!in.ReadUint8LengthPrefixed(&sessionID) || !in.ReadUint16(&h.CipherSuite) || !in.ReadUint8(&compression) {
+		return nil, fmt.Errorf("malformed ServerHello")
+	}
+	if in.Empty() {
+		return h, nil
+	}
+	err := readExtensions(&in, func(typ uint16, data cryptobyte.String) bool {
+		switch typ {
+		case extALPN:
+			alpn, ok := readALPN(data)
+			if !ok {
+				return false
+			}
+			h.ALPN = alpn
+		case extSupportedVersions:
+			return data.ReadUint16(&h.Version)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("malformed ServerHello: %w", err)
+	}
+	return h, nil
+}
+
+// readExtensions calls f for each extension of an extensions block (RFC
+// 8446 §4.2); f returns false for extension data it cannot read.
+func readExtensions(in *cryptobyte.String, f func(typ uint16, data cryptobyte.String) bool) error {
+	var exts cryptobyte.String
+	if !in.ReadUint16LengthPrefixed(&exts) {
+		return fmt.Errorf("extensions block cut short")
+	}
+	for !exts.Empty() {
+		var typ uint16
+		var data cryptobyte.String
+		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
+			return fmt.Errorf("extension cut short")
+		}
+		if !f(typ, data) {
+			return fmt.Errorf("extension %d malformed", typ)
+		}
+	}
+	return nil
+}
+
+// readALPN reads a ProtocolNameList (RFC 7301 §3.1).
+func readALPN(data cryptobyte.String) ([]string, bool) {
+	var list cryptobyte.String
+	if !data.ReadUint16LengthPrefixed(&list) {
+		return nil, false
+	}
+	var out []string
+	for !list.Empty() {
+		var name cryptobyte.String
+		if !list.ReadUint8LengthPrefixed(&name) {
+			return nil, false
+		}
+		out = append(out, string(name))
+	}
+	return out, true
+}

@@ -1,0 +1,141 @@
+package tlsrec
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tapped records what one end of a connection wrote.
+type tapped struct {
+	net.Conn
+	mu  sync.Mutex
+	out []byte
+}
+
+func (t *tapped) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.out = append(t.out, p...)
+	t.mu.Unlock()
+	return t.Conn.Write(p)
+}
+
+func (t *tapped) written() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.out...)
+}
+
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames: []string{"kubernetes"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// handshake runs a real crypto/tls handshake and returns what the client
+// and the server wrote.
+func handshake(t *testing.T, maxVersion uint16, alpn []string) (client, server []byte) {
+	t.Helper()
+	a, b := net.Pipe()
+	ca, sb := &tapped{Conn: a}, &tapped{Conn: b}
+	srv := tls.Server(sb, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}, NextProtos: alpn, MaxVersion: maxVersion})
+	cli := tls.Client(ca, &tls.Config{ServerName: "kubernetes", InsecureSkipVerify: true, NextProtos: alpn, MaxVersion: maxVersion})
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Handshake() }()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	// No close_notify: on a net.Pipe nobody would read it.
+	a.Close()
+	b.Close()
+	return ca.written(), sb.written()
+}
+
+func TestSnifferRealHandshakes(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		max                uint16
+		alpn               []string
+		wantClient, wantSv string
+	}{
+		{"TLS 1.3 h2", tls.VersionTLS13, []string{"h2", "http/1.1"},
+			`TLS 1.3, server name "kubernetes", ALPN h2,http/1.1`, "TLS 1.3, TLS_AES_128_GCM_SHA256"},
+		{"TLS 1.2 h2", tls.VersionTLS12, []string{"h2", "http/1.1"},
+			`TLS 1.2, server name "kubernetes", ALPN h2,http/1.1`, "TLS 1.2, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, ALPN h2"},
+		{"TLS 1.2 no ALPN", tls.VersionTLS12, nil,
+			`TLS 1.2, server name "kubernetes"`, "TLS 1.2, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := handshake(t, tc.max, tc.alpn)
+			for _, side := range []struct {
+				name string
+				data []byte
+				want string
+			}{{"client", c, tc.wantClient}, {"server", s, tc.wantSv}} {
+				// Whole, and one byte at a time.
+				for _, step := range []int{len(side.data), 1} {
+					var sn Sniffer
+					for i := 0; i < len(side.data) && !sn.Done(); i += step {
+						sn.Write(side.data[i:min(i+step, len(side.data))])
+					}
+					if !sn.Done() || sn.Err != nil || sn.Hello == nil || sn.MidStream {
+						t.Fatalf("%s (step %d): done %v, err %v, hello %v", side.name, step, sn.Done(), sn.Err, sn.Hello)
+					}
+					if got := sn.Hello.String(); got != side.want {
+						t.Errorf("%s (step %d): %q, want %q", side.name, step, got, side.want)
+					}
+					if sn.FirstVersion != 0x0301 && sn.FirstVersion != 0x0303 {
+						t.Errorf("%s: first record version %#x", side.name, sn.FirstVersion)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSnifferMidStreamAndHostile(t *testing.T) {
+	var sn Sniffer
+	sn.Write([]byte{23, 3, 3, 0, 5, 1, 2, 3, 4, 5})
+	if !sn.Done() || !sn.MidStream || sn.FirstVersion != 0x0303 || sn.Hello != nil {
+		t.Errorf("application data first: %+v", sn)
+	}
+	// A handshake record announcing a hello far larger than it carries,
+	// then more handshake records that never complete it: bounded.
+	sn = Sniffer{}
+	sn.Write([]byte{22, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff})
+	rec := append([]byte{22, 3, 1, 0x40, 0}, make([]byte, 0x4000)...)
+	for i := 0; i < 10 && !sn.Done(); i++ {
+		sn.Write(rec)
+	}
+	if !sn.Done() || sn.Err == nil || sn.Hello != nil {
+		t.Errorf("endless hello: done %v, err %v", sn.Done(), sn.Err)
+	}
+	// A malformed ClientHello: a session ID longer than the message.
+	sn = Sniffer{}
+	msg := append([]byte{1, 0, 0, 36, 3, 3}, make([]byte, 32)...)
+	msg = append(msg, 200, 0)
+	sn.Write(append([]byte{22, 3, 1, 0, byte(len(msg))}, msg...))
+	if !sn.Done() || sn.Err == nil {
+		t.Errorf("malformed: done %v, err %v", sn.Done(), sn.Err)
+	}
+}
