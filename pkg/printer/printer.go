@@ -73,6 +73,12 @@ type filter struct {
 	// all the same, until each connection ends.
 	undecoded map[int]string
 	httpConn  map[int]bool
+	// watchNo numbers the watch exchanges shown on each connection, 1, 2,
+	// …, in the order their responses came (watchesOn counts them): the
+	// numbers a reader can count on the screen, unlike the exchange
+	// numbers, which count hidden discovery and LIST exchanges too.
+	watchNo   map[heldKey]int
+	watchesOn map[int]int
 }
 
 type heldKey struct{ conn, exchange int }
@@ -80,7 +86,7 @@ type heldKey struct{ conn, exchange int }
 func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
 		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
-		undecoded: map[int]string{}, httpConn: map[int]bool{}}
+		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{}}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -110,6 +116,8 @@ func (f *filter) pass(r record.Record) []record.Record {
 		isWatch := v.Watch || (v.Request != nil && v.Request.Watch)
 		if isWatch {
 			f.tally.Watches++
+			f.watchesOn[v.Conn.ID]++
+			f.watchNo[k] = f.watchesOn[v.Conn.ID]
 		}
 		if !isWatch && !reqShown && !f.opt.AllHTTP {
 			return nil
@@ -200,6 +208,19 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	out := append([]record.Record{connRecord{c}}, f.heldNotes[c.ID]...)
 	delete(f.heldNotes, c.ID)
 	return append(out, rs...)
+}
+
+// watchLabel names the watch of exchange on connection conn as the screen
+// shows it: "#3" for a connection's only watch shown, "#3 watch 2" for the
+// second watch shown on it.
+func (f *filter) watchLabel(conn, exchange int) string {
+	k := heldKey{conn, exchange}
+	n := f.watchNo[k]
+	delete(f.watchNo, k) // a watch's health is said once
+	if n == 0 || f.watchesOn[conn] <= 1 {
+		return fmt.Sprintf("#%d", conn)
+	}
+	return fmt.Sprintf("#%d watch %d", conn, n)
 }
 
 // Tally returns the counts.
