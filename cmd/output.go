@@ -10,6 +10,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/health"
+	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -21,8 +22,10 @@ type outputOptions struct {
 	Wire          bool
 	ShowSecrets   bool
 	MaxEventBytes int64
-	Diff          bool
-	DiffAll       bool
+	// MaxInflatedBytes bounds one gzip member's inflated bytes.
+	MaxInflatedBytes int64
+	Diff             bool
+	DiffAll          bool
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
@@ -33,6 +36,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
 	fs.Var(newByteSize(&o.MaxEventBytes, event.DefaultMaxEventBytes, math.MaxInt64), "max-event-bytes", "largest watch event decoded, in bytes or as a quantity (e.g. 64Mi); larger ones are reported and skipped")
+	fs.Var(newByteSize(&o.MaxInflatedBytes, inflate.DefaultMaxMemberBytes, math.MaxInt64), "max-inflated-bytes", "most bytes one gzip member of a compressed body may inflate to (e.g. 256Mi); past it the member is reported as a gzip bomb and skipped")
 }
 
 func (o *outputOptions) validate() error {
@@ -45,6 +49,9 @@ func (o *outputOptions) validate() error {
 	case "auto", "always", "never":
 	default:
 		return fmt.Errorf("--color must be auto, always or never, not %q", o.Color)
+	}
+	if o.MaxInflatedBytes <= 0 {
+		return fmt.Errorf("--max-inflated-bytes must be positive")
 	}
 	if o.MaxEventBytes <= 0 {
 		return fmt.Errorf("--max-event-bytes must be positive")

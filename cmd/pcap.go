@@ -195,12 +195,13 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		MaxBufferedTotal:   o.bufferedTotal,
 		GapTimeout:         o.gapTimeout,
 		HTTP: httpconn.Options{
-			MaxHeaderBytes: o.maxHeaderBytes,
-			MaxEventBytes:  o.output.MaxEventBytes,
-			MaxEventChunks: o.maxEventChunks,
-			Chunk:          chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
-			Decode:         event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
-			Budget:         event.NewBudget(o.bufferedBytesTotal),
+			MaxHeaderBytes:   o.maxHeaderBytes,
+			MaxEventBytes:    o.output.MaxEventBytes,
+			MaxInflatedBytes: o.output.MaxInflatedBytes,
+			MaxEventChunks:   o.maxEventChunks,
+			Chunk:            chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
+			Decode:           event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
+			Budget:           event.NewBudget(o.bufferedBytesTotal),
 		},
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))

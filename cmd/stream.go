@@ -375,7 +375,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
-	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes,
+	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {

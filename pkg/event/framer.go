@@ -827,6 +827,36 @@ func (fr *Framer) Gap(n int64) {
 	fr.off += n
 }
 
+// Break tells the Framer that the content is not continuous here and that
+// how many bytes are missing is unknown: the compressed member that carried
+// them could not be inflated (pkg/inflate), or lost bytes broke it. An
+// event in progress is reported as damaged, with detail saying why, and
+// dropped; the Framer then resynchronises as after a Gap (JSON: on the next
+// line or chunk that starts with "{"; protobuf: on a chunk that starts with
+// an event).
+func (fr *Framer) Break(detail string) {
+	fr.atChunk = false
+	fr.endProbe()
+	if fr.cand >= 0 {
+		fr.cand = -1
+		fr.off += int64(len(fr.pend))
+		fr.pend = fr.pend[:0]
+	}
+	if fr.lost {
+		return
+	}
+	if fr.in {
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindLost, Detail: detail})
+	}
+	if fr.format == FormatProtobuf {
+		fr.lost = true
+		fr.onProb(FrameProblem{Offset: fr.off, Kind: KindLost,
+			Detail: "protobuf framing lost; looking for a chunk that starts with an event"})
+	}
+	fr.abandon()
+	fr.resync = true
+}
+
 // Close reports an event left incomplete when the body ended.
 func (fr *Framer) Close() {
 	fr.endProbe()

@@ -86,6 +86,7 @@ func (t *Tracker) Emit(r record.Record) {
 		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok && v.Watch {
 			w.h.FramingBytes += v.Bytes - v.Data - v.Lost
 			w.h.DataBytes += v.Data
+			w.h.InflatedBytes += v.Inflated
 			w.h.Ends = append(w.h.Ends, v.How)
 		}
 	case *record.WatchStart:
@@ -218,6 +219,7 @@ func (t *Tracker) flush(now time.Time) {
 		all.Watches++
 		all.FramingBytes += w.h.FramingBytes
 		all.DataBytes += w.h.DataBytes
+		all.InflatedBytes += w.h.InflatedBytes
 		for i, n := range w.h.ChunkSizes {
 			all.ChunkSizes[i] += n
 		}

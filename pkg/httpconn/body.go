@@ -12,6 +12,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -68,6 +69,14 @@ type body struct {
 	curData   int64
 	completed []framed // what the framer reported during the current write
 
+	// A gzip or deflate body: inf inflates the de-chunked bytes before
+	// the framer sees them; inflated and members count what it produced;
+	// infHeld is what it holds reserved from Options.Budget.
+	inf      *inflate.Inflater
+	inflated int64
+	members  int
+	infHeld  int64
+
 	// Non-2xx: the body is kept (bounded) to show its Status.
 	keepStatus bool
 	statusBuf  []byte
@@ -111,6 +120,88 @@ func (b *body) startEvents(f event.Format) {
 	b.framer = event.NewFramer(f, b.s.c.opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
 	b.framer.LimitSpans(b.s.c.opt.MaxEventChunks)
 	b.framer.SetBudget(b.s.c.opt.Budget)
+}
+
+// inflaterBytes is what one Inflater holds, reserved from the shared
+// budget: flate's 32 KiB window and tables, an output buffer of 32 KiB, a
+// goroutine's stack.
+const inflaterBytes = 96 << 10
+
+// startInflate inflates the body (content coding enc, which
+// inflate.Supported accepts) before its events are framed.
+func (b *body) startInflate(enc string, t time.Time) {
+	if !b.s.c.opt.Budget.Reserve(inflaterBytes) {
+		b.problems++
+		b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: 0, Exchange: b.exchange,
+			Kind: event.KindBudget, Time: t, Detail: fmt.Sprintf("no room to inflate this %s body; its chunks are listed, its events are not decoded", enc),
+			Hint: "raise --max-buffered-bytes-total"})
+		b.framer.Discard()
+		b.framer = nil
+		return
+	}
+	b.infHeld = inflaterBytes
+	b.inf = inflate.New(enc, inflateSink{b}, b.s.c.opt.MaxInflatedBytes)
+}
+
+// inflateSink receives what the body's Inflater produces.
+type inflateSink struct{ b *body }
+
+// Inflated frames inflated bytes as carried by the chunks whose compressed
+// bytes the decompressor read to produce them: deflate hands its output on
+// a block at a time, so the bytes are shared out among those chunks in
+// proportion to the compressed bytes each gave, in order.
+func (s inflateSink) Inflated(p []byte, from []inflate.Span) {
+	b := s.b
+	b.inflated += int64(len(p))
+	var total int64
+	for _, sp := range from {
+		total += sp.Bytes
+	}
+	if total == 0 { // only buffered output: the current chunk's
+		from, total = []inflate.Span{{Carrier: b.curChunk, Bytes: 1}}, 1
+	}
+	var given int64
+	for i, sp := range from {
+		n := int64(len(p)) * sp.Bytes / total
+		if i == len(from)-1 {
+			n = int64(len(p)) - given
+		}
+		part := p[given : given+n]
+		given += n
+		if len(part) == 0 {
+			continue
+		}
+		if w := b.find(sp.Carrier); w != nil {
+			w.rec.Inflated += int64(len(part))
+		}
+		if b.framer != nil {
+			b.framer.Write(part, sp.Carrier)
+		}
+	}
+}
+
+// Member counts a member that inflated whole.
+func (s inflateSink) Member(inflate.Member) { s.b.members++ }
+
+// Problem reports damaged compressed data; what the framer held of an
+// event is dropped.
+func (s inflateSink) Problem(kind, detail string, off int64) {
+	b := s.b
+	if b.framer != nil && kind != inflate.KindJunk {
+		b.framer.Break("the compressed bytes that carried the rest of it could not be inflated")
+		b.drain()
+	}
+	b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: off, Exchange: b.exchange,
+		Kind: kind, Detail: detail, Time: b.now, Warning: kind == inflate.KindJunk})
+}
+
+// contentWhere names what the framer's offsets count: the de-chunked body,
+// or the inflated content when the body is compressed.
+func (b *body) contentWhere() string {
+	if b.inf != nil || b.inflated > 0 {
+		return "content"
+	}
+	return "data"
 }
 
 // find returns the window's entry for chunk index i, or nil.
@@ -176,6 +267,11 @@ func (b *body) write(p []byte, t time.Time) int {
 func (b *body) content(p []byte, t time.Time) {
 	b.data += int64(len(p))
 	b.keep(p)
+	if b.inf != nil {
+		b.inf.Write(p, -1)
+		b.flushCompleted(-1)
+		return
+	}
 	if b.framer != nil {
 		b.framer.Write(p, -1)
 		b.flushCompleted(-1)
@@ -226,6 +322,11 @@ func (b *body) Data(c *chunk.Chunk, p []byte) {
 	b.data += int64(len(p))
 	b.curData += int64(len(p))
 	b.keep(p)
+	if b.inf != nil {
+		b.inf.Write(p, c.Index)
+		b.flushCompleted(c.Index)
+		return
+	}
 	if b.framer == nil {
 		return
 	}
@@ -312,7 +413,7 @@ func (b *body) drain() {
 	}
 	for _, out := range b.completed {
 		if fp := out.prob; fp != nil {
-			p := &record.Problem{Direction: b.s.name(), Where: "data", Offset: fp.Offset,
+			p := &record.Problem{Direction: b.s.name(), Where: b.contentWhere(), Offset: fp.Offset,
 				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now}
 			if fp.Kind == event.KindTruncated && b.closedByClient {
 				// The client cut the event itself (kwatch: Ctrl-C,
@@ -443,6 +544,13 @@ func (b *body) release() {
 	if b.framer != nil && b.framer.InFrame() {
 		keepFrom = b.framer.FirstChunk()
 	}
+	if b.inf != nil {
+		// Compressed bytes read but not yet inflated will be shared
+		// out among their chunks.
+		if c, ok := b.inf.Oldest(); ok && c >= 0 && c < keepFrom {
+			keepFrom = c
+		}
+	}
 	drop := 0
 	for drop < len(b.window) && b.window[drop].rec.Index < keepFrom {
 		drop++
@@ -548,10 +656,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 			b.lost += n // framing and data alike: unknown which
 		}
 		b.read += n
-		if b.framer != nil {
-			b.framer.Gap(n)
-			b.drain()
-		}
+		b.gapContent(n)
 		if !keep {
 			b.warnings++
 			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
@@ -565,10 +670,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 		}
 		b.read += n
 		b.data += n
-		if b.framer != nil {
-			b.framer.Gap(n)
-			b.drain()
-		}
+		b.gapContent(n)
 		if b.read == b.length {
 			b.done = true
 			b.finish(t)
@@ -578,11 +680,25 @@ func (b *body) gap(n int64, t time.Time) bool {
 	default:
 		b.read += n
 		b.data += n
+		b.gapContent(n)
+		return true
+	}
+}
+
+// gapContent tells the framer, or the inflater before it, that n bytes of
+// the de-chunked body were lost.
+func (b *body) gapContent(n int64) {
+	if b.inf != nil {
 		if b.framer != nil {
-			b.framer.Gap(n)
+			b.framer.Break(fmt.Sprintf("%d compressed bytes missing; the member that carried the rest of the event cannot be inflated", n))
 			b.drain()
 		}
-		return true
+		b.inf.Gap(n)
+		return
+	}
+	if b.framer != nil {
+		b.framer.Gap(n)
+		b.drain()
 	}
 }
 
@@ -652,6 +768,14 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	// Problems the framer reports now (an event cut short) happened when
 	// the body ended, not when its last byte came.
 	b.now = t
+	if b.inf != nil {
+		// A member cut short is reported, and what it produced framed,
+		// before the framer learns that the body ended.
+		b.inf.Close()
+		b.inf = nil
+		b.s.c.opt.Budget.Release(b.infHeld)
+		b.infHeld = 0
+	}
 	if b.framer != nil {
 		b.framer.Close()
 		b.drain()
@@ -659,7 +783,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
 		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Events: b.events, Chunks: b.chunks,
-		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
+		Bytes: b.read, Data: b.data, Inflated: b.inflated, Members: b.members, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
 		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
 		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)

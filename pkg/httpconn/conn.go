@@ -50,6 +50,10 @@ type Options struct {
 	// (event.DefaultMaxSpans when 0); an event carried by more chunks
 	// still decodes, with a warning saying how many were not listed.
 	MaxEventChunks int
+	// MaxInflatedBytes bounds what one gzip member (or a deflate body)
+	// may inflate to, in bytes (inflate.DefaultMaxMemberBytes when 0): past
+	// it the member is reported as a gzip bomb and skipped.
+	MaxInflatedBytes int64
 	// Chunk bounds the chunked decoder's lines.
 	Chunk chunk.Limits
 	// MidStream takes a server stream that does not start with a status

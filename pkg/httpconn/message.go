@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -141,12 +142,15 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			resp.Watch = true
 			b.tentative = true
 		}
+		enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", "))
+		if enc != "" && !strings.EqualFold(enc, "identity") {
+			resp.ContentEncoding = enc
+		}
 		if resp.Watch {
-			enc := hdr.Get("Content-Encoding")
 			switch {
-			case enc != "" && enc != "identity":
+			case resp.ContentEncoding != "" && !inflate.Supported(resp.ContentEncoding):
 				s.problem("body", 0, "content-encoded watch body",
-					fmt.Sprintf("Content-Encoding: %s; chunks are listed, events are not decoded", enc),
+					fmt.Sprintf("Content-Encoding: %s; chunks are listed, events are not decoded (kwatch inflates gzip and deflate)", enc),
 					"", true, t)
 				resp.Watch = false
 			case b.coded != "":
@@ -159,6 +163,9 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			default:
 				resp.Format = f.String()
 				b.startEvents(f)
+				if resp.ContentEncoding != "" {
+					b.startInflate(resp.ContentEncoding, t)
+				}
 			}
 		}
 	} else if code >= 300 {

@@ -56,6 +56,14 @@ var genScenarios = []genScenario{
 	{"invalid-utf8", ".pcap", "an event whose ConfigMap value holds bytes that are not UTF-8 (\\x80, \\xc0\\xaf, \\xe0\\x80\\xaf, as kubernetes-client/python's test): it decodes; -o json writes \\ufffd for each byte and counts the bytes as sent", genInvalidUTF8},
 	{"bare-lf-framing", ".pcap", "the header line before Transfer-Encoding: chunked ends in a bare LF (llhttp's \"Headers separated by LF\"): decoded as chunked, with a bare LF next to a framing field warning at the LF", genBareLFFraming},
 	{"cr-in-size-line-fin", ".pcap", "a chunk-size line \"F\\rF\" and then the server's FIN (hyper's test): invalid chunk-size at the CR, the event before it decodes", genCRInSizeLineFIN},
+	{"gzip-members", ".pcap", "a gzip'd watch-list (Content-Encoding: gzip), one member per chunk as the API server flushes: 2 ADDED and the initial-events-end BOOKMARK in the first member, a MODIFIED in the second; each event names its chunk with the chunk's inflated size", genGzipMembers},
+	{"gzip-split-member", ".pcap", "one gzip member carried by three chunks (as HTTP/2 splits members into 4096-byte frames), with two events: each event lists the chunks its compressed bytes came in", genGzipSplitMember},
+	{"gzip-corrupt-member", ".pcap", "three gzip members, the second with a bad CRC-32: a content coding corrupt problem at its offset; its event still decodes (the inflated bytes were whole), the third member decodes", genGzipCorrupt},
+	{"gzip-bad-deflate", ".pcap", "three gzip members, the second's deflate data damaged: the event in it is lost (content coding corrupt), the third decodes", genGzipBadDeflate},
+	{"gzip-bomb", ".pcap", "a gzip member of 10 KiB inflating to 16 MiB of spaces (a gzip bomb) between two event members: with the 1 MiB limit of the test it is cut off and skipped; the next member decodes", genGzipBomb},
+	{"gzip-cut-member", ".pcap", "the server closes inside a gzip member: compressed member cut short, the events of the member before it decode", genGzipCut},
+	{"gzip-lost-segment", ".pcap", "a segment lost inside a gzip member: bytes missing, that member's events are lost, the next member decodes", genGzipLost},
+	{"brotli", ".pcap", "a watch with Content-Encoding: br: named, chunks listed, events not decoded", genBrotli},
 	{"keepalive", ".pcap", "a GET (Content-Length list) then a watch on the same connection: exchanges 1 and 2", genKeepAlive},
 	{"gone-410", ".pcap", "a watch answered 410 Gone with a Status body, then a watch whose stream ends with an ERROR 410 event", genGone},
 	{"initial-events-end", ".pcap", "sendInitialEvents: 2 ADDED, a BOOKMARK marked k8s.io/initial-events-end, then a MODIFIED", genInitialEventsEnd},
@@ -642,6 +650,140 @@ func genCRInSizeLineFIN(t *testing.T) []byte {
 	c.Send(pcapgen.Server, []byte("F\rF"))
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// gzipMember compresses data as one gzip member, as the API server's
+// gzip writer flushes it.
+func gzipMember(t *testing.T, data ...[]byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	for _, d := range data {
+		if _, err := w.Write(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// line is an event and its newline, as the API server writes it.
+func line(ev []byte) []byte { return append(append([]byte{}, ev...), '\n') }
+
+// gzipWatch sends a watch-list request and a gzip'd chunked response whose
+// chunks are given, then the last-chunk and the closes.
+func gzipWatch(c *pcapgen.Conn, coding string, chunks ...[]byte) []*pcapgen.Segment {
+	c.Handshake()
+	c.Send(pcapgen.Client, request("/api/v1/namespaces/default/configmaps?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true", "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", "Content-Encoding: "+coding+"\r\nVary: Accept-Encoding\r\n"+chunkedTE))
+	var segs []*pcapgen.Segment
+	for _, ch := range chunks {
+		c.Wait(200 * time.Millisecond)
+		segs = append(segs, c.Send(pcapgen.Server, chunk(ch))...)
+	}
+	c.Wait(time.Second)
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return segs
+}
+
+func initialEnd(t *testing.T, rv string) []byte {
+	return jsonEvent(t, "BOOKMARK", &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv, Annotations: map[string]string{"k8s.io/initial-events-end": "true"}}})
+}
+
+func genGzipMembers(t *testing.T) []byte {
+	c := conn(40050)
+	gzipWatch(c, "gzip",
+		gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101")), line(cmEvent(t, "ADDED", "cm-b", "102")), line(initialEnd(t, "102"))),
+		gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "103"))))
+	return pcapOf(t, c)
+}
+
+func genGzipSplitMember(t *testing.T) []byte {
+	m := gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101")), line(cmEvent(t, "ADDED", "cm-b", "102")))
+	third := len(m) / 3
+	c := conn(40051)
+	gzipWatch(c, "gzip", m[:third], m[third:2*third], m[2*third:])
+	return pcapOf(t, c)
+}
+
+func genGzipCorrupt(t *testing.T) []byte {
+	bad := gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "102")))
+	bad[len(bad)-6] ^= 0xff // inside the CRC-32
+	c := conn(40052)
+	gzipWatch(c, "gzip", gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101"))), bad,
+		gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "103"))))
+	return pcapOf(t, c)
+}
+
+func genGzipBadDeflate(t *testing.T) []byte {
+	bad := gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "102")))
+	for i := 20; i < 40; i++ {
+		bad[i] = 0xff
+	}
+	c := conn(40053)
+	gzipWatch(c, "gzip", gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101"))), bad,
+		gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "103"))))
+	return pcapOf(t, c)
+}
+
+func genGzipBomb(t *testing.T) []byte {
+	c := conn(40054)
+	gzipWatch(c, "gzip", gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101"))),
+		gzipMember(t, bytes.Repeat([]byte(" "), 16<<20)),
+		gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "103"))))
+	return pcapOf(t, c)
+}
+
+func genGzipCut(t *testing.T) []byte {
+	c := conn(40055)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", "Content-Encoding: gzip\r\n"+chunkedTE))
+	c.Send(pcapgen.Server, chunk(gzipMember(t, line(cmEvent(t, "ADDED", "cm-a", "101")))))
+	m := gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "102")))
+	c.Wait(200 * time.Millisecond)
+	c.Send(pcapgen.Server, chunk(m[:len(m)/2]))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+func genGzipLost(t *testing.T) []byte {
+	big := gzipMember(t, line(jsonEvent(t, "ADDED", configMap("default", "cm-big", "101",
+		map[string]string{"blob": randomText(6000)}))))
+	c := conn(40056)
+	segs := gzipWatch(c, "gzip", big, gzipMember(t, line(cmEvent(t, "MODIFIED", "cm-a", "102"))))
+	if len(segs) < 3 {
+		t.Fatalf("the big member took %d segments; want at least 3", len(segs))
+	}
+	c.Drop(segs[1])
+	return pcapOf(t, c)
+}
+
+// randomText returns n bytes of text that does not compress much, the same
+// for every run.
+func randomText(n int) string {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = letters[x%uint32(len(letters))]
+	}
+	return string(b)
+}
+
+func genBrotli(t *testing.T) []byte {
+	c := conn(40057)
+	gzipWatch(c, "br", []byte{0x1b, 0x2a, 0x00, 0xf8, 0x25, 0x42}, []byte{0x0b, 0x03, 0x80})
 	return pcapOf(t, c)
 }
 

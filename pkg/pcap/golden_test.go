@@ -66,7 +66,9 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}
 	budget := event.NewBudget(0)
-	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget}}
+	// A 1 MiB bound per gzip member, so that gen-gzip-bomb's 16 MiB
+	// member is cut off quickly.
+	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget, MaxInflatedBytes: 1 << 20}}
 	if _, err := pcap.Read(context.Background(), src, opt, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

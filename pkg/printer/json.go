@@ -110,7 +110,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	j.chunks = j.chunks[:0]
 	for _, c := range v.Chunks {
 		jc := jsonChunk{Size: c.Size, SizeLine: c.SizeLine, Offset: c.Offset, Index: c.Index,
-			Events: c.Events, Bytes: c.Bytes}
+			Events: c.Events, Bytes: c.Bytes, Inflated: c.Inflated}
 		if j.opt.Wire {
 			jc.Wire = hexBytes(c.Header)
 		}
@@ -174,19 +174,21 @@ type jsonRequest struct {
 }
 
 type jsonResponse struct {
-	Record        string              `json:"record"`
-	Time          string              `json:"time"`
-	Connection    string              `json:"connection"`
-	Exchange      int                 `json:"exchange"`
-	Proto         string              `json:"proto"`
-	StatusCode    int                 `json:"statusCode"`
-	Reason        string              `json:"reason"`
-	Framing       string              `json:"framing"`
-	ContentLength int64               `json:"contentLength,omitempty"`
-	ContentType   string              `json:"contentType,omitempty"`
-	Watch         bool                `json:"watch"`
-	Format        string              `json:"format,omitempty"`
-	Header        map[string][]string `json:"header,omitempty"`
+	Record        string `json:"record"`
+	Time          string `json:"time"`
+	Connection    string `json:"connection"`
+	Exchange      int    `json:"exchange"`
+	Proto         string `json:"proto"`
+	StatusCode    int    `json:"statusCode"`
+	Reason        string `json:"reason"`
+	Framing       string `json:"framing"`
+	ContentLength int64  `json:"contentLength,omitempty"`
+	ContentType   string `json:"contentType,omitempty"`
+	Watch         bool   `json:"watch"`
+	Format        string `json:"format,omitempty"`
+	// ContentEncoding is the body's content coding, e.g. "gzip".
+	ContentEncoding string              `json:"contentEncoding,omitempty"`
+	Header          map[string][]string `json:"header,omitempty"`
 }
 
 type jsonChunk struct {
@@ -196,6 +198,7 @@ type jsonChunk struct {
 	Index    int    `json:"index"`
 	Events   int    `json:"events"`
 	Bytes    int64  `json:"bytes"`
+	Inflated int64  `json:"inflated,omitempty"`
 	Wire     string `json:"wire,omitempty"`
 }
 
@@ -233,6 +236,8 @@ type jsonEnd struct {
 	ChunkSizes []int64        `json:"chunkSizes,omitempty"`
 	Bytes      int64          `json:"bytes"`
 	Data       int64          `json:"dataBytes"`
+	Inflated   int64          `json:"inflatedBytes,omitempty"`
+	Members    int            `json:"members,omitempty"`
 	DurationS  float64        `json:"durationSeconds"`
 	Problems   int            `json:"problems"`
 	Warnings   int            `json:"warnings"`
@@ -357,11 +362,11 @@ func (j *JSON) object(r record.Record) any {
 		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
-			Watch: v.Watch, Format: v.Format, Header: v.Header}
+			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header}
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
-			Bytes: v.Bytes, Data: v.Data, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
+			Bytes: v.Bytes, Data: v.Data, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
 		if e.Events == nil { // a map of counts is written even when empty
 			e.Events = map[string]int{}
@@ -448,6 +453,7 @@ type jsonHealth struct {
 	ChunkSizes     map[string]int `json:"chunkSizes"`
 	FramingBytes   int64          `json:"framingBytes"`
 	DataBytes      int64          `json:"dataBytes"`
+	InflatedBytes  int64          `json:"inflatedBytes,omitempty"`
 	Ends           []string       `json:"ends,omitempty"`
 	Restarts       int            `json:"restarts,omitempty"`
 	RestartReasons map[string]int `json:"restartReasons,omitempty"`
@@ -459,7 +465,7 @@ func healthObject(h *record.Health) jsonHealth {
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
 		FirstEventS: seconds(h.FirstEvent), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
-		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, Ends: h.Ends,
+		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
 	if h.Scope != "all" { // the overall record has the count only
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)

@@ -47,6 +47,10 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 			b = strconv.AppendInt(b, int64(c.Events), 10)
 			b = append(b, `,"bytes":`...)
 			b = strconv.AppendInt(b, c.Bytes, 10)
+			if c.Inflated > 0 {
+				b = append(b, `,"inflated":`...)
+				b = strconv.AppendInt(b, c.Inflated, 10)
+			}
 			if c.Wire != "" {
 				b = append(b, `,"wire":`...)
 				b = appendJSONString(b, c.Wire)

@@ -250,6 +250,9 @@ func ChunkText(e *record.Event) string {
 	case 1:
 		c := e.Chunks[0]
 		s := fmt.Sprintf("chunk 0x%s = %d bytes", Escape(c.SizeLine), c.Size)
+		if c.Inflated > 0 {
+			s += fmt.Sprintf(" → %d inflated", c.Inflated)
+		}
 		if c.Events > 1 {
 			s = fmt.Sprintf("%d of %d events in %s", c.Ordinal, c.Events, s)
 		}
@@ -264,6 +267,13 @@ func ChunkText(e *record.Event) string {
 		}
 	}
 	s := fmt.Sprintf("%d chunks: %s bytes", len(e.Chunks), strings.Join(sizes, "+"))
+	var inflated int64
+	for _, c := range e.Chunks {
+		inflated += c.Inflated
+	}
+	if inflated > 0 {
+		s += fmt.Sprintf(" → %d inflated", inflated)
+	}
 	if shared {
 		s += " (shared with other events)"
 	}
@@ -367,6 +377,9 @@ func (p *Pretty) printEnd(e *record.End) {
 		parts = append(parts, fmt.Sprintf("%d data bytes in %d body bytes", e.Data, e.Bytes))
 	} else if e.Bytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d body bytes", e.Bytes))
+	}
+	if e.Inflated > 0 || e.Members > 0 {
+		parts = append(parts, fmt.Sprintf("inflated to %d bytes (%s)", e.Inflated, plural(e.Members, "member")))
 	}
 	if e.Duration > 0 {
 		parts = append(parts, e.Duration.Round(time.Millisecond).String())
@@ -598,6 +611,9 @@ func HealthText(h *record.Health) string {
 	}
 	if total := h.FramingBytes + h.DataBytes; total > 0 {
 		parts = append(parts, fmt.Sprintf("framing %d of %d bytes (%.1f%%)", h.FramingBytes, total, 100*float64(h.FramingBytes)/float64(total)))
+	}
+	if h.InflatedBytes > 0 && h.DataBytes > 0 {
+		parts = append(parts, fmt.Sprintf("compressed %d of %d bytes (%.1f:1)", h.DataBytes, h.InflatedBytes, float64(h.InflatedBytes)/float64(h.DataBytes)))
 	}
 	if h.Scope == "all" && (h.Restarts > 0 || h.Relists > 0) {
 		var rs []string

@@ -106,6 +106,9 @@ type Response struct {
 	Watch bool
 	// Format is "json" or "protobuf" for a watch body.
 	Format string
+	// ContentEncoding is the body's content coding (RFC 9110 §8.4), e.g.
+	// "gzip"; empty for none. kwatch inflates gzip and deflate.
+	ContentEncoding string
 	// Request is the matching request's method, protocol and flags (its
 	// target and header section are in the Request record emitted before),
 	// nil when it was not captured.
@@ -131,8 +134,12 @@ type Chunk struct {
 	Header []byte `json:"-"`
 	// Events is how many watch events have bytes in this chunk.
 	Events int `json:"events,omitempty"`
-	// Bytes is how many bytes of the event at hand the chunk carried.
+	// Bytes is how many bytes of the event at hand the chunk carried
+	// (inflated bytes for a gzip or deflate body).
 	Bytes int64 `json:"bytes,omitempty"`
+	// Inflated is how many bytes the chunk's compressed data inflated to,
+	// as far as known when the event was emitted (gzip or deflate body).
+	Inflated int64 `json:"inflated,omitempty"`
 	// Ordinal is which of the chunk's events the event at hand is, from 1.
 	Ordinal int `json:"-"`
 }
@@ -201,10 +208,15 @@ type End struct {
 	// trailer section holding fields, for the wire view; empty otherwise.
 	TrailerEnd []byte
 	// Counts of what the body held.
-	Events   map[string]int
-	Chunks   int
-	Bytes    int64 // body bytes on the wire, framing included
-	Data     int64 // de-chunked data bytes
+	Events map[string]int
+	Chunks int
+	Bytes  int64 // body bytes on the wire, framing included
+	Data   int64 // de-chunked data bytes
+	// Inflated counts the bytes a gzip or deflate body inflated to, and
+	// Members its gzip members (RFC 1952 §2.2) that inflated whole; both 0
+	// for a body without a content coding.
+	Inflated int64
+	Members  int
 	Lost     int64 // bytes lost where chunk framing was lost, and bytes passed over until a chunk-size line was found again
 	Duration time.Duration
 	// Problems and Warnings count the problems reported about the body,
@@ -458,6 +470,10 @@ type Health struct {
 	// FramingBytes are the bytes of chunk size lines, CRLFs and the
 	// last-chunk; DataBytes the de-chunked bytes.
 	FramingBytes, DataBytes int64
+	// InflatedBytes are the bytes a gzip or deflate body's data inflated
+	// to (0 without a content coding): DataBytes/InflatedBytes is the
+	// compression ratio.
+	InflatedBytes int64
 	// Ends lists how each body ended (End.How).
 	Ends []string
 	// Restarts counts watches opened again, with their reasons, and
