@@ -67,6 +67,12 @@ type Event struct {
 	// "k8s.io/initial-events-end: true" (Kubernetes API concepts: streaming
 	// lists).
 	InitialEventsEnd bool
+	// RowKind is set when the object is a meta.k8s.io Table (what kubectl
+	// get -w asks for): the kind of its row's object, PartialObjectMetadata
+	// unless the rows include whole objects; Namespace, Name and UID are
+	// then the row object's (Kubernetes API concepts: receiving resources
+	// as Tables).
+	RowKind string
 	// Status is set for ERROR events whose object is a metav1.Status.
 	Status *metav1.Status
 	// Redacted is true when Secret values were replaced in Object.
@@ -176,6 +182,9 @@ type objectMeta struct {
 	// any letter case (a duplicate, one apimachinery would not use) holds
 	// "Secret" in any letter case: redaction fails closed.
 	MaybeSecret bool
+	// Rows is the raw "rows" value of a Table (a string, so that
+	// objectMeta stays comparable).
+	Rows string
 }
 
 // fromJSON sets the event's object and the identity read from it. Fields
@@ -192,6 +201,9 @@ func (ev *Event) fromJSON(raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("watch event object: %w", err)
 	}
+	if m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/") && len(m.Rows) > 0 {
+		ev.fromTableRows([]byte(m.Rows))
+	}
 	if ev.Kind == "Status" {
 		var st metav1.Status
 		if err := json.Unmarshal(raw, &st); err == nil {
@@ -199,6 +211,32 @@ func (ev *Event) fromJSON(raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// fromTableRows takes the identity of a Table's object from its first row's
+// object (a watch event's Table has one row). A row object that may be a
+// Secret marks the event for redaction.
+func (ev *Event) fromTableRows(raw []byte) {
+	var rows []struct {
+		Object json.RawMessage `json:"object"`
+	}
+	if json.Unmarshal(raw, &rows) != nil {
+		return
+	}
+	for i, r := range rows {
+		if len(r.Object) == 0 || string(r.Object) == "null" {
+			continue
+		}
+		var m objectMeta
+		_ = readMeta(r.Object, &m)
+		if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret {
+			ev.maybeSecret = true
+		}
+		if i == 0 {
+			ev.RowKind = m.Kind
+			ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
+		}
+	}
 }
 
 // protobufMagic starts every object encoded by apimachinery's protobuf
@@ -276,6 +314,10 @@ var secretAnnotations = []string{"kubectl.kubernetes.io/last-applied-configurati
 // sees), keys match in any letter case, and an object it cannot read is
 // replaced whole.
 func (ev *Event) redact() {
+	if ev.Kind == "Table" {
+		ev.redactTable()
+		return
+	}
 	out, changed, err := redactSecret(ev.Object)
 	if err != nil {
 		ev.Object, _ = json.Marshal(map[string]any{"kind": "Secret", "apiVersion": ev.APIVersion,
@@ -308,6 +350,31 @@ func redactedJSON(v []byte) []byte {
 	m := hmac.New(sha256.New, redactKey)
 	m.Write(v)
 	return fmt.Appendf(nil, `"%s%x"`, Redacted, m.Sum(nil)[:4])
+}
+
+// redactTable redacts the Secrets a Table's rows include whole; a Table it
+// cannot read is replaced whole (it fails closed, as redact does).
+func (ev *Event) redactTable() {
+	var table map[string]json.RawMessage
+	var rows []map[string]json.RawMessage
+	if json.Unmarshal(ev.Object, &table) != nil || json.Unmarshal(table["rows"], &rows) != nil {
+		ev.Object, _ = json.Marshal(map[string]any{"kind": "Table", "apiVersion": ev.APIVersion,
+			"rows": Redacted + ": a Table whose rows may hold Secrets and could not be read"})
+		ev.Redacted = true
+		return
+	}
+	for _, r := range rows {
+		if obj, ok := r["object"]; ok {
+			if red := RedactObject(obj); !bytes.Equal(red, obj) {
+				r["object"] = red
+				ev.Redacted = true
+			}
+		}
+	}
+	if out, err := json.Marshal(rows); err == nil {
+		table["rows"] = out
+		ev.Object, _ = json.Marshal(table)
+	}
 }
 
 // redactSecret returns obj rewritten by redact's rules, and whether a

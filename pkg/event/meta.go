@@ -40,6 +40,9 @@ func readMeta(raw []byte, m *objectMeta) error {
 			}
 		}
 		switch string(key) {
+		case "rows":
+			m.Rows = string(v)
+			return nil
 		case "apiVersion":
 			return stringField(&m.APIVersion, v, "apiVersion")
 		case "kind":

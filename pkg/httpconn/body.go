@@ -621,7 +621,7 @@ func (b *body) decode(f *event.Frame) *record.Event {
 	event.CountType(b.events, ev.Type)
 	rec := &record.Event{Conn: b.s.c.rec, Exchange: b.exchange, Seq: b.seq, Time: b.now,
 		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
-		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion,
+		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion, RowKind: ev.RowKind,
 		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status,
 		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
 	for _, sp := range f.Spans {

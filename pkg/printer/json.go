@@ -126,7 +126,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks,
 		Connection: j.lastConnText, Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
-		InitialEventsEnd: v.InitialEventsEnd, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
+		InitialEventsEnd: v.InitialEventsEnd, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 }
 
 // Close returns the first write error.
@@ -216,6 +216,7 @@ type jsonEvent struct {
 	Name             string          `json:"name,omitempty"`
 	ResourceVersion  string          `json:"resourceVersion,omitempty"`
 	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
+	RowKind          string          `json:"rowKind,omitempty"`
 	Offset           int64           `json:"offset"`
 	Length           int64           `json:"length"`
 	Format           string          `json:"format"`

@@ -68,7 +68,7 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, int64(ev.Seq), 10)
 	for _, f := range [...]struct{ key, v string }{
-		{`,"kind":`, ev.Kind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
+		{`,"kind":`, ev.Kind}, {`,"rowKind":`, ev.RowKind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
 		{`,"resourceVersion":`, ev.ResourceVersion},
 	} {
 		if f.v != "" {

@@ -293,6 +293,13 @@ func (p *Pretty) printEvent(e *record.Event) {
 		}
 	default:
 		obj := Escape(e.Kind)
+		if e.RowKind != "" {
+			// A Table's row names the object (kubectl get -w).
+			obj = "Table row"
+			if e.RowKind != "PartialObjectMetadata" {
+				obj += " " + Escape(e.RowKind)
+			}
+		}
 		if e.Namespace != "" {
 			obj += " " + Escape(e.Namespace) + "/" + Escape(e.Name)
 		} else if e.Name != "" {

@@ -163,6 +163,10 @@ type Event struct {
 	ResourceVersion string
 	// InitialEventsEnd marks the BOOKMARK that ends a watch's initial events.
 	InitialEventsEnd bool
+	// RowKind is set for a Table object (kubectl get -w): the kind of its
+	// row's object (PartialObjectMetadata unless the rows include whole
+	// objects); Namespace, Name and UID are the row object's.
+	RowKind string
 	// Status is the Status object of an ERROR event.
 	Status *metav1.Status
 	// Offset is the byte offset of the event in the de-chunked body; Length

@@ -1,0 +1,32 @@
+package event
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTableRows: a Table watch event (kubectl get -w) takes its identity
+// from its row's object, and a Secret a row includes whole is redacted.
+func TestTableRows(t *testing.T) {
+	meta := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"426"},` +
+		`"rows":[{"cells":["pre-1",1,"4m"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",` +
+		`"metadata":{"name":"pre-1","namespace":"default","uid":"u1","resourceVersion":"426"}}}]}}`
+	ev, err := Decode(FormatJSON, []byte(meta), DecodeOptions{})
+	if err != nil || ev.Kind != "Table" || ev.RowKind != "PartialObjectMetadata" || ev.Namespace != "default" ||
+		ev.Name != "pre-1" || ev.UID != "u1" || ev.ResourceVersion != "426" || ev.Redacted {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	secret := `{"type":"MODIFIED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},` +
+		`"rows":[{"cells":["db",1],"object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db","namespace":"prod"},` +
+		`"data":{"password":"aHVudGVyMg=="}}}]}}`
+	for _, show := range []bool{false, true} {
+		ev, err = Decode(FormatJSON, []byte(secret), DecodeOptions{ShowSecrets: show})
+		if err != nil || ev.RowKind != "Secret" || ev.Name != "db" || ev.Namespace != "prod" {
+			t.Fatalf("%+v, %v", ev, err)
+		}
+		leaked := strings.Contains(string(ev.Object), "aHVudGVyMg==")
+		if leaked == !show || ev.Redacted == show {
+			t.Errorf("show secrets %v: redacted %v, object %s", show, ev.Redacted, ev.Object)
+		}
+	}
+}
