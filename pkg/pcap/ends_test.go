@@ -1,12 +1,15 @@
 package pcap_test
 
 import (
+	"bytes"
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/internal/pcapgen"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -49,5 +52,47 @@ func TestResetDatedByItsPacket(t *testing.T) {
 	}
 	if !notes[0].Time.Equal(rst) || notes[0].Message != "connection reset (RST)" {
 		t.Errorf("note %q at %s, want the reset at the RST's time", notes[0].Message, notes[0].Time.Format(time.RFC3339Nano))
+	}
+}
+
+// TestClosedConnectionsDoNotCount: connections that ended (FIN both ways,
+// then the last ACK, which makes gopacket start a stream of its own) are
+// not "open at once": 300 of them one after another, with room for 100
+// open connections, give no "too many connections" problem, and the
+// summary counts 300.
+func TestClosedConnectionsDoNotCount(t *testing.T) {
+	cp := &pcapgen.Capture{Step: time.Microsecond}
+	for i := range 300 {
+		c := pcapgen.NewConn(netip.AddrPortFrom(netip.MustParseAddr("10.0.1.1"), uint16(20000+i)),
+			netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), 8001))
+		c.Handshake()
+		c.Send(pcapgen.Client, []byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+		c.Send(pcapgen.Server, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+		c.Close(pcapgen.Client)
+		c.Close(pcapgen.Server)
+		c.Ack(pcapgen.Client)
+		if err := cp.Add(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := cp.Encode(pcapgen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	var sum *record.Summary
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Problem:
+			problems = append(problems, v.Kind)
+		case *record.Summary:
+			sum = v
+		}
+	})
+	if _, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{MaxConnections: 100}, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 || sum == nil || sum.Connections != 300 {
+		t.Errorf("problems %v, summary %+v; want none and 300 connections", problems, sum)
 	}
 }

@@ -64,6 +64,8 @@ var genScenarios = []genScenario{
 	{"gzip-cut-member", ".pcap", "the server closes inside a gzip member: compressed member cut short, the events of the member before it decode", genGzipCut},
 	{"gzip-lost-segment", ".pcap", "a segment lost inside a gzip member: bytes missing, that member's events are lost, the next member decodes", genGzipLost},
 	{"brotli", ".pcap", "a watch with Content-Encoding: br: named, chunks listed, events not decoded", genBrotli},
+	{"rst-then-reuse", ".pcap", "the client resets its watch, then a new connection (SYN) on the same 4-tuple carries a second watch: both decode, 2 TCP connections", genRSTThenReuse},
+	{"rst-out-of-window", ".pcap", "a client RST whose sequence number is far ahead (one the server drops, RFC 5961) in the middle of a watch: not a reset; the watch goes on to its last-chunk", genRSTOutOfWindow},
 	{"keepalive", ".pcap", "a GET (Content-Length list) then a watch on the same connection: exchanges 1 and 2", genKeepAlive},
 	{"gone-410", ".pcap", "a watch answered 410 Gone with a Status body, then a watch whose stream ends with an ERROR 410 event", genGone},
 	{"initial-events-end", ".pcap", "sendInitialEvents: 2 ADDED, a BOOKMARK marked k8s.io/initial-events-end, then a MODIFIED", genInitialEventsEnd},
@@ -784,6 +786,38 @@ func randomText(n int) string {
 func genBrotli(t *testing.T) []byte {
 	c := conn(40057)
 	gzipWatch(c, "br", []byte{0x1b, 0x2a, 0x00, 0xf8, 0x25, 0x42}, []byte{0x0b, 0x03, 0x80})
+	return pcapOf(t, c)
+}
+
+func genRSTThenReuse(t *testing.T) []byte {
+	evs := twoEvents(t)
+	c := conn(40060)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	c.Send(pcapgen.Server, chunk(evs[0]))
+	c.Reset(pcapgen.Client)
+	again := conn(40060)
+	again.SetISN(7000, 9000000)
+	again.Wait(500 * time.Millisecond)
+	simpleWatch(t, again, evs[1])
+	return pcapOf(t, c, again)
+}
+
+func genRSTOutOfWindow(t *testing.T) []byte {
+	evs := twoEvents(t)
+	c := conn(40061)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+	c.Send(pcapgen.Server, chunk(evs[0]))
+	rst := c.Reset(pcapgen.Client)
+	rst.Seq += 100000
+	c.Wait(time.Second)
+	c.Send(pcapgen.Server, chunk(evs[1]))
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
 	return pcapOf(t, c)
 }
 

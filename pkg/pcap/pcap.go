@@ -2,6 +2,7 @@ package pcap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -127,7 +128,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		opt.MaxConnections = DefaultMaxConnections
 	}
 	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
-		live: map[*stream]struct{}{}, ended: map[uint64]struct{}{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
+		live: map[*stream]struct{}{}, ended: map[uint64]*endedConn{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
 	dec := &decoder{name: opt.Name, out: newRecQueue()}
 	rd.dec = dec
 	rd.httpOpt = opt.HTTP
@@ -186,6 +187,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		}
 		rd.stats.TCP++
 		asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
+		rd.closeLingering(asm, ci)
 		if len(rd.live) > opt.MaxConnections {
 			rd.dropIdle(asm)
 		}
@@ -274,8 +276,12 @@ type reader struct {
 	// ended holds the 4-tuples of connections that ended lately, both
 	// ways round: a last ACK or RST that comes after reassembly finished
 	// a connection starts a stream that is not a new connection.
-	ended  map[uint64]struct{}
-	ending bool // FlushAll at the end of the capture
+	ended map[uint64]*endedConn
+	// toClose lists directions to close after the current packet
+	// (closeLingering); synthetic is true while one is being closed.
+	toClose   []closeReq
+	synthetic bool
+	ending    bool // FlushAll at the end of the capture
 	// live holds the streams followed now (created and not complete).
 	live map[*stream]struct{}
 	// dropBefore is set while dropIdle closes the connections last seen
@@ -425,6 +431,41 @@ func (rd *reader) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	return s
 }
 
+// closeReq asks to close one direction of a connection in the assembler:
+// a reset ended the connection, or a leftover packet started a stream for a
+// connection that had ended (stream.linger).
+type closeReq struct {
+	net, tcp gopacket.Flow // the direction's flows, as its packets carry them
+	seq      uint32        // where the direction's next byte would be
+}
+
+// closeLingering closes the directions queued by the streams, once the
+// assembler is done with the packet that made them ask: gopacket closes
+// only the direction that sent a RST, and keeps a connection (its memory,
+// its 4-tuple, which a new connection may reuse) until both are closed. A
+// synthetic RST at the direction's next sequence number closes it.
+func (rd *reader) closeLingering(asm *reassembly.Assembler, ci gopacket.CaptureInfo) {
+	for len(rd.toClose) > 0 {
+		reqs := rd.toClose
+		rd.toClose = nil
+		for _, r := range reqs {
+			var hdr [20]byte
+			copy(hdr[0:2], r.tcp.Src().Raw())
+			copy(hdr[2:4], r.tcp.Dst().Raw())
+			binary.BigEndian.PutUint32(hdr[4:8], r.seq)
+			hdr[12] = 5 << 4 // data offset: 5 words
+			hdr[13] = 0x04   // RST
+			var tcp layers.TCP
+			if tcp.DecodeFromBytes(hdr[:], gopacket.NilDecodeFeedback) != nil {
+				continue
+			}
+			rd.synthetic = true
+			asm.AssembleWithContext(r.net, &tcp, newCaptureContext(ci, rd.stats.Packets))
+			rd.synthetic = false
+		}
+	}
+}
+
 // tupleHash identifies a connection's 4-tuple, the same both ways round
 // (gopacket's FastHash is symmetric). Two tuples may share one: then a
 // leftover FIN or RST of one may go uncounted as a connection of its own.
@@ -436,12 +477,21 @@ func tupleHash(net, tcp gopacket.Flow) uint64 {
 // packets of a connection that ended long ago may count as one more.
 const maxEnded = 4096
 
+// endedConn is what is remembered of a connection that ended, for the
+// packets that come after its end.
+type endedConn struct {
+	rec     *record.Conn // nil when it carried no byte
+	reset   string       // who reset it ("client", "server", ""): not reset
+	resetAt time.Time
+	warned  bool // bytes after the reset were reported
+}
+
 // markEnded remembers that the connection net/tcp ended.
-func (rd *reader) markEnded(net, tcp gopacket.Flow) {
+func (rd *reader) markEnded(net, tcp gopacket.Flow, e *endedConn) {
 	if len(rd.ended) >= maxEnded {
 		clear(rd.ended)
 	}
-	rd.ended[tupleHash(net, tcp)] = struct{}{}
+	rd.ended[tupleHash(net, tcp)] = e
 }
 
 // endpoint builds an address:port from a flow's endpoint bytes.

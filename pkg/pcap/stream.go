@@ -35,6 +35,10 @@ type stream struct {
 	// finished the connection (rare: allocated then).
 	afterReset *afterReset
 	counted    bool // counted in reader.tcpConns
+	first      bool // a packet was accepted
+	// leftover is the connection that ended on this 4-tuple when this
+	// stream is its leftovers (see Accept).
+	leftover *endedConn
 }
 
 // afterReset is what came after a reset: n bytes, the first of them in
@@ -63,6 +67,14 @@ type halfState struct {
 	finTime, rstTime time.Time
 	// snapCut: a packet of this direction was cut short by the snaplen.
 	snapCut bool
+	// next is the sequence number after the last in-order byte (SYN and
+	// FIN count one), nextOK once a packet set it: where a synthetic RST
+	// must be to close this direction in the assembler.
+	next   uint32
+	nextOK bool
+	// maxEnd is the highest sequence number a packet reached: beyond
+	// next while segments wait behind a missing one (ahead).
+	maxEnd uint32
 }
 
 // Accept sees every TCP packet of the connection before reassembly. It
@@ -71,8 +83,34 @@ type halfState struct {
 // compares retransmitted bytes with the first copy.
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	*start = true
+	if s.rd.synthetic {
+		return true // closeLingering's RST: not a packet of the capture
+	}
 	s.lastSeen = ci.Timestamp
+	if !s.first {
+		s.first = true
+		// A stream that does not start with a SYN, on the 4-tuple of a
+		// connection that just ended, is that connection's leftovers (a
+		// last ACK, a late FIN or RST, bytes sent after a reset, a
+		// retransmission): not a connection of its own. It is closed
+		// after this packet.
+		if e := s.rd.ended[tupleHash(s.net, s.tcp)]; e != nil && !tcp.SYN {
+			s.leftover = e
+		}
+	}
+	if s.leftover != nil {
+		if len(tcp.Payload) > 0 && s.leftover.reset != "" && !s.leftover.warned && s.leftover.rec != nil {
+			s.leftover.warned = true
+			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.leftover.rec, Offset: -1,
+				Time: ci.Timestamp, Warning: true, Kind: "bytes after the reset",
+				Detail: fmt.Sprintf("%d bytes (and any after them) sent after the %s reset the connection (RST) were not decoded", len(tcp.Payload), s.leftover.reset),
+				Hint:   "the endpoint that reset never read them: events in them never reached it"})
+		}
+		s.linger()
+		return false // not reassembled: nothing of it is decoded
+	}
 	s.count(tcp)
+	s.halfOf(dir).advance(tcp)
 	if s.done {
 		// Finished at a reset: what follows is not decoded (ReassembledSG
 		// counts it), and no longer checked for overlaps.
@@ -91,7 +129,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 			s.finFirst, s.finFirstSet = dir, true
 		}
 	}
-	if tcp.RST {
+	if tcp.RST && h.inWindow(tcp.Seq) {
 		if !h.rst {
 			h.rstTime = ci.Timestamp
 		}
@@ -127,16 +165,60 @@ func (s *stream) count(tcp *layers.TCP) {
 		return
 	}
 	switch {
-	case tcp.SYN, len(tcp.Payload) > 0:
-	case tcp.FIN || tcp.RST:
-		if _, late := s.rd.ended[tupleHash(s.net, s.tcp)]; late {
-			return
-		}
+	case tcp.SYN, len(tcp.Payload) > 0, tcp.FIN, tcp.RST:
 	default:
 		return
 	}
 	s.counted = true
 	s.rd.tcpConns++
+}
+
+// advance moves the direction's next sequence number past an in-order
+// packet (RFC 9293 §3.4: SYN and FIN occupy one each).
+func (h *halfState) advance(tcp *layers.TCP) {
+	if tcp.RST && len(tcp.Payload) == 0 {
+		return // a RST occupies no sequence number; judged by inWindow
+	}
+	end := tcp.Seq + uint32(len(tcp.Payload))
+	if tcp.SYN {
+		end++
+	}
+	if tcp.FIN {
+		end++
+	}
+	if !h.nextOK || (int32(tcp.Seq-h.next) <= 0 && int32(end-h.next) > 0) {
+		h.next, h.nextOK = end, true
+	}
+	if int32(end-h.maxEnd) > 0 || h.maxEnd == 0 {
+		h.maxEnd = end
+	}
+}
+
+// ahead reports whether segments of this direction wait behind a missing
+// one.
+func (h *halfState) ahead() bool { return h.nextOK && int32(h.maxEnd-h.next) > 0 }
+
+// inWindow reports whether a RST at seq is one the receiver takes: at the
+// next sequence number expected (RFC 5961 §3.2; gopacket's assembler drops
+// the others too). Before any packet of the direction, any RST is.
+func (h *halfState) inWindow(seq uint32) bool { return !h.nextOK || seq == h.next }
+
+// linger asks the reader to close, after this packet, the directions of
+// the connection the assembler still has open, so that it forgets the
+// connection: one a reset finished, or a stream started by the leftovers
+// of one that ended.
+func (s *stream) linger() {
+	for _, dir := range []reassembly.TCPFlowDirection{reassembly.TCPDirClientToServer, reassembly.TCPDirServerToClient} {
+		h := s.halfOf(dir)
+		if h.rst || h.closed && h.fin {
+			continue
+		}
+		net, tcp := s.net, s.tcp
+		if dir == reassembly.TCPDirServerToClient {
+			net, tcp = net.Reverse(), tcp.Reverse()
+		}
+		s.rd.toClose = append(s.rd.toClose, closeReq{net: net, tcp: tcp, seq: h.next})
+	}
 }
 
 // halfOf returns the state of one gopacket direction.
@@ -265,11 +347,15 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	}
 	if end {
 		s.closeHalf(dir, ci)
-		if h.rst {
+		if h.rst && !s.halfOf(dir.Reverse()).ahead() {
 			// gopacket ends only the direction that sent the RST; the
 			// other one would stay open until the capture's end. A reset
-			// ends both at once (RFC 9293 §3.10.7.4).
+			// ends both at once (RFC 9293 §3.10.7.4); the assembler is
+			// told so after this packet (linger). When the other
+			// direction has segments waiting behind a missing one, they
+			// are flushed (and the loss reported) first, as usual.
 			s.finish(ci)
+			s.linger()
 		}
 	}
 }
@@ -329,6 +415,10 @@ func (s *stream) dropped() bool {
 // ReassemblyComplete is called once when both directions are done: closed
 // by FIN or RST, or flushed at the end of the capture.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	delete(s.rd.live, s)
+	if s.leftover != nil {
+		return true
+	}
 	if s.done {
 		if a := s.afterReset; a != nil && s.hc != nil {
 			// A warning: what these bytes carried (watch events) was
@@ -373,9 +463,17 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 		return
 	}
 	s.done = true
-	delete(s.rd.live, s)
 	if !s.dropped() {
-		s.rd.markEnded(s.net, s.tcp)
+		e := &endedConn{rec: s.rec}
+		for _, d := range []reassembly.TCPFlowDirection{reassembly.TCPDirClientToServer, reassembly.TCPDirServerToClient} {
+			if h := s.halfOf(d); h.rst && (e.reset == "" || h.rstTime.Before(e.resetAt)) {
+				e.reset, e.resetAt = s.dirName(d), h.rstTime
+				if e.reset == "" {
+					e.reset = "peer"
+				}
+			}
+		}
+		s.rd.markEnded(s.net, s.tcp, e)
 	}
 	s.half[0].overlap.release()
 	s.half[1].overlap.release()
