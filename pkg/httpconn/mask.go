@@ -110,6 +110,23 @@ func isSchemePrefix(s []byte) bool {
 
 // credentialField returns the credential field name (lower case) that
 // name is, or "".
+// headerErrorText is err's text for a problem report, unless it quotes a
+// line that names a credential field (net/textproto quotes the malformed
+// line, "Authorization: Bearer …\x01" or "Authorization Bearer …" without
+// its colon): then the line is not shown, so that no token reaches the
+// output. It fails closed: the field name anywhere in the text is enough.
+func headerErrorText(err error) string {
+	msg := err.Error()
+	lower := strings.ToLower(msg)
+	for _, f := range credentialFields {
+		if strings.Contains(lower, strings.ToLower(f)) {
+			what, _, _ := strings.Cut(msg, ":")
+			return what + ": a line naming " + f + " (not shown: it may hold a credential)"
+		}
+	}
+	return msg
+}
+
 func credentialField(name []byte) string {
 	for _, f := range credentialFields {
 		if strings.EqualFold(string(name), f) {

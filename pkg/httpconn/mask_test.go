@@ -3,6 +3,9 @@ package httpconn
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 func TestCredentialMask(t *testing.T) {
@@ -48,5 +51,23 @@ func TestCredentialMask(t *testing.T) {
 	}
 	if b.String() != want {
 		t.Errorf("byte by byte:\n got %q\nwant %q", b.String(), want)
+	}
+}
+
+// TestMalformedHeaderHidesCredentials: a malformed header line that holds
+// a token (a control byte in it, or no colon) is reported without it.
+func TestMalformedHeaderHidesCredentials(t *testing.T) {
+	for _, line := range []string{"Authorization: Bearer SECRET-TOKEN-123\x01", "Authorization Bearer SECRET-TOKEN-456", "cookie session=SECRET-TOKEN-789\x7f"} {
+		var details []string
+		sink := record.SinkFunc(func(r record.Record) {
+			if p, ok := r.(*record.Problem); ok {
+				details = append(details, p.Kind+": "+p.Detail)
+			}
+		})
+		c := New(&record.Conn{ID: 1}, sink, Options{})
+		c.ClientData([]byte("GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n"+line+"\r\n\r\n"), time.Time{})
+		if len(details) == 0 || strings.Contains(strings.Join(details, "\n"), "SECRET") {
+			t.Errorf("%q: problems %q, want one without the token", line, details)
+		}
 	}
 }

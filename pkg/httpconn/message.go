@@ -57,7 +57,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 		return
 	}
 	if err != nil {
-		s.problem("stream", s.hdrStart, "malformed header field", err.Error(), "", true, t)
+		s.problem("stream", s.hdrStart, "malformed header field", headerErrorText(err), "", true, t)
 	}
 	redactCredentials(hdr)
 	s.c.exchange++
@@ -89,7 +89,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 		return
 	}
 	if err != nil {
-		s.problem("stream", s.hdrStart, "malformed header field", err.Error(), "", true, t)
+		s.problem("stream", s.hdrStart, "malformed header field", headerErrorText(err), "", true, t)
 	}
 	reason := ""
 	if len(parts) == 3 {
