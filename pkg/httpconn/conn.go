@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/textproto"
-	"strings"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/chunk"
@@ -395,10 +394,13 @@ func (c *Conn) noteTLS(t time.Time, ending bool) {
 			h.ServerName = cl.Hello.ServerName
 			if len(h.ALPN) == 0 && len(cl.Hello.ALPN) > 0 {
 				// TLS 1.3 sends the server's choice encrypted.
-				what = ", ALPN offered " + strings.Join(cl.Hello.ALPN, ",")
+				what = ", ALPN offered " + tlsrec.ALPNText(cl.Hello.ALPN)
 			}
 		}
 		what = h.String() + what
+		if cl != nil && cl.Err != nil {
+			what += " (the ClientHello could not be read: " + cl.Err.Error() + ")"
+		}
 	case done(sv) && sv.MidStream, done(cl) && cl.MidStream:
 		s := sv
 		if !done(s) || !s.MidStream {
@@ -585,6 +587,10 @@ func headerEnd(b []byte, from int) int {
 
 func (s *side) gap(n int64, t time.Time) {
 	s.flushSniff(t)
+	if s.tls != nil && !s.tls.Done() && n > 0 {
+		s.tls.Gap()
+		s.c.noteTLS(t, false)
+	}
 	if s.dead || n <= 0 {
 		s.off += n
 		return

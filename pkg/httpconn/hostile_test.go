@@ -812,3 +812,19 @@ func TestChunkSizeLineCRThenEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestBareLFFramingBounded: a header section of thousands of framing
+// field lines ending in bare LF gets a few warnings, not thousands.
+func TestBareLFFramingBounded(t *testing.T) {
+	n := 0
+	sink := record.SinkFunc(func(r record.Record) {
+		if p, ok := r.(*record.Problem); ok && p.Kind == httpconn.KindBareLFFraming {
+			n++
+		}
+	})
+	c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{})
+	c.ServerData([]byte("HTTP/1.1 200 OK\r\n"+strings.Repeat("Transfer-Encoding: chunked\n", 5000)+"\r\n0\r\n\r\n"), time.Time{})
+	if n != 5 { // 4, and one saying the others are not listed
+		t.Errorf("%d warnings, want 5", n)
+	}
+}

@@ -317,6 +317,7 @@ func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
 	var prev []byte
 	prevLF := -1
 	prevField := ""
+	reported := 0
 	for start, n := 0, 0; start < len(h); n++ {
 		i := bytes.IndexByte(h[start:], '\n')
 		if i < 0 {
@@ -333,7 +334,7 @@ func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
 			field = framingField(line)
 		}
 		if prevLF >= 0 && (prevField != "" || field != "") {
-			s.reportBareLF(s.hdrStart+int64(prevLF), prev, prevField, line, field, b, t)
+			reported = s.bareLFOnce(reported, s.hdrStart+int64(prevLF), prev, prevField, line, field, b, t)
 		}
 		prev, prevField, prevLF = line, field, -1
 		if bare {
@@ -344,8 +345,29 @@ func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
 	if prevLF >= 0 && prevField != "" {
 		// The LF that ends the section's last line, which can only be
 		// the empty line, has no field line after it.
-		s.reportBareLF(s.hdrStart+int64(prevLF), prev, prevField, nil, "", b, t)
+		reported = s.bareLFOnce(reported, s.hdrStart+int64(prevLF), prev, prevField, nil, "", b, t)
 	}
+}
+
+// maxBareLFReports bounds the bare-LF-next-to-framing warnings of one
+// header section: a section of thousands of such lines gets a few, and one
+// that counts the rest.
+const maxBareLFReports = 4
+
+// bareLFOnce reports the n+1st bare LF of a header section: the first
+// maxBareLFReports each, the next as a note that the others are not listed,
+// then none. It returns n+1.
+func (s *side) bareLFOnce(n int, off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) int {
+	switch {
+	case n > maxBareLFReports:
+	case n == maxBareLFReports:
+		s.c.problem(&record.Problem{Direction: s.name(), Where: "stream", Offset: off, Kind: KindBareLFFraming,
+			Detail:  fmt.Sprintf("more than %d in this header section; the others are not listed", maxBareLFReports),
+			Warning: true, Time: t, Exchange: b.exchange})
+	default:
+		s.reportBareLF(off, line, field, next, nextField, b, t)
+	}
+	return n + 1
 }
 
 // reportBareLF reports the bare LF at stream offset off that ends line (a

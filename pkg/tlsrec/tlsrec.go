@@ -84,9 +84,25 @@ func (h *Hello) String() string {
 		parts = append(parts, fmt.Sprintf("server name %q", h.ServerName))
 	}
 	if len(h.ALPN) > 0 {
-		parts = append(parts, "ALPN "+strings.Join(h.ALPN, ","))
+		parts = append(parts, "ALPN "+ALPNText(h.ALPN))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ALPNText joins protocol names with commas, each quoted (Go syntax) unless
+// it is a plain token (letters, digits, "-", ".", "/", "_"), so that a name
+// holding a comma, a newline or a bidirectional control shows as what it is.
+func ALPNText(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n
+		if n == "" || strings.IndexFunc(n, func(r rune) bool {
+			return !(r < 0x7f && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-./_", r)))
+		}) >= 0 {
+			out[i] = fmt.Sprintf("%q", n)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // Sniffer reads the first bytes of one direction of a TLS connection until
@@ -94,6 +110,11 @@ func (h *Hello) String() string {
 // no more.
 type Sniffer struct {
 	buf []byte
+	// msgs holds the handshake bytes of the complete records read so far,
+	// and used how many bytes of buf they came from: each record is
+	// looked at once.
+	msgs []byte
+	used int
 	// Hello is the direction's hello message, once parsed.
 	Hello *Hello
 	// MidStream is set when the direction's first record is not a
@@ -108,6 +129,14 @@ type Sniffer struct {
 	done bool
 }
 
+// Gap tells the Sniffer that bytes of the direction were lost: what it has
+// not read by then it cannot read.
+func (s *Sniffer) Gap() {
+	if !s.done {
+		s.finish(fmt.Errorf("bytes lost before the hello was complete"))
+	}
+}
+
 // Done reports whether the Sniffer has what it can learn.
 func (s *Sniffer) Done() bool { return s.done }
 
@@ -117,19 +146,21 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 	if s.done {
 		return len(p), nil
 	}
-	if len(s.buf)+len(p) > maxHelloBytes {
+	n := len(p)
+	over := len(s.buf)+len(p) > maxHelloBytes
+	if over {
 		p = p[:maxHelloBytes-len(s.buf)]
-		s.buf = append(s.buf, p...)
-		s.finish(fmt.Errorf("no complete hello message in the first %d bytes", maxHelloBytes))
-		return len(p), nil
 	}
 	s.buf = append(s.buf, p...)
 	s.parse()
-	return len(p), nil
+	if over && !s.done {
+		s.finish(fmt.Errorf("no complete hello message in the first %d bytes", maxHelloBytes))
+	}
+	return n, nil
 }
 
 func (s *Sniffer) finish(err error) {
-	s.done, s.Err, s.buf = true, err, nil
+	s.done, s.Err, s.buf, s.msgs = true, err, nil, nil
 }
 
 // parse looks at the records held so far.
@@ -139,24 +170,42 @@ func (s *Sniffer) parse() {
 	}
 	if s.FirstVersion == 0 {
 		s.FirstVersion = uint16(s.buf[1])<<8 | uint16(s.buf[2])
-		if s.buf[0] != typeHandshake {
+		switch s.buf[0] {
+		case typeHandshake:
+		case typeApplicationData:
 			s.MidStream = true
 			s.finish(nil)
+			return
+		default:
+			// An alert (a refused handshake) or change_cipher_spec
+			// first: the handshake was captured, there is no hello.
+			what := "an alert"
+			if s.buf[0] == typeChangeCipherSpec {
+				what = "change_cipher_spec"
+			}
+			if s.buf[0] != typeChangeCipherSpec && len(s.buf) >= recordHeaderLen+2 {
+				what = fmt.Sprintf("an alert (level %d, description %d)", s.buf[5], s.buf[6])
+			} else if s.buf[0] != typeChangeCipherSpec {
+				return // wait for the alert's two bytes
+			}
+			s.finish(fmt.Errorf("the first record is %s, not a hello", what))
 			return
 		}
 	}
 	// The handshake messages are the concatenated fragments of the
 	// handshake records (RFC 8446 §5.1); the hello is the first message.
-	var msgs []byte
-	rest := s.buf
+	// Each complete record is appended to msgs once.
+	rest := s.buf[s.used:]
 	for len(rest) >= recordHeaderLen && rest[0] == typeHandshake {
 		n := int(rest[3])<<8 | int(rest[4])
 		if len(rest) < recordHeaderLen+n {
 			break
 		}
-		msgs = append(msgs, rest[recordHeaderLen:recordHeaderLen+n]...)
+		s.msgs = append(s.msgs, rest[recordHeaderLen:recordHeaderLen+n]...)
 		rest = rest[recordHeaderLen+n:]
+		s.used += recordHeaderLen + n
 	}
+	msgs := s.msgs
 	if len(msgs) < 4 {
 		return
 	}

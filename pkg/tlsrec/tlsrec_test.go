@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,5 +138,41 @@ func TestSnifferMidStreamAndHostile(t *testing.T) {
 	sn.Write(append([]byte{22, 3, 1, 0, byte(len(msg))}, msg...))
 	if !sn.Done() || sn.Err == nil {
 		t.Errorf("malformed: done %v, err %v", sn.Done(), sn.Err)
+	}
+}
+
+// TestSnifferBounds: a hello held back by empty records costs linear time
+// (each record is looked at once), a write that crosses the 64 KiB bound
+// still parses the hello it completes, an alert first is not taken for
+// the middle of a connection, and lost bytes end the reading.
+func TestSnifferBounds(t *testing.T) {
+	c, _ := handshake(t, tls.VersionTLS13, []string{"h2"})
+	hello := c[:5+int(c[3])<<8|int(c[4])]
+	var sn Sniffer
+	for range 14000 { // 70 KB of empty handshake records
+		sn.Write([]byte{22, 3, 1, 0, 0})
+	}
+	if !sn.Done() || sn.Err == nil {
+		t.Errorf("endless empty records: done %v, err %v", sn.Done(), sn.Err)
+	}
+	sn = Sniffer{}
+	sn.Write(hello[:5])
+	big := append(append([]byte{}, hello[5:]...), make([]byte, 70<<10)...)
+	if n, _ := sn.Write(big); n != len(big) || sn.Hello == nil || sn.Err != nil {
+		t.Errorf("hello completed by a write past the bound: n %d of %d, hello %v, err %v", n, len(big), sn.Hello, sn.Err)
+	}
+	sn = Sniffer{}
+	sn.Write([]byte{21, 3, 3, 0, 2, 2, 40})
+	if !sn.Done() || sn.MidStream || sn.Err == nil || !strings.Contains(sn.Err.Error(), "alert (level 2, description 40)") {
+		t.Errorf("alert first: %+v", sn)
+	}
+	sn = Sniffer{}
+	sn.Write(hello[:20])
+	sn.Gap()
+	if !sn.Done() || sn.Err == nil || sn.Hello != nil {
+		t.Errorf("gap: %+v", sn)
+	}
+	if got := ALPNText([]string{"h2", "http/1.1", "x\u202etxt", "a,b"}); got != `h2,http/1.1,"x\u202etxt","a,b"` {
+		t.Errorf("ALPNText: %s", got)
 	}
 }
