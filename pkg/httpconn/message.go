@@ -345,7 +345,7 @@ func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
 	if prevLF >= 0 && prevField != "" {
 		// The LF that ends the section's last line, which can only be
 		// the empty line, has no field line after it.
-		reported = s.bareLFOnce(reported, s.hdrStart+int64(prevLF), prev, prevField, nil, "", b, t)
+		s.bareLFOnce(reported, s.hdrStart+int64(prevLF), prev, prevField, nil, "", b, t)
 	}
 }
 
