@@ -558,11 +558,23 @@ func Escape(s string) string {
 			fmt.Fprintf(&sb, `\x%02x`, s[i])
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&sb, `\x%02x`, r)
+		case isBidiOrSeparator(r):
+			// Would reorder or break the line on a terminal
+			// (Trojan Source, CVE-2021-42574).
+			fmt.Fprintf(&sb, `\u%04x`, r)
 		default:
 			sb.WriteRune(r)
 		}
 	}
 	return sb.String()
+}
+
+// isBidiOrSeparator reports whether r is a bidirectional control (U+061C,
+// U+200E-U+200F, U+202A-U+202E, U+2066-U+2069) or a line or paragraph
+// separator (U+2028, U+2029).
+func isBidiOrSeparator(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) ||
+		(r >= 0x2066 && r <= 0x2069) || r == 0x2028 || r == 0x2029
 }
 
 // chunkBucketNames name the buckets of record.ChunkBuckets.

@@ -12,13 +12,14 @@ import (
 // screen or hide text on a terminal.
 func TestEscape(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain/name":         "plain/name",
-		"\x1b[31mred\x1b[0m": `\x1b[31mred\x1b[0m`,
-		"over\rwrite":        `over\x0dwrite`,
-		"tab\tand\nnewline":  `tab\x09and\x0anewline`,
-		"caf\xc3\xa9":        "café",
-		"bad\xffutf8":        `bad\xffutf8`,
-		"c1\u009bcontrol":    `c1\x9bcontrol`,
+		"plain/name":               "plain/name",
+		"\x1b[31mred\x1b[0m":       `\x1b[31mred\x1b[0m`,
+		"evil\u202etxt.exe\u2028x": `evil\u202etxt.exe\u2028x`,
+		"over\rwrite":              `over\x0dwrite`,
+		"tab\tand\nnewline":        `tab\x09and\x0anewline`,
+		"caf\xc3\xa9":              "café",
+		"bad\xffutf8":              `bad\xffutf8`,
+		"c1\u009bcontrol":          `c1\x9bcontrol`,
 	} {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
