@@ -131,6 +131,13 @@ func (t *Tracker) event(e *record.Event) {
 	h := w.h
 	h.Events[e.Type]++
 	t.overall.Events[e.Type]++
+	if e.Initial {
+		h.InitialEvents++
+		t.overall.InitialEvents++
+	}
+	if e.InitialEventsEnd && !w.requested.IsZero() && h.InitialEnd == 0 {
+		h.InitialEnd = e.Time.Sub(w.requested)
+	}
 	if !w.requested.IsZero() && !w.firstSet && e.Type != "BOOKMARK" {
 		h.FirstEvent = e.Time.Sub(w.requested)
 		w.firstSet = true

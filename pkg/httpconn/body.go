@@ -53,6 +53,9 @@ type body struct {
 	tentative bool // watch inferred from the response only
 	events    map[string]int
 	seq       int
+	// initial: the watch gets the current state as ADDED events first
+	// (record.Request.InitialState) and they have not ended yet.
+	initial bool
 	// window holds the chunks events may still refer to, by increasing
 	// index: those of the event in progress and the current chunk.
 	window []chunkInfo
@@ -622,12 +625,18 @@ func (b *body) decode(f *event.Frame) *record.Event {
 	rec := &record.Event{Conn: b.s.c.rec, Exchange: b.exchange, Seq: b.seq, Time: b.now,
 		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
 		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion, RowKind: ev.RowKind,
-		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status,
+		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status, Initial: b.initial && ev.Type == "ADDED",
 		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
 	for _, sp := range f.Spans {
 		if sp.Chunk >= 0 {
 			rec.Chunks = append(rec.Chunks, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
 		}
+	}
+	if ev.Type != "ADDED" {
+		// The initial state is ADDED events, ended by the
+		// initial-events-end BOOKMARK (or, from a server that sends
+		// none, by the first other event).
+		b.initial = false
 	}
 	return rec
 }

@@ -62,7 +62,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	redactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1])}
+		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: asksInitialState(parts[1])}
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -163,6 +163,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			default:
 				resp.Format = f.String()
 				b.startEvents(f)
+				b.initial = req != nil && req.InitialState
 				if resp.ContentEncoding != "" {
 					b.startInflate(resp.ContentEncoding, t)
 				}
@@ -179,6 +180,21 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	}
 	s.c.emit(resp)
 	s.body = b
+}
+
+// asksInitialState reports whether a watch request's target gets the
+// current state as ADDED events first: sendInitialEvents=true (a
+// watch-list, Kubernetes API concepts: streaming lists), or no
+// resourceVersion, or "0" (semantics for watch: "Get State and Start at
+// Most Recent" / "Any").
+func asksInitialState(target string) bool {
+	u, err := url.Parse(target)
+	if err != nil {
+		return false
+	}
+	q := u.Query()
+	rv := q.Get("resourceVersion")
+	return q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0"
 }
 
 func clip(s string) string {

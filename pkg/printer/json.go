@@ -126,7 +126,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks,
 		Connection: j.lastConnText, Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
-		InitialEventsEnd: v.InitialEventsEnd, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
+		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 }
 
 // Close returns the first write error.
@@ -216,6 +216,7 @@ type jsonEvent struct {
 	Name             string          `json:"name,omitempty"`
 	ResourceVersion  string          `json:"resourceVersion,omitempty"`
 	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
+	Initial          bool            `json:"initial,omitempty"`
 	RowKind          string          `json:"rowKind,omitempty"`
 	Offset           int64           `json:"offset"`
 	Length           int64           `json:"length"`
@@ -448,6 +449,8 @@ type jsonHealth struct {
 	Events         map[string]int `json:"events"`
 	Findings       []jsonFinding  `json:"findings"`
 	FirstEventS    float64        `json:"firstEventSeconds,omitempty"`
+	InitialEvents  int            `json:"initialEvents,omitempty"`
+	InitialEndS    float64        `json:"initialEventsEndSeconds,omitempty"`
 	MaxGapS        float64        `json:"maxGapSeconds"`
 	MaxGapAfter    int            `json:"maxGapAfter,omitempty"`
 	Bookmarks      jsonIntervals  `json:"bookmarks"`
@@ -464,7 +467,7 @@ type jsonHealth struct {
 func healthObject(h *record.Health) jsonHealth {
 	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
-		FirstEventS: seconds(h.FirstEvent), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
+		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}

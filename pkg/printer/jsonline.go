@@ -79,6 +79,9 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 	if ev.InitialEventsEnd {
 		b = append(b, `,"initialEventsEnd":true`...)
 	}
+	if ev.Initial {
+		b = append(b, `,"initial":true`...)
+	}
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, ev.Offset, 10)
 	b = append(b, `,"length":`...)

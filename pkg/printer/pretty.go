@@ -306,6 +306,9 @@ func (p *Pretty) printEvent(e *record.Event) {
 			obj += " " + Escape(e.Name)
 		}
 		what = fmt.Sprintf("%s  rv %s", obj, Escape(e.ResourceVersion))
+		if e.Initial {
+			what += "  initial"
+		}
 	}
 	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.dim.Sprintf("%3d", e.Seq),
 		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
@@ -606,6 +609,13 @@ func HealthText(h *record.Health) string {
 	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))
+	}
+	if h.InitialEvents > 0 || h.InitialEnd > 0 {
+		s := plural(h.InitialEvents, "initial event")
+		if h.InitialEnd > 0 {
+			s += ", initial-events-end after " + round(h.InitialEnd)
+		}
+		parts = append(parts, s)
 	}
 	if h.MaxGap > 0 {
 		s := "longest quiet " + round(h.MaxGap)

@@ -81,6 +81,11 @@ type Request struct {
 	// Watch is true when the request asks for a watch (watch=true|1 query
 	// parameter or a /watch/ path).
 	Watch bool
+	// InitialState is true when a watch gets the current state as ADDED
+	// events first: it asks sendInitialEvents=true (a watch-list), or no
+	// resourceVersion or "0" (Kubernetes API concepts: semantics for
+	// watch).
+	InitialState bool
 }
 
 // When returns the time of the request's last header byte.
@@ -163,6 +168,11 @@ type Event struct {
 	ResourceVersion string
 	// InitialEventsEnd marks the BOOKMARK that ends a watch's initial events.
 	InitialEventsEnd bool
+	// Initial marks the events of a watch-list's initial state: the watch
+	// asked for them (sendInitialEvents=true, Kubernetes API concepts:
+	// streaming lists), and they came before the initial-events-end
+	// BOOKMARK.
+	Initial bool
 	// RowKind is set for a Table object (kubectl get -w): the kind of its
 	// row's object (PartialObjectMetadata unless the rows include whole
 	// objects); Namespace, Name and UID are the row object's.
@@ -459,6 +469,11 @@ type Health struct {
 	Events map[string]int
 	// Findings are resourceVersions that went backwards or repeated.
 	Findings []Finding
+	// InitialEvents counts a watch-list's initial events (Event.Initial);
+	// InitialEnd is the time from the request to its initial-events-end
+	// BOOKMARK (0 when none came).
+	InitialEvents int
+	InitialEnd    time.Duration
 	// FirstEvent is the time from the watch request to its first event
 	// that is not a BOOKMARK; 0 when unknown.
 	FirstEvent time.Duration
