@@ -42,6 +42,7 @@ type streamOptions struct {
 	http2           bool
 	proto           bool
 	watchOnly       bool
+	listMode        string
 	timeout         time.Duration
 	idleTimeout     time.Duration
 	record          string
@@ -122,6 +123,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
 	fs.BoolVar(&o.watchOnly, "watch-only", false, "do not show the objects of the initial LIST, only the watch events (as kubectl get --watch-only)")
+	fs.StringVar(&o.listMode, "list-mode", "list", "how the current state comes: list (LIST, then WATCH from its resourceVersion) or watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed)")
 	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
@@ -271,6 +273,14 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 			return fmt.Errorf("%q: kwatch stream watches one resource type at a time; run one kwatch per type", args[0])
 		}
 	}
+	switch {
+	case o.listMode != "list" && o.listMode != "watch-list":
+		return fmt.Errorf("--list-mode %q: want list or watch-list", o.listMode)
+	case o.listMode == "watch-list" && o.watchOnly:
+		return fmt.Errorf("--watch-only hides the objects of a LIST; with --list-mode watch-list they are the watch's first events: leave one of them out")
+	case o.listMode == "watch-list" && (o.raw != "" || o.resourceVersion != ""):
+		return fmt.Errorf("--list-mode watch-list gets the current state; --raw and --resource-version watch from a given point without it")
+	}
 	if o.raw != "" && (o.selector != "" || o.fieldSelector != "" || o.namespace != "" || o.allNamespaces) {
 		return fmt.Errorf("--raw watches its path as given: put selectors and the namespace in the path instead of -l, --field-selector, -n or -A")
 	}
@@ -375,6 +385,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
+	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
 	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
 	client, err := watchclient.Connect(co, sink)
@@ -388,7 +399,8 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
 		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto,
 		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
-		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly}
+		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
+		WatchList: o.listMode == "watch-list"}
 	if o.raw == "" {
 		res, err := client.Resolve(ctx, o.resource)
 		if err != nil {

@@ -223,3 +223,60 @@ func TestStreamRawGone(t *testing.T) {
 		t.Errorf("%d requests, want 1 from resourceVersion %s answered with an ERROR 410 event:\n%s", n, old, out)
 	}
 }
+
+// TestStreamWatchList: --list-mode watch-list gets the current state as
+// the watch's first events (sendInitialEvents=true), gzip'd as the API
+// server answers a Go client, marked initial up to the initial-events-end
+// bookmark; later events are not initial; --disable-compression asks for a
+// plain body.
+func TestStreamWatchList(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	for _, n := range []string{"one", "two"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, plain := range []bool{false, true} {
+		args := []string{"stream", "cm", "-n", ns, "--list-mode", "watch-list", "--proxy", env.ProxyURL, "-o", "json"}
+		if plain {
+			args = append(args, "--disable-compression")
+		}
+		s := startKwatch(t, args...)
+		s.waitFor(t, 30*time.Second, "the initial-events-end bookmark", func(recs []map[string]any) bool {
+			for _, e := range events(recs, "") {
+				if e["initialEventsEnd"] == true {
+					return true
+				}
+			}
+			return false
+		})
+		name := fmt.Sprintf("later-%v", plain)
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		recs := s.waitFor(t, 30*time.Second, "the later object's event", func(recs []map[string]any) bool { return len(events(recs, name)) > 0 })
+		s.stop(t)
+		var got []string
+		for _, e := range events(recs, "") {
+			got = append(got, fmt.Sprintf("%v %v initial=%v", e["type"], e["name"], e["initial"] == true))
+		}
+		want := fmt.Sprintf("[ADDED one initial=true ADDED two initial=true BOOKMARK <nil> initial=false ADDED %s initial=false]", name)
+		if plain { // the first run's later object is part of the current state now
+			want = fmt.Sprintf("[ADDED later-false initial=true ADDED one initial=true ADDED two initial=true BOOKMARK <nil> initial=false ADDED %s initial=false]", name)
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("disable-compression %v: events %v\nwant %s", plain, got, want)
+		}
+		resp := ofRecord(recs, "response")
+		enc, _ := resp[0]["contentEncoding"].(string)
+		if len(resp) == 0 || (enc == "gzip") == plain {
+			t.Errorf("disable-compression %v: response content encoding %q", plain, enc)
+		}
+		w := ofRecord(recs, "watch")
+		if len(w) == 0 || !strings.Contains(w[0]["path"].(string), "sendInitialEvents=true") || len(ofRecord(recs, "list")) != 0 {
+			t.Errorf("disable-compression %v: watch %v, %d LIST records; want a watch-list and no LIST", plain, w, len(ofRecord(recs, "list")))
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/record"
@@ -90,7 +91,10 @@ func (t *Tracker) Emit(r record.Record) {
 			w.h.Ends = append(w.h.Ends, v.How)
 		}
 	case *record.WatchStart:
-		if v.Reason != "initial" && v.Reason != "after LIST" {
+		// The first watch, after the first LIST or as a watch-list, is no
+		// restart; a watch-list after 410 Gone is a re-list (counted by
+		// the loop) and a restart.
+		if !strings.HasPrefix(v.Reason, "initial") && v.Reason != "after LIST" {
 			t.overall.Restarts++
 			t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason)
 		}

@@ -147,7 +147,9 @@ func (p *Pretty) print(r record.Record) {
 	case *record.WatchStart:
 		from := "from resourceVersion " + Escape(v.ResourceVersion)
 		if v.ResourceVersion == "" {
-			from = "from now (no resourceVersion)"
+			// Without a resourceVersion the server sends the current
+			// state first (Kubernetes API concepts: semantics for watch).
+			from = "from the current state (no resourceVersion)"
 		}
 		if v.Resource != "" {
 			from = ScopeText(v.Scope) + " " + from

@@ -56,6 +56,10 @@ type ConnectOptions struct {
 	// HTTP2 keeps HTTP/2 on a direct TLS connection: events are shown
 	// without chunks, since HTTP/2 has no chunked coding.
 	HTTP2 bool
+	// DisableCompression stops asking for gzip'd bodies (Accept-Encoding:
+	// gzip, which every Go client sends and to which the API server
+	// answers a watch-list gzip'd), as kubectl's --disable-compression.
+	DisableCompression bool
 	// HTTP tunes the decoding of the tapped bytes.
 	HTTP httpconn.Options
 	// UserAgent is sent with every request (e.g. "kwatch/v0.1.0").
@@ -129,7 +133,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		c.setCommon(opt)
 		c.Transport = "HTTP/1.1 through kubectl proxy " + opt.ProxyURL
 		tr := &http.Transport{DialContext: t.plainDialer(dialer.DialContext), DisableKeepAlives: true,
-			DisableCompression: true, ForceAttemptHTTP2: false, ReadBufferSize: watchReadBuffer}
+			DisableCompression: opt.DisableCompression, ForceAttemptHTTP2: false, ReadBufferSize: watchReadBuffer}
 		c.watchHTTP = &http.Client{Transport: tr}
 		return c, nil
 	}
@@ -172,7 +176,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	if cfg.Proxy != nil { // --proxy-url or the kubeconfig's proxy-url
 		proxyFunc = cfg.Proxy
 	}
-	tr := &http.Transport{Proxy: proxyFunc, DisableKeepAlives: true, DisableCompression: true,
+	tr := &http.Transport{Proxy: proxyFunc, DisableKeepAlives: true, DisableCompression: opt.DisableCompression,
 		ReadBufferSize: watchReadBuffer}
 	if tlsCfg != nil {
 		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg)

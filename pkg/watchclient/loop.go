@@ -69,6 +69,12 @@ type WatchOptions struct {
 	// IdleTimeout, when not 0, ends a watch that reads no byte for that
 	// long (a stalled server or proxy), reports it, and watches again.
 	IdleTimeout time.Duration
+	// WatchList gets the current state as the watch's first events
+	// instead of a LIST (a streaming list, KEP-3157, as client-go 0.37's
+	// informers do: sendInitialEvents=true, resourceVersionMatch=
+	// NotOlderThan), also after 410 Gone. A server that refuses it (400 or
+	// 422) is listed instead, with a warning.
+	WatchList bool
 	// Backoff bounds retries; the zero value means 500 ms doubling to 30 s.
 	Backoff wait.Backoff
 }
@@ -150,6 +156,10 @@ type loop struct {
 	lastWatch  bool   // the last response was a watch stream
 	stalled    bool   // the watchdog ended the last watch
 	lastErr    string // the last error retried
+	// watchList: the next watch gets the current state first (WatchList,
+	// and no LIST is wanted); wasWatchList: the last watch did;
+	// listInstead: the server refused it.
+	watchList, wasWatchList, listInstead bool
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -160,6 +170,14 @@ func (l *loop) run(ctx context.Context) error {
 	l.rv = l.opt.ResourceVersion
 	needList := l.opt.Raw == "" && l.rv == ""
 	for ctx.Err() == nil {
+		if needList && l.opt.WatchList && !l.listInstead {
+			// The watch itself brings the current state.
+			needList, l.watchList, l.rv = false, true, ""
+			if reason != "initial" {
+				l.stats.Relists++
+			}
+			reason += " (watch-list)"
+		}
 		if needList {
 			if err := l.doList(ctx, reason); err != nil {
 				if ctx.Err() != nil {
@@ -187,6 +205,14 @@ func (l *loop) run(ctx context.Context) error {
 			needList = true
 			reason = "re-list after 410 Gone"
 			backoff = l.opt.Backoff
+		case l.wasWatchList && (apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)):
+			// A server without streaming lists (or with them off):
+			// list, as client-go falls back.
+			l.watchList, l.listInstead, needList = false, true, true
+			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "watch-list refused",
+				Detail: fmt.Sprintf("the API server refused a streaming list of %s: %v", l.resourceName(), err),
+				Hint:   "listing, then watching, as client-go falls back"})
+			reason = "initial (watch-list refused)"
 		case l.opt.Proto && apierrors.IsNotAcceptable(err):
 			// As client-go does for types served only as JSON (custom
 			// resources): ask again for JSON, and say so.
@@ -502,6 +528,15 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	o.ResourceVersion = l.rv
 	o.AllowWatchBookmarks = true
 	o.Watch = true
+	l.wasWatchList = l.watchList
+	if l.watchList {
+		// A streaming list: the current state, then the changes; what
+		// the watch resumes from later is a plain watch.
+		t := true
+		o.SendInitialEvents = &t
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+		l.watchList = false
+	}
 	if l.opt.TimeoutSeconds > 0 {
 		ts := l.opt.TimeoutSeconds
 		o.TimeoutSeconds = &ts
@@ -678,6 +713,12 @@ func (l *loop) path(o metav1.ListOptions) string {
 	q.Set("allowWatchBookmarks", "true")
 	if o.ResourceVersion != "" {
 		q.Set("resourceVersion", o.ResourceVersion)
+	}
+	if o.SendInitialEvents != nil {
+		q.Set("sendInitialEvents", strconv.FormatBool(*o.SendInitialEvents))
+	}
+	if o.ResourceVersionMatch != "" {
+		q.Set("resourceVersionMatch", string(o.ResourceVersionMatch))
 	}
 	if o.LabelSelector != "" {
 		q.Set("labelSelector", o.LabelSelector)

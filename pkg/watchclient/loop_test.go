@@ -809,3 +809,30 @@ func TestLoopRelistCounted(t *testing.T) {
 		t.Errorf("relists %d, lists %q", stats.Relists, reasons)
 	}
 }
+
+// TestLoopWatchListFallback: a server that refuses a streaming list (an
+// older one, or with the feature off: 400 or 422) is listed, then watched,
+// with a warning, as client-go falls back.
+func TestLoopWatchListFallback(t *testing.T) {
+	fs := &fakeServer{t: t, list: []string{listBody("7", "a")}, watches: []func(http.ResponseWriter, *http.Request){
+		status(422, "Invalid", "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
+	}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", WatchList: true}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	var paths []string
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Problem:
+			warned = warned || v.Kind == "watch-list refused"
+		case *record.WatchStart:
+			paths = append(paths, v.Path)
+		}
+	}
+	if !warned || stats.Lists != 1 || len(paths) < 2 || !strings.Contains(paths[0], "sendInitialEvents=true") ||
+		strings.Contains(paths[1], "sendInitialEvents") || !strings.Contains(paths[1], "resourceVersion=7") {
+		t.Errorf("warned %v, lists %d, watches %q", warned, stats.Lists, paths)
+	}
+}
