@@ -36,10 +36,6 @@ import (
 // with the initial-events-end bookmark between them.
 func TestPcapInformerWatchList(t *testing.T) {
 	env := e2e.Cluster(t)
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		t.Skip("tcpdump is not installed (.ci/run installs it)")
-	}
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
@@ -51,39 +47,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	}
 	proxy := newProxy(t, env)
 
-	// tcpdump on the test's own proxy port: the capture holds the
-	// informer's connections alone.
-	file := filepath.Join(t.TempDir(), "informer.pcap")
-	var tdErr syncBuffer
-	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, fmt.Sprintf("tcp port %d", proxy.port))
-	td.Stderr = &tdErr
-	if err := td.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = td.Process.Signal(syscall.SIGINT)
-			_ = td.Wait()
-		}
-	}
-	defer stop()
-	// tcpdump says "listening" before it captures: it is ready once a
-	// request to the proxy shows up in its file (-U writes each packet).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if resp, err := http.Get(proxy.url + "/version"); err == nil {
-			resp.Body.Close()
-		}
-		if fi, err := os.Stat(file); err == nil && fi.Size() > 24 { // more than the file header
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tcpdump captured nothing: %s", tdErr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	capture := startCapture(t, proxy)
 
 	// The informer: client-go's defaults (watch-list, gzip), protobuf.
 	cfg := &rest.Config{Host: proxy.url, ContentConfig: rest.ContentConfig{ContentType: runtime.ContentTypeProtobuf,
@@ -124,7 +88,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
 		n := len(seen)
@@ -139,32 +103,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	}
 	close(stopCh)
 	factory.Shutdown()
-	// tcpdump writes packets in order: once a request made now is in
-	// its file, everything before it is too.
-	written := func() int64 {
-		fi, err := os.Stat(file)
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
-	before := written()
-	if resp, err := http.Get(proxy.url + "/version"); err == nil {
-		resp.Body.Close()
-	}
-	deadline = time.Now().Add(20 * time.Second)
-	for written() < before+1000 { // the marker exchange: about 1.5 KB
-		if time.Now().After(deadline) {
-			t.Fatalf("tcpdump wrote %d bytes after the marker request", written()-before)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop()
-
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := capture()
 	var got []string
 	var problems []string
 	var gzipped, initialEnd bool
@@ -207,5 +146,142 @@ func TestPcapInformerWatchList(t *testing.T) {
 	slices.Sort(initialSeen)
 	if fmt.Sprint(initialGot) != fmt.Sprint(initialSeen) || fmt.Sprint(got[4:]) != fmt.Sprint(seen[3:]) {
 		t.Errorf("decoded %v\nthe informer saw %v", got, seen)
+	}
+}
+
+// startCapture starts tcpdump on the port of the test's own kubectl proxy,
+// so that the capture holds the test's connections alone, and returns a
+// function that stops it and returns the capture. tcpdump says "listening"
+// before it captures, and holds packets back until they are processed: it
+// is known ready once a request to the proxy is in its file (-U writes each
+// packet), and complete once a request made after the test's traffic is.
+func startCapture(t *testing.T, proxy *testProxy) func() []byte {
+	t.Helper()
+	tcpdump, err := exec.LookPath("tcpdump")
+	if err != nil {
+		t.Skip("tcpdump is not installed (.ci/run installs it)")
+	}
+	file := filepath.Join(t.TempDir(), "capture.pcap")
+	var tdErr syncBuffer
+	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, fmt.Sprintf("tcp port %d", proxy.port))
+	td.Stderr = &tdErr
+	if err := td.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = td.Process.Signal(syscall.SIGINT)
+			_ = td.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	written := func() int64 {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	// A marker request, until its packets are in the file.
+	mark := func(what string) {
+		before := written()
+		deadline := time.Now().Add(20 * time.Second)
+		for written() < before+1000 { // an exchange of about 1.5 KB
+			if resp, err := http.Get(proxy.url + "/version"); err == nil {
+				resp.Body.Close()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tcpdump did not capture %s: %s", what, tdErr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	mark("its first request")
+	return func() []byte {
+		mark("the last request")
+		stop()
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+}
+
+// TestPcapKubectlGetWatch captures `kubectl get -w --output-watch-events`
+// through kubectl proxy: its watch asks for Table objects, and kwatch pcap
+// names each watch event by its row's object: the names and event types
+// kubectl printed for them.
+func TestPcapKubectlGetWatch(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	for _, n := range []string{"pre-a", "pre-b"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := newProxy(t, env)
+	capture := startCapture(t, proxy)
+	var out syncBuffer
+	kc := exec.Command(env.Kubectl, "--kubeconfig", os.DevNull, "-s", proxy.url, "get", "configmaps", "-n", ns,
+		"-w", "--output-watch-events")
+	kc.Stdout = &out
+	if err := kc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kc.Process.Kill(); _ = kc.Wait() }()
+	waitOut := func(text string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), text) {
+			if time.Now().After(deadline) {
+				t.Fatalf("kubectl did not print %q:\n%s", text, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitOut("pre-b")
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitOut("DELETED")
+	_ = kc.Process.Kill()
+	_ = kc.Wait()
+	data := capture()
+
+	// What kubectl printed: EVENT and NAME columns, after the header.
+	var printed []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		if f := strings.Fields(line); len(f) >= 2 {
+			printed = append(printed, f[0]+" "+f[1])
+		}
+	}
+	var decoded []string
+	var rowKinds []string
+	sink := record.SinkFunc(func(r record.Record) {
+		if v, ok := r.(*record.Event); ok && v.Type != "BOOKMARK" {
+			decoded = append(decoded, v.Type+" "+v.Name)
+			rowKinds = append(rowKinds, v.Kind+"/"+v.RowKind)
+		}
+	})
+	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "kubectl-get-w.pcap"}, sink); err != nil {
+		t.Fatal(err)
+	}
+	// kubectl lists first (its two ADDED lines come from the LIST's
+	// Table), then watches from the list's resourceVersion.
+	if len(printed) < 2 || fmt.Sprint(printed[:2]) != "[ADDED pre-a ADDED pre-b]" || fmt.Sprint(decoded) != fmt.Sprint(printed[2:]) {
+		t.Errorf("decoded watch events %v\nkubectl printed %v (the first two from its LIST)", decoded, printed)
+	}
+	for _, k := range rowKinds {
+		if k != "Table/PartialObjectMetadata" {
+			t.Errorf("event objects %v; want Tables of PartialObjectMetadata rows", rowKinds)
+			break
+		}
 	}
 }
