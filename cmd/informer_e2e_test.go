@@ -285,3 +285,79 @@ func TestPcapKubectlGetWatch(t *testing.T) {
 		}
 	}
 }
+
+// pythonWatch is a watch loop of Debian's python3-kubernetes, the way its
+// users write one: it prints each event's type, name and resourceVersion,
+// and stops after the number of events it is given.
+const pythonWatch = `
+import sys
+from kubernetes import client, watch
+cfg = client.Configuration()
+cfg.host = sys.argv[1]
+api = client.CoreV1Api(client.ApiClient(cfg))
+w = watch.Watch()
+n = 0
+for ev in w.stream(api.list_namespaced_config_map, sys.argv[2], timeout_seconds=60):
+    o = ev["object"]
+    print(ev["type"], o.metadata.name, o.metadata.resource_version, flush=True)
+    n += 1
+    if n == int(sys.argv[3]):
+        w.stop()
+`
+
+// TestPcapPythonWatch captures a python3-kubernetes watch loop through
+// kubectl proxy and checks that kwatch pcap decodes exactly the events the
+// Python client received, in order.
+func TestPcapPythonWatch(t *testing.T) {
+	env := e2e.Cluster(t)
+	python := "/usr/bin/python3" // Debian's, where python3-kubernetes is
+	if err := exec.Command(python, "-c", "import kubernetes").Run(); err != nil {
+		t.Skip("Debian's python3-kubernetes is not installed (.ci/run installs it)")
+	}
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	for _, n := range []string{"pre-a", "pre-b"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := newProxy(t, env)
+	capture := startCapture(t, proxy)
+	var out, errOut syncBuffer
+	py := exec.Command(python, "-c", pythonWatch, proxy.url, ns, "4")
+	py.Stdout, py.Stderr = &out, &errOut
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Python watch printed %q; stderr %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Wait(); err != nil {
+		t.Fatalf("the Python watch: %v; stderr %s", err, errOut.String())
+	}
+	data := capture()
+	var decoded []string
+	sink := record.SinkFunc(func(r record.Record) {
+		if v, ok := r.(*record.Event); ok && v.Type != "BOOKMARK" {
+			decoded = append(decoded, v.Type+" "+v.Name+" "+v.ResourceVersion)
+		}
+	})
+	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "python-watch.pcap"}, sink); err != nil {
+		t.Fatal(err)
+	}
+	printed := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if fmt.Sprint(decoded) != fmt.Sprint(printed) {
+		t.Errorf("decoded %v\nthe Python client received %v", decoded, printed)
+	}
+}
