@@ -123,7 +123,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
 	fs.BoolVar(&o.watchOnly, "watch-only", false, "do not show the objects of the initial LIST, only the watch events (as kubectl get --watch-only)")
-	fs.StringVar(&o.listMode, "list-mode", "list", "how the current state comes: list (LIST, then WATCH from its resourceVersion) or watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed)")
+	fs.StringVar(&o.listMode, "list-mode", "watch-list", "how the current state comes: watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed) or list (LIST, then WATCH from its resourceVersion; --watch-only implies it)")
 	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
@@ -273,13 +273,16 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 			return fmt.Errorf("%q: kwatch stream watches one resource type at a time; run one kwatch per type", args[0])
 		}
 	}
+	explicit := cmd.Flags().Changed("list-mode")
 	switch {
 	case o.listMode != "list" && o.listMode != "watch-list":
 		return fmt.Errorf("--list-mode %q: want list or watch-list", o.listMode)
-	case o.listMode == "watch-list" && o.watchOnly:
+	case explicit && o.listMode == "watch-list" && o.watchOnly:
 		return fmt.Errorf("--watch-only hides the objects of a LIST; with --list-mode watch-list they are the watch's first events: leave one of them out")
-	case o.listMode == "watch-list" && (o.raw != "" || o.resourceVersion != ""):
+	case explicit && o.listMode == "watch-list" && (o.raw != "" || o.resourceVersion != ""):
 		return fmt.Errorf("--list-mode watch-list gets the current state; --raw and --resource-version watch from a given point without it")
+	case o.watchOnly:
+		o.listMode = "list" // kubectl's --watch-only: list, show only the changes
 	}
 	if o.raw != "" && (o.selector != "" || o.fieldSelector != "" || o.namespace != "" || o.allNamespaces) {
 		return fmt.Errorf("--raw watches its path as given: put selectors and the namespace in the path instead of -l, --field-selector, -n or -A")

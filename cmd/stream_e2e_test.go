@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,6 +306,12 @@ func TestStreamBookmarksAndResume(t *testing.T) {
 // watch reaches etcd and gets 410 Gone; kwatch must list again and say what
 // changed while it was not watching.
 func TestStreamRelistOn410(t *testing.T) {
+	for _, mode := range []string{"list", "watch-list"} {
+		t.Run(mode, func(t *testing.T) { relistOn410(t, mode) })
+	}
+}
+
+func relistOn410(t *testing.T, mode string) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
@@ -319,7 +326,7 @@ func TestStreamRelistOn410(t *testing.T) {
 		}
 	}
 	p := newProxy(t, env)
-	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--proxy", p.url, "-o", "json")
+	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--list-mode", mode, "--proxy", p.url, "-o", "json")
 	s.waitFor(t, 30*time.Second, "the first watch", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
 
 	p.stop()
@@ -356,9 +363,19 @@ func TestStreamRelistOn410(t *testing.T) {
 	if !gone {
 		t.Errorf("no 410 response or ERROR event shown")
 	}
-	lists := ofRecord(recs, "list")
-	if len(lists) < 2 || lists[1]["reason"] != "re-list after 410 Gone" || lists[1]["items"] != 3.0 {
-		t.Errorf("lists: %v", lists)
+	if mode == "list" {
+		lists := ofRecord(recs, "list")
+		if len(lists) < 2 || lists[1]["reason"] != "re-list after 410 Gone" || lists[1]["items"] != 3.0 {
+			t.Errorf("lists: %v", lists)
+		}
+	} else {
+		var reasons []any
+		for _, w := range ofRecord(recs, "watch") {
+			reasons = append(reasons, w["reason"])
+		}
+		if len(ofRecord(recs, "list")) != 0 || !slices.Contains(reasons, any("re-list after 410 Gone (watch-list)")) {
+			t.Errorf("watch-list: %d LIST records, watch reasons %v", len(ofRecord(recs, "list")), reasons)
+		}
 	}
 	rl := ofRecord(recs, "relist")[0]
 	want := map[string]string{"appeared": ns + "/new", "disappeared": ns + "/remove", "changed": ns + "/change"}
@@ -702,8 +719,9 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 }
 
 // TestStreamDiffFromList: with --diff, the first MODIFIED of an object that
-// existed before the watch is diffed against the LIST's version, and a
-// Secret's values never show in a diff.
+// existed before the watch is diffed against the version the current state
+// gave (the watch-list's initial ADDED), and a Secret's values never show
+// in a diff.
 func TestStreamDiffFromList(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
@@ -718,8 +736,17 @@ func TestStreamDiffFromList(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "before", types.MergePatchType, []byte(`{"data":{"k":"v2"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	recs := s.waitFor(t, 30*time.Second, "the MODIFIED event", func(r []map[string]any) bool { return len(events(r, "before")) > 0 })
-	d, _ := json.Marshal(events(recs, "before")[0]["diff"])
+	modified := func(r []map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, e := range events(r, "before") {
+			if e["type"] == "MODIFIED" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	recs := s.waitFor(t, 30*time.Second, "the MODIFIED event", func(r []map[string]any) bool { return len(modified(r)) > 0 })
+	d, _ := json.Marshal(modified(recs)[0]["diff"])
 	if string(d) != `{"data":{"k":"v2"}}` {
 		t.Errorf("diff %s, want {\"data\":{\"k\":\"v2\"}}", d)
 	}

@@ -100,7 +100,7 @@ func TestStreamListedObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := startKwatch(t, "stream", "cm", "-n", ns, "-l", "app=kw", "--proxy", env.ProxyURL)
+	s := startKwatch(t, "stream", "cm", "-n", ns, "-l", "app=kw", "--list-mode", "list", "--proxy", env.ProxyURL)
 	out := s.waitForText(t, "the watch to open", "< HTTP/1.1 200 OK")
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`LIST configmaps in namespace ` + ns + ` -l app=kw: 2 items at resourceVersion \d+ \(\S+; initial\)\n`),

@@ -88,6 +88,9 @@ func (t *Tracker) Emit(r record.Record) {
 			w.h.FramingBytes += v.Bytes - v.Data - v.Lost
 			w.h.DataBytes += v.Data
 			w.h.InflatedBytes += v.Inflated
+			if v.Inflated > 0 || v.Members > 0 {
+				w.h.CompressedBytes += v.Data
+			}
 			w.h.Ends = append(w.h.Ends, v.How)
 		}
 	case *record.WatchStart:
@@ -231,6 +234,7 @@ func (t *Tracker) flush(now time.Time) {
 		all.FramingBytes += w.h.FramingBytes
 		all.DataBytes += w.h.DataBytes
 		all.InflatedBytes += w.h.InflatedBytes
+		all.CompressedBytes += w.h.CompressedBytes
 		for i, n := range w.h.ChunkSizes {
 			all.ChunkSizes[i] += n
 		}

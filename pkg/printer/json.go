@@ -440,28 +440,29 @@ type jsonIntervals struct {
 }
 
 type jsonHealth struct {
-	Record         string         `json:"record"`
-	Scope          string         `json:"scope"`
-	Time           string         `json:"time"`
-	Connection     string         `json:"connection,omitempty"`
-	Exchange       int            `json:"exchange,omitempty"`
-	Watches        int            `json:"watches,omitempty"`
-	Events         map[string]int `json:"events"`
-	Findings       []jsonFinding  `json:"findings"`
-	FirstEventS    float64        `json:"firstEventSeconds,omitempty"`
-	InitialEvents  int            `json:"initialEvents,omitempty"`
-	InitialEndS    float64        `json:"initialEventsEndSeconds,omitempty"`
-	MaxGapS        float64        `json:"maxGapSeconds"`
-	MaxGapAfter    int            `json:"maxGapAfter,omitempty"`
-	Bookmarks      jsonIntervals  `json:"bookmarks"`
-	ChunkSizes     map[string]int `json:"chunkSizes"`
-	FramingBytes   int64          `json:"framingBytes"`
-	DataBytes      int64          `json:"dataBytes"`
-	InflatedBytes  int64          `json:"inflatedBytes,omitempty"`
-	Ends           []string       `json:"ends,omitempty"`
-	Restarts       int            `json:"restarts,omitempty"`
-	RestartReasons map[string]int `json:"restartReasons,omitempty"`
-	Relists        int            `json:"relists,omitempty"`
+	Record          string         `json:"record"`
+	Scope           string         `json:"scope"`
+	Time            string         `json:"time"`
+	Connection      string         `json:"connection,omitempty"`
+	Exchange        int            `json:"exchange,omitempty"`
+	Watches         int            `json:"watches,omitempty"`
+	Events          map[string]int `json:"events"`
+	Findings        []jsonFinding  `json:"findings"`
+	FirstEventS     float64        `json:"firstEventSeconds,omitempty"`
+	InitialEvents   int            `json:"initialEvents,omitempty"`
+	InitialEndS     float64        `json:"initialEventsEndSeconds,omitempty"`
+	MaxGapS         float64        `json:"maxGapSeconds"`
+	MaxGapAfter     int            `json:"maxGapAfter,omitempty"`
+	Bookmarks       jsonIntervals  `json:"bookmarks"`
+	ChunkSizes      map[string]int `json:"chunkSizes"`
+	FramingBytes    int64          `json:"framingBytes"`
+	DataBytes       int64          `json:"dataBytes"`
+	CompressedBytes int64          `json:"compressedBytes,omitempty"`
+	InflatedBytes   int64          `json:"inflatedBytes,omitempty"`
+	Ends            []string       `json:"ends,omitempty"`
+	Restarts        int            `json:"restarts,omitempty"`
+	RestartReasons  map[string]int `json:"restartReasons,omitempty"`
+	Relists         int            `json:"relists,omitempty"`
 }
 
 func healthObject(h *record.Health) jsonHealth {
@@ -469,7 +470,7 @@ func healthObject(h *record.Health) jsonHealth {
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
-		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
+		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
 	if h.Scope != "all" { // the overall record has the count only
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)

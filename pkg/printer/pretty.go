@@ -643,8 +643,8 @@ func HealthText(h *record.Health) string {
 	if total := h.FramingBytes + h.DataBytes; total > 0 {
 		parts = append(parts, fmt.Sprintf("framing %d of %d bytes (%.1f%%)", h.FramingBytes, total, 100*float64(h.FramingBytes)/float64(total)))
 	}
-	if h.InflatedBytes > 0 && h.DataBytes > 0 {
-		parts = append(parts, fmt.Sprintf("compressed %d of %d bytes (%.1f:1)", h.DataBytes, h.InflatedBytes, float64(h.InflatedBytes)/float64(h.DataBytes)))
+	if h.InflatedBytes > 0 && h.CompressedBytes > 0 {
+		parts = append(parts, fmt.Sprintf("compressed %d of %d bytes (%.1f:1)", h.CompressedBytes, h.InflatedBytes, float64(h.InflatedBytes)/float64(h.CompressedBytes)))
 	}
 	if h.Scope == "all" && (h.Restarts > 0 || h.Relists > 0) {
 		var rs []string

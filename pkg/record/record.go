@@ -489,10 +489,10 @@ type Health struct {
 	// FramingBytes are the bytes of chunk size lines, CRLFs and the
 	// last-chunk; DataBytes the de-chunked bytes.
 	FramingBytes, DataBytes int64
-	// InflatedBytes are the bytes a gzip or deflate body's data inflated
-	// to (0 without a content coding): DataBytes/InflatedBytes is the
-	// compression ratio.
-	InflatedBytes int64
+	// CompressedBytes are the data bytes of gzip or deflate bodies, and
+	// InflatedBytes what they inflated to (both 0 without a content
+	// coding): InflatedBytes/CompressedBytes is the compression ratio.
+	CompressedBytes, InflatedBytes int64
 	// Ends lists how each body ended (End.How).
 	Ends []string
 	// Restarts counts watches opened again, with their reasons, and

@@ -160,6 +160,10 @@ type loop struct {
 	// and no LIST is wanted); wasWatchList: the last watch did;
 	// listInstead: the server refused it.
 	watchList, wasWatchList, listInstead bool
+	// collecting gathers the objects of a watch-list's initial events
+	// until its initial-events-end bookmark: the state a LIST would have
+	// given, compared with the one known before (a re-list's diff).
+	collecting map[string]object
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -173,6 +177,7 @@ func (l *loop) run(ctx context.Context) error {
 		if needList && l.opt.WatchList && !l.listInstead {
 			// The watch itself brings the current state.
 			needList, l.watchList, l.rv = false, true, ""
+			l.collecting = map[string]object{}
 			if reason != "initial" {
 				l.stats.Relists++
 			}
@@ -227,6 +232,12 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			l.retry(ctx, err, &backoff)
 			reason = "resume after an error"
+		case l.collecting != nil:
+			// The watch-list ended before its initial state was
+			// complete: what was collected is not the whole state.
+			l.collecting, needList = nil, true
+			reason = "re-list: the watch-list ended before its initial state was complete"
+			l.retry(ctx, fmt.Errorf("%s before the initial-events-end bookmark", endPhrase(l.lastEnd)), &backoff)
 		default:
 			// How the watch's body ended, as its own decoder saw it.
 			if l.lastEnd != "" && !l.lastWatch && !l.stalled {
@@ -683,6 +694,24 @@ func (l *loop) apply(ev watch.Event) error {
 		l.rv = rv
 	}
 	k := key(a.GetNamespace(), a.GetName())
+	if l.collecting != nil {
+		if ev.Type == watch.Added {
+			l.collecting[k] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+			return nil
+		}
+		if ev.Type == watch.Bookmark && a.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+			return nil // a progress bookmark inside the initial state
+		}
+		// The initial state is complete: at its bookmark, or, from a
+		// server that sends none, at the first other event.
+		if l.listed {
+			l.emit(diffStates(l.known, l.collecting))
+		}
+		l.known, l.collecting, l.listed = l.collecting, nil, true
+		if ev.Type == watch.Bookmark {
+			return nil
+		}
+	}
 	switch ev.Type {
 	case watch.Added, watch.Modified:
 		l.known[k] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
@@ -929,6 +958,9 @@ func toWatchEvent(e *record.Event) watch.Event {
 		TypeMeta: metav1.TypeMeta{APIVersion: e.APIVersion, Kind: e.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion,
 			UID: types.UID(e.UID)},
+	}
+	if e.InitialEventsEnd {
+		obj.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
 	return watch.Event{Type: watch.EventType(e.Type), Object: obj}
 }
