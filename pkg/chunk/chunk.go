@@ -487,6 +487,14 @@ func (d *Decoder) checkExt(ext []byte, off int64) {
 	}
 }
 
+// chunksText says "1 chunk" or "N chunks".
+func chunksText(n int) string {
+	if n == 1 {
+		return "1 chunk"
+	}
+	return fmt.Sprintf("%d chunks", n)
+}
+
 // validExt reports whether s matches *( BWS ";" BWS token [ BWS "=" BWS
 // ( token / quoted-string ) ] ) with trailing BWS allowed.
 func validExt(s []byte) bool {
@@ -653,7 +661,7 @@ func (d *Decoder) Close() error {
 			Detail: fmt.Sprintf("inside a chunk-size line (%d bytes read%s)", n, cr)}
 	}
 	return &Error{Offset: d.off, Kind: KindTruncated, Err: io.ErrUnexpectedEOF,
-		Detail: fmt.Sprintf("after %d chunks, at a chunk boundary", d.index)}
+		Detail: fmt.Sprintf("after %s, at a chunk boundary", chunksText(d.index))}
 }
 
 // Skip tells the decoder that n body bytes are missing (for example a TCP

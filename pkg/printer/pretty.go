@@ -652,7 +652,11 @@ func HealthText(h *record.Health) string {
 			rs = append(rs, fmt.Sprintf("%d× %s", n, r))
 		}
 		sort.Strings(rs)
-		parts = append(parts, fmt.Sprintf("%s (%s), %s", plural(h.Restarts, "restart"), strings.Join(rs, "; "), plural(h.Relists, "re-list")))
+		restarts := plural(h.Restarts, "restart")
+		if len(rs) > 0 {
+			restarts += " (" + strings.Join(rs, "; ") + ")"
+		}
+		parts = append(parts, restarts+", "+plural(h.Relists, "re-list"))
 	}
 	return strings.Join(parts, " · ")
 }

@@ -241,6 +241,26 @@ func (r Resource) String() string { return r.GVR.GroupResource().String() }
 // through discovery and its short names. It returns an error naming the
 // argument when nothing matches.
 func (c *Client) Resolve(ctx context.Context, arg string) (Resource, error) {
+	// Discovery takes no context: it runs on a goroutine of its own, so
+	// that Ctrl-C ends the wait for a server that does not answer.
+	type result struct {
+		r   Resource
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.resolve(arg)
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		return res.r, res.err
+	case <-ctx.Done():
+		return Resource{}, fmt.Errorf("resolving %q: interrupted before the server answered discovery", arg)
+	}
+}
+
+func (c *Client) resolve(arg string) (Resource, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	if err != nil {
 		return Resource{}, err

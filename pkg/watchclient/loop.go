@@ -265,8 +265,11 @@ func (l *loop) run(ctx context.Context) error {
 // server ever answering a watch with a watch stream: every attempt failed
 // and was retried, so the run did not do what it was asked.
 func (l *loop) onlyRetried() error {
-	if l.stats.Opened > 0 || l.stats.Retries == 0 {
+	switch {
+	case l.stats.Opened > 0:
 		return nil
+	case l.stats.Retries == 0:
+		return fmt.Errorf("%w: no watch was opened: interrupted before the server answered", ErrOnlyRetried)
 	}
 	return fmt.Errorf("%w: no watch was opened; %d %s failed, the last with: %s", ErrOnlyRetried,
 		l.stats.Retries, pluralWord(l.stats.Retries, "attempt"), l.lastErr)
