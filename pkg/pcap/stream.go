@@ -134,6 +134,12 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 			h.rstTime = ci.Timestamp
 		}
 		h.rst = true
+		if h.closed && s.hc != nil && !s.halfOf(dir.Reverse()).ahead() {
+			// This direction had ended with its FIN: reassembly will
+			// not hand the RST on, and the other direction ends here.
+			s.finish(ci)
+			s.linger()
+		}
 	}
 	if len(tcp.Payload) > 0 {
 		if off, ok := h.overlap.add(tcp.Seq, tcp.SYN, tcp.Payload); !ok {
