@@ -12,6 +12,7 @@ package health
 
 import (
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +76,13 @@ func (t *Tracker) Emit(r record.Record) {
 			w.initial = sendsInitialState(v.Target)
 		}
 	case *record.Response:
+		if v.StatusCode >= 300 || (v.StatusCode > 0 && v.StatusCode < 200) {
+			// Asked for, but answered with an error status: no watch
+			// stream to judge (kwatch stream's summary does not count it
+			// as opened either).
+			t.drop(key{connID(v.Conn), v.Exchange})
+			break
+		}
 		if v.Watch {
 			w := t.state(v.Conn, v.Exchange)
 			if w.requested.IsZero() {
@@ -131,6 +139,15 @@ func (t *Tracker) state(c *record.Conn, exchange int) *watchState {
 	t.watches[k] = w
 	t.order = append(t.order, k)
 	return w
+}
+
+// drop forgets the watch of key k.
+func (t *Tracker) drop(k key) {
+	if _, ok := t.watches[k]; !ok {
+		return
+	}
+	delete(t.watches, k)
+	t.order = slices.DeleteFunc(t.order, func(o key) bool { return o == k })
 }
 
 func (t *Tracker) event(e *record.Event) {
