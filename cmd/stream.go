@@ -357,6 +357,14 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 		if *o.kube.Context != "" {
 			where = "context " + *o.kube.Context + " of " + where
 		}
+		// Credential flags win over the kubeconfig: name the one used.
+		for _, f := range []struct{ name, value string }{{"--token", *o.kube.BearerToken},
+			{"--client-certificate", *o.kube.CertFile}, {"--user", *o.kube.AuthInfoName}} {
+			if f.value != "" {
+				where = f.name
+				break
+			}
+		}
 		return fmt.Errorf("%w (401: the API server did not accept the credentials of %s; check them with \"kubectl auth whoami\")", err, where)
 	}
 	return err

@@ -990,7 +990,17 @@ func (c *Client) feedHTTP2(body io.Reader, path, accept string, local, remote ne
 			hc.ServerData(buf[:n], time.Now())
 		}
 		if err != nil {
-			hc.CloseServer(httpconn.EndFIN, time.Now())
+			// END_STREAM ends the body as a FIN would; kwatch's own
+			// cancel (Ctrl-C, --idle-timeout) is the client closing it;
+			// anything else (RST_STREAM, a connection lost) a reset.
+			how := httpconn.EndFIN
+			switch {
+			case errors.Is(err, context.Canceled):
+				how = httpconn.EndLocal
+			case err != io.EOF:
+				how = httpconn.EndRST
+			}
+			hc.CloseServer(how, time.Now())
 			c.sink.flushLocked()
 			c.sink.mu.Unlock()
 			return
