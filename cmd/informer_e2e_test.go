@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -359,5 +361,81 @@ func TestPcapPythonWatch(t *testing.T) {
 	printed := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if fmt.Sprint(decoded) != fmt.Sprint(printed) {
 		t.Errorf("decoded %v\nthe Python client received %v", decoded, printed)
+	}
+}
+
+// TestPcapMetadataInformer captures a client-go metadata informer (what
+// garbage collectors and quota controllers use): its watch-list asks for
+// PartialObjectMetadata, and kwatch pcap names each event's object as the
+// informer saw it.
+func TestPcapMetadataInformer(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pre-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newProxy(t, env)
+	capture := startCapture(t, proxy)
+	mc, err := metadata.NewForConfig(&rest.Config{Host: proxy.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	factory := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, nil)
+	inf := factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+				mu.Lock()
+				seen = append(seen, "ADDED "+m.Name)
+				mu.Unlock()
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopCh := make(chan struct{})
+	factory.Start(stopCh)
+	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the informer saw %v", seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stopCh)
+	factory.Shutdown()
+	data := capture()
+	var decoded []string
+	sink := record.SinkFunc(func(r record.Record) {
+		if v, ok := r.(*record.Event); ok && v.Type != "BOOKMARK" {
+			if v.Kind != "PartialObjectMetadata" {
+				t.Errorf("event of kind %q, want PartialObjectMetadata", v.Kind)
+			}
+			decoded = append(decoded, v.Type+" "+v.Name)
+		}
+	})
+	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "metadata-informer.pcap"}, sink); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(decoded) != fmt.Sprint(seen) {
+		t.Errorf("decoded %v\nthe metadata informer saw %v", decoded, seen)
 	}
 }

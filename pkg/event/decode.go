@@ -144,7 +144,9 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	}
 	// Redact before anything else sees the object, also when its metadata
 	// did not decode: the event is still printed.
-	if !opt.ShowSecrets && (ev.Kind == "Secret" || ev.maybeSecret) {
+	// A PartialObjectMetadata (a metadata-only watch) may be a Secret's:
+	// its last-applied-configuration annotation would hold the data.
+	if !opt.ShowSecrets && (ev.Kind == "Secret" || ev.maybeSecret || ev.Kind == "PartialObjectMetadata") {
 		ev.redact()
 	}
 	return ev, err
@@ -229,7 +231,9 @@ func (ev *Event) fromTableRows(raw []byte) {
 		}
 		var m objectMeta
 		_ = readMeta(r.Object, &m)
-		if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret {
+		if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret || m.Kind == "PartialObjectMetadata" {
+			// A row's metadata may be a Secret's (kubectl get secrets
+			// -w): its last-applied-configuration holds the data.
 			ev.maybeSecret = true
 		}
 		if i == 0 {
@@ -250,6 +254,22 @@ func (ev *Event) fromProtobuf(raw []byte) error {
 		// envelope for its apiVersion and kind.
 		var unk runtime.Unknown
 		if bytes.HasPrefix(raw, protobufMagic) && unk.Unmarshal(raw[len(protobufMagic):]) == nil {
+			// What metadata informers ask for (as=PartialObjectMetadata):
+			// meta.k8s.io's types are not in the client scheme, but their
+			// protobuf messages are known.
+			if unk.Kind == "PartialObjectMetadata" && strings.HasPrefix(unk.APIVersion, "meta.k8s.io/") {
+				var pom metav1.PartialObjectMetadata
+				if pom.Unmarshal(unk.Raw) == nil {
+					gv, _ := schema.ParseGroupVersion(unk.APIVersion)
+					gk := gv.WithKind(unk.Kind)
+					pom.SetGroupVersionKind(gk)
+					ev.setFromObject(&pom, &gk)
+					if js, err := json.Marshal(&pom); err == nil {
+						ev.Object = js
+						return nil
+					}
+				}
+			}
 			ev.APIVersion, ev.Kind = unk.APIVersion, unk.Kind
 			ev.Object, _ = json.Marshal(map[string]any{
 				"apiVersion": unk.APIVersion, "kind": unk.Kind, "rawBytes": len(unk.Raw),
@@ -294,7 +314,7 @@ const Redacted = "REDACTED"
 func RedactObject(obj []byte) []byte {
 	var m objectMeta
 	_ = readMeta(obj, &m)
-	if m.Kind != "Secret" && !m.MaybeSecret {
+	if m.Kind != "Secret" && !m.MaybeSecret && m.Kind != "PartialObjectMetadata" {
 		return obj
 	}
 	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace}
@@ -363,14 +383,19 @@ func (ev *Event) redactTable() {
 		ev.Redacted = true
 		return
 	}
+	changed := false
 	for _, r := range rows {
 		if obj, ok := r["object"]; ok {
 			if red := RedactObject(obj); !bytes.Equal(red, obj) {
 				r["object"] = red
-				ev.Redacted = true
+				changed = true
 			}
 		}
 	}
+	if !changed {
+		return // the bytes as sent
+	}
+	ev.Redacted = true
 	if out, err := json.Marshal(rows); err == nil {
 		table["rows"] = out
 		ev.Object, _ = json.Marshal(table)

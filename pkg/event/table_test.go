@@ -30,3 +30,28 @@ func TestTableRows(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialObjectMetadataRedacted: a metadata-only watch cannot tell a
+// Secret's metadata from another's, and kubectl apply copies a Secret's
+// data into last-applied-configuration: that annotation is redacted.
+func TestPartialObjectMetadataRedacted(t *testing.T) {
+	raw := `{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"db","namespace":"prod",` +
+		`"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"password\":\"aHVudGVyMg==\"}}"}}}}`
+	ev, err := Decode(FormatJSON, []byte(raw), DecodeOptions{})
+	if err != nil || ev.Name != "db" || strings.Contains(string(ev.Object), "aHVudGVyMg==") || !ev.Redacted {
+		t.Errorf("%+v %v: %s", ev, err, ev.Object)
+	}
+}
+
+// TestTableMetadataRowRedacted: kubectl get secrets -w gets Table rows of
+// PartialObjectMetadata, whose last-applied-configuration annotation holds
+// the Secret's data.
+func TestTableMetadataRowRedacted(t *testing.T) {
+	raw := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},` +
+		`"rows":[{"cells":["db"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"db",` +
+		`"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"password\":\"aHVudGVyMg==\"}}"}}}}]}}`
+	ev, err := Decode(FormatJSON, []byte(raw), DecodeOptions{})
+	if err != nil || ev.Name != "db" || strings.Contains(string(ev.Object), "aHVudGVyMg==") {
+		t.Errorf("%+v %v: %s", ev, err, ev.Object)
+	}
+}
