@@ -12,6 +12,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -35,12 +37,18 @@ var mss = 1448
 // open watches it lists no chunk at all.
 var open bool
 
+// gz sends every watch body gzip'd (-gzip), as the API server answers a Go
+// client's watch-list: Content-Encoding: gzip, one gzip member per flush
+// (here per chunk; a 200 KB event is one member split into 32 KiB chunks).
+var gz bool
+
 func main() {
 	size := flag.String("size", "100MB", "capture size to reach (e.g. 10MB, 1GB)")
 	out := flag.String("o", "", "output file")
 	conns := flag.Int("conns", 16, "watch connections")
 	flag.IntVar(&mss, "mss", mss, "largest TCP payload per packet, in bytes (65483 as on Linux loopback)")
 	flag.BoolVar(&open, "open", false, "leave the watches open at the end (no last-chunk), as a capture stopped mid-watch")
+	flag.BoolVar(&gz, "gzip", false, "gzip every watch body (Content-Encoding: gzip, a member per flush), as 1.37 answers a Go client's watch-list")
 	flag.Parse()
 	target, err := parseSize(*size)
 	if err != nil || *out == "" {
@@ -51,6 +59,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
+}
+
+// text returns n letters and digits from rng: data that compresses about
+// as little as real object data.
+func text(rng *rand.Rand, n int) string {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[rng.IntN(len(letters))]
+	}
+	return string(b)
+}
+
+// flush returns what the server writes for one flush of data: data
+// itself, or one gzip member of it (-gzip).
+func flush(data []byte) []byte {
+	if !gz {
+		return data
+	}
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write(data)
+	_ = zw.Close()
+	return b.Bytes()
 }
 
 func parseSize(s string) (int64, error) {
@@ -105,19 +137,28 @@ func run(path string, target int64, nconns int) error {
 		if err := w.send(cs[i], true, []byte(req)); err != nil {
 			return err
 		}
-		resp := "HTTP/1.1 200 OK\r\nCache-Control: no-cache, private\r\nContent-Type: application/json\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n"
+		enc := ""
+		if gz {
+			enc = "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
+		}
+		resp := "HTTP/1.1 200 OK\r\nCache-Control: no-cache, private\r\nContent-Type: application/json\r\n" + enc + "Date: Thu, 01 Jan 2026 00:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n"
 		if err := w.send(cs[i], false, []byte(resp)); err != nil {
 			return err
 		}
 	}
 	small := strings.Repeat("x", 600)
 	big := strings.Repeat("y", 200<<10)
+	if gz {
+		// Repeated letters would compress a hundredfold; real objects
+		// shrink about 2:1 (a ConfigMap event: 747 -> 430 bytes).
+		small, big = text(w.rng, 600), text(w.rng, 200<<10)
+	}
 	for n := 0; w.written < target; n++ {
 		c := cs[n%nconns]
 		var body []byte
 		switch {
 		case n%97 == 0: // a 200 KB object, split into 32 KiB chunks
-			ev := c.event("MODIFIED", big)
+			ev := flush(c.event("MODIFIED", big))
 			for len(ev) > 0 {
 				k := min(len(ev), 32768)
 				body = appendChunk(body, ev[:k])
@@ -128,9 +169,9 @@ func run(path string, target int64, nconns int) error {
 			for j := 0; j < 3; j++ {
 				data = append(data, c.event("ADDED", small)...)
 			}
-			body = appendChunk(body, data)
+			body = appendChunk(body, flush(data))
 		default:
-			body = appendChunk(body, c.event("MODIFIED", small))
+			body = appendChunk(body, flush(c.event("MODIFIED", small)))
 		}
 		if err := w.send(c, false, body); err != nil {
 			return err
