@@ -241,6 +241,7 @@ func (l *loop) run(ctx context.Context) error {
 		default:
 			// How the watch's body ended, as its own decoder saw it.
 			if l.lastEnd != "" && !l.lastWatch && !l.stalled {
+				l.stats.Opened-- // answered, but not with a watch stream
 				return fmt.Errorf("the answer to %s is not a watch stream (see the response above); give a watch path, e.g. /api/v1/namespaces/default/configmaps?watch=1", l.path(metav1.ListOptions{ResourceVersion: l.rv}))
 			}
 			how, events := endPhrase(l.lastEnd), l.lastEvents
