@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -244,6 +245,27 @@ func normalizeProxy(p string) (string, error) {
 	return strings.TrimSuffix(p, "/"), nil
 }
 
+// resolve resolves RESOURCE through discovery, retrying with back-off (a
+// retry line each) while the server answers 429 or 5xx, as LIST and WATCH
+// are; other errors and Ctrl-C end it.
+func (o *streamOptions) resolve(ctx context.Context, client *watchclient.Client, sink record.Sink) (watchclient.Resource, error) {
+	b := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		res, err := client.Resolve(ctx, o.resource)
+		if err == nil || ctx.Err() != nil || !(apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
+			return res, err
+		}
+		d := b.Step()
+		sink.Emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(d):
+		}
+	}
+}
+
 func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOStreams) error {
 	if err := o.output.validate(); err != nil {
 		return err
@@ -413,7 +435,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
 		WatchList: o.listMode == "watch-list"}
 	if o.raw == "" {
-		res, err := client.Resolve(ctx, o.resource)
+		res, err := o.resolve(ctx, client, sink)
 		if err != nil {
 			return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
 		}

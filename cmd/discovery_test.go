@@ -1,0 +1,58 @@
+package cmd
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestStreamDiscoveryRetried: discovery answered 503 (an API server still
+// starting, an aggregated API down) is retried with back-off, a retry line
+// each, as LIST and WATCH are; the watch then opens.
+func TestStreamDiscoveryRetried(t *testing.T) {
+	var mu sync.Mutex
+	refused := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		mu.Lock()
+		if r.URL.Path == "/api" && refused < 2 {
+			refused++
+			mu.Unlock()
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`)
+			return
+		}
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/api":
+			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
+		case r.URL.Path == "/apis":
+			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+		case r.URL.Path == "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"],"shortNames":["cm"]}]}`)
+		case r.URL.Query().Get("watch") != "":
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		default:
+			fmt.Fprint(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`)
+		}
+	}))
+	defer srv.Close()
+	s := startKwatch(t, "stream", "cm", "-n", "default", "--list-mode", "list", "--proxy", srv.URL)
+	out := s.waitForText(t, "the watch to open", "< HTTP/1.1 200 OK")
+	// client-go's discovery may itself ask /api again within one try:
+	// at least one retry line, and both refusals were seen.
+	mu.Lock()
+	seen := refused
+	mu.Unlock()
+	if n := strings.Count(out, "Z retry: resolving \"cm\": the server is currently unable to handle the request"); n < 1 || seen != 2 {
+		t.Errorf("%d retry lines, %d refusals served; want at least 1 and 2:\n%s", n, seen, out)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d", code)
+	}
+}
