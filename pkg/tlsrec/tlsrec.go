@@ -269,18 +269,24 @@ func parseClientHello(b []byte) (*Hello, error) {
 			h.ALPN = alpn
 		case extSupportedVersions:
 			var versions cryptobyte.String
-			if !data.ReadUint8LengthPrefixed(&versions) {
+			if !data.ReadUint8LengthPrefixed(&versions) || !data.Empty() {
 				return false
 			}
+			// When present, it replaces legacy_version (RFC 8446 §4.2.1):
+			// the highest version it offers.
+			var best uint16
 			for !versions.Empty() {
 				var v uint16
 				if !versions.ReadUint16(&v) {
 					return false
 				}
 				// GREASE values (RFC 8701) are 0x?a?a; they are not versions.
-				if v&0x0f0f != 0x0a0a && v > h.Version && v <= tls.VersionTLS13 {
-					h.Version = v
+				if v&0x0f0f != 0x0a0a && v > best && v <= tls.VersionTLS13 {
+					best = v
 				}
+			}
+			if best != 0 {
+				h.Version = best
 			}
 		}
 		return true
@@ -313,7 +319,7 @@ func parseServerHello(b []byte) (*Hello, error) {
 			}
 			h.ALPN = alpn
 		case extSupportedVersions:
-			return data.ReadUint16(&h.Version)
+			return data.ReadUint16(&h.Version) && data.Empty()
 		}
 		return true
 	})

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/crypto/cryptobyte"
 	"time"
 )
 
@@ -174,5 +176,50 @@ func TestSnifferBounds(t *testing.T) {
 	}
 	if got := ALPNText([]string{"h2", "http/1.1", "x\u202etxt", "a,b"}); got != `h2,http/1.1,"x\u202etxt","a,b"` {
 		t.Errorf("ALPNText: %s", got)
+	}
+}
+
+// TestHelloVersions: supported_versions replaces legacy_version, also to a
+// lower one, and one with a trailing byte is malformed.
+func TestHelloVersions(t *testing.T) {
+	client := func(versions ...byte) []byte {
+		b := cryptobyte.NewBuilder(nil)
+		b.AddUint16(0x0303)
+		b.AddBytes(make([]byte, 32))
+		b.AddUint8LengthPrefixed(func(*cryptobyte.Builder) {})
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint16(0x1301) })
+		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint8(0) })
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint16(extSupportedVersions)
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(versions) })
+			})
+		})
+		return b.BytesOrPanic()
+	}
+	if h, err := parseClientHello(client(0x03, 0x02)); err != nil || VersionName(h.Version) != "TLS 1.1" {
+		t.Errorf("only TLS 1.1 offered: %+v, %v", h, err)
+	}
+	if h, err := parseClientHello(client(0x0a, 0x0a, 0x03, 0x04, 0x03, 0x03)); err != nil || h.Version != tls.VersionTLS13 {
+		t.Errorf("GREASE, 1.3, 1.2: %+v, %v", h, err)
+	}
+	server := func(ext []byte) []byte {
+		b := cryptobyte.NewBuilder(nil)
+		b.AddUint16(0x0303)
+		b.AddBytes(make([]byte, 32))
+		b.AddUint8LengthPrefixed(func(*cryptobyte.Builder) {})
+		b.AddUint16(0x1301)
+		b.AddUint8(0)
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint16(extSupportedVersions)
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(ext) })
+		})
+		return b.BytesOrPanic()
+	}
+	if _, err := parseServerHello(server([]byte{0x03, 0x04, 0x00})); err == nil {
+		t.Errorf("supported_versions with a trailing byte accepted")
+	}
+	if h, err := parseServerHello(server([]byte{0x03, 0x04})); err != nil || h.Version != tls.VersionTLS13 {
+		t.Errorf("TLS 1.3 ServerHello: %+v, %v", h, err)
 	}
 }
