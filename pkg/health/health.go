@@ -11,7 +11,6 @@
 package health
 
 import (
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -73,7 +72,7 @@ func (t *Tracker) Emit(r record.Record) {
 		if v.Watch {
 			w := t.state(v.Conn, v.Exchange)
 			w.requested = v.Time
-			w.initial = sendsInitialState(v.Target)
+			w.initial = v.InitialState
 		}
 	case *record.Response:
 		if v.StatusCode >= 300 || (v.StatusCode > 0 && v.StatusCode < 200) {
@@ -276,17 +275,4 @@ func intervals(ts []time.Time) record.Intervals {
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return record.Intervals{Count: len(ts), Min: d[0], Median: d[len(d)/2], Max: d[len(d)-1]}
-}
-
-// sendsInitialState reports whether a watch request makes the server send
-// the current objects first (Kubernetes API concepts: semantics for watch):
-// no resourceVersion, resourceVersion "0", or sendInitialEvents=true.
-func sendsInitialState(target string) bool {
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return false
-	}
-	q := u.Query()
-	rv := q.Get("resourceVersion")
-	return rv == "" || rv == "0" || q.Get("sendInitialEvents") == "true"
 }

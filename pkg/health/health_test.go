@@ -79,7 +79,7 @@ func TestHealthInitialState(t *testing.T) {
 		}
 	}))
 	c := &record.Conn{ID: 1}
-	tr.Emit(&record.Request{Conn: c, Exchange: 1, Watch: true, Target: "/api/v1/namespaces/x/configmaps?watch=1"})
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Watch: true, Target: "/api/v1/namespaces/x/configmaps?watch=1", InitialState: true})
 	for i, ev := range [][2]string{{"ADDED", "210"}, {"ADDED", "209"}, {"ADDED", "208"}, {"MODIFIED", "211"}, {"MODIFIED", "205"}} {
 		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Type: ev[0], ResourceVersion: ev[1]})
 	}
