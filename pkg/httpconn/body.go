@@ -270,15 +270,22 @@ func (b *body) write(p []byte, t time.Time) int {
 func (b *body) content(p []byte, t time.Time) {
 	b.data += int64(len(p))
 	b.keep(p)
-	if b.inf != nil {
-		b.inf.Write(p, -1)
-		b.flushCompleted(-1)
+	b.frame(p, -1)
+}
+
+// frame hands de-chunked body bytes carried by chunk c (-1: not chunked)
+// to the inflater, or straight to the framer, and handles what they
+// completed.
+func (b *body) frame(p []byte, c int) {
+	switch {
+	case b.inf != nil:
+		b.inf.Write(p, c)
+	case b.framer != nil:
+		b.framer.Write(p, c)
+	default:
 		return
 	}
-	if b.framer != nil {
-		b.framer.Write(p, -1)
-		b.flushCompleted(-1)
-	}
+	b.flushCompleted(c)
 }
 
 func (b *body) keep(p []byte) {
@@ -325,16 +332,7 @@ func (b *body) Data(c *chunk.Chunk, p []byte) {
 	b.data += int64(len(p))
 	b.curData += int64(len(p))
 	b.keep(p)
-	if b.inf != nil {
-		b.inf.Write(p, c.Index)
-		b.flushCompleted(c.Index)
-		return
-	}
-	if b.framer == nil {
-		return
-	}
-	b.framer.Write(p, c.Index)
-	b.flushCompleted(c.Index)
+	b.frame(p, c.Index)
 }
 
 // ChunkEnd is a no-op: events are released when a chunk's data is complete.
