@@ -101,10 +101,8 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	if s.leftover != nil {
 		if len(tcp.Payload) > 0 && s.leftover.reset != "" && !s.leftover.warned && s.leftover.rec != nil {
 			s.leftover.warned = true
-			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.leftover.rec, Offset: -1,
-				Time: ci.Timestamp, Warning: true, Kind: "bytes after the reset",
-				Detail: fmt.Sprintf("%d bytes (and any after them) sent after the %s reset the connection (RST) were not decoded", len(tcp.Payload), s.leftover.reset),
-				Hint:   "the endpoint that reset never read them: events in them never reached it"})
+			s.rd.Emit(s.rd.afterReset(s.leftover.rec, s.rd.stats.Packets, ci.Timestamp,
+				fmt.Sprintf("%d bytes (and any after them)", len(tcp.Payload)), s.leftover.reset))
 		}
 		s.linger()
 		return false // not reassembled: nothing of it is decoded
@@ -429,11 +427,9 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		if a := s.afterReset; a != nil && s.hc != nil {
 			// A warning: what these bytes carried (watch events) was
 			// sent, and never reached the endpoint that had reset.
-			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: a.packet, Conn: s.rec,
-				Direction: s.dirName(a.dir), Where: "stream", Offset: a.at, Time: a.t,
-				Warning: true, Kind: "bytes after the reset",
-				Detail: fmt.Sprintf("%d bytes sent after the %s reset the connection (RST) were not decoded", a.n, s.dirName(a.dir.Reverse())),
-				Hint:   "the endpoint that reset never read them: events in them never reached it"})
+			p := s.rd.afterReset(s.rec, a.packet, a.t, fmt.Sprintf("%d bytes", a.n), s.dirName(a.dir.Reverse()))
+			p.Direction, p.Where, p.Offset = s.dirName(a.dir), "stream", a.at
+			s.rd.Emit(p)
 		}
 		return true
 	}
@@ -446,6 +442,16 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	}
 	s.finish(ci)
 	return true
+}
+
+// afterReset is the warning about bytes ("808 bytes") sent on conn after
+// who ("client", "server") reset it: never read by the endpoint that reset.
+// Its Offset is -1 (unknown) until the caller sets where it was.
+func (rd *reader) afterReset(conn *record.Conn, packet int64, t time.Time, bytes, who string) *record.Problem {
+	return &record.Problem{File: rd.opt.Name, Packet: packet, Conn: conn, Offset: -1, Time: t, Warning: true,
+		Kind:   "bytes after the reset",
+		Detail: fmt.Sprintf("%s sent after the %s reset the connection (RST) were not decoded", bytes, who),
+		Hint:   "the endpoint that reset never read them: events in them never reached it"}
 }
 
 // resetTime is when the connection was reset: the first RST captured,
