@@ -58,15 +58,12 @@ func TestPcapInformerWatchList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []string // what the handlers received, in order
+	var log handlerLog // what the handlers received, in order
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().ConfigMaps().Informer()
 	note := func(typ string, obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			mu.Lock()
-			seen = append(seen, typ+" "+cm.Name+" "+cm.ResourceVersion)
-			mu.Unlock()
+			log.add(typ + " " + cm.Name + " " + cm.ResourceVersion)
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -90,19 +87,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n >= 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the informer's handlers saw %v", seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	log.wait(t, 6)
 	close(stopCh)
 	factory.Shutdown()
 	data := capture()
@@ -137,8 +122,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	}
 	// The initial adds as a set (the informer's order is its own), then
 	// the bookmark, then the changes in order.
-	mu.Lock()
-	defer mu.Unlock()
+	seen := log.list()
 	k := slices.Index(got, "BOOKMARK initial-events-end")
 	if k != 3 {
 		t.Fatalf("decoded %v; want 3 initial ADDED, the bookmark, then the changes", got)
@@ -382,16 +366,13 @@ func TestPcapMetadataInformer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []string
+	var log handlerLog
 	factory := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, nil)
 	inf := factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-				mu.Lock()
-				seen = append(seen, "ADDED "+m.Name)
-				mu.Unlock()
+				log.add("ADDED " + m.Name)
 			}
 		},
 	}); err != nil {
@@ -405,19 +386,7 @@ func TestPcapMetadataInformer(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the informer saw %v", seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	log.wait(t, 2)
 	close(stopCh)
 	factory.Shutdown()
 	data := capture()
@@ -433,9 +402,38 @@ func TestPcapMetadataInformer(t *testing.T) {
 	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "metadata-informer.pcap"}, sink); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(decoded) != fmt.Sprint(seen) {
+	if seen := log.list(); fmt.Sprint(decoded) != fmt.Sprint(seen) {
 		t.Errorf("decoded %v\nthe metadata informer saw %v", decoded, seen)
+	}
+}
+
+// handlerLog records what an informer's handlers received, in order; they
+// run on the informer's goroutines.
+type handlerLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *handlerLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, s)
+}
+
+func (l *handlerLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// wait returns once the handlers received n events, or fails after 30 s.
+func (l *handlerLog) wait(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(l.list()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the informer's handlers saw %v, want %d events", l.list(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
