@@ -267,7 +267,9 @@ func (l *loop) run(ctx context.Context) error {
 // and was retried, so the run did not do what it was asked.
 func (l *loop) onlyRetried() error {
 	switch {
-	case l.stats.Opened > 0:
+	case l.stats.Opened > 0 || l.c.sink.watchAnswers.Load() > 0:
+		// Interrupted after a watch stream was answered (and shown),
+		// perhaps before its request returned to the loop.
 		return nil
 	case l.stats.Retries == 0:
 		return fmt.Errorf("%w: no watch was opened: interrupted before the server answered", ErrOnlyRetried)

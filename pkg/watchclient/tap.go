@@ -34,6 +34,10 @@ type lockedSink struct {
 	// read bytes decoded (Unix nanoseconds on clock), for the watchdog: a
 	// reader waiting for room in its queue is not a stalled server.
 	lastActive atomic.Int64
+	// watchAnswers counts the responses decoded that open a watch stream
+	// (2xx to a watch request): the loop counts a watch as opened only
+	// once its request returns, which may be after the response was shown.
+	watchAnswers atomic.Int64
 	// clock times lastActive and the watchdog (a fake one in tests);
 	// records carry the wall-clock time.
 	clock clock.WithTicker
@@ -85,6 +89,9 @@ func (l *lockedSink) deliver(r record.Record) {
 		return
 	}
 	l.sink.Emit(r)
+	if v, ok := r.(*record.Response); ok && v.Watch && v.StatusCode/100 == 2 {
+		l.watchAnswers.Add(1)
+	}
 	if l.current == nil {
 		return
 	}
