@@ -27,8 +27,9 @@ test-short: ## unit and golden tests only (no control plane)
 lint: ## gofmt, go vet, staticcheck
 	hack/lint.sh
 
-cluster-up: ## start etcd + kube-apiserver + kubectl proxy on 127.0.0.1
-	hack/cluster-up.sh
+CBOR ?= 1
+cluster-up: ## start etcd + kube-apiserver + kubectl proxy on 127.0.0.1 (CBOR=0: without the CBOR feature gate)
+	KWATCH_CBOR=$(CBOR) hack/cluster-up.sh
 
 cluster-down: ## stop the control plane started by cluster-up
 	hack/cluster-down.sh

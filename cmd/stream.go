@@ -42,6 +42,7 @@ type streamOptions struct {
 	raw             string
 	http2           bool
 	proto           bool
+	cbor            bool
 	watchOnly       bool
 	listMode        string
 	timeout         time.Duration
@@ -129,6 +130,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
+	fs.BoolVar(&o.cbor, "cbor", false, "ask for CBOR watch events (Accept: application/cbor; the server answers application/cbor-seq; alpha in Kubernetes 1.37: the API server needs the feature gate CBORServingAndStorage, and a server without it is watched as JSON)")
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this pcap file (synthesised TCP segments), for kwatch pcap or Wireshark")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
@@ -319,6 +321,9 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if o.proxy != "" && o.direct && o.directFlag != "$KUBECONFIG" {
 		return fmt.Errorf("--proxy goes through kubectl proxy, which brings its own server and credentials; %s connects straight: choose one", o.directFlag)
 	}
+	if o.proto && o.cbor {
+		return fmt.Errorf("--proto and --cbor each choose the watch's encoding: give one of them")
+	}
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
 	}
@@ -430,7 +435,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	}
 	server := client.Config.Host
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
-		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto,
+		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto, CBOR: o.cbor,
 		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
 		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
 		WatchList: o.listMode == "watch-list"}

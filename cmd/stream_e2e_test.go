@@ -820,3 +820,25 @@ func TestStreamCompletion(t *testing.T) {
 		t.Errorf("resources: a subresource in %q", out)
 	}
 }
+
+// TestStreamCBOR watches as CBOR (the stack's kube-apiserver runs with
+// CBORServingAndStorage, see hack/cluster-up.sh): the server answers
+// application/cbor-seq, and every event is decoded with its chunks.
+func TestStreamCBOR(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "--cbor", "-o", "json")
+	writeAndCheck(t, env, s, ns, "cbor")
+	recs := s.records(t)
+	if r := ofRecord(recs, "response"); len(r) == 0 || r[0]["contentType"] != "application/cbor-seq" || r[0]["format"] != "cbor" {
+		t.Errorf("response %v, want application/cbor-seq decoded as cbor (is the stack's CBOR gate on? make cluster-up)", r)
+	}
+	if p := ofRecord(recs, "problem"); len(p) > 0 {
+		t.Errorf("problems: %v", p)
+	}
+	for _, ev := range events(recs, "cbor") {
+		if ev["format"] != "cbor" {
+			t.Errorf("event format %v, want cbor", ev["format"])
+		}
+	}
+}

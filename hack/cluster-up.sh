@@ -6,6 +6,13 @@
 # Idempotent: if the stack is already up and healthy it only prints the lines
 # below; if part of it is missing it starts that part.
 #
+# CBOR: KWATCH_CBOR=1 (the default; `make cluster-up CBOR=0` turns it off)
+# starts kube-apiserver with the alpha feature gate CBORServingAndStorage, so
+# that clients asking for application/cbor get CBOR bodies and CBOR watch
+# streams (application/cbor-seq). Clients that do not ask are served as
+# before. A running kube-apiserver started with the other setting is
+# restarted (with the proxy, which pools connections to it).
+#
 # stdout: exactly two lines, also written to $KW_RUN_DIR/env for sourcing:
 #   KUBECONFIG=/abs/path
 #   PROXY_URL=http://127.0.0.1:8001
@@ -44,6 +51,23 @@ emit() {
   mv "$KW_RUN_DIR/env.tmp" "$KW_RUN_DIR/env"
   cat "$KW_RUN_DIR/env"
 }
+
+case "${KWATCH_CBOR:-1}" in
+  1 | true) KW_FEATURE_GATES="CBORServingAndStorage=true" ;;
+  0 | false) KW_FEATURE_GATES="" ;;
+  *) kw_die "KWATCH_CBOR=${KWATCH_CBOR} (CBOR=): want 1 or 0" ;;
+esac
+
+# apiserver_gates: the --feature-gates value the running kube-apiserver was
+# started with ("" for none).
+apiserver_gates() {
+  tr '\0' '\n' <"/proc/$(kw_pid kube-apiserver)/cmdline" | sed -n 's/^--feature-gates=//p'
+}
+if kw_pid_alive kube-apiserver && [ "$(apiserver_gates)" != "$KW_FEATURE_GATES" ]; then
+  kw_log "kube-apiserver runs with feature gates '$(apiserver_gates)', wanted '$KW_FEATURE_GATES'; restarting it"
+  kw_stop proxy
+  kw_stop kube-apiserver
+fi
 
 if kw_stack_healthy; then
   kw_log "control plane already up (run folder $KW_RUN_DIR)"
@@ -177,7 +201,9 @@ else
   #   so a watch of them reaches etcd and an etcd compaction makes an old
   #   resourceVersion answer 410 Gone (kwatch's re-list test). The watch cache
   #   of every other resource keeps bookmarks working.
+  # --feature-gates: see CBOR at the top.
   kw_start kube-apiserver \
+    ${KW_FEATURE_GATES:+"--feature-gates=$KW_FEATURE_GATES"} \
     --etcd-servers="http://127.0.0.1:$KW_ETCD_CLIENT_PORT" \
     --bind-address=127.0.0.1 \
     --advertise-address=127.0.0.1 \

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
@@ -23,10 +25,13 @@ type Event struct {
 	ResourceVersion string `json:"resourceVersion"`
 }
 
+// codecs is client-go's scheme codecs with CBOR, as rest.Config builds them.
+var codecs = serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
+
 // DecodeWatchStream decodes a whole watch response body (after HTTP
-// de-chunking) of the given media type, "application/json" or
-// "application/vnd.kubernetes.protobuf" (parameters such as ";stream=watch"
-// are ignored), with client-go's own framers and decoders, so that it is
+// de-chunking) of the given media type, "application/json",
+// "application/vnd.kubernetes.protobuf" or "application/cbor-seq"
+// (parameters such as ";stream=watch" are ignored), with client-go's own framers and decoders, so that it is
 // independent of kwatch's code. It returns the events decoded before the
 // first error; the error is nil only if the body ended cleanly between two
 // events.
@@ -35,7 +40,12 @@ func DecodeWatchStream(mediaType string, body io.Reader) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("media type %q: %w", mediaType, err)
 	}
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mt)
+	if mt == "application/cbor-seq" {
+		// As client-go's rest client does: a CBOR Sequence is read with
+		// the application/cbor serializer's stream framer.
+		mt = "application/cbor"
+	}
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mt)
 	if !ok || info.StreamSerializer == nil {
 		return nil, fmt.Errorf("media type %q has no stream serializer", mt)
 	}

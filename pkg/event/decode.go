@@ -11,8 +11,10 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -22,12 +24,17 @@ import (
 const (
 	MediaJSON     = "application/json"
 	MediaProtobuf = "application/vnd.kubernetes.protobuf"
+	// MediaCBOR is what a client asks for (Accept) to get CBOR; the API
+	// server answers a watch with MediaCBORSeq (KEP-4222).
+	MediaCBOR    = "application/cbor"
+	MediaCBORSeq = "application/cbor-seq"
 )
 
 // FormatForContentType returns the Format of a watch body from its
 // Content-Type header value: JSON for application/json (with or without
-// ";stream=watch"), Protobuf for application/vnd.kubernetes.protobuf. ok is
-// false for any other media type.
+// ";stream=watch"), Protobuf for application/vnd.kubernetes.protobuf, CBOR
+// for application/cbor-seq and application/cbor. ok is false for any other
+// media type.
 func FormatForContentType(ct string) (f Format, ok bool) {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -38,6 +45,8 @@ func FormatForContentType(ct string) (f Format, ok bool) {
 		return FormatJSON, true
 	case MediaProtobuf:
 		return FormatProtobuf, true
+	case MediaCBORSeq, MediaCBOR:
+		return FormatCBOR, true
 	}
 	return 0, false
 }
@@ -49,9 +58,10 @@ type Event struct {
 	Type string
 	// Object is the event's object as JSON: for JSON watches the bytes
 	// exactly as sent (Secret data redacted unless asked not to), for
-	// protobuf watches the decoded object marshalled to JSON, or for a
-	// protobuf type this build does not know, a JSON object holding its
-	// apiVersion, kind and raw size.
+	// protobuf and CBOR watches the decoded object marshalled to JSON (for
+	// CBOR, a type this build does not know is decoded as unstructured
+	// data, its keys then sorted), or for a protobuf type this build does
+	// not know, a JSON object holding its apiVersion, kind and raw size.
 	Object json.RawMessage
 	// APIVersion and Kind name the object's type.
 	APIVersion, Kind string
@@ -103,7 +113,13 @@ var (
 	// finds nothing; the type comes from the metav1.WatchEvent decoded into.
 	jsonStream  runtime.Decoder = kjson.NewSerializerWithOptions(noKindMeta{}, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
 	protoStream                 = streamSerializer(runtime.ContentTypeProtobuf)
-	universal                   = scheme.Codecs.UniversalDeserializer()
+	// cborStream decodes a CBOR watch event as client-go's CBOR stream
+	// serializer does (no transcoding: the object stays raw CBOR), and
+	// cborObject the object in it (client-go: rest.Config's codec factory
+	// with cbor.NewSerializerInfo).
+	cborStream runtime.Decoder = cbor.NewSerializer(scheme.Scheme, scheme.Scheme, cbor.Transcode(false))
+	cborObject runtime.Decoder = cbor.NewSerializer(scheme.Scheme, scheme.Scheme)
+	universal                  = scheme.Codecs.UniversalDeserializer()
 )
 
 // noKindMeta is a json.MetaFactory for documents without apiVersion and
@@ -137,9 +153,12 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 		return nil, fmt.Errorf("not a watch event: no \"type\"")
 	}
 	ev := &Event{Type: typ}
-	if f == FormatProtobuf {
+	switch f {
+	case FormatProtobuf:
 		err = ev.fromProtobuf(raw)
-	} else {
+	case FormatCBOR:
+		err = ev.fromCBOR(raw)
+	default:
 		err = ev.fromJSON(raw)
 	}
 	// Redact before anything else sees the object, also when its metadata
@@ -165,8 +184,11 @@ func watchEvent(f Format, data []byte) (typ string, object []byte, err error) {
 	}
 	var we metav1.WatchEvent
 	dec := jsonStream
-	if f == FormatProtobuf {
+	switch f {
+	case FormatProtobuf:
 		dec = protoStream
+	case FormatCBOR:
+		dec = cborStream
 	}
 	if _, _, err := dec.Decode(data, nil, &we); err != nil {
 		return "", nil, err
@@ -288,6 +310,29 @@ func (ev *Event) fromProtobuf(raw []byte) error {
 	}
 	ev.Object = js
 	return nil
+}
+
+// fromCBOR decodes a CBOR watch event's object with apimachinery's CBOR
+// serializer, into its Go type when the client scheme knows it and as
+// unstructured data otherwise (custom resources, meta.k8s.io's Table), and
+// reads it as JSON.
+func (ev *Event) fromCBOR(raw []byte) error {
+	obj, gvk, err := cborObject.Decode(raw, nil, nil)
+	if err != nil {
+		u := &unstructured.Unstructured{}
+		if _, _, uerr := cborObject.Decode(raw, nil, u); uerr != nil {
+			return fmt.Errorf("watch event object: %w", err)
+		}
+		obj, gvk = u, nil
+	}
+	if gvk != nil {
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	}
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("watch event object to JSON: %w", err)
+	}
+	return ev.fromJSON(js)
 }
 
 func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind) {

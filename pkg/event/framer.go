@@ -14,6 +14,8 @@
 //   - Protobuf watches ("application/vnd.kubernetes.protobuf;stream=watch"):
 //     each event is a 4-byte big-endian length followed by that many bytes of
 //     a protobuf metav1.WatchEvent (apimachinery protobuf.LengthDelimitedFramer).
+//   - CBOR watches ("application/cbor-seq"): one self-described CBOR data
+//     item per event, nothing between them (RFC 8742; see cbor.go).
 //
 // The Framer is push-based and bounded: it is fed data in any split with the
 // index of the chunk each byte arrived in, and keeps at most
@@ -35,15 +37,20 @@ const (
 	FormatJSON Format = iota + 1
 	// FormatProtobuf is 4-byte big-endian length-prefixed protobuf frames.
 	FormatProtobuf
+	// FormatCBOR is a CBOR Sequence (RFC 8742): one CBOR data item per
+	// event.
+	FormatCBOR
 )
 
-// String returns "json" or "protobuf".
+// String returns "json", "protobuf" or "cbor".
 func (f Format) String() string {
 	switch f {
 	case FormatJSON:
 		return "json"
 	case FormatProtobuf:
 		return "protobuf"
+	case FormatCBOR:
+		return "cbor"
 	}
 	return "unknown"
 }
@@ -106,6 +113,12 @@ const (
 	// KindRegained (a warning) says where protobuf framing was found
 	// again after lost bytes.
 	KindRegained = "protobuf framing regained"
+	// KindCBORRegained (a warning) says where CBOR framing was found
+	// again: an event start after lost bytes.
+	KindCBORRegained = "CBOR framing regained"
+	// KindMalformed is a CBOR data item that is not well-formed (RFC 8949
+	// §3) or announces more bytes than the event bound.
+	KindMalformed = "malformed CBOR data item"
 )
 
 // FrameProblem is a framing problem at a byte offset of the de-chunked body.
@@ -152,7 +165,7 @@ type Framer struct {
 
 	resync  bool // JSON: skip to the next line before looking for '{'
 	atChunk bool // the next byte is the first data byte of a chunk
-	lost    bool // protobuf: framing lost for good
+	lost    bool // protobuf, CBOR: framing lost; looking for an event start
 
 	unlistedAt int // chunk of the last unlisted bytes
 
@@ -170,6 +183,10 @@ type Framer struct {
 	prefix       [4]byte
 	nprefix      int
 	want         int64 // payload bytes of the current frame (protobuf)
+
+	// CBOR state.
+	cbor   cborScan
+	seekAt int64 // where the search for an event start began
 }
 
 // NewFramer returns a Framer for format f that calls onFrame for every
@@ -356,6 +373,10 @@ func (fr *Framer) Write(p []byte, c int) {
 	}
 	atChunk := fr.atChunk
 	fr.atChunk = false
+	if fr.format == FormatCBOR {
+		fr.writeCBOR(p, c)
+		return
+	}
 	if fr.format == FormatProtobuf {
 		if fr.lost && atChunk {
 			fr.probing, fr.probe, fr.probeC = true, fr.probe[:0], c
@@ -796,6 +817,12 @@ func (fr *Framer) Gap(n int64) {
 		fr.off += int64(len(fr.pend))
 		fr.pend = fr.pend[:0]
 	}
+	if fr.format == FormatCBOR {
+		if n > 0 {
+			fr.gapCBOR(n)
+		}
+		return
+	}
 	if n <= 0 || fr.lost {
 		fr.off += n
 		return
@@ -842,6 +869,10 @@ func (fr *Framer) Break(detail string) {
 		fr.off += int64(len(fr.pend))
 		fr.pend = fr.pend[:0]
 	}
+	if fr.format == FormatCBOR {
+		fr.breakCBOR(detail)
+		return
+	}
 	if fr.lost {
 		return
 	}
@@ -860,6 +891,9 @@ func (fr *Framer) Break(detail string) {
 // Close reports an event left incomplete when the body ended.
 func (fr *Framer) Close() {
 	fr.endProbe()
+	if fr.format == FormatCBOR && fr.lost {
+		fr.dropPendingCBOR()
+	}
 	if fr.cand >= 0 {
 		fr.cand = -1
 		fr.flushPending()

@@ -185,8 +185,11 @@ func checkFrames(t *testing.T, data []byte, fc fuzzChunks, l *frameLog, f Format
 	}
 	// A clean sequence of events: exactly those frames, no problem.
 	want, ok := jsonObjects(data)
-	if f == FormatProtobuf {
+	switch f {
+	case FormatProtobuf:
 		want, ok = protoFrames(data)
+	case FormatCBOR:
+		want, ok = cborItems(data)
 	}
 	if !ok {
 		return

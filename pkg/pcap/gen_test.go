@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -86,6 +87,7 @@ var genScenarios = []genScenario{
 	{"cut-mid-record", ".pcap", "the file ends inside the last record: reported at the offset where that record starts; earlier events decode", genCut},
 	{"content-length-error", ".pcap", "a watch answered with a Content-Length body holding one ERROR event", genContentLengthError},
 	{"proto-lost-regain", ".pcap", "protobuf watch: a segment lost across a chunk boundary loses the framing (events cannot be counted out from a lost length prefix); it is regained at the next chunk that starts with an event, which decodes", genProtoLostRegain},
+	{"cbor-lost-regain", ".pcap", "CBOR watch (application/cbor-seq): two events (cm-a, cm-b) in one chunk; a lost segment takes the end of cm-b and the chunk-size line and start of cm-c: cm-b is damaged, the CBOR framing is lost, chunk framing is regained at cm-d's size line (cm-c's bytes are passed over) and CBOR framing with cm-d, which decodes, as does cm-e", genCBORLostRegain},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -206,6 +208,22 @@ func protoEvent(t *testing.T, typ string, obj runtime.Object) []byte {
 		t.Fatal(err)
 	}
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
+}
+
+// cborEvent encodes a watch event as kube-apiserver does for
+// application/cbor-seq (CBORServingAndStorage): the object, then the
+// metav1.WatchEvent holding it, with apimachinery's CBOR serializer.
+func cborEvent(t *testing.T, typ string, obj runtime.Object) []byte {
+	t.Helper()
+	s := cbor.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var raw, out bytes.Buffer
+	if err := s.Encode(obj, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw.Bytes()}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // statusExpired is the Status of a watch from a compacted resourceVersion.
@@ -548,6 +566,33 @@ func genProtoLostRegain(t *testing.T) []byte {
 	end1 := len(chunk(evs[0])) + len(chunk(evs[1]))
 	c.Wait(200 * time.Millisecond)
 	segs := c.Send(pcapgen.Server, body, len(chunk(evs[0]))-50, len(chunk(evs[0]))+60, end1)
+	c.Drop(segs[1])
+	c.Wait(3 * time.Second)
+	c.Send(pcapgen.Server, []byte(lastChunk))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// genCBORLostRegain: a CBOR watch whose third event's chunk-size line and
+// first bytes, with the end of the second chunk, are lost.
+func genCBORLostRegain(t *testing.T) []byte {
+	c := conn(40034)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/cbor"))
+	c.Send(pcapgen.Server, response("200 OK", "application/cbor-seq", chunkedTE))
+	var evs [][]byte
+	for i, name := range []string{"cm-a", "cm-b", "cm-c", "cm-d", "cm-e"} {
+		evs = append(evs, cborEvent(t, "ADDED", configMap("default", name, fmt.Sprint(101+i), map[string]string{"Corefile": corefile})))
+	}
+	body := chunk(append(append([]byte{}, evs[0]...), evs[1]...)) // two events flushed together
+	first := len(body)
+	for _, ev := range evs[2:] {
+		body = append(body, chunk(ev)...)
+	}
+	end3 := first + len(chunk(evs[2]))
+	c.Wait(200 * time.Millisecond)
+	segs := c.Send(pcapgen.Server, body, first-50, first+60, end3)
 	c.Drop(segs[1])
 	c.Wait(3 * time.Second)
 	c.Send(pcapgen.Server, []byte(lastChunk))

@@ -24,6 +24,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -292,12 +294,18 @@ func (c *Client) resolve(arg string) (Resource, error) {
 	return Resource{GVR: found, Kind: gvk.Kind, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
 
+// cborCodecs is client-go's scheme codecs with apimachinery's CBOR
+// serializer added (client-go rest.Config's default codec factory).
+var cborCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
+
 func (c *Client) dynamic() (dynamic.Interface, error) { return dynamic.NewForConfig(c.Config) }
 
 // watchREST returns a REST client on the tapped HTTP client.
 func (c *Client) watchREST() (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(c.Config)
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	// With CBOR, as client-go's rest.Config does, so that an error status
+	// sent as CBOR is read.
+	cfg.NegotiatedSerializer = cborCodecs.WithoutConversion()
 	if cfg.GroupVersion == nil {
 		cfg.GroupVersion = &schema.GroupVersion{}
 	}

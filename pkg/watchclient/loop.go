@@ -58,6 +58,9 @@ type WatchOptions struct {
 	Raw string
 	// Proto asks for application/vnd.kubernetes.protobuf;stream=watch.
 	Proto bool
+	// CBOR asks for application/cbor (the API server answers a watch
+	// with application/cbor-seq; alpha, feature gate CBORServingAndStorage).
+	CBOR bool
 	// ListObjects puts the listed objects in record.List (to show them,
 	// and for --diff, so that the first change of a listed object has a
 	// version to diff with).
@@ -197,6 +200,7 @@ func (l *loop) run(ctx context.Context) error {
 			needList = false
 			reason = "after LIST"
 		}
+		watchReason := reason
 		err := l.watchOnce(ctx, reason)
 		switch {
 		case ctx.Err() != nil:
@@ -222,16 +226,34 @@ func (l *loop) run(ctx context.Context) error {
 			// As client-go does for types served only as JSON (custom
 			// resources): ask again for JSON, and say so.
 			l.opt.Proto = false
+			l.watchList = l.wasWatchList // the same request, as JSON
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "protobuf not served",
 				Detail: fmt.Sprintf("%s answered 406 Not Acceptable to %s", l.resourceName(), event.MediaProtobuf),
 				Hint:   "watching as JSON instead, as client-go does (custom resources are served as JSON only)"})
 			reason = "as JSON: protobuf not served"
+		case l.opt.CBOR && apierrors.IsNotAcceptable(err):
+			l.opt.CBOR = false
+			l.watchList = l.wasWatchList
+			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "CBOR not served",
+				Detail: fmt.Sprintf("%s answered 406 Not Acceptable to %s", l.resourceName(), event.MediaCBOR),
+				Hint:   "watching as JSON instead; the API server serves CBOR only with the feature gate CBORServingAndStorage (alpha in 1.37)"})
+			reason = "as JSON: CBOR not served"
 		case err != nil:
 			if perr := l.permanent(err, "watch "+l.path(metav1.ListOptions{ResourceVersion: l.rv})); perr != nil {
 				return perr
 			}
 			l.retry(ctx, err, &backoff)
 			reason = "resume after an error"
+			if l.collecting != nil {
+				// The watch-list failed before its initial state was
+				// complete: get the whole state again, as client-go's
+				// reflector starts a new watch-list.
+				l.collecting, needList = nil, true
+				reason = "re-list: the watch-list failed before its initial state was complete"
+				if strings.HasPrefix(watchReason, "initial") {
+					reason = "initial" // the first state is not yet known: no re-list
+				}
+			}
 		case l.collecting != nil:
 			// The watch-list ended before its initial state was
 			// complete: what was collected is not the whole state.
@@ -798,8 +820,11 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 		}
 	}
 	accept := event.MediaJSON
-	if l.opt.Proto {
+	switch {
+	case l.opt.Proto:
 		accept = event.MediaProtobuf + ";stream=watch"
+	case l.opt.CBOR:
+		accept = event.MediaCBOR
 	}
 	req = req.SetHeader("Accept", accept)
 	ww := newWireWatcher(cancel)

@@ -836,3 +836,57 @@ func TestLoopWatchListFallback(t *testing.T) {
 		t.Errorf("warned %v, lists %d, watches %q", warned, stats.Lists, paths)
 	}
 }
+
+// TestLoopCBORFallback: --cbor on a server without CBOR (406) watches again
+// as JSON at once, with the same streaming list, and says so.
+func TestLoopCBORFallback(t *testing.T) {
+	fs := &fakeServer{t: t, watches: []func(http.ResponseWriter, *http.Request){
+		status(406, "NotAcceptable", "406: Not Acceptable Available representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"),
+		events(`{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}`),
+	}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", WatchList: true, CBOR: true}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.accepts) < 2 || fs.accepts[0] != "application/cbor" || fs.accepts[1] != "application/json" {
+		t.Errorf("Accept headers %q, want CBOR then JSON", fs.accepts)
+	}
+	var warned bool
+	var paths, reasons []string
+	for _, r := range sink.snapshot() {
+		switch v := r.(type) {
+		case *record.Problem:
+			warned = warned || (v.Kind == "CBOR not served" && v.Warning)
+		case *record.WatchStart:
+			paths, reasons = append(paths, v.Path), append(reasons, v.Reason)
+		}
+	}
+	if !warned || stats.Retries != 0 || stats.Lists != 0 || stats.Relists != 0 || len(paths) < 2 || !strings.Contains(paths[1], "sendInitialEvents=true") ||
+		strings.Join(reasons[:2], "; ") != "initial (watch-list); as JSON: CBOR not served" {
+		t.Errorf("warning %v, retries %d, lists %d, relists %d, watches %q, reasons %q", warned, stats.Retries, stats.Lists, stats.Relists, paths, reasons)
+	}
+}
+
+// TestLoopWatchListRetried: a streaming list that fails before its
+// initial-events-end bookmark (a 503 here) is asked for again as a
+// streaming list, as client-go's reflector does, not resumed as a plain
+// watch; the first one failing is no re-list.
+func TestLoopWatchListRetried(t *testing.T) {
+	fs := &fakeServer{t: t, watches: []func(http.ResponseWriter, *http.Request){
+		status(503, "ServiceUnavailable", "the server is shutting down"),
+		events(`{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}`),
+	}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", WatchList: true}, 2, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, r := range sink.snapshot() {
+		if v, ok := r.(*record.WatchStart); ok {
+			paths = append(paths, v.Path)
+		}
+	}
+	if len(paths) < 2 || !strings.Contains(paths[1], "sendInitialEvents=true") || stats.Relists != 0 || stats.Retries != 1 {
+		t.Errorf("watches %q, relists %d, retries %d", paths, stats.Relists, stats.Retries)
+	}
+}

@@ -42,6 +42,9 @@ import (
 const (
 	mediaJSON     = "application/json"
 	mediaProtobuf = "application/vnd.kubernetes.protobuf;stream=watch"
+	// mediaCBOR is asked for; the server answers application/cbor-seq
+	// (needs CBORServingAndStorage: make cluster-up has it on).
+	mediaCBOR = "application/cbor"
 	// pause between a scenario's writes, so that each event travels on an
 	// otherwise idle connection (the burst scenario has none).
 	pause = 300 * time.Millisecond
@@ -96,6 +99,14 @@ var scenarios = map[string]scenario{
 		accept: mediaProtobuf,
 		object: "protobuf",
 		writes: createEditDelete("protobuf", 2, smallData),
+		check:  wantTypes("ADDED", "MODIFIED", "MODIFIED", "DELETED"),
+	},
+	// The "watch" scenario as CBOR (one self-described data item per
+	// event, RFC 8742).
+	"cbor": {
+		accept: mediaCBOR,
+		object: "cbor",
+		writes: createEditDelete("cbor", 2, smallData),
 		check:  wantTypes("ADDED", "MODIFIED", "MODIFIED", "DELETED"),
 	},
 	// A ~200 KB ConfigMap: each event spans many chunks and TCP segments.

@@ -1,0 +1,148 @@
+package cmd
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kwatch/kwatch/internal/e2e"
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// TestPcapCurlCBORWatch captures, with tcpdump, a CBOR watch-list that curl
+// asks for through kubectl proxy with gzip, as a client-go informer with
+// ClientsPreferCBOR would (Accept: application/cbor, Accept-Encoding: gzip,
+// sendInitialEvents=true), and checks that kwatch pcap decodes exactly the
+// events curl received, each with the gzip'd chunks that carried it. What
+// curl received is decoded with client-go's own CBOR stream decoder.
+func TestPcapCurlCBORWatch(t *testing.T) {
+	env := e2e.Cluster(t)
+	curlBin, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed (it is also needed by hack/cluster-up.sh)")
+	}
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	cms := cs.CoreV1().ConfigMaps(ns)
+	ctx := context.Background()
+	for _, n := range []string{"pre-a", "pre-b"} {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}, Data: map[string]string{"k": n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := newProxy(t, env)
+	capture := startCapture(t, proxy)
+	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
+		"resourceVersionMatch": {"NotOlderThan"}}
+	dir := t.TempDir()
+	headers, body := filepath.Join(dir, "headers"), filepath.Join(dir, "body")
+	curl := exec.Command(curlBin, "-sS", "-N", "--http1.1", "-H", "Accept: application/cbor", "-H", "Accept-Encoding: gzip",
+		"-D", headers, "-o", body, proxy.url+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
+	var curlErr syncBuffer
+	curl.Stderr = &curlErr
+	if err := curl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = curl.Process.Kill(); _ = curl.Wait() })
+	// received decodes what curl has written so far: gzip members
+	// inflated, then client-go's decoder for application/cbor-seq.
+	received := func() []e2e.Event {
+		raw, _ := os.ReadFile(body)
+		if len(raw) == 0 {
+			return nil
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("inflating what curl received: %v", err)
+		}
+		evs, _ := e2e.DecodeWatchStream("application/cbor-seq", bytes.NewReader(plain))
+		return evs
+	}
+	waitEvents := func(n int) []e2e.Event {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			evs := received()
+			if len(evs) >= n {
+				return evs
+			}
+			if time.Now().After(deadline) {
+				h, _ := os.ReadFile(headers)
+				t.Fatalf("curl received %d events, want %d; headers %q, stderr %s", len(evs), n, h, curlErr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitEvents(3) // pre-a, pre-b, the initial-events-end bookmark
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Patch(ctx, "later", types.MergePatchType, []byte(`{"data":{"k":"v2"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(6)
+	_ = curl.Process.Signal(syscall.SIGTERM)
+	_ = curl.Wait()
+	got := received()
+	h, _ := os.ReadFile(headers)
+	if !bytes.Contains(h, []byte("Content-Type: application/cbor-seq")) || !bytes.Contains(h, []byte("Content-Encoding: gzip")) {
+		t.Fatalf("the server did not answer a gzip'd application/cbor-seq (is the stack's CBOR gate on? make cluster-up): %s", h)
+	}
+	data := capture()
+
+	var decoded []string
+	var evs []*record.Event
+	var problems []string
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Event:
+			decoded = append(decoded, fmt.Sprintf("%s %s %s", v.Type, v.Name, v.ResourceVersion))
+			evs = append(evs, v)
+		case *record.Problem:
+			problems = append(problems, v.Kind+": "+v.Detail)
+		}
+	})
+	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "cbor-watch.pcap"}, sink); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ev := range got {
+		want = append(want, fmt.Sprintf("%s %s %s", ev.Type, ev.Name, ev.ResourceVersion))
+	}
+	if fmt.Sprint(decoded) != fmt.Sprint(want) {
+		t.Errorf("kwatch pcap decoded\n\t%v\ncurl received\n\t%v", decoded, want)
+	}
+	if len(problems) > 0 {
+		t.Errorf("problems: %v", problems)
+	}
+	for i, ev := range evs {
+		if ev.Format != "cbor" || len(ev.Chunks) == 0 || ev.Chunks[0].Inflated == 0 {
+			t.Errorf("event %d (%s %s): format %q, chunks %+v; want cbor from gzip'd chunks", i+1, ev.Type, ev.Name, ev.Format, ev.Chunks)
+		}
+		wantInitial := i < 2
+		if ev.Initial != wantInitial || ev.InitialEventsEnd != (i == 2) {
+			t.Errorf("event %d (%s %s): initial %v, initial-events-end %v", i+1, ev.Type, ev.Name, ev.Initial, ev.InitialEventsEnd)
+		}
+	}
+}
