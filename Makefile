@@ -34,7 +34,7 @@ cluster-up: ## start etcd + kube-apiserver + kubectl proxy on 127.0.0.1 (CBOR=0:
 cluster-down: ## stop the control plane started by cluster-up
 	hack/cluster-down.sh
 
-record: ## record a scenario's watch traffic: make record SCENARIO=watch [NAME=my-watch]
+record: ## record a scenario's watch traffic: make record SCENARIO=watch|bookmarks|proto|cbor|watchlist-gzip|table|big|burst [NAME=my-watch]
 	hack/record.sh $(SCENARIO) $(NAME)
 
 FUZZTIME ?= 10m

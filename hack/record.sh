@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Record one scenario's watch traffic through kubectl proxy:
 #   hack/record.sh SCENARIO [NAME]      (make record SCENARIO=…)
-# SCENARIO is one of: watch bookmarks proto cbor big burst (or "all").
+# SCENARIO is one of: watch bookmarks proto cbor watchlist-gzip table big burst
+# (or "all").
 # NAME (default: SCENARIO) names the output files in testdata/captures/
 # (or $KWATCH_CAPTURE_DIR):
 #   NAME-any.pcap     tcpdump -i any (LINUX_SLL2 link type)
@@ -22,7 +23,7 @@ set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-SCENARIOS=(watch bookmarks proto cbor big burst)
+SCENARIOS=(watch bookmarks proto cbor watchlist-gzip table big burst)
 usage() { local IFS="|"; echo "usage: $0 {${SCENARIOS[*]}|all} [NAME]  (make record SCENARIO=watch [NAME=my-watch])" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 if [ "$1" = all ]; then

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
@@ -70,6 +72,57 @@ func DecodeWatchStream(mediaType string, body io.Reader) ([]Event, error) {
 			}
 			ev.Name = acc.GetName()
 			ev.ResourceVersion = acc.GetResourceVersion()
+		}
+		events = append(events, ev)
+	}
+}
+
+// DecodeTableWatch decodes a whole watch body of meta.k8s.io Table events
+// (what kubectl get -w asks for: "application/json;as=Table;v=v1;g=meta.k8s.io")
+// with apimachinery's JSON framer and encoding/json into metav1.Table: each
+// event is named by its first row's object (a PartialObjectMetadata unless
+// the rows include whole objects), a BOOKMARK by the Table's
+// resourceVersion. client-go's scheme does not know Table, so this is the
+// way kubectl's own printer reads the rows.
+func DecodeTableWatch(body io.Reader) ([]Event, error) {
+	frames := kjson.Framer.NewFrameReader(io.NopCloser(body))
+	var events []Event
+	buf := make([]byte, 1<<20)
+	for {
+		var frame []byte
+		for {
+			n, err := frames.Read(buf)
+			frame = append(frame, buf[:n]...)
+			if errors.Is(err, io.ErrShortBuffer) {
+				continue
+			}
+			if errors.Is(err, io.EOF) && len(frame) == 0 {
+				return events, nil
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return events, fmt.Errorf("event %d: %w", len(events)+1, err)
+			}
+			break
+		}
+		var we struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := json.Unmarshal(frame, &we); err != nil {
+			return events, fmt.Errorf("event %d: %w", len(events)+1, err)
+		}
+		ev := Event{Type: we.Type}
+		var table metav1.Table
+		if err := json.Unmarshal(we.Object, &table); err != nil {
+			return events, fmt.Errorf("event %d (%s): %w", len(events)+1, we.Type, err)
+		}
+		ev.ResourceVersion = table.ResourceVersion
+		if len(table.Rows) > 0 {
+			var meta metav1.PartialObjectMetadata
+			if err := json.Unmarshal(table.Rows[0].Object.Raw, &meta); err != nil {
+				return events, fmt.Errorf("event %d (%s): row object: %w", len(events)+1, we.Type, err)
+			}
+			ev.Name, ev.ResourceVersion = meta.Name, meta.ResourceVersion
 		}
 		events = append(events, ev)
 	}

@@ -86,7 +86,7 @@ func TestCBORDecodeKinds(t *testing.T) {
 	}}
 	table := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "meta.k8s.io/v1", "kind": "Table",
-		"metadata":   map[string]any{"resourceVersion": "11"},
+		"metadata": map[string]any{"resourceVersion": "11"},
 		"rows": []any{map[string]any{"cells": []any{"a"}, "object": map[string]any{
 			"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
 			"metadata": map[string]any{"name": "cm1", "namespace": "ns", "resourceVersion": "11"}}}},
@@ -134,16 +134,16 @@ func TestCBORScan(t *testing.T) {
 	}{
 		{"00", "1"},
 		{"1bffffffffffffffff", "9"},
-		{"3903e7", "3"},                       // -1000
-		{"f97c00", "3"},                       // Infinity (float16)
-		{"fb3ff199999999999a", "9"},           // 1.1
+		{"3903e7", "3"},             // -1000
+		{"f97c00", "3"},             // Infinity (float16)
+		{"fb3ff199999999999a", "9"}, // 1.1
 		{"c074323031332d30332d32315432303a30343a30305a", "22"}, // tag 0, date string
-		{"d9d9f7a0", "4"},                     // self-described empty map
-		{"5f42010243030405ff", "9"},           // indefinite byte string
-		{"7f657374726561646d696e67ff", "13"},  // indefinite text string
-		{"9f018202039f0405ffff", "10"},        // [_ 1, [2, 3], [_ 4, 5]]
-		{"bf61610161629f0203ffff", "11"},      // {_ "a": 1, "b": [_ 2, 3]}
-		{"a26161016162820203", "9"},           // {"a": 1, "b": [2, 3]}
+		{"d9d9f7a0", "4"},                    // self-described empty map
+		{"5f42010243030405ff", "9"},          // indefinite byte string
+		{"7f657374726561646d696e67ff", "13"}, // indefinite text string
+		{"9f018202039f0405ffff", "10"},       // [_ 1, [2, 3], [_ 4, 5]]
+		{"bf61610161629f0203ffff", "11"},     // {_ "a": 1, "b": [_ 2, 3]}
+		{"a26161016162820203", "9"},          // {"a": 1, "b": [2, 3]}
 		{"80", "1"},
 		{"83010203", "4"},
 		{"1c", "initial byte 0x1c uses reserved"},

@@ -14,11 +14,13 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -45,6 +47,8 @@ const (
 	// mediaCBOR is asked for; the server answers application/cbor-seq
 	// (needs CBORServingAndStorage: make cluster-up has it on).
 	mediaCBOR = "application/cbor"
+	// mediaTable is what kubectl get -w asks for.
+	mediaTable = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 	// pause between a scenario's writes, so that each event travels on an
 	// otherwise idle connection (the burst scenario has none).
 	pause = 300 * time.Millisecond
@@ -58,6 +62,14 @@ type scenario struct {
 	object string
 	// extra query parameters of the captured watch.
 	query url.Values
+	// gzip asks for Accept-Encoding: gzip, as every Go client does.
+	gzip bool
+	// watchList makes the captured watch a streaming list
+	// (sendInitialEvents=true), as client-go 0.37's informers do; the
+	// objects in pre exist before it starts and come as its initial
+	// events, followed by the initial-events-end bookmark.
+	watchList bool
+	pre       []string
 	// selfEnding: the server ends the watch (timeoutSeconds), we do not.
 	selfEnding bool
 	// writes performs the scenario's changes and returns how many watch
@@ -108,6 +120,31 @@ var scenarios = map[string]scenario{
 		object: "cbor",
 		writes: createEditDelete("cbor", 2, smallData),
 		check:  wantTypes("ADDED", "MODIFIED", "MODIFIED", "DELETED"),
+	},
+	// A gzip'd streaming list, as a client-go 0.37 informer gets it: two
+	// ConfigMaps as initial events, the initial-events-end bookmark, then a
+	// ConfigMap created, edited and deleted; a gzip member per flush.
+	"watchlist-gzip": {
+		accept:    mediaJSON,
+		gzip:      true,
+		watchList: true,
+		pre:       []string{"pre-a", "pre-b"},
+		writes:    createEditDelete("later", 1, smallData),
+		check: func(events []e2e.Event) error {
+			// The initial-events-end bookmark comes right after the
+			// initial events; the server may add other bookmarks.
+			if len(events) < 3 || events[2].Type != "BOOKMARK" {
+				return errors.New("no BOOKMARK right after the two initial events")
+			}
+			return wantTypes("ADDED", "ADDED", "ADDED", "MODIFIED", "DELETED")(withoutBookmarks(events))
+		},
+	},
+	// What kubectl get -w asks for: Table rows (PartialObjectMetadata).
+	"table": {
+		accept: mediaTable,
+		object: "table",
+		writes: createEditDelete("table", 1, smallData),
+		check:  wantTypes("ADDED", "MODIFIED", "DELETED"),
 	},
 	// A ~200 KB ConfigMap: each event spans many chunks and TCP segments.
 	"big": {
@@ -206,8 +243,19 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	if len(list.Items) != 0 {
 		return fmt.Errorf("namespace %s still has %d configmaps", ns, len(list.Items))
 	}
+	for _, name := range sc.pre {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: smallData(0)}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s: %w", name, err)
+		}
+	}
+	if len(sc.pre) > 0 {
+		if list, err = cms.List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+	}
 	// Both watches start at this resourceVersion, so they must see exactly
-	// the same events, whenever each connection is established.
+	// the same events, whenever each connection is established (a
+	// streaming list: the state at it or later, then the changes).
 	rv := list.ResourceVersion
 	fieldSelector := ""
 	if sc.object != "" {
@@ -215,7 +263,13 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	}
 
 	// The cross-check watch: client-go, directly on the API server.
-	direct, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, FieldSelector: fieldSelector})
+	directOpts := metav1.ListOptions{ResourceVersion: rv, FieldSelector: fieldSelector}
+	if sc.watchList {
+		t := true
+		directOpts.SendInitialEvents, directOpts.AllowWatchBookmarks = &t, true
+		directOpts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
+	direct, err := cms.Watch(ctx, directOpts)
 	if err != nil {
 		return fmt.Errorf("cross-check watch: %w", err)
 	}
@@ -246,6 +300,11 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	for k, v := range sc.query {
 		q[k] = v
 	}
+	if sc.watchList {
+		q.Set("sendInitialEvents", "true")
+		q.Set("resourceVersionMatch", "NotOlderThan")
+		q.Set("allowWatchBookmarks", "true")
+	}
 	watchURL := proxyURL + "/api/v1/namespaces/" + ns + "/configmaps?" + q.Encode()
 	tmp, err := os.MkdirTemp("", "kwatch-record-")
 	if err != nil {
@@ -253,8 +312,12 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	}
 	defer os.RemoveAll(tmp)
 	headerFile, bodyFile := filepath.Join(tmp, "headers"), filepath.Join(tmp, "body")
-	cmd := exec.CommandContext(ctx, curl, "-sS", "-N", "--http1.1",
-		"-H", "Accept: "+sc.accept, "-D", headerFile, "-o", bodyFile, watchURL)
+	args := []string{"-sS", "-N", "--http1.1", "-H", "Accept: " + sc.accept, "-D", headerFile, "-o", bodyFile, watchURL}
+	if sc.gzip {
+		// Not --compressed: curl would inflate the body it writes.
+		args = append([]string{"-H", "Accept-Encoding: gzip"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, curl, args...)
 	var curlErr bytes.Buffer
 	cmd.Stderr = &curlErr
 	logf("watching %s (Accept: %s)", watchURL, sc.accept)
@@ -296,6 +359,7 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	if err != nil {
 		return fmt.Errorf("scenario writes: %w", err)
 	}
+	want += len(sc.pre)
 	logf("%d writes done; waiting for %d events on both watches", want, want)
 
 	if err := poll(30*time.Second, func() (bool, error) {
@@ -307,7 +371,7 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	}
 	if err := poll(30*time.Second, func() (bool, error) {
 		body, _ := os.ReadFile(bodyFile)
-		evs, _ := e2e.DecodeWatchStream(sc.accept, bytes.NewReader(body))
+		evs, _ := decodeBody(sc, sc.accept, body)
 		if len(withoutBookmarks(evs)) >= want {
 			return true, nil
 		}
@@ -355,14 +419,14 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	if status != 200 || !chunked {
 		return fmt.Errorf("watch response: status %d, chunked %v; headers:\n%s", status, chunked, headers)
 	}
-	if !strings.HasPrefix(contentType, strings.SplitN(sc.accept, ";", 2)[0]) {
+	if !strings.HasPrefix(contentType, strings.SplitN(sc.accept, ";", 2)[0]) || (sc.gzip && !gzipped(headers)) {
 		return fmt.Errorf("watch response Content-Type %q, asked for %q", contentType, sc.accept)
 	}
 	body, err := os.ReadFile(bodyFile)
 	if err != nil {
 		return err
 	}
-	events, err := e2e.DecodeWatchStream(contentType, bytes.NewReader(body))
+	events, err := decodeBody(sc, contentType, body)
 	if err != nil {
 		return fmt.Errorf("decoding the %d-byte body curl received: %w", len(body), err)
 	}
@@ -382,6 +446,37 @@ func record(ctx context.Context, name string, sc scenario, kubeconfig, proxyURL,
 	}
 	logf("%s: %d events (%d bytes of %s body), cross-checked against a direct client-go watch", out, len(events), len(body), contentType)
 	return nil
+}
+
+// decodeBody decodes the body curl wrote: gzip members inflated when the
+// scenario asked for gzip (a member cut short by curl's exit is read as far
+// as it goes), a Table watch by its rows, anything else with client-go.
+func decodeBody(sc scenario, contentType string, body []byte) ([]e2e.Event, error) {
+	if sc.gzip && len(body) > 0 {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, err
+		}
+		body = plain
+	}
+	if sc.accept == mediaTable {
+		return e2e.DecodeTableWatch(bytes.NewReader(body))
+	}
+	return e2e.DecodeWatchStream(contentType, bytes.NewReader(body))
+}
+
+// gzipped reports whether curl's header dump says Content-Encoding: gzip.
+func gzipped(h []byte) bool {
+	for _, l := range strings.Split(string(h), "\r\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "content-encoding") && strings.TrimSpace(v) == "gzip" {
+			return true
+		}
+	}
+	return false
 }
 
 // poll calls f every 50 ms until it returns true or an error, or d passes.
