@@ -294,17 +294,21 @@ func (fr *Framer) seekCBOR(p []byte, c int) int {
 			detail += fmt.Sprintf("; the %d bytes since offset %d were passed over", skipped, fr.seekAt)
 		}
 		fr.onProb(FrameProblem{Offset: fr.off, Kind: KindCBORRegained, Warning: true, Detail: detail})
-		pend := fr.pend
+		// Frame the held bytes as the start of an event, run by run of
+		// the chunks they came in. (With a tiny --max-event-bytes even
+		// they may be too much: the search then starts again after them.)
+		pend := append([]pendByte(nil), fr.pend...)
 		fr.pend = fr.pend[:0]
-		fr.start(pend[0].chunk)
-		fr.cbor.reset()
-		for _, pb := range pend {
-			if _, _, err := fr.cbor.scan([]byte{pb.b}, fr.max); err != nil {
-				panic("event: cborEventStart does not scan: " + err.Error())
+		for j := 0; j < len(pend); {
+			k := j
+			run := make([]byte, 0, len(pend))
+			for k < len(pend) && pend[k].chunk == pend[j].chunk {
+				run = append(run, pend[k].b)
+				k++
 			}
-			fr.take([]byte{pb.b}, pb.chunk)
+			fr.writeCBOR(run, pend[j].chunk)
+			j = k
 		}
-		fr.pend = pend[:0]
 		return i + 1
 	}
 	return len(p)
