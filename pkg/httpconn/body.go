@@ -1,103 +1,55 @@
 package httpconn
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/textproto"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // body follows one message body: its framing, its chunks and, for a watch,
 // its events.
 type body struct {
-	s        *side
-	resp     *record.Response // nil for a request body
-	exchange int
-	// closedByClient: the body ended because the client closed the
-	// connection (EndClient; EndLocal when kwatch was the client); an
-	// event it cut is not the stream's fault.
-	closedByClient bool
-	framing        string // "chunked", "content-length", "close", "none"
-	length         int64  // Content-Length
-	coded          string // transfer codings applied before chunked
-	read           int64  // body bytes consumed (framing included)
-	done           bool
-	start          time.Time
-	now            time.Time
-	dec            *chunk.Decoder
-	chunks         int
-	data           int64 // de-chunked bytes
-	trailers       []string
-	sawTrailer     bool   // a trailer field line came (kept or not)
-	trailerEnd     []byte // the line ending the trailer section, when sawTrailer
-	lastChunk      []byte // last-chunk line and the final line ending, as on the wire
-	endDetail      string // where inside the framing an unclean body stopped
-	lost           int64  // lost bytes that crossed chunk framing
-	bareLFAt       int64  // body offset of the last bare LF reported
-	sizes          []int64
-	problems       int // errors reported about this body
-	warnings       int // warnings reported about this body
+	s          *side
+	resp       *record.Response // nil for a request body
+	exchange   int
+	framing    string // "chunked", "content-length", "close", "none"
+	length     int64  // Content-Length
+	coded      string // transfer codings applied before chunked
+	read       int64  // body bytes consumed (framing included)
+	done       bool
+	start      time.Time
+	now        time.Time
+	dec        *chunk.Decoder
+	chunks     int
+	data       int64 // de-chunked bytes
+	trailers   []string
+	sawTrailer bool   // a trailer field line came (kept or not)
+	trailerEnd []byte // the line ending the trailer section, when sawTrailer
+	lastChunk  []byte // last-chunk line and the final line ending, as on the wire
+	endDetail  string // where inside the framing an unclean body stopped
+	lost       int64  // lost bytes that crossed chunk framing
+	bareLFAt   int64  // body offset of the last bare LF reported
+	sizes      []int64
+	problems   int // errors reported about this body
+	warnings   int // warnings reported about this body
 
-	// Watch events.
-	framer    *event.Framer
-	format    event.Format
-	tentative bool // watch inferred from the response only
-	events    map[string]int
-	seq       int
-	// initial: the watch gets the current state as ADDED events first
-	// (record.Request.InitialState) and they have not ended yet.
-	initial bool
-	// window holds the chunks events may still refer to, by increasing
-	// index: those of the event in progress and the current chunk.
-	window []chunkInfo
-	// pending holds decoded events waiting for their last chunk's data,
-	// and the problems found after them, to be emitted in order;
-	// pendBytes counts the bytes of those events.
-	pending   []record.Record
-	pendBytes int64
-	// pendHeld counts the bytes of pending events reserved from the
-	// connections' shared budget (Options.Budget).
-	pendHeld  int64
-	curChunk  int
-	curSize   int64
-	curData   int64
-	completed []framed // what the framer reported during the current write
-
-	// A gzip or deflate body: inf inflates the de-chunked bytes before
-	// the framer sees them; inflated and members count what it produced;
-	// infHeld is what it holds reserved from Options.Budget.
-	inf      *inflate.Inflater
-	inflated int64
-	members  int
-	infHeld  int64
+	// Watch events, mapped to the chunks that carried them (pkg/carrier,
+	// shared with the other protocol followers); nil when the body is not
+	// (or no longer) followed as a watch.
+	ev *carrier.Body
 
 	// Non-2xx: the body is kept (bounded) to show its Status.
 	keepStatus bool
 	statusBuf  []byte
 	ended      bool
-}
-
-// framed is one thing the framer reported: a complete frame or a framing
-// problem. They are handled after the write, in the order they happened,
-// so that the records do not depend on how many frames one write held.
-type framed struct {
-	frame *event.Frame
-	prob  *event.FrameProblem
-}
-
-type chunkInfo struct {
-	rec         record.Chunk
-	lastSerial  int // serial of the last frame counted in rec.Events
-	firstSerial int // serial of the first frame counted
 }
 
 // newBody starts the body of a message with header hdr; noBody says that
@@ -107,7 +59,7 @@ func (s *side) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.T
 	if !noBody {
 		f = framingOf(hdr, response)
 	}
-	b := &body{s: s, framing: f.how, length: f.length, coded: f.coded, start: t, now: t, curChunk: -1, bareLFAt: -1}
+	b := &body{s: s, framing: f.how, length: f.length, coded: f.coded, start: t, now: t, bareLFAt: -1}
 	for _, w := range f.warns {
 		s.problem("stream", s.hdrStart, "unusual body framing", w, "", true, t)
 	}
@@ -117,103 +69,39 @@ func (s *side) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.T
 	return b
 }
 
+// startEvents follows the body's watch events in format f.
 func (b *body) startEvents(f event.Format) {
-	b.format = f
-	b.events = map[string]int{}
-	b.framer = event.NewFramer(f, b.s.c.opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
-	b.framer.LimitSpans(b.s.c.opt.MaxEventChunks)
-	b.framer.SetBudget(b.s.c.opt.Budget)
+	o := b.s.c.opt
+	b.ev = carrier.New(connEnv{b.s.c}, carrier.Options{MaxEventBytes: o.MaxEventBytes, MaxEventCarriers: o.MaxEventChunks,
+		MaxInflatedBytes: o.MaxInflatedBytes, Decode: o.Decode, Budget: o.Budget},
+		attachChunks, b.s.c.rec, b.exchange, b.s.name(), f, b.now)
 }
-
-// inflaterBytes is what one Inflater holds, reserved from the shared
-// budget: flate's 32 KiB window and tables, an output buffer of 32 KiB, a
-// goroutine's stack.
-const inflaterBytes = 96 << 10
 
 // startInflate inflates the body (content coding enc, which
 // inflate.Supported accepts) before its events are framed.
-func (b *body) startInflate(enc string, t time.Time) {
-	if !b.s.c.opt.Budget.Reserve(inflaterBytes) {
-		b.problems++
-		b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: 0, Exchange: b.exchange,
-			Kind: event.KindBudget, Time: t, Detail: fmt.Sprintf("no room to inflate this %s body; its chunks are listed, its events are not decoded", enc),
-			Hint: "raise --max-buffered-bytes-total"})
-		b.framer.Discard()
-		b.framer = nil
-		return
-	}
-	b.infHeld = inflaterBytes
-	b.inf = inflate.New(enc, inflateSink{b}, b.s.c.opt.MaxInflatedBytes)
-}
-
-// inflateSink receives what the body's Inflater produces.
-type inflateSink struct{ b *body }
-
-// Inflated frames inflated bytes as carried by the chunks whose compressed
-// bytes the decompressor read to produce them: deflate hands its output on
-// a block at a time, so the bytes are shared out among those chunks in
-// proportion to the compressed bytes each gave, in order.
-func (s inflateSink) Inflated(p []byte, from []inflate.Span) {
-	b := s.b
-	b.inflated += int64(len(p))
-	var total int64
-	for _, sp := range from {
-		total += sp.Bytes
-	}
-	if total == 0 { // only buffered output: the current chunk's
-		from, total = []inflate.Span{{Carrier: b.curChunk, Bytes: 1}}, 1
-	}
-	var given int64
-	for i, sp := range from {
-		n := int64(len(p)) * sp.Bytes / total
-		if i == len(from)-1 {
-			n = int64(len(p)) - given
-		}
-		part := p[given : given+n]
-		given += n
-		if len(part) == 0 {
-			continue
-		}
-		if w := b.find(sp.Carrier); w != nil {
-			w.rec.Inflated += int64(len(part))
-		}
-		if b.framer != nil {
-			b.framer.Write(part, sp.Carrier)
-		}
+func (b *body) startInflate(enc string) {
+	if !b.ev.StartInflate(enc) {
+		b.ev = nil
 	}
 }
 
-// Member counts a member that inflated whole.
-func (s inflateSink) Member(inflate.Member) { s.b.members++ }
+// connEnv is where a body's event records go: the connection's sink.
+type connEnv struct{ c *Conn }
 
-// Problem reports damaged compressed data; what the framer held of an
-// event is dropped.
-func (s inflateSink) Problem(kind, detail string, off int64) {
-	b := s.b
-	if b.framer != nil && kind != inflate.KindJunk {
-		b.framer.Break("the compressed bytes that carried the rest of it could not be inflated")
-		b.drain()
-	}
-	b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: off, Exchange: b.exchange,
-		Kind: kind, Detail: detail, Time: b.now, Warning: kind == inflate.KindJunk})
-}
+func (e connEnv) Emit(r record.Record)      { e.c.emit(r) }
+func (e connEnv) Problem(p *record.Problem) { e.c.problem(p) }
+func (e connEnv) Locate(p *record.Problem)  { e.c.locate(p) }
 
-// contentWhere names what the framer's offsets count: the de-chunked body,
-// or the inflated content when the body is compressed.
-func (b *body) contentWhere() string {
-	if b.inf != nil || b.inflated > 0 {
-		return "content"
+// attachChunks lists an event's chunks (RFC 9112 §7.1) as record.Chunks.
+func attachChunks(ev *record.Event, carried []carrier.Carried) {
+	out := make([]record.Chunk, 0, len(carried))
+	for _, cd := range carried {
+		rc := cd.Carrier.Meta.(record.Chunk)
+		rc.Events, rc.Inflated = cd.Carrier.Events, cd.Carrier.Inflated
+		rc.Bytes, rc.Ordinal = cd.Bytes, cd.Ordinal
+		out = append(out, rc)
 	}
-	return "data"
-}
-
-// find returns the window's entry for chunk index i, or nil.
-func (b *body) find(i int) *chunkInfo {
-	k, ok := slices.BinarySearchFunc(b.window, i, func(ci chunkInfo, i int) int { return cmp.Compare(ci.rec.Index, i) })
-	if !ok {
-		return nil
-	}
-	return &b.window[k]
+	ev.Chunks = out
 }
 
 // framingText says how the body is framed, for a hint: "decoded as
@@ -270,22 +158,10 @@ func (b *body) write(p []byte, t time.Time) int {
 func (b *body) content(p []byte, t time.Time) {
 	b.data += int64(len(p))
 	b.keep(p)
-	b.frame(p, -1)
-}
-
-// frame hands de-chunked body bytes carried by chunk c (-1: not chunked)
-// to the inflater, or straight to the framer, and handles what they
-// completed.
-func (b *body) frame(p []byte, c int) {
-	switch {
-	case b.inf != nil:
-		b.inf.Write(p, c)
-	case b.framer != nil:
-		b.framer.Write(p, c)
-	default:
-		return
+	if b.ev != nil {
+		b.ev.SetTime(t)
+		b.ev.WriteUncarried(p)
 	}
-	b.flushCompleted(c)
 }
 
 func (b *body) keep(p []byte) {
@@ -307,32 +183,23 @@ func (b *body) ChunkStart(c *chunk.Chunk) {
 	if len(b.sizes) < record.MaxListedChunks {
 		b.sizes = append(b.sizes, c.Size)
 	}
-	b.curChunk, b.curSize, b.curData = c.Index, c.Size, 0
-	if b.framer == nil {
+	if b.ev == nil {
 		return
 	}
-	b.framer.ChunkStart()
-	ci := chunkInfo{rec: record.Chunk{
+	b.ev.Start(carrier.Carrier{Index: c.Index, Size: c.Size, Meta: record.Chunk{
 		Index: c.Index, Size: c.Size, SizeLine: string(c.Line), Offset: c.Offset,
 		Header: append([]byte(nil), c.Header...),
-	}}
-	// Once the event in progress lists as many chunks as it may, the
-	// chunk just left is needed by no event unless it is listed: take
-	// its place, so that an event cut into a million tiny chunks keeps
-	// the window bounded.
-	if n := len(b.window); n > 0 && b.framer.SpansFull() && b.window[n-1].rec.Index > b.framer.LastListedChunk() {
-		b.window[n-1] = ci
-		return
-	}
-	b.window = append(b.window, ci)
+	}})
 }
 
 // Data frames chunk data.
 func (b *body) Data(c *chunk.Chunk, p []byte) {
 	b.data += int64(len(p))
-	b.curData += int64(len(p))
 	b.keep(p)
-	b.frame(p, c.Index)
+	if b.ev != nil {
+		b.ev.SetTime(b.now)
+		b.ev.Write(p)
+	}
 }
 
 // ChunkEnd is a no-op: events are released when a chunk's data is complete.
@@ -380,265 +247,6 @@ func (b *body) chunkError(err error, t time.Time) {
 	b.s.c.problem(p)
 }
 
-// onFrame queues a complete frame to be counted in its chunks and decoded.
-func (b *body) onFrame(f *event.Frame) {
-	b.queueFramed(framed{frame: f})
-}
-
-// onFrameProblem queues a framing problem, to be reported in wire order
-// with the frames around it.
-func (b *body) onFrameProblem(fp event.FrameProblem) {
-	b.queueFramed(framed{prob: &fp})
-}
-
-// maxFramed bounds the frames queued during one write: a write of a few
-// MiB of tiny events ("{}\n") would otherwise queue a Frame per 3 bytes.
-const maxFramed = 256
-
-func (b *body) queueFramed(f framed) {
-	if b.framer == nil {
-		return // no longer a watch (see drain)
-	}
-	b.completed = append(b.completed, f)
-	if len(b.completed) >= maxFramed {
-		b.drain()
-	}
-}
-
-// drain reports the framing problems and decodes the frames the framer
-// reported, in order, into pending events.
-func (b *body) drain() {
-	if b.framer == nil {
-		b.completed = b.completed[:0]
-		return
-	}
-	for _, out := range b.completed {
-		if fp := out.prob; fp != nil {
-			p := &record.Problem{Direction: b.s.name(), Where: b.contentWhere(), Offset: fp.Offset,
-				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now}
-			if fp.Kind == event.KindTruncated && b.closedByClient {
-				// The client cut the event itself (kwatch: Ctrl-C,
-				// --idle-timeout, a watch it ended): nothing is wrong
-				// with the stream.
-				p.Warning = true
-				p.Hint = "the client closed the connection inside this event"
-				if b.endDetail == closedByKwatch {
-					p.Hint = "kwatch closed the connection inside this event"
-				}
-			}
-			b.dataProblem(p)
-			continue
-		}
-		f := out.frame
-		// A frame too large or damaged is still an event the chunks
-		// carried (and was counted so while in progress).
-		b.countIn(f.Spans, f.Serial)
-		if f.Damaged || f.Oversize {
-			continue
-		}
-		ev := b.decode(f)
-		if b.framer == nil {
-			// The first frame of a watch inferred from the response
-			// did not decode: the body is not a watch after all, and
-			// what follows that frame is not about events either.
-			break
-		}
-		if ev == nil {
-			continue
-		}
-		b.pending = append(b.pending, ev)
-		b.pendBytes += f.Length
-		// The event's bytes stay held until it is emitted; when the
-		// budget has no room for them, emit what is pending now.
-		if n := int64(len(f.Data)); b.s.c.opt.Budget.Reserve(n) {
-			b.pendHeld += n
-		} else {
-			b.emitPending()
-		}
-		if f.UnlistedChunks > 0 {
-			b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
-				Exchange: b.exchange, Kind: "watch event in too many chunks", Warning: true, Time: b.now,
-				Detail: fmt.Sprintf("%d more chunks carried %d of its %d bytes; only the first %d chunks are listed",
-					f.UnlistedChunks, f.UnlistedBytes, f.Length, len(f.Spans))})
-		}
-		if len(b.pending) >= maxPendingEvents || b.pendBytes > b.framerMax() {
-			// A huge chunk full of events (a chunk-size of 1 GiB,
-			// say) would keep them all: emit them now, with the
-			// counts of events per chunk known so far.
-			b.emitPending()
-		}
-	}
-	clear(b.completed) // drop the frames' data
-	b.completed = b.completed[:0]
-}
-
-// flushCompleted handles what the last write completed (drain), counts
-// events per chunk, and emits every pending event whose chunks are all
-// complete. c is the chunk the write belonged to (-1 for bodies that are not
-// chunked).
-func (b *body) flushCompleted(c int) {
-	b.drain()
-	if b.framer == nil {
-		return
-	}
-	if b.framer.InFrame() && c >= 0 && b.framer.CurrentInChunk(c) {
-		b.countIn([]event.Span{{Chunk: c}}, b.framer.Serial())
-	}
-	if c >= 0 && b.curData < b.curSize {
-		return // the chunk's data is not complete yet
-	}
-	b.release()
-}
-
-// countIn counts frame serial in the chunks of spans.
-func (b *body) countIn(spans []event.Span, serial int) {
-	for _, sp := range spans {
-		w := b.find(sp.Chunk)
-		if sp.Chunk < 0 || w == nil {
-			continue
-		}
-		if w.lastSerial < serial {
-			if w.rec.Events == 0 {
-				w.firstSerial = serial
-			}
-			w.lastSerial = serial
-			w.rec.Events++
-		}
-	}
-}
-
-// maxPendingEvents bounds the events kept waiting for the end of their
-// chunk (see release); pendBytes is bounded by the largest event.
-const maxPendingEvents = 1024
-
-// framerMax is the bound on one event's bytes.
-func (b *body) framerMax() int64 {
-	if m := b.s.c.opt.MaxEventBytes; m > 0 {
-		return m
-	}
-	return event.DefaultMaxEventBytes
-}
-
-// dataProblem reports a problem with the events of the body. While decoded
-// events wait for their chunks (see release), it waits behind them, so that
-// records keep the order of the bytes they are about.
-func (b *body) dataProblem(p *record.Problem) {
-	if p.Warning {
-		b.warnings++
-	} else {
-		b.problems++
-	}
-	if len(b.pending) == 0 {
-		b.s.c.problem(p)
-		return
-	}
-	b.s.c.locate(p)
-	b.pending = append(b.pending, p)
-}
-
-// release emits pending events (and the problems behind them) and trims
-// the chunk window.
-func (b *body) release() {
-	b.emitPending()
-	// Keep only chunks the event in progress may still need.
-	keepFrom := b.curChunk
-	if b.framer != nil && b.framer.InFrame() {
-		keepFrom = b.framer.FirstChunk()
-	}
-	if b.inf != nil {
-		// Compressed bytes read but not yet inflated will be shared
-		// out among their chunks.
-		if c, ok := b.inf.Oldest(); ok && c >= 0 && c < keepFrom {
-			keepFrom = c
-		}
-	}
-	drop := 0
-	for drop < len(b.window) && b.window[drop].rec.Index < keepFrom {
-		drop++
-	}
-	if drop > 0 {
-		n := copy(b.window, b.window[drop:])
-		clear(b.window[n:])
-		b.window = b.window[:n]
-	}
-}
-
-// emitPending emits the pending events, with their chunks, and the
-// problems behind them.
-func (b *body) emitPending() {
-	for _, r := range b.pending {
-		if ev, ok := r.(*record.Event); ok {
-			b.attachChunks(ev)
-		}
-		b.s.c.emit(r)
-	}
-	clear(b.pending)
-	b.pending = b.pending[:0]
-	b.pendBytes = 0
-	b.s.c.opt.Budget.Release(b.pendHeld)
-	b.pendHeld = 0
-}
-
-func (b *body) attachChunks(ev *record.Event) {
-	spans := ev.Chunks // placeholder from decode: Index and Bytes only
-	out := make([]record.Chunk, 0, len(spans))
-	for _, sp := range spans {
-		w := b.find(sp.Index)
-		if sp.Index < 0 || w == nil {
-			continue
-		}
-		rc := w.rec
-		rc.Bytes = sp.Bytes
-		rc.Ordinal = sp.Ordinal - w.firstSerial + 1
-		out = append(out, rc)
-	}
-	ev.Chunks = out
-}
-
-// decode turns a frame into an event record, or reports why it cannot.
-func (b *body) decode(f *event.Frame) *record.Event {
-	ev, err := event.Decode(b.format, f.Data, b.s.c.opt.Decode)
-	if err != nil {
-		if b.tentative && b.seq == 0 {
-			// The response only looked like a watch. Its record was
-			// emitted as one and stays so: records are not changed once
-			// emitted (a sink may hold them, or print them on another
-			// goroutine, as kwatch pcap does); the end record says that
-			// no events were decoded.
-			b.tentative = false
-			b.framer.Discard()
-			b.framer = nil
-			return nil
-		}
-		b.dataProblem(&record.Problem{Direction: b.s.name(), Where: "data", Offset: f.Offset,
-			Exchange: b.exchange, Kind: "watch event does not decode", Detail: err.Error(), Time: b.now})
-		b.framer.Suspect(f.Serial, f.Offset+f.Length)
-		if ev == nil {
-			return nil
-		}
-	}
-	b.tentative = false
-	b.seq++
-	event.CountType(b.events, ev.Type)
-	rec := &record.Event{Conn: b.s.c.rec, Exchange: b.exchange, Seq: b.seq, Time: b.now,
-		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
-		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion, RowKind: ev.RowKind,
-		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status, Initial: b.initial && ev.Type == "ADDED",
-		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
-	for _, sp := range f.Spans {
-		if sp.Chunk >= 0 {
-			rec.Chunks = append(rec.Chunks, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
-		}
-	}
-	if ev.Type != "ADDED" {
-		// The initial state is ADDED events, ended by the
-		// initial-events-end BOOKMARK (or, from a server that sends
-		// none, by the first other event).
-		b.initial = false
-	}
-	return rec
-}
-
 // discarded returns the body bytes the chunk decoder passed over after
 // lost bytes.
 func (b *body) discarded() int64 {
@@ -656,14 +264,14 @@ func (b *body) gap(n int64, t time.Time) bool {
 	case "chunked":
 		inData, remain := b.dec.InData()
 		keep := b.dec.Skip(n)
-		if inData && n < remain {
-			b.curData += n
+		inData = inData && n < remain
+		if inData {
 			b.data += n
 		} else {
 			b.lost += n // framing and data alike: unknown which
 		}
 		b.read += n
-		b.gapContent(n)
+		b.gapContent(n, inData)
 		if !keep {
 			b.warnings++
 			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
@@ -677,7 +285,7 @@ func (b *body) gap(n int64, t time.Time) bool {
 		}
 		b.read += n
 		b.data += n
-		b.gapContent(n)
+		b.gapContent(n, false)
 		if b.read == b.length {
 			b.done = true
 			b.finish(t)
@@ -687,25 +295,17 @@ func (b *body) gap(n int64, t time.Time) bool {
 	default:
 		b.read += n
 		b.data += n
-		b.gapContent(n)
+		b.gapContent(n, false)
 		return true
 	}
 }
 
-// gapContent tells the framer, or the inflater before it, that n bytes of
-// the de-chunked body were lost.
-func (b *body) gapContent(n int64) {
-	if b.inf != nil {
-		if b.framer != nil {
-			b.framer.Break(fmt.Sprintf("%d compressed bytes missing; the member that carried the rest of the event cannot be inflated", n))
-			b.drain()
-		}
-		b.inf.Gap(n)
-		return
-	}
-	if b.framer != nil {
-		b.framer.Gap(n)
-		b.drain()
+// gapContent tells the events' Body that n bytes of the de-chunked body
+// were lost (inside the current chunk's data when inData).
+func (b *body) gapContent(n int64, inData bool) {
+	if b.ev != nil {
+		b.ev.SetTime(b.now)
+		b.ev.Gap(n, inData)
 	}
 }
 
@@ -743,10 +343,14 @@ func (b *body) closeWith(how Ending, t time.Time) {
 		desc = "capture ended mid-stream"
 	case EndLocal:
 		desc, detail = "closed by the client", closedByKwatch
-		b.closedByClient = true
+		if b.ev != nil {
+			b.ev.ClosedByClient(true)
+		}
 	case EndClient:
 		desc = "closed by the client"
-		b.closedByClient = true
+		if b.ev != nil {
+			b.ev.ClosedByClient(false)
+		}
 	case EndDropped:
 		// One of record.End's fixed set; the detail says why.
 		desc, detail = "not decoded further", "no longer followed: too many connections open at once"
@@ -775,23 +379,22 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	// Problems the framer reports now (an event cut short) happened when
 	// the body ended, not when its last byte came.
 	b.now = t
-	if b.inf != nil {
-		// A member cut short is reported, and what it produced framed,
-		// before the framer learns that the body ended.
-		b.inf.Close()
-		b.inf = nil
-		b.s.c.opt.Budget.Release(b.infHeld)
-		b.infHeld = 0
-	}
-	if b.framer != nil {
-		b.framer.Close()
-		b.drain()
-		b.release()
-	}
 	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
-		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Events: b.events, Chunks: b.chunks,
-		Bytes: b.read, Data: b.data, Inflated: b.inflated, Members: b.members, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
-		Watch: b.framer != nil, ChunkSizes: b.sizes, Request: b.resp == nil}
+		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Chunks: b.chunks,
+		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
+		ChunkSizes: b.sizes, Request: b.resp == nil}
+	if b.ev != nil {
+		b.ev.SetTime(t)
+		b.ev.Close()
+		e.Watch = b.ev.Watching()
+		if e.Watch {
+			e.Events = b.ev.Events()
+		}
+		e.Inflated, e.Members = b.ev.Inflated()
+		p, w := b.ev.Counts()
+		e.Problems += p
+		e.Warnings += w
+	}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
 		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)
 		if e.Status == nil {

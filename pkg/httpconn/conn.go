@@ -443,9 +443,9 @@ func (s *side) startMidStream(t time.Time) {
 	b := s.newBody(hdr, true, false, t)
 	b.exchange, b.resp = resp.Exchange, resp
 	b.startEvents(event.FormatJSON)
-	b.tentative = true
+	b.ev.SetTentative()
 	b.dec.Resync()
-	b.framer.Resync()
+	b.ev.Resync()
 	s.c.emit(resp)
 	s.body = b
 }

@@ -132,6 +132,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	}
 	if code >= 200 && code < 300 {
 		f, ok := event.FormatForContentType(resp.ContentType)
+		tentative := false
 		switch {
 		case req != nil && req.Watch && ok:
 			resp.Watch = true
@@ -140,7 +141,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			// body of a Kubernetes media type may be a watch; the first
 			// event confirms it.
 			resp.Watch = true
-			b.tentative = true
+			tentative = true
 		}
 		enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", "))
 		if enc != "" && !strings.EqualFold(enc, "identity") {
@@ -163,9 +164,12 @@ func (s *side) startResponse(h []byte, t time.Time) {
 			default:
 				resp.Format = f.String()
 				b.startEvents(f)
-				b.initial = req != nil && req.InitialState
+				if tentative {
+					b.ev.SetTentative()
+				}
+				b.ev.SetInitial(req != nil && req.InitialState)
 				if resp.ContentEncoding != "" {
-					b.startInflate(resp.ContentEncoding, t)
+					b.startInflate(resp.ContentEncoding)
 				}
 			}
 		}
