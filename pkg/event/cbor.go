@@ -15,31 +15,36 @@ import (
 // Framer here walks the item's heads (RFC 8949 §3) as bytes arrive, keeps
 // the offsets and chunks, and leaves decoding to apimachinery.
 
-// cborEventStart is how kube-apiserver starts every CBOR watch event: the
-// self-described CBOR tag (d9 d9 f7), a map of two pairs (a2), and the key
-// "type" as a byte string (44 't' 'y' 'p' 'e'); apimachinery's encoder sorts
-// keys by their encoded bytes, so "type" comes before "object". After lost
-// bytes the Framer looks for it to regain the framing.
-var cborEventStart = []byte{0xd9, 0xd9, 0xf7, 0xa2, 0x44, 't', 'y', 'p', 'e'}
+// cborEventStarts are how kube-apiserver starts every CBOR watch event: the
+// self-described CBOR tag (d9 d9 f7), a map of two pairs (a2), and its first
+// key as a byte string: "type" (44 't' 'y' 'p' 'e') for most events, but
+// "object" (46 'o' 'b' 'j' 'e' 'c' 't') first for the watch cache's
+// bookmarks (seen from kube-apiserver v1.37.2). After lost bytes the Framer
+// looks for one of them to regain the framing.
+var cborEventStarts = [][]byte{
+	{0xd9, 0xd9, 0xf7, 0xa2, 0x44, 't', 'y', 'p', 'e'},
+	{0xd9, 0xd9, 0xf7, 0xa2, 0x46, 'o', 'b', 'j', 'e', 'c', 't'},
+}
 
-// cborStartFail is the KMP failure function of cborEventStart: after
-// matching i+1 bytes and then a mismatch, the longest proper prefix of the
-// pattern that is still a suffix of what was matched.
-var cborStartFail = kmpFailure(cborEventStart)
-
-func kmpFailure(p []byte) []int {
-	f := make([]int, len(p))
-	k := 0
-	for i := 1; i < len(p); i++ {
-		for k > 0 && p[i] != p[k] {
-			k = f[k-1]
+// cborStartMatch reports whether b is a prefix of an event start (partial)
+// and whether it is a whole one (full).
+func cborStartMatch(b []pendByte) (partial, full bool) {
+	for _, pat := range cborEventStarts {
+		if len(b) > len(pat) {
+			continue
 		}
-		if p[i] == p[k] {
-			k++
+		ok := true
+		for i, pb := range b {
+			if pb.b != pat[i] {
+				ok = false
+				break
+			}
 		}
-		f[i] = k
+		if ok {
+			return true, len(b) == len(pat)
+		}
 	}
-	return f
+	return false, false
 }
 
 // maxCBORDepth bounds how deeply the containers of one CBOR data item may
@@ -265,27 +270,27 @@ func (fr *Framer) writeCBOR(p []byte, c int) {
 	}
 }
 
-// seekCBOR looks in p for cborEventStart after CBOR framing was lost and
+// seekCBOR looks in p for one of cborEventStarts after CBOR framing was lost and
 // returns how many bytes of p it consumed. Bytes that cannot begin the
 // pattern are passed over; the bytes of a partial match are held (fr.pend)
 // until it completes or fails. When the pattern completes, the framing is
 // regained: a frame starts with the held bytes.
 func (fr *Framer) seekCBOR(p []byte, c int) int {
 	for i, b := range p {
-		m := len(fr.pend)
-		for m > 0 && b != cborEventStart[m] {
-			k := cborStartFail[m-1]
-			// The held bytes before the new partial match are passed over.
-			fr.off += int64(m - k)
-			fr.pend = append(fr.pend[:0], fr.pend[m-k:]...)
-			m = k
-		}
-		if b != cborEventStart[m] {
-			fr.off++
-			continue
-		}
 		fr.pend = append(fr.pend, pendByte{b, c})
-		if len(fr.pend) < len(cborEventStart) {
+		partial, full := cborStartMatch(fr.pend)
+		for !partial {
+			// The first held byte starts no event: pass it over, and see
+			// whether the bytes after it still may (at most 11 bytes are
+			// held, so this costs little).
+			fr.off++
+			fr.pend = append(fr.pend[:0], fr.pend[1:]...)
+			if len(fr.pend) == 0 {
+				break
+			}
+			partial, full = cborStartMatch(fr.pend)
+		}
+		if !full {
 			continue
 		}
 		fr.lost = false
@@ -314,7 +319,7 @@ func (fr *Framer) seekCBOR(p []byte, c int) int {
 	return len(p)
 }
 
-// dropPendingCBOR passes over the bytes of a partial cborEventStart match.
+// dropPendingCBOR passes over the bytes of a partial match of cborEventStarts.
 func (fr *Framer) dropPendingCBOR() {
 	fr.off += int64(len(fr.pend))
 	fr.pend = fr.pend[:0]

@@ -291,6 +291,46 @@ func TestCBORLostAndRegained(t *testing.T) {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
 	})
+	t.Run("bookmark with object first", func(t *testing.T) {
+		// The watch cache's bookmarks start with the key "object": the
+		// real body's BOOKMARK at 339 is found after the loss.
+		body, err := os.ReadFile("testdata/cbor-watch.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c collected
+		fr := c.framer(FormatCBOR, 0)
+		fr.Resync()
+		fr.Write(body[300:], 0)
+		fr.Close()
+		want := fmt.Sprintf("BOOKMARK@39 MODIFIED@171 | %s @39", KindCBORRegained)
+		if got := summary(&c); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+	t.Run("every event oversize", func(t *testing.T) {
+		body, err := os.ReadFile("testdata/cbor-watch.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, max := range []int64{3, 20, 100} {
+			var c collected
+			fr := c.framer(FormatCBOR, max)
+			fr.Write(body[:339], 0)
+			fr.Write(body[339:471], 1)
+			fr.Write(body[471:], 2)
+			fr.Close()
+			var at []int64
+			for _, p := range c.problems {
+				if p.Kind == KindOversize {
+					at = append(at, p.Offset)
+				}
+			}
+			if fmt.Sprint(at) != "[0 339 471]" {
+				t.Errorf("max %d: oversize reported at %v, want [0 339 471]:\n%s", max, at, c.String())
+			}
+		}
+	})
 	t.Run("oversize and cut short", func(t *testing.T) {
 		var c collected
 		fr := c.framer(FormatCBOR, 200)
