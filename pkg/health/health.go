@@ -107,10 +107,14 @@ func (t *Tracker) Emit(r record.Record) {
 		if !strings.HasPrefix(v.Reason, "initial") && v.Reason != "after LIST" {
 			t.overall.Restarts++
 			t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason)
+			if strings.HasSuffix(v.Reason, "(watch-list)") {
+				t.overall.Relists++ // the current state again, without a LIST
+			}
 		}
 	case *record.List:
-		// Every LIST after the first is a re-list, whatever started it.
-		if v.Reason != "initial" {
+		// Every LIST after the first is a re-list, whatever started it
+		// (the first may follow a refused watch-list).
+		if !strings.HasPrefix(v.Reason, "initial") {
 			t.overall.Relists++
 		}
 	case *record.Summary:

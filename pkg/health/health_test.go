@@ -88,3 +88,45 @@ func TestHealthInitialState(t *testing.T) {
 		t.Errorf("findings %+v, want only event 5 (211 then 205)", got[0].Findings)
 	}
 }
+
+// TestHealthRelists: the overall health counts re-lists as the loop does:
+// a LIST after the first, or a watch-list that gets the current state again
+// (after 410 Gone); not the LIST that follows a refused watch-list.
+func TestHealthRelists(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		recs     []record.Record
+		relists  int
+		restarts int
+	}{
+		{"watch-list after 410", []record.Record{
+			&record.WatchStart{Time: t0, Reason: "initial (watch-list)"},
+			&record.WatchStart{Time: t0, Reason: "re-list after 410 Gone (watch-list)"},
+		}, 1, 1},
+		{"watch-list refused", []record.Record{
+			&record.WatchStart{Time: t0, Reason: "initial (watch-list)"},
+			&record.List{Time: t0, Reason: "initial (watch-list refused)"},
+			&record.WatchStart{Time: t0, Reason: "after LIST"},
+		}, 0, 0},
+		{"LIST after 410", []record.Record{
+			&record.List{Time: t0, Reason: "initial"},
+			&record.WatchStart{Time: t0, Reason: "after LIST"},
+			&record.List{Time: t0, Reason: "re-list after 410 Gone"},
+			&record.WatchStart{Time: t0, Reason: "after LIST"},
+		}, 1, 0},
+	} {
+		var overall *record.Health
+		tr := New(record.SinkFunc(func(r record.Record) {
+			if h, ok := r.(*record.Health); ok && h.Conn == nil {
+				overall = h
+			}
+		}))
+		for _, r := range append(tc.recs, &record.Summary{Time: t0}) {
+			tr.Emit(r)
+		}
+		if overall == nil || overall.Relists != tc.relists || overall.Restarts != tc.restarts {
+			t.Errorf("%s: overall health %+v, want %d re-lists and %d restarts", tc.name, overall, tc.relists, tc.restarts)
+		}
+	}
+}

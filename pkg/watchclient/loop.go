@@ -181,7 +181,7 @@ func (l *loop) run(ctx context.Context) error {
 			// The watch itself brings the current state.
 			needList, l.watchList, l.rv = false, true, ""
 			l.collecting = map[string]object{}
-			if reason != "initial" {
+			if !strings.HasPrefix(reason, "initial") {
 				l.stats.Relists++
 			}
 			reason += " (watch-list)"
@@ -218,6 +218,7 @@ func (l *loop) run(ctx context.Context) error {
 			// A server without streaming lists (or with them off):
 			// list, as client-go falls back.
 			l.watchList, l.listInstead, needList = false, true, true
+			l.collecting = nil // what comes next is a LIST, then a plain watch
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "watch-list refused",
 				Detail: fmt.Sprintf("the API server refused a streaming list of %s: %v", l.resourceName(), err),
 				Hint:   "listing, then watching, as client-go falls back"})
@@ -490,7 +491,7 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		}
 	}
 	l.emit(lr)
-	if reason != "initial" {
+	if !strings.HasPrefix(reason, "initial") {
 		// A re-list, whatever started it (after 410 Gone, also when the
 		// run began from --resource-version and has no state to compare).
 		l.stats.Relists++

@@ -816,24 +816,28 @@ func TestLoopRelistCounted(t *testing.T) {
 func TestLoopWatchListFallback(t *testing.T) {
 	fs := &fakeServer{t: t, list: []string{listBody("7", "a")}, watches: []func(http.ResponseWriter, *http.Request){
 		status(422, "Invalid", "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
+		// The plain watch after the LIST ends as a server timeout does:
+		// a resume, neither a retry nor a re-list.
+		events(`{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8"}}}`),
 	}}
-	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", WatchList: true}, 2, ConnectOptions{})
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", WatchList: true}, 3, ConnectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	warned := false
-	var paths []string
+	var paths, reasons []string
 	for _, r := range sink.snapshot() {
 		switch v := r.(type) {
 		case *record.Problem:
 			warned = warned || v.Kind == "watch-list refused"
 		case *record.WatchStart:
-			paths = append(paths, v.Path)
+			paths, reasons = append(paths, v.Path), append(reasons, v.Reason)
 		}
 	}
-	if !warned || stats.Lists != 1 || len(paths) < 2 || !strings.Contains(paths[0], "sendInitialEvents=true") ||
-		strings.Contains(paths[1], "sendInitialEvents") || !strings.Contains(paths[1], "resourceVersion=7") {
-		t.Errorf("warned %v, lists %d, watches %q", warned, stats.Lists, paths)
+	if !warned || stats.Lists != 1 || stats.Relists != 0 || stats.Retries != 0 || len(paths) < 3 || !strings.Contains(paths[0], "sendInitialEvents=true") ||
+		strings.Contains(paths[1], "sendInitialEvents") || !strings.Contains(paths[1], "resourceVersion=7") ||
+		!strings.Contains(paths[2], "resourceVersion=8") || !strings.HasPrefix(reasons[2], "resume: ") {
+		t.Errorf("warned %v, lists %d, relists %d, retries %d, watches %q, reasons %q", warned, stats.Lists, stats.Relists, stats.Retries, paths, reasons)
 	}
 }
 
