@@ -206,6 +206,9 @@ type input struct {
 	started bool
 	// read lists the carriers of the bytes read since the last output.
 	read []Span
+	// gapped: peek passed over lost bytes (the bytes after them, up to
+	// the next member, belong to a member whose start was lost).
+	gapped bool
 }
 
 // note records n bytes read from the current carrier.
@@ -274,6 +277,7 @@ func (r *input) peek() (byte, bool) {
 		case nil:
 			return r.cur[0], true
 		case errGap:
+			r.gapped = true
 			continue
 		default:
 			return 0, false
@@ -348,6 +352,12 @@ func (w *worker) nextMember() (int64, bool) {
 	from := w.r.off
 	for {
 		c, ok := w.r.peek()
+		if w.r.gapped {
+			// Lost bytes (reported by the caller as missing): what
+			// follows them up to the next member is the rest of one
+			// whose start was lost, not junk.
+			w.r.gapped, w.resync = false, true
+		}
 		if !ok {
 			if w.r.off > from && !w.resync {
 				w.h.Problem(KindJunk, fmt.Sprintf("%d bytes that do not start a gzip member, then the body ended", w.r.off-from), from)

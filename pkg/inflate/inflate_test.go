@@ -192,3 +192,24 @@ func BenchmarkWatchMembers(b *testing.B) {
 		}
 	}
 }
+
+// TestGapBetweenMembers: bytes lost with the start of a member leave the
+// rest of that member, which is part of the loss (the caller reports it),
+// not bytes between members; the member after it inflates.
+func TestGapBetweenMembers(t *testing.T) {
+	ev := strings.Repeat(`{"type":"ADDED","object":{}}`+"\n", 20)
+	m := gz(t, ev)
+	for _, lost := range []int{1, 10, len(m) - 1} {
+		r := &rec{}
+		z := New("gzip", r, 0)
+		z.Write(m, 0)
+		z.Gap(int64(lost))
+		z.Write(m[lost:], 1) // the rest of the second member
+		z.Write(m, 2)
+		z.Close()
+		want := fmt.Sprintf("member 1 at 0: %d -> %d; member 2 at %d: %d -> %d", len(m), len(ev), 2*len(m), len(m), len(ev))
+		if got := strings.Join(r.log, "; "); got != want {
+			t.Errorf("%d bytes lost: log %q\nwant %q", lost, got, want)
+		}
+	}
+}
