@@ -396,7 +396,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 		e.Warnings += w
 	}
 	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
-		e.Status = decodeStatus(b.resp.ContentType, b.statusBuf)
+		e.Status = DecodeStatus(b.resp.ContentType, b.statusBuf)
 		if e.Status == nil {
 			e.BodyText = clip(string(b.statusBuf))
 		}
@@ -404,9 +404,9 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	b.s.c.emit(e)
 }
 
-// decodeStatus decodes a metav1.Status body (JSON, possibly pretty-printed
+// DecodeStatus decodes a metav1.Status body (JSON, possibly pretty-printed
 // over several lines, or protobuf); nil when it is not one.
-func decodeStatus(ct string, data []byte) *metav1.Status {
+func DecodeStatus(ct string, data []byte) *metav1.Status {
 	if f, ok := event.FormatForContentType(ct); ok && f == event.FormatProtobuf {
 		return event.DecodeStatusProtobuf(data)
 	}

@@ -68,6 +68,22 @@ type Options struct {
 	// Locate, if set, is called on every Problem before it is emitted, to
 	// add where the bytes came from (capture file and packet number).
 	Locate func(*record.Problem)
+	// HTTP2, if set, makes the follower of a connection whose client
+	// starts with the HTTP/2 connection preface (RFC 9113 §3.4, prior
+	// knowledge): every byte of the connection then goes to it. Unset,
+	// such a connection gets a note that it is not decoded.
+	HTTP2 func(rec *record.Conn, sink record.Sink) Follower
+}
+
+// Follower follows a connection that is not HTTP/1.1 (pkg/h2conn for
+// HTTP/2), with the same feeding methods as Conn.
+type Follower interface {
+	ClientData(p []byte, t time.Time)
+	ServerData(p []byte, t time.Time)
+	ClientGap(n int64, t time.Time)
+	ServerGap(n int64, t time.Time)
+	CloseClient(how Ending, t time.Time)
+	CloseServer(how Ending, t time.Time)
 }
 
 // Conn is the HTTP/1.1 state of one connection. Create it with New.
@@ -85,6 +101,9 @@ type Conn struct {
 	exchange      int
 	tlsNoted      bool // the connection's TLS note was emitted: one per connection
 	last          time.Time
+	// other follows the connection instead once it turned out to be
+	// HTTP/2 (Options.HTTP2).
+	other Follower
 }
 
 // New returns a Conn that reports records of connection rec to sink.
@@ -102,16 +121,42 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 func (c *Conn) Record() *record.Conn { return c.rec }
 
 // ClientData feeds bytes the client sent, seen at time t.
-func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.client.feed(p, t) }
+func (c *Conn) ClientData(p []byte, t time.Time) {
+	c.last = t
+	if c.other != nil {
+		c.other.ClientData(p, t)
+		return
+	}
+	c.client.feed(p, t)
+}
 
 // ServerData feeds bytes the server sent, seen at time t.
-func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.server.feed(p, t) }
+func (c *Conn) ServerData(p []byte, t time.Time) {
+	c.last = t
+	if c.other != nil {
+		c.other.ServerData(p, t)
+		return
+	}
+	c.server.feed(p, t)
+}
 
 // ClientGap reports n bytes the client sent that were not captured.
-func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
+func (c *Conn) ClientGap(n int64, t time.Time) {
+	if c.other != nil {
+		c.other.ClientGap(n, t)
+		return
+	}
+	c.client.gap(n, t)
+}
 
 // ServerGap reports n bytes the server sent that were not captured.
-func (c *Conn) ServerGap(n int64, t time.Time) { c.server.gap(n, t) }
+func (c *Conn) ServerGap(n int64, t time.Time) {
+	if c.other != nil {
+		c.other.ServerGap(n, t)
+		return
+	}
+	c.server.gap(n, t)
+}
 
 // Ending says why a side's byte stream ended.
 type Ending int
@@ -140,10 +185,22 @@ const (
 
 // CloseServer ends the server's byte stream, which ends a body read until
 // close and shows how a chunked body ended.
-func (c *Conn) CloseServer(how Ending, t time.Time) { c.server.close(how, t) }
+func (c *Conn) CloseServer(how Ending, t time.Time) {
+	if c.other != nil {
+		c.other.CloseServer(how, t)
+		return
+	}
+	c.server.close(how, t)
+}
 
 // CloseClient ends the client's byte stream.
-func (c *Conn) CloseClient(how Ending, t time.Time) { c.client.close(how, t) }
+func (c *Conn) CloseClient(how Ending, t time.Time) {
+	if c.other != nil {
+		c.other.CloseClient(how, t)
+		return
+	}
+	c.client.close(how, t)
+}
 
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 
@@ -269,6 +326,12 @@ func (s *side) sniffDecided(b []byte) bool {
 		if looksLike(b, "HTTP/") {
 			return len(b) >= len("HTTP/")
 		}
+		if s.c.opt.HTTP2 != nil && !s.c.client.seen && len(b) >= 4 && b[3] == 0x4 {
+			// May be an HTTP/2 server's SETTINGS, ahead of the client's
+			// preface in the capture: hold it (up to 64 KiB) until the
+			// client shows.
+			return len(b) >= 64<<10
+		}
 	} else if ok, sure := methodPrefix(b); ok || !sure {
 		return sure
 	}
@@ -347,6 +410,10 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		return false
 	}
 	if bytes.HasPrefix(p, []byte(h2Preface)) {
+		if s.c.opt.HTTP2 != nil && !s.isServer {
+			s.c.startHTTP2(p, t)
+			return false
+		}
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "http2",
 			Message: "HTTP/2 (prior knowledge preface): not decoded; kwatch decodes HTTP/1.1"})
 		return false
@@ -367,6 +434,19 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 		Message: fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
 			s.name(), head(p, sniffHead))})
 	return false
+}
+
+// startHTTP2 hands the connection to the HTTP/2 follower: the client's
+// first bytes p (starting with the preface) and whatever the server sent
+// that is held unsniffed.
+func (c *Conn) startHTTP2(p []byte, t time.Time) {
+	c.other = c.opt.HTTP2(c.rec, c.sink) // marks c.rec as HTTP/2 before anything about it is emitted
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "HTTP/2 with prior knowledge (the client's connection preface)"})
+	c.other.ClientData(p, t)
+	if held := c.server.sniffBuf; len(held) > 0 && !c.server.seen {
+		c.server.sniffBuf, c.server.seen, c.server.dead = nil, true, true
+		c.other.ServerData(held, t)
+	}
 }
 
 // noteTLS emits the connection's one note about TLS once its directions

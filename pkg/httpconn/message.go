@@ -59,10 +59,10 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	if err != nil {
 		s.problem("stream", s.hdrStart, "malformed header field", headerErrorText(err), "", true, t)
 	}
-	redactCredentials(hdr)
+	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: asksInitialState(parts[1])}
+		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: AsksInitialState(parts[1])}
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -186,12 +186,12 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	s.body = b
 }
 
-// asksInitialState reports whether a watch request's target gets the
+// AsksInitialState reports whether a watch request's target gets the
 // current state as ADDED events first: sendInitialEvents=true (a
 // watch-list, Kubernetes API concepts: streaming lists), or no
 // resourceVersion, or "0" (semantics for watch: "Get State and Start at
 // Most Recent" / "Any").
-func asksInitialState(target string) bool {
+func AsksInitialState(target string) bool {
 	u, err := url.Parse(target)
 	if err != nil {
 		return false
@@ -447,9 +447,9 @@ func isDigits(s string) bool {
 // values never leave the decoder.
 var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Remote-User", "Impersonate-User"}
 
-// redactCredentials replaces the values of credential header fields with
+// RedactCredentials replaces the values of credential header fields with
 // "REDACTED" (keeping the scheme word of Authorization, e.g. "Bearer").
-func redactCredentials(h textproto.MIMEHeader) {
+func RedactCredentials(h textproto.MIMEHeader) {
 	for _, f := range credentialFields {
 		vs := h[f]
 		for i, v := range vs {

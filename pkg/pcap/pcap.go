@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/reassembly"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -142,6 +143,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	wg.Go(func() { dec.out.run(sink) })
 	// A capture may begin while a watch is already open.
 	rd.httpOpt.MidStream = true
+	rd.httpOpt.HTTP2 = h2conn.Factory(rd.httpOpt)
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
 	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn

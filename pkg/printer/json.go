@@ -123,7 +123,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	if v.Conn != j.lastConn || v.Conn == nil {
 		j.lastConn, j.lastConnText = v.Conn, v.Conn.String()
 	}
-	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks,
+	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks, Frames: v.Frames,
 		Connection: j.lastConnText, Time: rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
 		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
@@ -207,6 +207,7 @@ type jsonEvent struct {
 	Type             string          `json:"type"`
 	Object           json.RawMessage `json:"object"`
 	Chunks           []jsonChunk     `json:"chunks"`
+	Frames           []record.Frame  `json:"frames,omitempty"`
 	Connection       string          `json:"connection"`
 	Time             string          `json:"time"`
 	Exchange         int             `json:"exchange"`
@@ -235,6 +236,7 @@ type jsonEnd struct {
 	Request    bool           `json:"request,omitempty"`
 	Events     map[string]int `json:"events"`
 	Chunks     int            `json:"chunks"`
+	Frames     int            `json:"frames,omitempty"`
 	ChunkSizes []int64        `json:"chunkSizes,omitempty"`
 	Bytes      int64          `json:"bytes"`
 	Data       int64          `json:"dataBytes"`
@@ -284,6 +286,7 @@ type jsonSummary struct {
 	Watches     int            `json:"watches"`
 	Events      map[string]int `json:"events"`
 	Chunks      int            `json:"chunks"`
+	Frames      int            `json:"frames,omitempty"`
 	Problems    int            `json:"problems"`
 	Warnings    int            `json:"warnings"`
 	// Live sessions (kwatch stream) only.
@@ -367,7 +370,7 @@ func (j *JSON) object(r record.Record) any {
 			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header}
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
-			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks,
+			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
 			Bytes: v.Bytes, Data: v.Data, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
 		if e.Events == nil { // a map of counts is written even when empty
@@ -400,7 +403,7 @@ func (j *JSON) object(r record.Record) any {
 	case *record.Summary:
 		t := &j.tally
 		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded,
-			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Problems: t.Problems, Warnings: t.Warnings}
+			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
 		if v.Live {
 			s.Packets = nil
 			s.Connections = t.Connections

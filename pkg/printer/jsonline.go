@@ -59,6 +59,41 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 		}
 		b = append(b, ']')
 	}
+	if len(ev.Frames) > 0 {
+		b = append(b, `,"frames":[`...)
+		for i := range ev.Frames {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			f := &ev.Frames[i]
+			b = append(b, `{"stream":`...)
+			b = strconv.AppendUint(b, uint64(f.Stream), 10)
+			b = append(b, `,"index":`...)
+			b = strconv.AppendInt(b, int64(f.Index), 10)
+			b = append(b, `,"length":`...)
+			b = strconv.AppendInt(b, f.Length, 10)
+			if f.Padding != 0 {
+				b = append(b, `,"padding":`...)
+				b = strconv.AppendInt(b, f.Padding, 10)
+			}
+			if f.EndStream {
+				b = append(b, `,"endStream":true`...)
+			}
+			b = append(b, `,"offset":`...)
+			b = strconv.AppendInt(b, f.Offset, 10)
+			for _, kv := range [...]struct {
+				key string
+				v   int64
+			}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
+				if kv.v != 0 {
+					b = append(b, kv.key...)
+					b = strconv.AppendInt(b, kv.v, 10)
+				}
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"connection":`...)
 	b = appendJSONString(b, ev.Connection)
 	b = append(b, `,"time":`...)

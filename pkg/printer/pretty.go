@@ -112,12 +112,21 @@ func (p *Pretty) id(c *record.Conn) string {
 	return p.cs.conn.Sprintf("#%d", c.ID)
 }
 
+// xid names an exchange's connection, and on an HTTP/2 connection, whose
+// exchanges are streams that interleave, the stream too: "#1 s3".
+func (p *Pretty) xid(c *record.Conn, exchange int) string {
+	if c == nil || !c.HTTP2 || exchange == 0 {
+		return p.id(c)
+	}
+	return p.cs.conn.Sprintf("#%d s%d", c.ID, exchange)
+}
+
 func (p *Pretty) print(r record.Record) {
 	switch v := r.(type) {
 	case connRecord:
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
 	case *record.Request:
-		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.id(v.Conn), Escape(v.Method), Escape(v.Target), Escape(v.Proto))
+		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), Escape(v.Method), Escape(v.Target), Escape(v.Proto))
 	case *record.Response:
 		p.printResponse(v)
 	case *record.Event:
@@ -238,7 +247,7 @@ func (p *Pretty) printResponse(v *record.Response) {
 	if v.StatusCode >= 400 {
 		status = p.cs.problem.Sprint(status)
 	}
-	p.w.printf("%s %s < %s · %s\n", p.ts(v.Time), p.id(v.Conn), status, strings.Join(parts, " · "))
+	p.w.printf("%s %s < %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), status, strings.Join(parts, " · "))
 }
 
 // ChunkText describes the chunks that carried an event: "chunk 0x3aa = 938
@@ -246,6 +255,9 @@ func (p *Pretty) printResponse(v *record.Response) {
 // = 32768 bytes", or "425 bytes, not chunked" for a body that is not chunked
 // (Content-Length, HTTP/2).
 func ChunkText(e *record.Event) string {
+	if len(e.Frames) > 0 {
+		return frameText(e.Frames)
+	}
 	switch len(e.Chunks) {
 	case 0:
 		return fmt.Sprintf("%d bytes, not chunked", e.Length)
@@ -273,6 +285,42 @@ func ChunkText(e *record.Event) string {
 	for _, c := range e.Chunks {
 		inflated += c.Inflated
 	}
+	if inflated > 0 {
+		s += fmt.Sprintf(" → %d inflated", inflated)
+	}
+	if shared {
+		s += " (shared with other events)"
+	}
+	return s
+}
+
+// frameText describes the HTTP/2 DATA frames that carried an event: "DATA
+// frame 3 = 938 bytes", "1 of 2 events in DATA frame 0 = 1450 bytes → 2900
+// inflated", "13 DATA frames: 16384+…+3815 bytes".
+func frameText(fs []record.Frame) string {
+	if len(fs) == 1 {
+		f := fs[0]
+		s := fmt.Sprintf("DATA frame %d = %d bytes", f.Index, f.Data())
+		if f.Padding > 0 {
+			s += fmt.Sprintf(" (+%d padding)", f.Padding)
+		}
+		if f.Inflated > 0 {
+			s += fmt.Sprintf(" → %d inflated", f.Inflated)
+		}
+		if f.Events > 1 {
+			s = fmt.Sprintf("%d of %d events in %s", f.Ordinal, f.Events, s)
+		}
+		return s
+	}
+	sizes := make([]string, len(fs))
+	shared := false
+	var inflated int64
+	for i, f := range fs {
+		sizes[i] = fmt.Sprint(f.Data())
+		shared = shared || f.Events > 1
+		inflated += f.Inflated
+	}
+	s := fmt.Sprintf("%d DATA frames: %s bytes", len(fs), strings.Join(sizes, "+"))
 	if inflated > 0 {
 		s += fmt.Sprintf(" → %d inflated", inflated)
 	}
@@ -312,7 +360,7 @@ func (p *Pretty) printEvent(e *record.Event) {
 			what += "  initial"
 		}
 	}
-	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.dim.Sprintf("%3d", e.Seq),
+	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
 		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
 	for _, ch := range e.Changes {
 		c := p.cs.modified
@@ -325,6 +373,10 @@ func (p *Pretty) printEvent(e *record.Event) {
 		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), c.Sprint(Escape(ch)))
 	}
 	if p.opt.Wire {
+		for _, f := range e.Frames {
+			p.w.printf("%s      DATA frame %d of stream %d @%d  length %d, padding %d, END_STREAM %v\n", strings.Repeat(" ", 15),
+				f.Index, f.Stream, f.Offset, f.Length, f.Padding, f.EndStream)
+		}
 		for _, ch := range e.Chunks {
 			p.w.printf("%s      chunk %d @%d  %s %s  %d data bytes  0d 0a\n", strings.Repeat(" ", 15),
 				ch.Index, ch.Offset, hexBytes(ch.Header), p.cs.dim.Sprintf("%q", ch.Header), ch.Size)
@@ -387,6 +439,8 @@ func (p *Pretty) printEnd(e *record.End) {
 		}
 		parts = append(parts, cs)
 		parts = append(parts, fmt.Sprintf("%d data bytes in %d body bytes", e.Data, e.Bytes))
+	} else if e.Frames > 0 {
+		parts = append(parts, plural(e.Frames, "DATA frame"), fmt.Sprintf("%d data bytes in %d frame bytes", e.Data, e.Bytes))
 	} else if e.Bytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d body bytes", e.Bytes))
 	}
@@ -402,7 +456,7 @@ func (p *Pretty) printEnd(e *record.End) {
 	if e.Warnings > 0 {
 		parts = append(parts, p.cs.warning.Sprint(plural(e.Warnings, "warning")))
 	}
-	p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), strings.Join(parts, " · "))
+	p.w.printf("%s %s %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), strings.Join(parts, " · "))
 	if e.Status != nil {
 		p.w.printf("%s %s %s\n", p.ts(e.Time), p.id(e.Conn), p.cs.problem.Sprint("status: "+StatusText(e.Status)))
 	} else if e.BodyText != "" {
@@ -487,6 +541,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		watches = fmt.Sprintf("%d watches", t.Watches)
 	}
 	parts = append(parts, watches, countsLine(t.Events), plural(t.Chunks, "chunk"))
+	if t.Frames > 0 {
+		parts = append(parts, plural(t.Frames, "DATA frame"))
+	}
 	pw := fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning"))
 	if t.Problems+t.Warnings > 0 {
 		pw = p.cs.warning.Sprint(pw)

@@ -46,6 +46,7 @@ type Printer interface {
 type Tally struct {
 	Events      map[string]int
 	Chunks      int
+	Frames      int // HTTP/2 DATA frames of the responses
 	Watches     int
 	Exchanges   int
 	Problems    int // errors
@@ -148,6 +149,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return nil
 		}
 		f.tally.Chunks += v.Chunks
+		f.tally.Frames += v.Frames
 		return []record.Record{r}
 	case *record.ConnNote:
 		if v.Kind == "tls" || v.Kind == "not-http" || v.Kind == "http2" {

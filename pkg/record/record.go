@@ -58,6 +58,10 @@ type Conn struct {
 	Client netip.AddrPort
 	// Server is the other endpoint.
 	Server netip.AddrPort
+	// HTTP2 is true once the connection turned out to be HTTP/2 (set
+	// before any record of its streams is emitted, never changed after):
+	// its exchanges are streams, numbered by stream identifier.
+	HTTP2 bool
 }
 
 // String returns "client -> server", e.g. "127.0.0.1:55486 -> 127.0.0.1:8001".
@@ -149,6 +153,34 @@ type Chunk struct {
 	Ordinal int `json:"-"`
 }
 
+// Frame is one HTTP/2 DATA frame that carried body bytes (RFC 9113 §6.1).
+type Frame struct {
+	// Stream is the frame's stream identifier.
+	Stream uint32 `json:"stream"`
+	// Index numbers the DATA frames of the stream from 0.
+	Index int `json:"index"`
+	// Length is the frame's payload length in bytes, as its frame header
+	// says (RFC 9113 §4.1): data, padding and the Pad Length field.
+	Length int64 `json:"length"`
+	// Padding is how many of those bytes are not data: the Pad Length
+	// field and the padding (0 without the PADDED flag).
+	Padding int64 `json:"padding,omitempty"`
+	// EndStream is the END_STREAM flag: the last frame of the stream.
+	EndStream bool `json:"endStream,omitempty"`
+	// Offset is the byte offset of the frame header in its direction of
+	// the connection (the client's 24-byte preface counts).
+	Offset int64 `json:"offset"`
+	// Events, Bytes and Inflated are as for Chunk.
+	Events   int   `json:"events,omitempty"`
+	Bytes    int64 `json:"bytes,omitempty"`
+	Inflated int64 `json:"inflated,omitempty"`
+	// Ordinal is which of the frame's events the event at hand is, from 1.
+	Ordinal int `json:"-"`
+}
+
+// Data is how many data bytes the frame carried.
+func (f *Frame) Data() int64 { return f.Length - f.Padding }
+
 // Event is one watch event with the chunks that carried it.
 type Event struct {
 	Conn     *Conn
@@ -186,6 +218,9 @@ type Event struct {
 	// event, with how many of them (Bytes) and how many events the chunk
 	// held in all (Events). Empty for a body that is not chunked.
 	Chunks []Chunk
+	// Frames lists, in wire order, the HTTP/2 DATA frames that carried
+	// bytes of the event, as Chunks does for chunks.
+	Frames []Frame
 	// Format is "json" or "protobuf".
 	Format string
 	// Diff is an RFC 7386 merge patch from the object's previous version to
@@ -203,7 +238,10 @@ func (e *Event) When() time.Time { return e.Time }
 // body", "closed without the last chunk", "reset without the last chunk",
 // "closed before the end of the body", "reset before the end of the body"
 // (Content-Length bodies), "capture ended mid-stream", "closed by kwatch" or
-// "not decoded further"; Detail says where inside the framing it stopped.
+// "not decoded further"; for an HTTP/2 stream "end of stream" (END_STREAM),
+// "reset by RST_STREAM", "closed before the end of the stream" or "reset
+// before the end of the stream" (the connection ended). Detail says where
+// inside the framing it stopped.
 type End struct {
 	Conn     *Conn
 	Exchange int
@@ -224,6 +262,8 @@ type End struct {
 	// Counts of what the body held.
 	Events map[string]int
 	Chunks int
+	// Frames counts the DATA frames of an HTTP/2 response (Chunks is 0).
+	Frames int
 	Bytes  int64 // body bytes on the wire, framing included
 	Data   int64 // de-chunked data bytes
 	// Inflated counts the bytes a gzip or deflate body inflated to, and
@@ -260,7 +300,9 @@ func (e *End) When() time.Time { return e.Time }
 type ConnNote struct {
 	Conn *Conn
 	Time time.Time
-	// Kind is "tls", "not-http", "closed" or "capture-ended".
+	// Kind is "tls", "not-http", "http2" (HTTP/2 not decoded), "closed",
+	// "capture-ended" or "h2" (what an HTTP/2 connection shows: its
+	// preface, SETTINGS, PING round trips, RST_STREAM, GOAWAY).
 	Kind    string
 	Message string
 }

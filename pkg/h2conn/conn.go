@@ -1,0 +1,759 @@
+// Package h2conn follows one HTTP/2 connection (RFC 9113) in both
+// directions, fed its bytes in any split, and decodes the watches its
+// streams carry: each stream's request and response HEADERS (HPACK, RFC
+// 7541, one decoder per direction), and its DATA frames, whose data go to
+// the same event mapping as HTTP/1.1 chunks (pkg/carrier), so that every
+// watch event lists the DATA frames that carried it. It also reports what
+// only the connection shows: SETTINGS, PING round trips, RST_STREAM and
+// GOAWAY.
+//
+// Frames are parsed by golang.org/x/net/http2's Framer, one whole frame at
+// a time from a buffer bounded by the largest frame HTTP/2 allows; header
+// blocks are decoded by golang.org/x/net/http2/hpack. What kwatch adds is
+// following a connection it does not take part in: both peers' settings,
+// streams paired into exchanges, and DATA frames mapped to events.
+package h2conn
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/kwatch/kwatch/pkg/carrier"
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/inflate"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// ClientPreface is the connection preface every HTTP/2 client sends first
+// (RFC 9113 §3.4).
+const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// Bounds on what one connection may make kwatch hold.
+const (
+	// DefaultMaxHeaderListBytes bounds the decoded header fields of one
+	// header block, in bytes as RFC 9113 §6.5.2 counts them (name + value
+	// + 32 per field): past it the fields are dropped and a problem
+	// reported (an HPACK bomb). The block is still decoded, to keep the
+	// dynamic table in step.
+	DefaultMaxHeaderListBytes = 1 << 20
+	// maxHeaderTableBytes bounds the HPACK dynamic table a peer may ask
+	// the decoder to keep (SETTINGS_HEADER_TABLE_SIZE), in bytes.
+	maxHeaderTableBytes = 1 << 20
+	// DefaultMaxStreams bounds the streams followed at once on one
+	// connection; later streams are counted, not followed.
+	DefaultMaxStreams = 1024
+	// maxFrameBytes is the largest frame payload HTTP/2 allows (RFC 9113
+	// §4.2: 2^24-1), so the largest frame kwatch buffers.
+	maxFrameBytes = 1<<24 - 1
+	// maxStatusBody bounds the body kept of a response that is not 2xx,
+	// to show its Status.
+	maxStatusBody = 64 << 10
+)
+
+// Options tune a Conn.
+type Options struct {
+	// Events bounds and tunes the watch events of each stream.
+	Events carrier.Options
+	// MaxHeaderListBytes bounds one header block's decoded fields
+	// (DefaultMaxHeaderListBytes when 0).
+	MaxHeaderListBytes int
+	// Locate, if set, completes every Problem with where its bytes came
+	// from (capture file and packet number).
+	Locate func(*record.Problem)
+}
+
+// Conn is the HTTP/2 state of one connection. Create it with New; it is not
+// safe for concurrent use.
+type Conn struct {
+	rec     *record.Conn
+	sink    record.Sink
+	opt     Options
+	client  *side
+	server  *side
+	streams map[uint32]*stream
+	// untracked counts streams not followed (beyond DefaultMaxStreams).
+	untracked int
+	maxOpen   int // the most streams open at once
+	last      time.Time
+	pings     map[[8]byte]pingSent
+	goaway    bool
+}
+
+type pingSent struct {
+	t      time.Time
+	client bool
+}
+
+// New returns a Conn that emits the records of connection rec to sink.
+func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
+	if opt.MaxHeaderListBytes <= 0 {
+		opt.MaxHeaderListBytes = DefaultMaxHeaderListBytes
+	}
+	rec.HTTP2 = true
+	c := &Conn{rec: rec, sink: sink, opt: opt, streams: map[uint32]*stream{}, pings: map[[8]byte]pingSent{}}
+	c.client = newSide(c, false)
+	c.server = newSide(c, true)
+	return c
+}
+
+// Factory returns what httpconn.Options.HTTP2 wants: an HTTP/2 follower
+// with the event bounds, budget and problem locator of opt.
+func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
+	o := Options{Events: carrier.Options{MaxEventBytes: opt.MaxEventBytes, MaxEventCarriers: opt.MaxEventChunks,
+		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate}
+	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
+}
+
+// ClientData consumes bytes the client sent, starting with the preface.
+func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.client.feed(p, t) }
+
+// ServerData consumes bytes the server sent.
+func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.server.feed(p, t) }
+
+// ClientGap reports n bytes the client sent that the capture lost.
+func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
+
+// ServerGap reports n bytes the server sent that the capture lost.
+func (c *Conn) ServerGap(n int64, t time.Time) { c.server.gap(n, t) }
+
+// CloseClient ends the client's byte stream.
+func (c *Conn) CloseClient(how httpconn.Ending, t time.Time) { c.client.close(how, t) }
+
+// CloseServer ends the server's byte stream: every stream still open ends
+// with it.
+func (c *Conn) CloseServer(how httpconn.Ending, t time.Time) { c.server.close(how, t) }
+
+func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
+
+func (c *Conn) note(t time.Time, msg string) {
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: msg})
+}
+
+// problem completes p with its connection, time and location, and emits it.
+func (c *Conn) problem(p *record.Problem) {
+	c.locate(p)
+	c.emit(p)
+}
+
+func (c *Conn) locate(p *record.Problem) {
+	p.Conn = c.rec
+	if p.Time.IsZero() {
+		p.Time = c.last
+	}
+	if c.opt.Locate != nil {
+		c.opt.Locate(p)
+	}
+}
+
+// carrierEnv is where a stream's event records go.
+type carrierEnv struct{ c *Conn }
+
+func (e carrierEnv) Emit(r record.Record)      { e.c.emit(r) }
+func (e carrierEnv) Problem(p *record.Problem) { e.c.problem(p) }
+func (e carrierEnv) Locate(p *record.Problem)  { e.c.locate(p) }
+
+// side is one direction of the connection: a sequence of frames.
+type side struct {
+	c        *Conn
+	isServer bool
+	off      int64 // offset of the next byte in this direction
+	dead     bool  // framing lost: the rest is not decoded
+	closed   bool
+	preface  int // client: bytes of ClientPreface matched so far
+
+	hdr      [9]byte
+	nhdr     int
+	payload  []byte // the frame in progress, header included
+	need     int    // its length, header included
+	frameAt  int64  // offset of its header
+	rd       bytes.Reader
+	fr       *http2.Framer
+	dec      *hpack.Decoder
+	fields   []hpack.HeaderField
+	listSize int  // bytes of fields decoded in the block in progress
+	tooBig   bool // the block in progress went past MaxHeaderListBytes
+	// The header block in progress (HEADERS, then CONTINUATION).
+	blockStream uint32
+	blockEnd    bool // END_STREAM on the HEADERS
+	inBlock     bool
+	blockFrames int
+	hpackBroken bool // see hpackLost
+	// settings this side advertised (RFC 9113 §6.5.2), by identifier.
+	settings map[http2.SettingID]uint32
+	frames   int
+}
+
+func newSide(c *Conn, isServer bool) *side {
+	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}}
+	s.fr = http2.NewFramer(io.Discard, &s.rd)
+	s.fr.SetMaxReadFrameSize(maxFrameBytes)
+	s.dec = hpack.NewDecoder(4096, s.onField)
+	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
+	if isServer {
+		s.preface = len(ClientPreface)
+	}
+	return s
+}
+
+func (s *side) name() string {
+	if s.isServer {
+		return "server"
+	}
+	return "client"
+}
+
+func (s *side) peer() *side {
+	if s.isServer {
+		return s.c.client
+	}
+	return s.c.server
+}
+
+func (s *side) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
+	s.c.problem(&record.Problem{Direction: s.name(), Where: where, Offset: off, Kind: kind,
+		Detail: detail, Hint: hint, Warning: warning, Time: t})
+}
+
+// feed consumes bytes of this direction.
+func (s *side) feed(p []byte, t time.Time) {
+	for len(p) > 0 && !s.dead && !s.closed {
+		if s.preface < len(ClientPreface) {
+			n := 0
+			for n < len(p) && s.preface < len(ClientPreface) {
+				if p[n] != ClientPreface[s.preface] {
+					s.problem("stream", s.off, KindPreface, fmt.Sprintf("byte %d is 0x%02x", s.preface, p[n]),
+						"the connection is not HTTP/2 with prior knowledge", false, t)
+					s.dead = true
+					return
+				}
+				s.preface++
+				n++
+			}
+			s.off += int64(n)
+			p = p[n:]
+			continue
+		}
+		if s.nhdr < 9 {
+			if s.nhdr == 0 {
+				s.frameAt = s.off
+			}
+			k := copy(s.hdr[s.nhdr:], p)
+			s.nhdr += k
+			s.off += int64(k)
+			p = p[k:]
+			if s.nhdr < 9 {
+				return
+			}
+			length := int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
+			s.need = 9 + length
+			s.payload = append(s.payload[:0], s.hdr[:]...)
+			if max := s.peer().setting(http2.SettingMaxFrameSize, 16384); uint32(length) > max {
+				s.problem("stream", s.frameAt, KindFrameSize,
+					fmt.Sprintf("a %s frame of %d bytes; the %s allowed %d (SETTINGS_MAX_FRAME_SIZE)",
+						http2.FrameType(s.hdr[3]), length, s.peer().name(), max), "", true, t)
+			}
+		}
+		k := min(len(p), s.need-len(s.payload))
+		s.payload = append(s.payload, p[:k]...)
+		s.off += int64(k)
+		p = p[k:]
+		if len(s.payload) < s.need {
+			return
+		}
+		s.nhdr = 0
+		s.frame(t)
+		if cap(s.payload) > 1<<20 {
+			s.payload = nil // keep no buffer sized for one huge frame
+		}
+	}
+}
+
+// setting returns the value this side advertised for id, or def.
+func (s *side) setting(id http2.SettingID, def uint32) uint32 {
+	if v, ok := s.settings[id]; ok {
+		return v
+	}
+	return def
+}
+
+// frame handles the complete frame in s.payload.
+func (s *side) frame(t time.Time) {
+	s.frames++
+	s.rd.Reset(s.payload)
+	f, err := s.fr.ReadFrame()
+	if err != nil {
+		s.frameError(err, t)
+		return
+	}
+	if s.inBlock {
+		if cf, ok := f.(*http2.ContinuationFrame); ok && cf.StreamID == s.blockStream {
+			s.blockFrames++
+			s.headerFragment(cf.HeaderBlockFragment(), cf.HeadersEnded(), t)
+			return
+		}
+	}
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		s.data(f, t)
+	case *http2.HeadersFrame:
+		s.blockStream, s.blockEnd, s.inBlock, s.blockFrames = f.StreamID, f.StreamEnded(), true, 1
+		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
+		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
+	case *http2.PushPromiseFrame:
+		// The promised request's fields go through this side's HPACK
+		// decoder too; kwatch does not follow pushed streams.
+		s.blockStream, s.blockEnd, s.inBlock, s.blockFrames = 0, false, true, 1
+		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
+		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
+	case *http2.SettingsFrame:
+		s.onSettings(f, t)
+	case *http2.PingFrame:
+		s.onPing(f, t)
+	case *http2.RSTStreamFrame:
+		if st := s.c.streams[f.StreamID]; st != nil {
+			st.reset(s, f.ErrCode, t)
+		}
+		s.c.note(t, fmt.Sprintf("RST_STREAM from the %s: stream %d, %s", s.name(), f.StreamID, f.ErrCode))
+	case *http2.GoAwayFrame:
+		s.c.goaway = true
+		msg := fmt.Sprintf("GOAWAY from the %s: last stream %d, %s", s.name(), f.LastStreamID, f.ErrCode)
+		if d := f.DebugData(); len(d) > 0 {
+			msg += fmt.Sprintf(" (%q)", clip(string(d)))
+		}
+		s.c.note(t, msg)
+	case *http2.WindowUpdateFrame, *http2.PriorityFrame, *http2.UnknownFrame:
+		// Counted in the frame total.
+	}
+}
+
+// frameError reports a frame x/net/http2 refused. A frame whose header was
+// read is skipped (the length in its header keeps the framing); HPACK state
+// is not touched.
+func (s *side) frameError(err error, t time.Time) {
+	var ce http2.ConnectionError
+	detail := err.Error()
+	if errors.As(err, &ce) {
+		detail = fmt.Sprintf("%s (%s)", err, http2.ErrCode(ce))
+	}
+	s.problem("stream", s.frameAt, KindFrame, fmt.Sprintf("%s frame on stream %d: %s",
+		http2.FrameType(s.hdr[3]), streamOf(s.hdr), detail), "the frame is skipped", false, t)
+	// The Framer remembers the last frame to check CONTINUATION order:
+	// start it afresh.
+	s.fr = http2.NewFramer(io.Discard, &s.rd)
+	s.fr.SetMaxReadFrameSize(maxFrameBytes)
+	if s.inBlock {
+		s.inBlock = false
+		s.hpackLost(t, "a header block was cut by a frame that did not decode")
+	}
+}
+
+func streamOf(h [9]byte) uint32 {
+	return (uint32(h[5])<<24 | uint32(h[6])<<16 | uint32(h[7])<<8 | uint32(h[8])) & (1<<31 - 1)
+}
+
+// onField collects one decoded header field, within MaxHeaderListBytes.
+func (s *side) onField(f hpack.HeaderField) {
+	s.listSize += int(f.Size())
+	if s.listSize > s.c.opt.MaxHeaderListBytes {
+		s.tooBig = true
+		return
+	}
+	s.fields = append(s.fields, f)
+}
+
+// headerFragment decodes a header block fragment as it comes (nothing of
+// the block is buffered but the decoder's current field), and handles the
+// fields when the block ends.
+func (s *side) headerFragment(p []byte, end bool, t time.Time) {
+	if s.hpackBroken {
+		s.inBlock = !end
+		return
+	}
+	if _, err := s.dec.Write(p); err != nil {
+		s.inBlock = false
+		s.hpackLost(t, err.Error())
+		return
+	}
+	if !end {
+		return
+	}
+	s.inBlock = false
+	if err := s.dec.Close(); err != nil {
+		s.hpackLost(t, err.Error())
+		return
+	}
+	if s.tooBig {
+		s.problem("stream", s.frameAt, KindHeaderList,
+			fmt.Sprintf("stream %d: %d bytes of header fields (RFC 9113 §6.5.2 size), more than %d; the fields are dropped",
+				s.blockStream, s.listSize, s.c.opt.MaxHeaderListBytes), "", false, t)
+	}
+	if s.blockStream == 0 {
+		return // a PUSH_PROMISE
+	}
+	if s.isServer {
+		s.c.responseHeaders(s.blockStream, s.fields, s.blockEnd, t)
+	} else {
+		s.c.requestHeaders(s.blockStream, s.fields, s.blockEnd, t)
+	}
+}
+
+// hpackLost reports that this direction's header blocks cannot be decoded
+// any more: the dynamic table is out of step (RFC 7541 §2.3.2).
+func (s *side) hpackLost(t time.Time, why string) {
+	s.problem("stream", s.frameAt, KindHPACK, why,
+		"the header fields of later streams in this direction cannot be decoded; their frames are still followed", false, t)
+	s.dec = hpack.NewDecoder(4096, s.onField)
+	s.dec.SetMaxStringLength(s.c.opt.MaxHeaderListBytes)
+	s.hpackBroken = true
+}
+
+func (s *side) onSettings(f *http2.SettingsFrame, t time.Time) {
+	if f.IsAck() {
+		return
+	}
+	var parts []string
+	_ = f.ForeachSetting(func(st http2.Setting) error {
+		s.settings[st.ID] = st.Val
+		parts = append(parts, fmt.Sprintf("%s=%d", settingName(st.ID), st.Val))
+		if st.ID == http2.SettingHeaderTableSize {
+			// The peer's encoder may use up to this much of the table
+			// this side decodes with... of the table the peer decodes.
+			s.peer().dec.SetAllowedMaxDynamicTableSize(min(st.Val, maxHeaderTableBytes))
+		}
+		return nil
+	})
+	if len(parts) == 0 {
+		parts = append(parts, "none (defaults)")
+	}
+	s.c.note(t, fmt.Sprintf("SETTINGS from the %s: %s", s.name(), strings.Join(parts, " ")))
+}
+
+func settingName(id http2.SettingID) string {
+	n := id.String()
+	if strings.HasPrefix(n, "UNKNOWN_SETTING_") {
+		return "0x" + strconv.FormatUint(uint64(id), 16)
+	}
+	return n
+}
+
+func (s *side) onPing(f *http2.PingFrame, t time.Time) {
+	if !f.IsAck() {
+		s.c.pings[f.Data] = pingSent{t: t, client: !s.isServer}
+		if len(s.c.pings) > 64 { // unanswered pings: keep the newest
+			var oldest [8]byte
+			var ot time.Time
+			for k, v := range s.c.pings {
+				if ot.IsZero() || v.t.Before(ot) {
+					oldest, ot = k, v.t
+				}
+			}
+			delete(s.c.pings, oldest)
+		}
+		return
+	}
+	if sent, ok := s.c.pings[f.Data]; ok {
+		delete(s.c.pings, f.Data)
+		s.c.note(t, fmt.Sprintf("PING from the %s answered after %s", s.peer().name(), t.Sub(sent.t).Round(time.Microsecond)))
+	}
+}
+
+// data handles a DATA frame: its data are body bytes of the stream.
+func (s *side) data(f *http2.DataFrame, t time.Time) {
+	st := s.c.streams[f.StreamID]
+	if st == nil {
+		return
+	}
+	st.data(s, f, s.frameAt, t)
+}
+
+// gap handles n lost bytes: frame boundaries in this direction cannot be
+// found again, so the rest of it is not decoded.
+func (s *side) gap(n int64, t time.Time) {
+	if s.dead || s.closed || n <= 0 {
+		s.off += n
+		return
+	}
+	s.problem("stream", s.off, httpconn.KindMissing, fmt.Sprintf("%d bytes missing at offset %d; HTTP/2 frames cannot be found again after them, so the rest of the %s's bytes are not decoded", n, s.off, s.name()),
+		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
+	s.off += n
+	s.dead = true
+	if s.isServer {
+		s.c.endStreams("capture ended mid-stream", "bytes missing from the capture", false, t)
+	}
+}
+
+// close ends this direction's byte stream.
+func (s *side) close(how httpconn.Ending, t time.Time) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need {
+		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
+	}
+	if s.isServer {
+		how, detail := endText(how)
+		s.c.endStreams(how, detail, false, t)
+	}
+}
+
+func endText(how httpconn.Ending) (string, string) {
+	switch how {
+	case httpconn.EndRST:
+		return "reset before the end of the stream", "the connection was reset before END_STREAM"
+	case httpconn.EndCapture:
+		return "capture ended mid-stream", ""
+	case httpconn.EndLocal:
+		return "closed by the client", "kwatch closed the connection"
+	case httpconn.EndClient:
+		return "closed by the client", "the client closed the connection before END_STREAM"
+	case httpconn.EndDropped:
+		return "not decoded further", "no longer followed: too many connections open at once"
+	}
+	return "closed before the end of the stream", "the connection closed before END_STREAM"
+}
+
+// Problem kinds of HTTP/2 connections; README.md lists them.
+const (
+	KindPreface    = "not an HTTP/2 connection preface"
+	KindFrame      = "HTTP/2 frame does not decode"
+	KindFrameSize  = "HTTP/2 frame larger than allowed"
+	KindFrameCut   = "HTTP/2 frame cut short"
+	KindHPACK      = "HPACK decoding failed"
+	KindHeaderList = "header list larger than the limit"
+	KindStreams    = "too many HTTP/2 streams"
+)
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// stream is one HTTP/2 stream: an exchange.
+type stream struct {
+	id       uint32
+	req      *record.Request
+	resp     *record.Response
+	ev       *carrier.Body
+	frames   int   // DATA frames of the response
+	dataLen  int64 // their data bytes
+	bytes    int64 // their frame bytes, headers included
+	start    time.Time
+	status   []byte // the body of a response that is not 2xx
+	keep     bool
+	trailers []string
+	ended    bool
+}
+
+// requestHeaders starts stream id with the client's request.
+func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t time.Time) {
+	if st := c.streams[id]; st != nil {
+		return // trailers of a request body
+	}
+	if len(c.streams) >= DefaultMaxStreams {
+		if c.untracked == 0 {
+			c.client.problem("stream", c.client.frameAt, KindStreams,
+				fmt.Sprintf("more than %d streams open at once; later ones are counted, not followed", DefaultMaxStreams), "", true, t)
+		}
+		c.untracked++
+		return
+	}
+	req := &record.Request{Conn: c.rec, Exchange: int(id), Time: t, Proto: "HTTP/2.0", Header: map[string][]string{}}
+	for _, f := range fields {
+		switch f.Name {
+		case ":method":
+			req.Method = f.Value
+		case ":path":
+			req.Target = f.Value
+		case ":authority":
+			req.Header["Host"] = append(req.Header["Host"], f.Value)
+		default:
+			if !strings.HasPrefix(f.Name, ":") {
+				k := textproto.CanonicalMIMEHeaderKey(f.Name)
+				req.Header[k] = append(req.Header[k], f.Value)
+			}
+		}
+	}
+	httpconn.RedactCredentials(req.Header)
+	req.Watch = httpconn.IsWatchRequest(req.Target)
+	req.InitialState = req.Watch && httpconn.AsksInitialState(req.Target)
+	c.streams[id] = &stream{id: id, req: req, start: t}
+	c.maxOpen = max(c.maxOpen, len(c.streams))
+	c.emit(req)
+}
+
+// responseHeaders handles the server's HEADERS on stream id: the response,
+// or its trailers.
+func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, t time.Time) {
+	st := c.streams[id]
+	if st == nil {
+		return
+	}
+	if st.resp != nil && st.resp.StatusCode >= 200 {
+		// Trailers (RFC 9113 §8.1).
+		for _, f := range fields {
+			if len(st.trailers) < 32 {
+				st.trailers = append(st.trailers, f.Name+": "+f.Value)
+			}
+		}
+		if end {
+			c.endStream(st, "end of stream", "", true, t)
+		}
+		return
+	}
+	hdr := textproto.MIMEHeader{}
+	code := 0
+	for _, f := range fields {
+		if f.Name == ":status" {
+			code, _ = strconv.Atoi(f.Value)
+			continue
+		}
+		if !strings.HasPrefix(f.Name, ":") {
+			k := textproto.CanonicalMIMEHeaderKey(f.Name)
+			hdr[k] = append(hdr[k], f.Value)
+		}
+	}
+	resp := &record.Response{Conn: c.rec, Exchange: int(id), Time: t, Proto: "HTTP/2.0", StatusCode: code,
+		Reason: httpReason(code), Header: hdr, Request: st.req, ContentType: hdr.Get("Content-Type"), Framing: "http2"}
+	if cl := hdr.Get("Content-Length"); cl != "" {
+		resp.ContentLength, _ = strconv.ParseInt(cl, 10, 64)
+	}
+	st.resp = resp
+	if code >= 100 && code < 200 {
+		c.emit(resp)
+		return // an interim response; the final one follows
+	}
+	if code >= 200 && code < 300 {
+		f, ok := event.FormatForContentType(resp.ContentType)
+		if enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", ")); enc != "" && !strings.EqualFold(enc, "identity") {
+			resp.ContentEncoding = enc
+		}
+		if st.req != nil && st.req.Watch && ok {
+			resp.Watch = true
+			if resp.ContentEncoding != "" && !inflate.Supported(resp.ContentEncoding) {
+				c.server.problem("stream", c.server.frameAt, "content-encoded watch body",
+					fmt.Sprintf("stream %d: Content-Encoding: %s; DATA frames are listed, events are not decoded (kwatch inflates gzip and deflate)", id, resp.ContentEncoding), "", true, t)
+				resp.Watch = false
+			}
+		}
+		if resp.Watch {
+			resp.Format = f.String()
+			st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", f, t)
+			st.ev.SetInitial(st.req.InitialState)
+			if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {
+				st.ev = nil
+			}
+		}
+	} else if code >= 300 {
+		st.keep = true
+	}
+	c.emit(resp)
+	if end {
+		c.endStream(st, "end of stream", "", true, t)
+	}
+}
+
+// httpReason is the reason phrase HTTP/1.1 would show: HTTP/2 sends none.
+func httpReason(code int) string { return http.StatusText(code) }
+
+// data feeds a DATA frame of the response on st.
+func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
+	if s != s.c.server || st.ended {
+		return // a request body, or DATA after the end
+	}
+	d := f.Data()
+	length := int64(f.Header().Length)
+	rf := record.Frame{Stream: st.id, Index: st.frames, Length: length, Padding: length - int64(len(d)),
+		EndStream: f.StreamEnded(), Offset: at}
+	st.frames++
+	st.dataLen += int64(len(d))
+	st.bytes += 9 + length
+	if st.keep && len(st.status) < maxStatusBody {
+		st.status = append(st.status, d[:min(len(d), maxStatusBody-len(st.status))]...)
+	}
+	if st.ev != nil {
+		st.ev.SetTime(t)
+		st.ev.Start(carrier.Carrier{Index: rf.Index, Size: int64(len(d)), Meta: rf})
+		st.ev.Write(d)
+	}
+	if f.StreamEnded() {
+		s.c.endStream(st, "end of stream", "", true, t)
+	}
+}
+
+// attachFrames lists an event's DATA frames as record.Frames.
+func attachFrames(ev *record.Event, carried []carrier.Carried) {
+	out := make([]record.Frame, 0, len(carried))
+	for _, cd := range carried {
+		f := cd.Carrier.Meta.(record.Frame)
+		f.Events, f.Inflated = cd.Carrier.Events, cd.Carrier.Inflated
+		f.Bytes, f.Ordinal = cd.Bytes, cd.Ordinal
+		out = append(out, f)
+	}
+	ev.Frames = out
+}
+
+// reset ends st with RST_STREAM from s.
+func (st *stream) reset(s *side, code http2.ErrCode, t time.Time) {
+	if !s.isServer && st.ev != nil {
+		st.ev.ClosedByClient(false)
+	}
+	s.c.endStream(st, "reset by RST_STREAM", fmt.Sprintf("%s from the %s", code, s.name()), false, t)
+}
+
+// endStream emits the End record of st and forgets it.
+func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time) {
+	if st.ended {
+		return
+	}
+	st.ended = true
+	delete(c.streams, st.id)
+	if st.resp == nil {
+		return // no response: nothing to end
+	}
+	e := &record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: detail, Clean: clean,
+		Trailers: st.trailers, Frames: st.frames, Bytes: st.bytes, Data: st.dataLen, Duration: t.Sub(st.start)}
+	if st.ev != nil {
+		st.ev.SetTime(t)
+		st.ev.Close()
+		e.Watch = st.ev.Watching()
+		if e.Watch {
+			e.Events = st.ev.Events()
+		}
+		e.Inflated, e.Members = st.ev.Inflated()
+		e.Problems, e.Warnings = st.ev.Counts()
+	}
+	if st.keep && len(st.status) > 0 {
+		e.Status = httpconn.DecodeStatus(st.resp.ContentType, st.status)
+		if e.Status == nil {
+			e.BodyText = clip(string(st.status))
+		}
+	}
+	c.emit(e)
+}
+
+// endStreams ends every stream still open, in stream order.
+func (c *Conn) endStreams(how, detail string, clean bool, t time.Time) {
+	ids := make([]uint32, 0, len(c.streams))
+	for id := range c.streams {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		c.endStream(c.streams[id], how, detail, clean, t)
+	}
+}
