@@ -60,6 +60,9 @@ const (
 	// maxStatusBody bounds the body kept of a response that is not 2xx,
 	// to show its Status.
 	maxStatusBody = 64 << 10
+	// freeFrameBytes is the frame size held without asking the shared
+	// budget: HTTP/2's default SETTINGS_MAX_FRAME_SIZE, 16 KiB.
+	freeFrameBytes = 16 << 10
 )
 
 // Options tune a Conn.
@@ -178,6 +181,8 @@ type side struct {
 	payload  []byte // the frame in progress, header included
 	need     int    // its length, header included
 	frameAt  int64  // offset of its header
+	held     int64  // bytes of payload reserved from the budget
+	skip     int    // payload bytes of a frame passed over (no budget for it)
 	rd       bytes.Reader
 	fr       *http2.Framer
 	dec      *hpack.Decoder
@@ -229,6 +234,13 @@ func (s *side) problem(where string, off int64, kind, detail, hint string, warni
 // feed consumes bytes of this direction.
 func (s *side) feed(p []byte, t time.Time) {
 	for len(p) > 0 && !s.dead && !s.closed {
+		if s.skip > 0 {
+			k := min(len(p), s.skip)
+			s.skip -= k
+			s.off += int64(k)
+			p = p[k:]
+			continue
+		}
 		if s.preface < len(ClientPreface) {
 			n := 0
 			for n < len(p) && s.preface < len(ClientPreface) {
@@ -264,6 +276,21 @@ func (s *side) feed(p []byte, t time.Time) {
 					fmt.Sprintf("a %s frame of %d bytes; the %s allowed %d (SETTINGS_MAX_FRAME_SIZE)",
 						http2.FrameType(s.hdr[3]), length, s.peer().name(), max), "", true, t)
 			}
+			// A frame is held whole until it has come: its bytes count
+			// against the budget shared with every connection.
+			if length > freeFrameBytes {
+				if !s.c.opt.Events.Budget.Reserve(int64(length)) {
+					s.problem("stream", s.frameAt, event.KindBudget,
+						fmt.Sprintf("a %s frame of %d bytes on stream %d does not fit in --max-buffered-bytes-total; skipped",
+							http2.FrameType(s.hdr[3]), length, streamOf(s.hdr)), "raise --max-buffered-bytes-total, or lower --max-connections", false, t)
+					s.skip, s.nhdr = length, 0
+					if t := http2.FrameType(s.hdr[3]); t == http2.FrameHeaders || t == http2.FrameContinuation || t == http2.FramePushPromise {
+						s.hpackLost(time.Time{}, "a header block fragment was skipped")
+					}
+					continue
+				}
+				s.held = int64(length)
+			}
 		}
 		k := min(len(p), s.need-len(s.payload))
 		s.payload = append(s.payload, p[:k]...)
@@ -274,6 +301,8 @@ func (s *side) feed(p []byte, t time.Time) {
 		}
 		s.nhdr = 0
 		s.frame(t)
+		s.c.opt.Events.Budget.Release(s.held)
+		s.held = 0
 		if cap(s.payload) > 1<<20 {
 			s.payload = nil // keep no buffer sized for one huge frame
 		}
@@ -395,9 +424,12 @@ func (s *side) headerFragment(p []byte, end bool, t time.Time) {
 		return
 	}
 	if s.tooBig {
+		// A header list cut short names no request or response that can
+		// be trusted: the stream is not followed.
 		s.problem("stream", s.frameAt, KindHeaderList,
-			fmt.Sprintf("stream %d: %d bytes of header fields (RFC 9113 §6.5.2 size), more than %d; the fields are dropped",
+			fmt.Sprintf("stream %d: %d bytes of header fields (RFC 9113 §6.5.2 size), more than %d; the fields are dropped and the stream is not followed",
 				s.blockStream, s.listSize, s.c.opt.MaxHeaderListBytes), "", false, t)
+		return
 	}
 	if s.blockStream == 0 {
 		return // a PUSH_PROMISE
@@ -489,6 +521,8 @@ func (s *side) gap(n int64, t time.Time) {
 		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
 	s.off += n
 	s.dead = true
+	s.c.opt.Events.Budget.Release(s.held)
+	s.held = 0
 	if s.isServer {
 		s.c.endStreams("capture ended mid-stream", "bytes missing from the capture", false, t)
 	}
@@ -500,6 +534,8 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 		return
 	}
 	s.closed = true
+	s.c.opt.Events.Budget.Release(s.held)
+	s.held = 0
 	if s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}

@@ -1,0 +1,344 @@
+package h2conn
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/kwatch/kwatch/internal/testutil"
+	"github.com/kwatch/kwatch/pkg/carrier"
+	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// peer writes one direction of a conversation with x/net/http2's Framer
+// and an HPACK encoder, as a real client or server would.
+type peer struct {
+	buf bytes.Buffer
+	fr  *http2.Framer
+	hb  bytes.Buffer
+	enc *hpack.Encoder
+}
+
+func newPeer(client bool) *peer {
+	p := &peer{}
+	if client {
+		p.buf.WriteString(ClientPreface)
+	}
+	p.fr = http2.NewFramer(&p.buf, nil)
+	p.enc = hpack.NewEncoder(&p.hb)
+	return p
+}
+
+// headers encodes fields (name, value pairs) into one HEADERS frame, or a
+// HEADERS frame and CONTINUATION frames of at most split bytes of block.
+func (p *peer) headers(t testing.TB, stream uint32, end bool, split int, fields ...string) {
+	t.Helper()
+	p.hb.Reset()
+	for i := 0; i < len(fields); i += 2 {
+		if err := p.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block := p.hb.Bytes()
+	if split <= 0 || split >= len(block) {
+		if err := p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: block, EndStream: end, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: block[:split], EndStream: end}); err != nil {
+		t.Fatal(err)
+	}
+	for rest := block[split:]; len(rest) > 0; {
+		k := min(split, len(rest))
+		if err := p.fr.WriteContinuation(stream, k == len(rest), rest[:k]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[k:]
+	}
+}
+
+func watchRequest(t testing.TB, c *peer, stream uint32) {
+	c.headers(t, stream, true, 0, ":method", "GET", ":scheme", "http", ":authority", "127.0.0.1:8001",
+		":path", fmt.Sprintf("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=100&s=%d", stream),
+		"authorization", "Bearer secret-token", "accept", "application/json")
+}
+
+func watchResponse(t testing.TB, s *peer, stream uint32) {
+	s.headers(t, stream, false, 0, ":status", "200", "content-type", "application/json")
+}
+
+func ev(typ, name, rv string) []byte {
+	return []byte(fmt.Sprintf(`{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"default","resourceVersion":%q}}}`+"\n", typ, name, rv))
+}
+
+// conversation is both directions of a connection, as (client?, bytes)
+// pieces in the order they were sent.
+type piece struct {
+	client bool
+	p      []byte
+}
+
+// run feeds pieces to a new Conn, each cut into writes of at most step
+// bytes (0: whole), and returns its records as JSON lines.
+func run(t testing.TB, pieces []piece, step int, opt Options) []string {
+	var out []string
+	sink := record.SinkFunc(func(r record.Record) {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%T %s", r, b))
+	})
+	c := New(&record.Conn{ID: 1}, sink, opt)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, pc := range pieces {
+		p := pc.p
+		for len(p) > 0 {
+			k := len(p)
+			if step > 0 {
+				k = min(k, step)
+			}
+			if pc.client {
+				c.ClientData(p[:k], t0)
+			} else {
+				c.ServerData(p[:k], t0)
+			}
+			p = p[k:]
+		}
+	}
+	c.CloseServer(httpconn.EndFIN, t0)
+	c.CloseClient(httpconn.EndFIN, t0)
+	return out
+}
+
+func count(lines []string, sub string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTwoStreams: two watches interleaved on one connection, one event in
+// two DATA frames (with padding), events sharing a frame; any split of the
+// bytes gives the same records.
+func TestTwoStreams(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	var pieces []piece
+	flush := func() {
+		if c.buf.Len() > 0 {
+			pieces = append(pieces, piece{true, append([]byte(nil), c.buf.Bytes()...)})
+			c.buf.Reset()
+		}
+		if s.buf.Len() > 0 {
+			pieces = append(pieces, piece{false, append([]byte(nil), s.buf.Bytes()...)})
+			s.buf.Reset()
+		}
+	}
+	_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 22})
+	_ = s.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100})
+	watchRequest(t, c, 1)
+	watchRequest(t, c, 3)
+	flush()
+	watchResponse(t, s, 1)
+	watchResponse(t, s, 3)
+	big := ev("ADDED", "a", "101")
+	_ = s.fr.WriteDataPadded(1, false, big[:50], make([]byte, 7))
+	_ = s.fr.WriteData(3, false, append(ev("ADDED", "b", "102"), ev("MODIFIED", "b", "103")...))
+	_ = s.fr.WriteData(1, false, big[50:])
+	_ = c.fr.WritePing(false, [8]byte{1})
+	flush()
+	_ = s.fr.WritePing(true, [8]byte{1})
+	_ = s.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	_ = s.fr.WriteData(1, true, ev("DELETED", "a", "104"))
+	flush()
+
+	whole := run(t, pieces, 0, Options{})
+	for _, step := range []int{1, 2, 9, 100} {
+		if got := run(t, pieces, step, Options{}); strings.Join(got, "\n") != strings.Join(whole, "\n") {
+			t.Fatalf("step %d differs:\n%s\nwhole:\n%s", step, strings.Join(got, "\n"), strings.Join(whole, "\n"))
+		}
+	}
+	text := strings.Join(whole, "\n")
+	for _, want := range []string{
+		`"Exchange":1,"Seq":1,"Time":"2026-01-01T00:00:00Z","Type":"ADDED"`,
+		`"Frames":[{"stream":1,"index":0,"length":58,"padding":8,"offset":`,
+		`{"stream":1,"index":1,"length":`,
+		`"Exchange":3,"Seq":2,`,
+		`"events":2,"bytes":`,
+		`reset by RST_STREAM","Detail":"CANCEL from the server"`,
+		`"How":"end of stream"`,
+		`PING from the client answered after 0s`,
+		`Bearer REDACTED`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("records lack %s:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "secret-token") {
+		t.Error("the token was printed")
+	}
+}
+
+// TestHeaderListBomb: a header block that decodes to more than the bound
+// is dropped with a problem; the dynamic table stays in step, so the next
+// stream's fields (indexed from it) decode.
+func TestHeaderListBomb(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	fields := []string{":method", "GET", ":path", "/api/v1/configmaps?watch=1"}
+	for i := 0; i < 40; i++ {
+		fields = append(fields, fmt.Sprintf("x-big-%d", i), strings.Repeat("v", 100))
+	}
+	c.headers(t, 1, true, 64, fields...) // HEADERS and CONTINUATIONs
+	watchRequest(t, c, 3)
+	watchResponse(t, s, 3)
+	_ = s.fr.WriteData(3, true, ev("ADDED", "a", "101"))
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{MaxHeaderListBytes: 2048})
+	text := strings.Join(out, "\n")
+	if count(out, KindHeaderList) != 1 || count(out, "*record.Request") != 1 || count(out, `"Exchange":3,"Seq":1,`) != 1 {
+		t.Fatalf("want one header-list problem, stream 3's request and event:\n%s", text)
+	}
+}
+
+// TestContinuationFlood: a header block in a million tiny CONTINUATION
+// frames is decoded as it comes: memory stays flat.
+func TestContinuationFlood(t *testing.T) {
+	c := newPeer(true)
+	c.hb.Reset()
+	_ = c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+	for i := 0; i < 20000; i++ {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: fmt.Sprintf("%040d", i)})
+	}
+	block := append([]byte(nil), c.hb.Bytes()...)
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:1]})
+	first := append([]byte(nil), c.buf.Bytes()...)
+	var frames bytes.Buffer
+	fr := http2.NewFramer(&frames, nil)
+	for i := 1; i < len(block); i++ {
+		_ = fr.WriteContinuation(1, i == len(block)-1, block[i:i+1])
+	}
+	var out []string
+	conn := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
+		if p, ok := r.(*record.Problem); ok {
+			out = append(out, p.Kind)
+		}
+	}), Options{MaxHeaderListBytes: 64 << 10})
+	t0 := time.Now()
+	grew := testutil.HeapPeak(func(probe func()) {
+		conn.ClientData(first, t0)
+		rest := frames.Bytes()
+		for i := 0; len(rest) > 0; i++ {
+			k := min(len(rest), 1<<16)
+			conn.ClientData(rest[:k], t0)
+			rest = rest[k:]
+			if i%16 == 0 {
+				probe()
+			}
+		}
+	})
+	if len(block) < 500_000 || grew > 4<<20 || len(out) != 1 || out[0] != KindHeaderList {
+		t.Fatalf("a %d-byte block in %d frames: heap grew %d bytes, problems %v; want under 4 MiB and one %q",
+			len(block), len(block), grew, out, KindHeaderList)
+	}
+}
+
+// TestHugeFrameBudget: a frame announcing 16 MiB is held only if the
+// shared budget has room; otherwise it is skipped, said so, and the frames
+// after it decode.
+func TestHugeFrameBudget(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	watchRequest(t, c, 1)
+	watchResponse(t, s, 1)
+	hdr := []byte{0xff, 0xff, 0xff, 0x0, 0x0, 0, 0, 0, 9} // DATA on stream 9, 16 MiB - 1
+	payload := make([]byte, 1<<24-1)
+	var srv bytes.Buffer
+	srv.Write(s.buf.Bytes())
+	srv.Write(hdr)
+	srv.Write(payload)
+	s.buf.Reset()
+	_ = s.fr.WriteData(1, true, ev("ADDED", "a", "101"))
+	srv.Write(s.buf.Bytes())
+	opt := Options{Events: carrier.Options{Budget: event.NewBudget(1 << 20)}}
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, srv.Bytes()}}, 1<<16, opt)
+	text := strings.Join(out, "\n")
+	if count(out, event.KindBudget) != 1 || count(out, `"Type":"ADDED"`) != 1 || count(out, KindFrameSize) != 1 {
+		t.Fatalf("want a budget problem, a frame-size warning and the event after:\n%s", text)
+	}
+	if opt.Events.Budget.Held() != 0 {
+		t.Errorf("budget still holds %d bytes", opt.Events.Budget.Held())
+	}
+}
+
+// TestGapAndHPACKError: a header block that does not decode makes the
+// direction's later header blocks undecodable (said once); lost bytes end
+// the direction, and open streams end with the capture.
+func TestGapAndHPACKError(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	watchRequest(t, c, 1)
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, EndHeaders: true, EndStream: true})
+	watchRequest(t, c, 5)
+	watchResponse(t, s, 1)
+	_ = s.fr.WriteData(1, false, ev("ADDED", "a", "101"))
+	var conv []string
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Problem:
+			conv = append(conv, "problem "+v.Kind)
+		case *record.Event:
+			conv = append(conv, "event "+v.Name)
+		case *record.Request:
+			conv = append(conv, fmt.Sprintf("request %d", v.Exchange))
+		case *record.End:
+			conv = append(conv, "end "+v.How)
+		}
+	})
+	conn := New(&record.Conn{ID: 1}, sink, Options{})
+	t0 := time.Now()
+	conn.ClientData(c.buf.Bytes(), t0)
+	conn.ServerData(s.buf.Bytes(), t0)
+	conn.ServerGap(100, t0)
+	conn.ServerData([]byte("more bytes after the gap"), t0)
+	conn.CloseServer(httpconn.EndCapture, t0)
+	want := "request 1; problem " + KindHPACK + "; event a; problem " + httpconn.KindMissing + "; end capture ended mid-stream"
+	if got := strings.Join(conv, "; "); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// FuzzConn feeds arbitrary bytes to both directions, in writes cut where
+// seed says: the follower must not panic, and how the bytes are cut must
+// not change the records.
+func FuzzConn(f *testing.F) {
+	c, s := newPeer(true), newPeer(false)
+	watchRequest(f, c, 1)
+	watchResponse(f, s, 1)
+	_ = s.fr.WriteData(1, false, ev("ADDED", "a", "101"))
+	_ = s.fr.WriteDataPadded(1, true, ev("DELETED", "a", "102"), make([]byte, 3))
+	f.Add(c.buf.Bytes(), s.buf.Bytes(), int64(1))
+	f.Add([]byte(ClientPreface), []byte{0, 0, 0, 4, 0, 0, 0, 0, 0}, int64(2))
+	f.Fuzz(func(t *testing.T, client, server []byte, seed int64) {
+		if !bytes.HasPrefix(client, []byte(ClientPreface)) {
+			client = append([]byte(ClientPreface), client...)
+		}
+		pieces := []piece{{true, client}, {false, server}}
+		whole := run(t, pieces, 0, Options{MaxHeaderListBytes: 4096})
+		step := 1 + int(uint64(seed)%17)
+		rng := rand.New(rand.NewSource(seed))
+		_ = rng
+		if got := run(t, pieces, step, Options{MaxHeaderListBytes: 4096}); strings.Join(got, "\n") != strings.Join(whole, "\n") {
+			t.Fatalf("writes of %d bytes differ from whole writes:\n%s\nwhole:\n%s", step, strings.Join(got, "\n"), strings.Join(whole, "\n"))
+		}
+	})
+}
