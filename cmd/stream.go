@@ -128,7 +128,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.listMode, "list-mode", "watch-list", "how the current state comes: watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed) or list (LIST, then WATCH from its resourceVersion; --watch-only implies it)")
 	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
-	fs.BoolVar(&o.http2, "http2", false, "keep HTTP/2 on a direct TLS connection (no chunks: event sizes only)")
+	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2 on the direct TLS connection, as client-go does (events with their DATA frames; the connection's SETTINGS, PINGs, RST_STREAM and GOAWAY)")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
 	fs.BoolVar(&o.cbor, "cbor", false, "ask for CBOR watch events (Accept: application/cbor; the server answers application/cbor-seq; alpha in Kubernetes 1.37: the API server needs the feature gate CBORServingAndStorage, and a server without it is watched as JSON)")
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
@@ -321,14 +321,16 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if o.proxy != "" && o.direct && o.directFlag != "$KUBECONFIG" {
 		return fmt.Errorf("--proxy goes through kubectl proxy, which brings its own server and credentials; %s connects straight: choose one", o.directFlag)
 	}
+	if o.record != "" && o.http2 {
+		// HTTP/2 carries the Authorization value HPACK-coded (Huffman),
+		// which the recording's credential mask cannot find yet.
+		return fmt.Errorf("--record with --http2 would write the credentials HPACK-coded in the recorded frames, which kwatch cannot mask yet: record without --http2")
+	}
 	if o.proto && o.cbor {
 		return fmt.Errorf("--proto and --cbor each choose the watch's encoding: give one of them")
 	}
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
-	}
-	if o.record != "" && o.http2 {
-		return fmt.Errorf("--record writes HTTP/1.1 bytes; HTTP/2 (--http2) has none to write")
 	}
 	if o.record != "" && o.raw != "" && !o.output.ShowSecrets && slices.Contains(strings.Split(strings.SplitN(o.raw, "?", 2)[0], "/"), "secrets") {
 		return errRecordSecrets

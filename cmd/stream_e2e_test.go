@@ -525,8 +525,21 @@ func TestStreamHTTP2(t *testing.T) {
 	}
 	recs := s.waitFor(t, 30*time.Second, "the ADDED event", func(r []map[string]any) bool { return len(events(r, "h2")) > 0 })
 	ev := events(recs, "h2")[0]
-	if ev["resourceVersion"] != cm.ResourceVersion || len(ev["chunks"].([]any)) != 0 || ev["length"].(float64) < 100 {
-		t.Errorf("HTTP/2 event: %v", ev)
+	frames, _ := ev["frames"].([]any)
+	if ev["resourceVersion"] != cm.ResourceVersion || len(ev["chunks"].([]any)) != 0 || ev["length"].(float64) < 100 || len(frames) == 0 {
+		t.Fatalf("HTTP/2 event: %v", ev)
+	}
+	// The DATA frame of the decrypted connection, on the watch's stream.
+	f := frames[0].(map[string]any)
+	if f["stream"].(float64) < 1 || f["length"].(float64) <= 0 || f["bytes"].(float64) != ev["length"].(float64) {
+		t.Errorf("HTTP/2 event's DATA frame %v (event length %v)", f, ev["length"])
+	}
+	var settings bool
+	for _, n := range ofRecord(recs, "note") {
+		settings = settings || strings.HasPrefix(n["message"].(string), "SETTINGS from the server: ") && strings.Contains(n["message"].(string), "MAX_CONCURRENT_STREAMS=100")
+	}
+	if !settings {
+		t.Errorf("no note with the API server's SETTINGS (MAX_CONCURRENT_STREAMS=100): %v", ofRecord(recs, "note"))
 	}
 	w := ofRecord(recs, "watch")[0]
 	if !strings.Contains(w["transport"].(string), "HTTP/2") {

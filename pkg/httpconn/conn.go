@@ -441,7 +441,7 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 // that is held unsniffed.
 func (c *Conn) startHTTP2(p []byte, t time.Time) {
 	c.other = c.opt.HTTP2(c.rec, c.sink) // marks c.rec as HTTP/2 before anything about it is emitted
-	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "HTTP/2 with prior knowledge (the client's connection preface)"})
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "HTTP/2 (the client's connection preface)"})
 	c.other.ClientData(p, t)
 	if held := c.server.sniffBuf; len(held) > 0 && !c.server.seen {
 		c.server.sniffBuf, c.server.seen, c.server.dead = nil, true, true

@@ -511,9 +511,11 @@ func (p *Pretty) printSummary(s *record.Summary) {
 			}
 			parts = append(parts, retries)
 		}
+		parts = append(parts, countsLine(t.Events), plural(t.Chunks, "chunk"))
+		if t.Frames > 0 {
+			parts = append(parts, plural(t.Frames, "DATA frame"))
+		}
 		parts = append(parts,
-			countsLine(t.Events),
-			plural(t.Chunks, "chunk"),
 			fmt.Sprintf("%d bytes read", s.Bytes),
 			s.Duration.Round(time.Millisecond).String(),
 			fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning")),

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -119,7 +120,12 @@ func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) b
 // proxy URL is malformed.
 func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	c := &Client{sink: newLockedSink(sink), http2: opt.HTTP2, httpOpt: opt.HTTP}
-	t := &tapper{sink: c.sink, opt: opt.HTTP, rec: opt.Record}
+	if c.httpOpt.HTTP2 == nil {
+		// A tapped connection that turns out to be HTTP/2 (--http2) is
+		// decoded frame by frame.
+		c.httpOpt.HTTP2 = h2conn.Factory(c.httpOpt)
+	}
+	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
 		if opt.HTTP2 {
@@ -154,15 +160,6 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	}
 	c.Config = cfg
 	c.setCommon(opt)
-	if opt.HTTP2 {
-		c.Transport = "HTTP/2 straight to " + cfg.Host + " (no chunks: HTTP/2 has no chunked coding; event sizes only)"
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return nil, err
-		}
-		c.watchHTTP = hc
-		return c, nil
-	}
 	tlsCfg, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, err
@@ -178,10 +175,33 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	if cfg.Proxy != nil { // --proxy-url or the kubeconfig's proxy-url
 		proxyFunc = cfg.Proxy
 	}
+	if opt.HTTP2 {
+		// HTTP/2 on a TLS connection kwatch makes itself (ALPN h2), so
+		// that the tap sees the decrypted frames: net/http is told the
+		// connection is HTTP/2 with prior knowledge (RFC 9113 §3.3) and
+		// sent its requests as http:// (httpsAsHTTP).
+		h2 := new(http.Protocols)
+		h2.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: h2, DisableCompression: opt.DisableCompression, ReadBufferSize: watchReadBuffer}
+		var rt http.RoundTripper = tr
+		if tlsCfg != nil {
+			tr.DialContext = t.tlsDialer(dial, tlsCfg, "h2")
+			rt = httpsAsHTTP{tr}
+			c.Transport = "HTTP/2 over TLS straight to " + cfg.Host + " (decrypted frames decoded)"
+		} else {
+			tr.DialContext = t.plainDialer(dial)
+			c.Transport = "HTTP/2 with prior knowledge straight to " + cfg.Host
+		}
+		if rt, err = rest.HTTPWrappersForConfig(cfg, rt); err != nil {
+			return nil, err
+		}
+		c.watchHTTP = &http.Client{Transport: rt}
+		return c, nil
+	}
 	tr := &http.Transport{Proxy: proxyFunc, DisableKeepAlives: true, DisableCompression: opt.DisableCompression,
 		ReadBufferSize: watchReadBuffer}
 	if tlsCfg != nil {
-		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg)
+		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg, "http/1.1")
 		c.Transport = "HTTP/1.1 over TLS straight to " + cfg.Host + " (decrypted bytes decoded)"
 	} else {
 		tr.DialContext = t.plainDialer(dial)
@@ -193,6 +213,21 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	}
 	c.watchHTTP = &http.Client{Transport: rt}
 	return c, nil
+}
+
+// httpsAsHTTP sends https:// requests as http:// on a transport whose
+// connections are TLS already (kwatch's own dialer): net/http then speaks
+// HTTP/2 with prior knowledge on them.
+type httpsAsHTTP struct{ rt http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (h httpsAsHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "https" {
+		r := req.Clone(req.Context())
+		r.URL.Scheme = "http"
+		req = r
+	}
+	return h.rt.RoundTrip(req)
 }
 
 func (c *Client) setCommon(opt ConnectOptions) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http/httptrace"
-	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -28,7 +27,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -863,14 +861,7 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 	}
 	go func() {
 		defer ww.finish()
-		if l.c.http2 {
-			connMu.Lock()
-			local, remote := addrPort(conn.LocalAddr()), addrPort(conn.RemoteAddr())
-			connMu.Unlock()
-			l.c.feedHTTP2(body, full, accept, local, remote)
-		} else {
-			_, _ = io.Copy(io.Discard, body)
-		}
+		_, _ = io.Copy(io.Discard, body)
 		body.Close()
 		settle()
 		// The tap decodes on goroutines of its own: let it catch up with
@@ -995,46 +986,4 @@ func toWatchEvent(e *record.Event) watch.Event {
 		obj.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
 	return watch.Event{Type: watch.EventType(e.Type), Object: obj}
-}
-
-// feedHTTP2 decodes an HTTP/2 watch body: there are no chunks, so the
-// de-framed body goes to the same decoder as if it were a body read until
-// close, behind a synthetic request and status line.
-func (c *Client) feedHTTP2(body io.Reader, path, accept string, local, remote netip.AddrPort) {
-	c.sink.mu.Lock()
-	c.sink.conns++
-	rec := &record.Conn{ID: c.sink.conns, Client: local, Server: remote}
-	hc := httpconn.New(rec, held{c.sink}, c.httpOpt)
-	now := time.Now()
-	hc.ClientData([]byte("GET "+path+" HTTP/2.0\r\nAccept: "+accept+"\r\n\r\n"), now)
-	hc.ServerData([]byte("HTTP/2.0 200 OK\r\nContent-Type: "+accept+"\r\n\r\n"), now)
-	c.sink.flushLocked()
-	c.sink.mu.Unlock()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := body.Read(buf)
-		c.sink.mu.Lock()
-		if n > 0 {
-			c.sink.bytes += int64(n)
-			hc.ServerData(buf[:n], time.Now())
-		}
-		if err != nil {
-			// END_STREAM ends the body as a FIN would; kwatch's own
-			// cancel (Ctrl-C, --idle-timeout) is the client closing it;
-			// anything else (RST_STREAM, a connection lost) a reset.
-			how := httpconn.EndFIN
-			switch {
-			case errors.Is(err, context.Canceled):
-				how = httpconn.EndLocal
-			case err != io.EOF:
-				how = httpconn.EndRST
-			}
-			hc.CloseServer(how, time.Now())
-			c.sink.flushLocked()
-			c.sink.mu.Unlock()
-			return
-		}
-		c.sink.flushLocked()
-		c.sink.mu.Unlock()
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -422,9 +423,9 @@ func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // tlsDialer returns a DialTLSContext that dials with dial, completes a TLS
-// handshake with cfg offering only HTTP/1.1 (ALPN "http/1.1", RFC 7301),
-// and taps the decrypted bytes.
-func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config) dialFunc {
+// handshake with cfg offering only proto by ALPN (RFC 7301): "http/1.1",
+// or "h2" (then the server must choose it), and taps the decrypted bytes.
+func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config, proto string) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := dial(ctx, network, addr)
 		if err != nil {
@@ -438,13 +439,17 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config) dialFunc {
 			}
 			cfg.ServerName = host
 		}
-		// Offering h2 makes the API server choose it, and HTTP/2 has no
-		// chunked coding to show.
-		cfg.NextProtos = []string{"http/1.1"}
+		// Offering h2 makes the API server choose it: offer only the
+		// protocol asked for.
+		cfg.NextProtos = []string{proto}
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, err
+		}
+		if got := tc.ConnectionState().NegotiatedProtocol; proto == "h2" && got != "h2" {
+			raw.Close()
+			return nil, fmt.Errorf("%s did not agree to HTTP/2 (ALPN h2; it chose %q)", addr, got)
 		}
 		if err := ctx.Err(); err != nil {
 			// The request was given up while dialling: net/http would
