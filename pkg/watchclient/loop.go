@@ -100,6 +100,10 @@ func endPhrase(how string) string {
 		return "the watch ended"
 	case how == "last-chunk":
 		return "the server ended the watch (last-chunk)"
+	case how == "end of stream":
+		return "the server ended the watch (END_STREAM)"
+	case how == "reset by RST_STREAM":
+		return "the stream was reset (RST_STREAM)"
 	case strings.HasPrefix(how, "closed without"), strings.HasPrefix(how, "reset"):
 		return "the connection " + how
 	}
