@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/inflate"
@@ -402,7 +403,7 @@ func (b *Body) drain() {
 			b.emitPending()
 		}
 		if f.UnlistedChunks > 0 {
-			b.problem(&record.Problem{Direction: b.direction, Where: "data", Offset: f.Offset,
+			b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
 				Exchange: b.exchange, Kind: "watch event in too many chunks", Warning: true, Time: b.now,
 				Detail: fmt.Sprintf("%d more chunks carried %d of its %d bytes; only the first %d chunks are listed",
 					f.UnlistedChunks, f.UnlistedBytes, f.Length, len(f.Spans))})
@@ -556,8 +557,8 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 			b.framer = nil
 			return nil
 		}
-		b.problem(&record.Problem{Direction: b.direction, Where: "data", Offset: f.Offset,
-			Exchange: b.exchange, Kind: "watch event does not decode", Detail: err.Error(), Time: b.now})
+		b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
+			Exchange: b.exchange, Kind: "watch event does not decode", Detail: clipDetail(err.Error()), Time: b.now})
 		b.framer.Suspect(f.Serial, f.Offset+f.Length)
 		if ev == nil {
 			return nil
@@ -585,6 +586,20 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 	return rec
 }
 
+// clipDetail bounds a decoder's error text (apimachinery's may quote a
+// whole object) to 300 bytes, on a rune boundary.
+func clipDetail(s string) string {
+	const max = 300
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes more)", len(s)-cut)
+}
+
 // Gap tells the Body that n bytes of its content were lost (inside the
 // current carrier's data when inData).
 func (b *Body) Gap(n int64, inData bool) {
@@ -601,6 +616,21 @@ func (b *Body) Gap(n int64, inData bool) {
 	}
 	if b.framer != nil {
 		b.framer.Gap(n)
+		b.drain()
+	}
+}
+
+// LostFraming tells the Body that n bytes were lost across the carriers'
+// own framing (a chunk-size line among them): how many of them were
+// content is unknown, so the events' framing cannot count through them and
+// the framer looks for the next event instead (Framer.Break).
+func (b *Body) LostFraming(n int64) {
+	if b.inf != nil {
+		b.Gap(n, false)
+		return
+	}
+	if b.framer != nil {
+		b.framer.Break(fmt.Sprintf("%d bytes missing across chunk framing; the event cannot be decoded", n))
 		b.drain()
 	}
 }

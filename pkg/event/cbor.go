@@ -48,10 +48,19 @@ func cborStartMatch(b []pendByte) (partial, full bool) {
 }
 
 // maxCBORDepth bounds how deeply the containers of one CBOR data item may
-// nest (arrays, maps, indefinite-length strings). apimachinery's decoder
-// refuses items nested deeper than 64 levels; the Framer's bound only keeps
-// its own bookkeeping small on hostile input.
+// nest (arrays, maps, indefinite-length strings), to keep the Framer's
+// bookkeeping small on hostile input. apimachinery's decoder allows 10000
+// levels; no Kubernetes object comes near 1024.
 const maxCBORDepth = 1024
+
+// MaxCBORItems bounds the CBOR data items of one watch event (every
+// integer, string, array, map, tag and simple value counts). Decoding
+// turns each into a Go value several times its wire size (an empty map of
+// 1 byte becomes a Go map), so a 64 MiB event of empty maps would take
+// gigabytes: an event with more items is skipped and reported as larger
+// than the limit. Real objects have about one item per 10 bytes or more;
+// 1 Mi items is a 10 MiB object of such items, past what etcd stores.
+const MaxCBORItems = 1 << 20
 
 // errCBORTooLong is a head announcing a string or container longer than the
 // event bound: the event is oversize, and where it ends is not worth waiting
@@ -73,6 +82,7 @@ type cborOpen struct {
 // cborScan walks the heads of one CBOR data item (RFC 8949 §3) fed in any
 // split, to find the byte that completes it.
 type cborScan struct {
+	items int64 // heads read: data items, tags and breaks
 	head  [9]byte
 	nhead int    // bytes of the head in progress
 	need  int    // length of the head in progress (1 + argument bytes)
@@ -81,7 +91,7 @@ type cborScan struct {
 }
 
 func (s *cborScan) reset() {
-	s.nhead, s.need, s.skip = 0, 0, 0
+	s.nhead, s.need, s.skip, s.items = 0, 0, 0, 0
 	s.open = s.open[:0]
 }
 
@@ -136,6 +146,15 @@ func (s *cborScan) scan(p []byte, max int64) (n int, done bool, err error) {
 // the top-level item.
 func (s *cborScan) onHead(max int64) (complete bool, err error) {
 	major, ai := s.head[0]>>5, s.head[0]&0x1f
+	if s.items++; s.items > MaxCBORItems {
+		return false, errCBORTooLong{fmt.Sprintf("more than %d CBOR data items (each decodes to a Go value many times its size)", MaxCBORItems)}
+	}
+	if ai == 31 && (major == 0 || major == 1) {
+		return false, fmt.Errorf("initial byte 0x%02x is not well-formed (an integer of indefinite length)", s.head[0])
+	}
+	if major == 7 && ai == 24 && s.head[1] < 32 {
+		return false, fmt.Errorf("simple value %d in two bytes is not well-formed (RFC 8949 §3.3)", s.head[1])
+	}
 	var arg uint64
 	switch s.need {
 	case 1:
@@ -202,6 +221,12 @@ func (s *cborScan) onHead(max int64) (complete bool, err error) {
 	}
 }
 
+// atBoundary reports whether the next byte starts a data item nested in
+// the item in progress (not inside a string, nor the item's first byte).
+func (s *cborScan) atBoundary() bool {
+	return s.nhead == 0 && s.skip == 0 && len(s.open) > 0 && s.open[len(s.open)-1].strMajor == 0
+}
+
 func (s *cborScan) push(o cborOpen) error {
 	if len(s.open) >= maxCBORDepth {
 		return fmt.Errorf("containers nested deeper than %d levels", maxCBORDepth)
@@ -237,36 +262,109 @@ func (fr *Framer) writeCBOR(p []byte, c int) {
 		fr.lost = true
 	}
 	for len(p) > 0 {
-		if fr.lost {
-			k := fr.seekCBOR(p, c)
-			p = p[k:]
+		switch {
+		case fr.lost:
+			p = p[fr.seekCBOR(p, c):]
+		case len(fr.hold) > 0 || (fr.in && !fr.holdOff && fr.cbor.atBoundary() && p[0] == 0xd9):
+			p = p[fr.holdCBOR(p, c):]
+		case !fr.in && !cborMayStartEvent(p[0]):
+			// kube-apiserver starts every event with the self-described
+			// tag (or, from another writer, a map): anything else is
+			// junk, reported once, up to the next event start.
+			fr.onProb(FrameProblem{Offset: fr.off, Kind: KindJunk,
+				Detail: fmt.Sprintf("byte 0x%02x does not start a CBOR watch event (a self-described map); looking for the next event", p[0])})
+			fr.lost = true
+			fr.seekAt = fr.off
+		default:
+			fr.holdOff = false
+			p = p[fr.scanCBOR(p, c):]
+		}
+	}
+}
+
+// cborMayStartEvent reports whether b may be the first byte of a watch
+// event: the self-described tag's head (0xd9) or a map's.
+func cborMayStartEvent(b byte) bool {
+	return b == 0xd9 || b>>5 == 5
+}
+
+// scanCBOR walks p as bytes of the event in progress (starting one) and
+// returns how many it took.
+func (fr *Framer) scanCBOR(p []byte, c int) int {
+	if !fr.in {
+		fr.start(c)
+		fr.cbor.reset()
+	}
+	n, done, err := fr.cbor.scan(p, fr.max)
+	fr.take(p[:n], c)
+	var tooLong errCBORTooLong
+	switch {
+	case errors.As(err, &tooLong):
+		if !fr.cur.Oversize {
+			fr.oversize(fmt.Sprintf("at offset %d %s; skipped, looking for the next event", fr.off-1, err))
+		}
+		fr.abandon()
+		fr.lost = true
+		fr.seekAt = fr.off
+	case err != nil:
+		fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindMalformed,
+			Detail: fmt.Sprintf("at offset %d: %v; looking for the next event", fr.off-1, err)})
+		fr.abandon()
+		fr.lost = true
+		fr.seekAt = fr.off
+	case done:
+		fr.finish()
+	}
+	if n == 0 && err == nil && !done {
+		return len(p) // cannot happen: scan takes a byte at least
+	}
+	return n
+}
+
+// holdCBOR holds the bytes at an item boundary inside an event that may
+// be the start of a new watch event (cborEventStarts), and returns how many
+// of p it consumed. A whole start there means the event in progress never
+// ended (an indefinite-length container never closed, a container
+// announcing more items than came): it is reported cut short and a new
+// event starts, as the JSON Framer does at a line starting {"type":. A
+// start inside a string is never looked for. Otherwise the held bytes go
+// on as the event's.
+func (fr *Framer) holdCBOR(p []byte, c int) int {
+	for i, b := range p {
+		fr.hold = append(fr.hold, pendByte{b, c})
+		partial, full := cborStartMatch(fr.hold)
+		if partial && !full {
 			continue
 		}
-		if !fr.in {
-			fr.start(c)
-			fr.cbor.reset()
-		}
-		n, done, err := fr.cbor.scan(p, fr.max)
-		fr.take(p[:n], c)
-		p = p[n:]
-		var tooLong errCBORTooLong
-		switch {
-		case errors.As(err, &tooLong):
-			if !fr.cur.Oversize {
-				fr.oversize(fmt.Sprintf("at offset %d %s; skipped, looking for the next event", fr.off-1, err))
-			}
+		held := fr.hold
+		fr.hold = nil
+		if full {
+			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
+				Detail: fmt.Sprintf("%d bytes of an event that never ended, then a new event at offset %d; decoding goes on from it", fr.curLen, fr.off)})
+			f := fr.cur
+			f.Length, f.Damaged = fr.curLen, true
 			fr.abandon()
-			fr.lost = true
-			fr.seekAt = fr.off
-		case err != nil:
-			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindMalformed,
-				Detail: fmt.Sprintf("at offset %d: %v; looking for the next event", fr.off-1, err)})
-			fr.abandon()
-			fr.lost = true
-			fr.seekAt = fr.off
-		case done:
-			fr.finish()
+			fr.onFrame(&f)
+		} else {
+			fr.holdOff = true // the first held byte is the event's, not a start
 		}
+		fr.replayCBOR(held)
+		return i + 1
+	}
+	return len(p)
+}
+
+// replayCBOR frames held bytes, run by run of the chunks they came in.
+func (fr *Framer) replayCBOR(held []pendByte) {
+	for j := 0; j < len(held); {
+		k := j
+		run := make([]byte, 0, len(held))
+		for k < len(held) && held[k].chunk == held[j].chunk {
+			run = append(run, held[k].b)
+			k++
+		}
+		fr.writeCBOR(run, held[j].chunk)
+		j = k
 	}
 }
 
@@ -304,19 +402,21 @@ func (fr *Framer) seekCBOR(p []byte, c int) int {
 		// they may be too much: the search then starts again after them.)
 		pend := append([]pendByte(nil), fr.pend...)
 		fr.pend = fr.pend[:0]
-		for j := 0; j < len(pend); {
-			k := j
-			run := make([]byte, 0, len(pend))
-			for k < len(pend) && pend[k].chunk == pend[j].chunk {
-				run = append(run, pend[k].b)
-				k++
-			}
-			fr.writeCBOR(run, pend[j].chunk)
-			j = k
-		}
+		fr.replayCBOR(pend)
 		return i + 1
 	}
 	return len(p)
+}
+
+// flushHold gives the bytes held at an item boundary back to the event in
+// progress: no more come before a gap, a break or the end.
+func (fr *Framer) flushHold() {
+	if len(fr.hold) > 0 {
+		held := fr.hold
+		fr.hold = nil
+		fr.holdOff = true
+		fr.replayCBOR(held)
+	}
 }
 
 // dropPendingCBOR passes over the bytes of a partial match of cborEventStarts.
@@ -329,6 +429,7 @@ func (fr *Framer) dropPendingCBOR() {
 // string of the event in progress, the framing holds (the event is damaged);
 // anywhere else the Framer looks for the next event's start.
 func (fr *Framer) gapCBOR(n int64) {
+	fr.flushHold()
 	if fr.lost {
 		fr.dropPendingCBOR()
 		fr.off += n
@@ -361,6 +462,7 @@ func (fr *Framer) gapCBOR(n int64) {
 
 // breakCBOR handles content that is not continuous (see Break).
 func (fr *Framer) breakCBOR(detail string) {
+	fr.flushHold()
 	if fr.lost {
 		fr.dropPendingCBOR()
 		return

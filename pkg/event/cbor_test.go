@@ -271,7 +271,7 @@ func TestCBORLostAndRegained(t *testing.T) {
 	t.Run("malformed item", func(t *testing.T) {
 		var c collected
 		fr := c.framer(FormatCBOR, 0)
-		fr.Write([]byte{0x82, 0x01, 0xff}, 0) // a break in a definite array
+		fr.Write([]byte{0xa1, 0x01, 0xff}, 0) // a break as a definite map's value
 		fr.Write(e2, 1)
 		fr.Close()
 		want := fmt.Sprintf("MODIFIED@3 | %s @0 | %s @3", KindMalformed, KindCBORRegained)
@@ -331,6 +331,53 @@ func TestCBORLostAndRegained(t *testing.T) {
 			}
 		}
 	})
+	t.Run("junk between events", func(t *testing.T) {
+		// A run of bytes that start no event is one problem, however
+		// long, not one per byte.
+		var c collected
+		fr := c.framer(FormatCBOR, 0)
+		fr.Write(e1, 0)
+		fr.Write(make([]byte, 5000), 1)
+		fr.Write(e2, 2)
+		fr.Close()
+		want := fmt.Sprintf("ADDED@0 MODIFIED@%d | %s @%d | %s @%d", n1+5000, KindJunk, n1, KindCBORRegained, n1+5000)
+		if got := summary(&c); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+	t.Run("container never closed", func(t *testing.T) {
+		// An object that is an indefinite-length map never closed: the
+		// next events come as its items, and are found there.
+		open := append([]byte{0xd9, 0xd9, 0xf7, 0xa2, 0x44, 't', 'y', 'p', 'e', 0x45, 'A', 'D', 'D', 'E', 'D', 0x46, 'o', 'b', 'j', 'e', 'c', 't', 0xbf}, 0x41, 'k')
+		var c collected
+		fr := c.framer(FormatCBOR, 0)
+		fr.Write(open, 0)
+		fr.Write(e2[:5], 1) // the start straddles writes
+		fr.Write(e2[5:], 1)
+		fr.Write(e3, 2)
+		fr.Close()
+		n0 := int64(len(open))
+		want := fmt.Sprintf("[0+%d damaged=true] MODIFIED@%d DELETED@%d | %s @0", n0, n0, n0+n2, KindTruncated)
+		if got := summary(&c); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+	t.Run("too many items", func(t *testing.T) {
+		// An object of a million empty maps (a 1-byte item each) would
+		// decode to gigabytes: skipped as larger than the limit.
+		bomb := []byte{0xd9, 0xd9, 0xf7, 0xa2, 0x44, 't', 'y', 'p', 'e', 0x45, 'A', 'D', 'D', 'E', 'D', 0x46, 'o', 'b', 'j', 'e', 'c', 't',
+			0x9a, 0, 0x20, 0, 0} // an array of 2 Mi items
+		bomb = append(bomb, bytes.Repeat([]byte{0xa0}, 2<<20)...)
+		var c collected
+		fr := c.framer(FormatCBOR, 0)
+		fr.Write(bomb, 0)
+		fr.Write(e2, 1)
+		fr.Close()
+		want := fmt.Sprintf("MODIFIED@%d | %s @0 | %s @%d", len(bomb), KindOversize, KindCBORRegained, len(bomb))
+		if got := summary(&c); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
 	t.Run("oversize and cut short", func(t *testing.T) {
 		var c collected
 		fr := c.framer(FormatCBOR, 200)
@@ -357,7 +404,7 @@ func FuzzCBORFramer(f *testing.F) {
 	e2 := cborEvent(t, "BOOKMARK", configMap("", "2", nil))
 	f.Add(append(append([]byte{}, e1...), e2...), int64(1), uint8(0), uint16(0), uint16(0))
 	f.Add(append(append([]byte{}, e1...), e2...), int64(2), uint8(0), uint16(30), uint16(4))
-	f.Add([]byte{0x9f, 0x01, 0x82, 0x02, 0x03, 0xff, 0xbf, 0x61, 0x61, 0x01, 0xff}, int64(3), uint8(0), uint16(0), uint16(0))
+	f.Add([]byte{0xbf, 0x61, 0x61, 0x9f, 0x01, 0x82, 0x02, 0x03, 0xff, 0xff, 0xbf, 0x61, 0x61, 0x01, 0xff}, int64(3), uint8(0), uint16(0), uint16(0))
 	f.Add([]byte{0x5f, 0x42, 0x01, 0x02, 0xff, 0xd9, 0xd9, 0xd9, 0xf7, 0xa2, 0x44}, int64(4), uint8(9), uint16(0), uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, seed int64, max uint8, gapAt, gapLen uint16) {
 		limit := int64(0)
@@ -382,10 +429,14 @@ func FuzzCBORFramer(f *testing.F) {
 
 // cborItems splits data into the data items fxamacker/cbor reads from it
 // one after another; ok is false when data is anything else (or beyond that
-// decoder's limits).
+// decoder's limits), or when an item does not start as a watch event may
+// (a self-described tag or a map).
 func cborItems(data []byte) ([]string, bool) {
 	var out []string
 	for len(data) > 0 {
+		if !cborMayStartEvent(data[0]) {
+			return nil, false // junk to kwatch: not a self-described map
+		}
 		var raw fxcbor.RawMessage
 		rest, err := fxcbor.UnmarshalFirst(data, &raw)
 		if err != nil {
@@ -395,4 +446,21 @@ func cborItems(data []byte) ([]string, bool) {
 		data = rest
 	}
 	return out, true
+}
+
+// TestDecodeStatusCBOR reads the Status body of an error answered in CBOR.
+func TestDecodeStatusCBOR(t *testing.T) {
+	s := cbor.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var b bytes.Buffer
+	if err := s.Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure",
+		Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 1 (5)"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	st := DecodeStatusCBOR(b.Bytes())
+	if st == nil || st.Code != 410 || st.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("DecodeStatusCBOR = %+v", st)
+	}
+	if DecodeStatusCBOR([]byte("not cbor")) != nil {
+		t.Fatal("junk decoded as a Status")
+	}
 }

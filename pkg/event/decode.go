@@ -535,6 +535,17 @@ func DecodeStatusProtobuf(data []byte) *metav1.Status {
 	return st
 }
 
+// DecodeStatusCBOR decodes a CBOR-encoded metav1.Status body (what the API
+// server sends for errors when CBOR was asked for); nil when data is not
+// one.
+func DecodeStatusCBOR(data []byte) *metav1.Status {
+	var st metav1.Status
+	if _, _, err := cborObject.Decode(data, nil, &st); err != nil || st.Kind != "Status" {
+		return nil
+	}
+	return &st
+}
+
 // OtherTypes is the key under which CountType counts the event types it
 // does not name.
 const OtherTypes = "(other types)"

@@ -187,6 +187,10 @@ type Framer struct {
 	// CBOR state.
 	cbor   cborScan
 	seekAt int64 // where the search for an event start began
+	// hold: bytes at an item boundary that may start a new event
+	// (holdCBOR); holdOff: the next byte was held and is the event's.
+	hold    []pendByte
+	holdOff bool
 }
 
 // NewFramer returns a Framer for format f that calls onFrame for every
@@ -891,8 +895,11 @@ func (fr *Framer) Break(detail string) {
 // Close reports an event left incomplete when the body ended.
 func (fr *Framer) Close() {
 	fr.endProbe()
-	if fr.format == FormatCBOR && fr.lost {
-		fr.dropPendingCBOR()
+	if fr.format == FormatCBOR {
+		fr.flushHold()
+		if fr.lost {
+			fr.dropPendingCBOR()
+		}
 	}
 	if fr.cand >= 0 {
 		fr.cand = -1

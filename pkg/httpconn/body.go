@@ -265,13 +265,17 @@ func (b *body) gap(n int64, t time.Time) bool {
 		inData, remain := b.dec.InData()
 		keep := b.dec.Skip(n)
 		inData = inData && n < remain
+		b.read += n
 		if inData {
 			b.data += n
+			b.gapContent(n, true)
 		} else {
 			b.lost += n // framing and data alike: unknown which
+			if b.ev != nil {
+				b.ev.SetTime(b.now)
+				b.ev.LostFraming(n)
+			}
 		}
-		b.read += n
-		b.gapContent(n, inData)
 		if !keep {
 			b.warnings++
 			b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: b.dec.Offset(),
@@ -407,8 +411,11 @@ func (b *body) end(how string, clean bool, t time.Time) {
 // DecodeStatus decodes a metav1.Status body (JSON, possibly pretty-printed
 // over several lines, or protobuf); nil when it is not one.
 func DecodeStatus(ct string, data []byte) *metav1.Status {
-	if f, ok := event.FormatForContentType(ct); ok && f == event.FormatProtobuf {
+	switch f, ok := event.FormatForContentType(ct); {
+	case ok && f == event.FormatProtobuf:
 		return event.DecodeStatusProtobuf(data)
+	case ok && f == event.FormatCBOR:
+		return event.DecodeStatusCBOR(data)
 	}
 	var st metav1.Status
 	if err := json.Unmarshal(data, &st); err != nil || st.Kind != "Status" {

@@ -241,7 +241,7 @@ func countsLine(m map[string]int) string {
 	}
 	var parts []string
 	for _, t := range eventTypes(m) {
-		parts = append(parts, fmt.Sprintf("%d %s", m[t], t))
+		parts = append(parts, fmt.Sprintf("%d %s", m[t], Escape(t))) // a type is what the server sent
 	}
 	return s + ": " + strings.Join(parts, ", ")
 }
