@@ -198,10 +198,20 @@ type side struct {
 	// settings this side advertised (RFC 9113 §6.5.2), by identifier.
 	settings map[http2.SettingID]uint32
 	frames   int
+	// Flow control (RFC 9113 §5.2, §6.9) of the data this side receives:
+	// connWin is the connection window it advertised, as far as its
+	// WINDOW_UPDATEs and the peer's DATA frames say; connStall when it
+	// last reached 0 (zero time: not exhausted).
+	connWin   int64
+	connStall time.Time
 }
 
+// defaultWindow is HTTP/2's initial flow-control window, in bytes (RFC 9113
+// §6.9.2), for the connection and for every stream until SETTINGS change it.
+const defaultWindow = 65535
+
 func newSide(c *Conn, isServer bool) *side {
-	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}}
+	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
 	s.fr = http2.NewFramer(io.Discard, &s.rd)
 	s.fr.SetMaxReadFrameSize(maxFrameBytes)
 	s.dec = hpack.NewDecoder(4096, s.onField)
@@ -362,7 +372,9 @@ func (s *side) frame(t time.Time) {
 			msg += fmt.Sprintf(" (%q)", clip(string(d)))
 		}
 		s.c.note(t, msg)
-	case *http2.WindowUpdateFrame, *http2.PriorityFrame, *http2.UnknownFrame:
+	case *http2.WindowUpdateFrame:
+		s.windowUpdate(f.StreamID, int64(f.Increment), t)
+	case *http2.PriorityFrame, *http2.UnknownFrame:
 		// Counted in the frame total.
 	}
 }
@@ -457,6 +469,13 @@ func (s *side) onSettings(f *http2.SettingsFrame, t time.Time) {
 	}
 	var parts []string
 	_ = f.ForeachSetting(func(st http2.Setting) error {
+		if st.ID == http2.SettingInitialWindowSize {
+			// RFC 9113 §6.9.2: the change applies to every open stream.
+			delta := int64(st.Val) - int64(s.setting(http2.SettingInitialWindowSize, defaultWindow))
+			for _, str := range s.c.streams {
+				str.recvWin[s.index()] += delta
+			}
+		}
 		s.settings[st.ID] = st.Val
 		parts = append(parts, fmt.Sprintf("%s=%d", settingName(st.ID), st.Val))
 		if st.ID == http2.SettingHeaderTableSize {
@@ -501,13 +520,72 @@ func (s *side) onPing(f *http2.PingFrame, t time.Time) {
 	}
 }
 
-// data handles a DATA frame: its data are body bytes of the stream.
+// data handles a DATA frame: its data are body bytes of the stream, and
+// its length counts against the receiver's flow-control windows.
 func (s *side) data(f *http2.DataFrame, t time.Time) {
+	r := s.peer()
+	n := int64(f.Header().Length)
 	st := s.c.streams[f.StreamID]
+	if n > 0 {
+		r.connWin -= n
+		if r.connWin < 0 {
+			s.problem("stream", s.frameAt, KindFlowControl, fmt.Sprintf("a DATA frame of %d bytes on stream %d is %d bytes past the connection window the %s advertised",
+				n, f.StreamID, -r.connWin, r.name()), "the receiver should have answered FLOW_CONTROL_ERROR (RFC 9113 §6.9.1)", true, t)
+			r.connWin = 0
+		}
+		if r.connWin == 0 && r.connStall.IsZero() {
+			r.connStall = t
+		}
+		if st != nil {
+			i := r.index()
+			st.recvWin[i] -= n
+			if st.recvWin[i] < 0 {
+				s.problem("stream", s.frameAt, KindFlowControl, fmt.Sprintf("a DATA frame of %d bytes on stream %d is %d bytes past the stream's window the %s advertised",
+					n, f.StreamID, -st.recvWin[i], r.name()), "the receiver should have answered FLOW_CONTROL_ERROR (RFC 9113 §6.9.1)", true, t)
+				st.recvWin[i] = 0
+			}
+			if st.recvWin[i] == 0 && st.stall[i].IsZero() {
+				st.stall[i] = t
+			}
+		}
+	}
 	if st == nil {
 		return
 	}
 	st.data(s, f, s.frameAt, t)
+}
+
+func (s *side) index() int {
+	if s.isServer {
+		return 1
+	}
+	return 0
+}
+
+// windowUpdate handles a WINDOW_UPDATE this side sent: it opens its
+// window again. A window that had reached 0 held the peer's data back
+// (a flow-control stall, RFC 9113 §5.2): how long is said in a note.
+func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
+	if id == 0 {
+		s.connWin += inc
+		if !s.connStall.IsZero() && s.connWin > 0 {
+			s.c.note(t, fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+				s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc))
+			s.connStall = time.Time{}
+		}
+		return
+	}
+	st := s.c.streams[id]
+	if st == nil {
+		return
+	}
+	i := s.index()
+	st.recvWin[i] += inc
+	if !st.stall[i].IsZero() && st.recvWin[i] > 0 {
+		s.c.note(t, fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+			id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc))
+		st.stall[i] = time.Time{}
+	}
 }
 
 // gap handles n lost bytes: frame boundaries in this direction cannot be
@@ -570,6 +648,9 @@ const (
 	KindHPACK      = "HPACK decoding failed"
 	KindHeaderList = "header list larger than the limit"
 	KindStreams    = "too many HTTP/2 streams"
+	// KindFlowControl (a warning): DATA past the window its receiver
+	// advertised.
+	KindFlowControl = "HTTP/2 flow-control window exceeded"
 )
 
 func clip(s string) string {
@@ -593,6 +674,11 @@ type stream struct {
 	keep     bool
 	trailers []string
 	ended    bool
+	// recvWin is the stream's flow-control window as the client [0] and
+	// the server [1] advertised it for what they receive; stall when it
+	// last reached 0.
+	recvWin [2]int64
+	stall   [2]time.Time
 }
 
 // requestHeaders starts stream id with the client's request.
@@ -627,7 +713,9 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 	httpconn.RedactCredentials(req.Header)
 	req.Watch = httpconn.IsWatchRequest(req.Target)
 	req.InitialState = req.Watch && httpconn.AsksInitialState(req.Target)
-	c.streams[id] = &stream{id: id, req: req, start: t}
+	c.streams[id] = &stream{id: id, req: req, start: t, recvWin: [2]int64{
+		int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
+		int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
 	c.maxOpen = max(c.maxOpen, len(c.streams))
 	c.emit(req)
 }

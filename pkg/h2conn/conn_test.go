@@ -342,3 +342,48 @@ func FuzzConn(f *testing.F) {
 		}
 	})
 }
+
+// TestFlowControlStall: a client that advertises a small stream window and
+// opens it only 2 s after the server filled it stalled the watch; the note
+// says for how long. DATA past the connection window is a warning.
+func TestFlowControlStall(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 300})
+	watchRequest(t, c, 1)
+	first := append([]byte(nil), c.buf.Bytes()...)
+	c.buf.Reset()
+	watchResponse(t, s, 1)
+	e := ev("ADDED", "a", "101")
+	_ = s.fr.WriteData(1, false, e)
+	_ = s.fr.WriteData(1, false, make([]byte, 300-len(e))) // the window is now 0
+	served := append([]byte(nil), s.buf.Bytes()...)
+	s.buf.Reset()
+	_ = c.fr.WriteWindowUpdate(1, 1000)
+	update := append([]byte(nil), c.buf.Bytes()...)
+	_ = s.fr.WriteData(1, false, make([]byte, 70000)) // past the connection's 65535
+	over := s.buf.Bytes()
+
+	var notes, problems []string
+	conn := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.ConnNote:
+			notes = append(notes, v.Message)
+		case *record.Problem:
+			problems = append(problems, v.Kind+": "+v.Detail)
+		}
+	}), Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	conn.ClientData(first, t0)
+	conn.ServerData(served, t0.Add(time.Second))
+	conn.ClientData(update, t0.Add(3*time.Second))
+	conn.ServerData(over, t0.Add(4*time.Second))
+	want := "flow control: stream 1's window at the client was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +1000"
+	if !strings.Contains(strings.Join(notes, "\n"), want) {
+		t.Errorf("notes %q\nwant %q", notes, want)
+	}
+	if len(problems) != 3 || !strings.Contains(problems[0], "SETTINGS_MAX_FRAME_SIZE") ||
+		!strings.Contains(problems[1], "4765 bytes past the connection window the client advertised") ||
+		!strings.Contains(problems[2], "69000 bytes past the stream's window") {
+		t.Errorf("problems %q", problems)
+	}
+}
