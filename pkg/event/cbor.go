@@ -100,8 +100,16 @@ func (s *cborScan) reset() {
 // an error for bytes that cannot be CBOR (RFC 8949 §3: reserved additional
 // information, a break outside an indefinite-length container, a string
 // chunk of the wrong type) or that announce more than max bytes.
-func (s *cborScan) scan(p []byte, max int64) (n int, done bool, err error) {
+//
+// With stop, scan also returns early (not done) before a byte 0xd9 that
+// starts an item nested in the item in progress (atBoundary), for the
+// Framer to check whether a new event starts there; holdFirst says whether
+// that applies to p's first byte too.
+func (s *cborScan) scan(p []byte, max int64, holdFirst bool) (n int, done bool, err error) {
 	for n < len(p) {
+		if p[n] == 0xd9 && (n > 0 || holdFirst) && s.atBoundary() {
+			return n, false, nil
+		}
 		if s.skip > 0 {
 			k := uint64(len(p) - n)
 			if k > s.skip {
@@ -276,8 +284,9 @@ func (fr *Framer) writeCBOR(p []byte, c int) {
 			fr.lost = true
 			fr.seekAt = fr.off
 		default:
+			holdFirst := !fr.holdOff
 			fr.holdOff = false
-			p = p[fr.scanCBOR(p, c):]
+			p = p[fr.scanCBOR(p, c, holdFirst):]
 		}
 	}
 }
@@ -290,12 +299,12 @@ func cborMayStartEvent(b byte) bool {
 
 // scanCBOR walks p as bytes of the event in progress (starting one) and
 // returns how many it took.
-func (fr *Framer) scanCBOR(p []byte, c int) int {
+func (fr *Framer) scanCBOR(p []byte, c int, holdFirst bool) int {
 	if !fr.in {
 		fr.start(c)
 		fr.cbor.reset()
 	}
-	n, done, err := fr.cbor.scan(p, fr.max)
+	n, done, err := fr.cbor.scan(p, fr.max, holdFirst)
 	fr.take(p[:n], c)
 	var tooLong errCBORTooLong
 	switch {
@@ -314,9 +323,6 @@ func (fr *Framer) scanCBOR(p []byte, c int) int {
 		fr.seekAt = fr.off
 	case done:
 		fr.finish()
-	}
-	if n == 0 && err == nil && !done {
-		return len(p) // cannot happen: scan takes a byte at least
 	}
 	return n
 }

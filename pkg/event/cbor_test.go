@@ -171,7 +171,7 @@ func TestCBORScan(t *testing.T) {
 				if i+len(p) == len(data) {
 					in = append(append([]byte{}, p...), 0xee) // a byte after the item stays unread
 				}
-				n, done, err := s.scan(in, 100)
+				n, done, err := s.scan(in, 100, false)
 				if err != nil {
 					got = err.Error()
 					break
@@ -191,7 +191,7 @@ func TestCBORScan(t *testing.T) {
 	}
 	// Nesting is bounded.
 	var s cborScan
-	if _, _, err := s.scan(bytes.Repeat([]byte{0x81}, maxCBORDepth+1), 1<<20); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+	if _, _, err := s.scan(bytes.Repeat([]byte{0x81}, maxCBORDepth+1), 1<<20, false); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Fatalf("deep nesting: %v", err)
 	}
 }
@@ -430,7 +430,8 @@ func FuzzCBORFramer(f *testing.F) {
 // cborItems splits data into the data items fxamacker/cbor reads from it
 // one after another; ok is false when data is anything else (or beyond that
 // decoder's limits), or when an item does not start as a watch event may
-// (a self-described tag or a map).
+// (a self-described tag or a map), or holds an event start after its first
+// byte (see holdCBOR).
 func cborItems(data []byte) ([]string, bool) {
 	var out []string
 	for len(data) > 0 {
@@ -442,7 +443,15 @@ func cborItems(data []byte) ([]string, bool) {
 		if err != nil {
 			return nil, false
 		}
-		out = append(out, string(data[:len(data)-len(rest)]))
+		item := data[:len(data)-len(rest)]
+		for _, start := range cborEventStarts {
+			if bytes.Contains(item[1:], start) {
+				// A nested event start: kwatch takes it as a new
+				// event after one that never ended (holdCBOR).
+				return nil, false
+			}
+		}
+		out = append(out, string(item))
 		data = rest
 	}
 	return out, true
