@@ -16,7 +16,6 @@ package h2conn
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -256,8 +255,9 @@ func (s *side) feed(p []byte, t time.Time) {
 			for n < len(p) && s.preface < len(ClientPreface) {
 				if p[n] != ClientPreface[s.preface] {
 					s.problem("stream", s.off, KindPreface, fmt.Sprintf("byte %d is 0x%02x", s.preface, p[n]),
-						"the connection is not HTTP/2 with prior knowledge", false, t)
+						"the connection is not HTTP/2 with prior knowledge; neither direction is decoded further", false, t)
 					s.dead = true
+					s.peer().dead = true
 					return
 				}
 				s.preface++
@@ -383,11 +383,7 @@ func (s *side) frame(t time.Time) {
 // read is skipped (the length in its header keeps the framing); HPACK state
 // is not touched.
 func (s *side) frameError(err error, t time.Time) {
-	var ce http2.ConnectionError
 	detail := err.Error()
-	if errors.As(err, &ce) {
-		detail = fmt.Sprintf("%s (%s)", err, http2.ErrCode(ce))
-	}
 	s.problem("stream", s.frameAt, KindFrame, fmt.Sprintf("%s frame on stream %d: %s",
 		http2.FrameType(s.hdr[3]), streamOf(s.hdr), detail), "the frame is skipped", false, t)
 	// The Framer remembers the last frame to check CONTINUATION order:
@@ -602,7 +598,7 @@ func (s *side) gap(n int64, t time.Time) {
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
 	if s.isServer {
-		s.c.endStreams("capture ended mid-stream", "bytes missing from the capture", false, t)
+		s.c.endStreams("not decoded further", "bytes missing from the capture", false, t)
 	}
 }
 
@@ -614,7 +610,7 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 	s.closed = true
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
-	if s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need {
+	if !s.dead && (s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need) {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}
 	if s.isServer {
@@ -800,9 +796,15 @@ func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
 		return // a request body, or DATA after the end
 	}
 	d := f.Data()
+	if st.resp == nil && st.req != nil && st.req.Watch && s.hpackBroken {
+		s.c.inferResponse(st, d, t)
+	}
 	length := int64(f.Header().Length)
-	rf := record.Frame{Stream: st.id, Index: st.frames, Length: length, Padding: length - int64(len(d)),
-		EndStream: f.StreamEnded(), Offset: at}
+	rf := record.Frame{Stream: st.id, Index: st.frames, Length: length, EndStream: f.StreamEnded(), Offset: at}
+	if f.Flags.Has(http2.FlagDataPadded) {
+		rf.Padded = true
+		rf.Padding = length - int64(len(d)) - 1 // the Pad Length field is not padding
+	}
 	st.frames++
 	st.dataLen += int64(len(d))
 	st.bytes += 9 + length
@@ -817,6 +819,36 @@ func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
 	if f.StreamEnded() {
 		s.c.endStream(st, "end of stream", "", true, t)
 	}
+}
+
+// inferResponse stands in for the response of a watch whose response
+// header block could not be decoded (HPACK out of step), so that its DATA
+// frames still give their events: the media type the request asked for
+// first, gzip when the data start with gzip's magic bytes. The first event
+// confirms it is a watch (as for a capture that starts mid-response).
+func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
+	accept := ""
+	if vs := st.req.Header["Accept"]; len(vs) > 0 {
+		accept = strings.TrimSpace(strings.Split(vs[0], ",")[0])
+	}
+	f, ok := event.FormatForContentType(accept)
+	if !ok {
+		f, accept = event.FormatJSON, event.MediaJSON
+	}
+	resp := &record.Response{Conn: c.rec, Exchange: int(st.id), Time: t, Proto: "HTTP/2.0", StatusCode: 200,
+		Reason: "(header block not decoded)", Header: textproto.MIMEHeader{}, Request: st.req, ContentType: accept,
+		Framing: "http2", Watch: true, Format: f.String()}
+	if len(first) >= 2 && first[0] == 0x1f && first[1] == 0x8b {
+		resp.ContentEncoding = "gzip"
+	}
+	st.resp = resp
+	st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", f, t)
+	st.ev.SetTentative()
+	st.ev.SetInitial(st.req.InitialState)
+	if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {
+		st.ev = nil
+	}
+	c.emit(resp)
 }
 
 // attachFrames lists an event's DATA frames as record.Frames.

@@ -174,7 +174,7 @@ func TestTwoStreams(t *testing.T) {
 	text := strings.Join(whole, "\n")
 	for _, want := range []string{
 		`"Exchange":1,"Seq":1,"Time":"2026-01-01T00:00:00Z","Type":"ADDED"`,
-		`"Frames":[{"stream":1,"index":0,"length":58,"padding":8,"offset":`,
+		`"Frames":[{"stream":1,"index":0,"length":58,"padded":true,"padding":7,"offset":`,
 		`{"stream":1,"index":1,"length":`,
 		`"Exchange":3,"Seq":2,`,
 		`"events":2,"bytes":`,
@@ -311,7 +311,7 @@ func TestGapAndHPACKError(t *testing.T) {
 	conn.ServerGap(100, t0)
 	conn.ServerData([]byte("more bytes after the gap"), t0)
 	conn.CloseServer(httpconn.EndCapture, t0)
-	want := "request 1; problem " + KindHPACK + "; event a; problem " + httpconn.KindMissing + "; end capture ended mid-stream"
+	want := "request 1; problem " + KindHPACK + "; event a; problem " + httpconn.KindMissing + "; end not decoded further"
 	if got := strings.Join(conv, "; "); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -385,5 +385,25 @@ func TestFlowControlStall(t *testing.T) {
 		!strings.Contains(problems[1], "4765 bytes past the connection window the client advertised") ||
 		!strings.Contains(problems[2], "69000 bytes past the stream's window") {
 		t.Errorf("problems %q", problems)
+	}
+}
+
+// TestResponseHeadersLost: when the server's header blocks cannot be
+// decoded any more, a watch whose request is known still gives its events
+// from its DATA frames, behind a response inferred from the request.
+func TestResponseHeadersLost(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	watchRequest(t, c, 1)
+	watchRequest(t, c, 3)
+	watchResponse(t, s, 1)
+	_ = s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, EndHeaders: true})
+	_ = s.fr.WriteData(3, false, ev("ADDED", "b", "102"))
+	_ = s.fr.WriteData(1, false, ev("ADDED", "a", "101"))
+	_ = s.fr.WriteData(3, true, ev("DELETED", "b", "103"))
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{})
+	text := strings.Join(out, "\n")
+	if count(out, KindHPACK) != 1 || count(out, `(header block not decoded)`) != 1 ||
+		count(out, `"Exchange":3,"Seq":`) != 2 || count(out, `"Exchange":1,"Seq":`) != 1 {
+		t.Fatalf("want stream 3's two events behind an inferred response:\n%s", text)
 	}
 }

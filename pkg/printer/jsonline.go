@@ -72,6 +72,9 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 			b = strconv.AppendInt(b, int64(f.Index), 10)
 			b = append(b, `,"length":`...)
 			b = strconv.AppendInt(b, f.Length, 10)
+			if f.Padded {
+				b = append(b, `,"padded":true`...)
+			}
 			if f.Padding != 0 {
 				b = append(b, `,"padding":`...)
 				b = strconv.AppendInt(b, f.Padding, 10)

@@ -466,7 +466,7 @@ func (p *Pretty) printEnd(e *record.End) {
 		p.w.printf("%s      last-chunk %s %s\n", strings.Repeat(" ", 15), hexBytes(e.LastChunk), p.cs.dim.Sprintf("%q", e.LastChunk))
 	}
 	for _, t := range e.Trailers {
-		p.w.printf("%s %s trailer: %s\n", p.ts(e.Time), p.id(e.Conn), Escape(t))
+		p.w.printf("%s %s trailer: %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), Escape(t))
 	}
 	if p.opt.Wire && len(e.TrailerEnd) > 0 {
 		p.w.printf("%s      trailer end %s %s\n", strings.Repeat(" ", 15), hexBytes(e.TrailerEnd), p.cs.dim.Sprintf("%q", e.TrailerEnd))

@@ -162,8 +162,9 @@ type Frame struct {
 	// Length is the frame's payload length in bytes, as its frame header
 	// says (RFC 9113 §4.1): data, padding and the Pad Length field.
 	Length int64 `json:"length"`
-	// Padding is how many of those bytes are not data: the Pad Length
-	// field and the padding (0 without the PADDED flag).
+	// Padded is the PADDED flag: a Pad Length field (1 byte) precedes the
+	// data, and Padding bytes of padding follow it.
+	Padded  bool  `json:"padded,omitempty"`
 	Padding int64 `json:"padding,omitempty"`
 	// EndStream is the END_STREAM flag: the last frame of the stream.
 	EndStream bool `json:"endStream,omitempty"`
@@ -179,7 +180,12 @@ type Frame struct {
 }
 
 // Data is how many data bytes the frame carried.
-func (f *Frame) Data() int64 { return f.Length - f.Padding }
+func (f *Frame) Data() int64 {
+	if f.Padded {
+		return f.Length - f.Padding - 1
+	}
+	return f.Length
+}
 
 // Event is one watch event with the chunks that carried it.
 type Event struct {
