@@ -48,8 +48,10 @@ const (
 	// dynamic table in step.
 	DefaultMaxHeaderListBytes = 1 << 20
 	// maxHeaderTableBytes bounds the HPACK dynamic table a peer may ask
-	// the decoder to keep (SETTINGS_HEADER_TABLE_SIZE), in bytes.
-	maxHeaderTableBytes = 1 << 20
+	// the decoder to keep (SETTINGS_HEADER_TABLE_SIZE), in bytes: x/net's
+	// decoder evicts by copying the table, so a huge table of tiny
+	// entries costs CPU per field; real peers advertise 4 KiB.
+	maxHeaderTableBytes = 64 << 10
 	// DefaultMaxStreams bounds the streams followed at once on one
 	// connection; later streams are counted, not followed.
 	DefaultMaxStreams = 1024
@@ -114,7 +116,8 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 // with the event bounds, budget and problem locator of opt.
 func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
 	o := Options{Events: carrier.Options{MaxEventBytes: opt.MaxEventBytes, MaxEventCarriers: opt.MaxEventChunks,
-		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate}
+		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate,
+		MaxHeaderListBytes: opt.MaxHeaderBytes}
 	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
 }
 
@@ -188,6 +191,12 @@ type side struct {
 	fields   []hpack.HeaderField
 	listSize int  // bytes of fields decoded in the block in progress
 	tooBig   bool // the block in progress went past MaxHeaderListBytes
+	// hpackIn and hpackOut count the header block bytes read and the
+	// field bytes they decoded to; bomb is set once out passed
+	// maxHPACKRatio times in (plus an allowance): an HPACK bomb.
+	hpackIn, hpackOut int64
+	bomb              bool
+	frameErrs         int // frames that did not decode (the first few are reported)
 	// The header block in progress (HEADERS, then CONTINUATION).
 	blockStream uint32
 	blockEnd    bool // END_STREAM on the HEADERS
@@ -294,8 +303,13 @@ func (s *side) feed(p []byte, t time.Time) {
 						fmt.Sprintf("a %s frame of %d bytes on stream %d does not fit in --max-buffered-bytes-total; skipped",
 							http2.FrameType(s.hdr[3]), length, streamOf(s.hdr)), "raise --max-buffered-bytes-total, or lower --max-connections", false, t)
 					s.skip, s.nhdr = length, 0
-					if t := http2.FrameType(s.hdr[3]); t == http2.FrameHeaders || t == http2.FrameContinuation || t == http2.FramePushPromise {
+					switch ft := http2.FrameType(s.hdr[3]); ft {
+					case http2.FrameHeaders, http2.FrameContinuation, http2.FramePushPromise:
 						s.hpackLost(time.Time{}, "a header block fragment was skipped")
+					case http2.FrameData:
+						if st := s.c.streams[streamOf(s.hdr)]; st != nil && s.isServer {
+							st.skipped(int64(length), t)
+						}
 					}
 					continue
 				}
@@ -313,8 +327,12 @@ func (s *side) feed(p []byte, t time.Time) {
 		s.frame(t)
 		s.c.opt.Events.Budget.Release(s.held)
 		s.held = 0
-		if cap(s.payload) > 1<<20 {
-			s.payload = nil // keep no buffer sized for one huge frame
+		if cap(s.payload) > freeFrameBytes*4 {
+			// Keep no buffer sized for one large frame: the frame's
+			// copy, and the Framer's read buffer of that size.
+			s.payload = nil
+			s.fr = http2.NewFramer(io.Discard, &s.rd)
+			s.fr.SetMaxReadFrameSize(maxFrameBytes)
 		}
 	}
 }
@@ -384,8 +402,18 @@ func (s *side) frame(t time.Time) {
 // is not touched.
 func (s *side) frameError(err error, t time.Time) {
 	detail := err.Error()
-	s.problem("stream", s.frameAt, KindFrame, fmt.Sprintf("%s frame on stream %d: %s",
-		http2.FrameType(s.hdr[3]), streamOf(s.hdr), detail), "the frame is skipped", false, t)
+	if d := s.fr.ErrorDetail(); d != nil {
+		detail += ": " + d.Error()
+	}
+	s.frameErrs++
+	if s.frameErrs <= maxFrameErrors {
+		hint := "the frame is skipped"
+		if s.frameErrs == maxFrameErrors {
+			hint += fmt.Sprintf("; later frames that do not decode in this direction are counted, not listed (%d reported)", maxFrameErrors)
+		}
+		s.problem("stream", s.frameAt, KindFrame, fmt.Sprintf("%s frame on stream %d: %s",
+			http2.FrameType(s.hdr[3]), streamOf(s.hdr), detail), hint, false, t)
+	}
 	// The Framer remembers the last frame to check CONTINUATION order:
 	// start it afresh.
 	s.fr = http2.NewFramer(io.Discard, &s.rd)
@@ -400,8 +428,20 @@ func streamOf(h [9]byte) uint32 {
 	return (uint32(h[5])<<24 | uint32(h[6])<<16 | uint32(h[7])<<8 | uint32(h[8])) & (1<<31 - 1)
 }
 
+// HPACK may decode small blocks to large field lists by referring to its
+// table again and again (an HPACK bomb): a direction whose fields come to
+// more than maxHPACKRatio times its header block bytes, past an allowance
+// of hpackAllowance, is a bomb, and its later header blocks are decoded
+// only to keep the table in step (their streams are not followed). Real
+// clients, indexing repeated headers, stay under 20.
+const (
+	maxHPACKRatio  = 64
+	hpackAllowance = 1 << 20
+)
+
 // onField collects one decoded header field, within MaxHeaderListBytes.
 func (s *side) onField(f hpack.HeaderField) {
+	s.hpackOut += int64(f.Size())
 	s.listSize += int(f.Size())
 	if s.listSize > s.c.opt.MaxHeaderListBytes {
 		s.tooBig = true
@@ -418,6 +458,7 @@ func (s *side) headerFragment(p []byte, end bool, t time.Time) {
 		s.inBlock = !end
 		return
 	}
+	s.hpackIn += int64(len(p))
 	if _, err := s.dec.Write(p); err != nil {
 		s.inBlock = false
 		s.hpackLost(t, err.Error())
@@ -429,6 +470,15 @@ func (s *side) headerFragment(p []byte, end bool, t time.Time) {
 	s.inBlock = false
 	if err := s.dec.Close(); err != nil {
 		s.hpackLost(t, err.Error())
+		return
+	}
+	if !s.bomb && s.hpackOut > hpackAllowance+maxHPACKRatio*s.hpackIn {
+		s.bomb = true
+		s.problem("stream", s.frameAt, KindHPACKBomb,
+			fmt.Sprintf("%d bytes of header blocks decoded to %d bytes of fields, more than %d times as many", s.hpackIn, s.hpackOut, maxHPACKRatio),
+			"later header blocks in this direction are decoded only to keep HPACK in step; their streams are not followed", false, t)
+	}
+	if s.bomb {
 		return
 	}
 	if s.tooBig {
@@ -610,6 +660,12 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 	s.closed = true
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
+	if n := s.frameErrs - maxFrameErrors; n > 0 {
+		s.problem("stream", -1, KindFrame, fmt.Sprintf("%d more frames from the %s did not decode (not listed)", n, s.name()), "", false, t)
+	}
+	if s.isServer && s.c.untracked > 0 {
+		s.c.note(t, fmt.Sprintf("%d streams were not followed: more than %d open at once (at most %d were)", s.c.untracked, DefaultMaxStreams, s.c.maxOpen))
+	}
 	if !s.dead && (s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need) {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}
@@ -637,13 +693,19 @@ func endText(how httpconn.Ending) (string, string) {
 
 // Problem kinds of HTTP/2 connections; README.md lists them.
 const (
-	KindPreface    = "not an HTTP/2 connection preface"
+	KindPreface = "not an HTTP/2 connection preface"
+	// maxFrameErrors bounds the frames that did not decode reported one by
+	// one per direction; the rest are counted (a flood of bad frames
+	// would otherwise print a line per 9 bytes).
+	maxFrameErrors = 8
 	KindFrame      = "HTTP/2 frame does not decode"
 	KindFrameSize  = "HTTP/2 frame larger than allowed"
 	KindFrameCut   = "HTTP/2 frame cut short"
 	KindHPACK      = "HPACK decoding failed"
 	KindHeaderList = "header list larger than the limit"
+	KindHPACKBomb  = "HPACK decodes to far more than it carries"
 	KindStreams    = "too many HTTP/2 streams"
+	KindNoStatus   = "HTTP/2 response without :status"
 	// KindFlowControl (a warning): DATA past the window its receiver
 	// advertised.
 	KindFlowControl = "HTTP/2 flow-control window exceeded"
@@ -721,7 +783,17 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, t time.Time) {
 	st := c.streams[id]
 	if st == nil {
-		return
+		// A response whose request was not seen (lost bytes, a capture
+		// that starts after it, a client direction whose HPACK broke):
+		// followed on its own, as HTTP/1.1 does.
+		if len(c.streams) >= DefaultMaxStreams {
+			c.untracked++
+			return
+		}
+		st = &stream{id: id, start: t, recvWin: [2]int64{
+			int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
+			int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
+		c.streams[id] = st
 	}
 	if st.resp != nil && st.resp.StatusCode >= 200 {
 		// Trailers (RFC 9113 §8.1).
@@ -736,7 +808,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		return
 	}
 	hdr := textproto.MIMEHeader{}
-	code := 0
+	code := -1
 	for _, f := range fields {
 		if f.Name == ":status" {
 			code, _ = strconv.Atoi(f.Value)
@@ -752,6 +824,12 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 	if cl := hdr.Get("Content-Length"); cl != "" {
 		resp.ContentLength, _ = strconv.ParseInt(cl, 10, 64)
 	}
+	if code < 100 || code > 999 {
+		c.server.problem("stream", c.server.frameAt, KindNoStatus, fmt.Sprintf("stream %d: the response has no valid :status (RFC 9113 §8.3.2)", id),
+			"the stream is not followed", false, t)
+		c.endStream(st, "not decoded further", "no :status", false, t)
+		return
+	}
 	st.resp = resp
 	if code >= 100 && code < 200 {
 		c.emit(resp)
@@ -762,7 +840,8 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		if enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", ")); enc != "" && !strings.EqualFold(enc, "identity") {
 			resp.ContentEncoding = enc
 		}
-		if st.req != nil && st.req.Watch && ok {
+		tentative := st.req == nil && ok
+		if tentative || st.req != nil && st.req.Watch && ok {
 			resp.Watch = true
 			if resp.ContentEncoding != "" && !inflate.Supported(resp.ContentEncoding) {
 				c.server.problem("stream", c.server.frameAt, "content-encoded watch body",
@@ -773,7 +852,12 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		if resp.Watch {
 			resp.Format = f.String()
 			st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", f, t)
-			st.ev.SetInitial(st.req.InitialState)
+			if tentative {
+				// The first event confirms it is a watch.
+				st.ev.SetTentative()
+			} else {
+				st.ev.SetInitial(st.req.InitialState)
+			}
 			if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {
 				st.ev = nil
 			}
@@ -849,6 +933,17 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 		st.ev = nil
 	}
 	c.emit(resp)
+}
+
+// skipped counts a DATA frame of the response that was not read (no room
+// in the budget): its events cannot be whole, so the framing starts again.
+func (st *stream) skipped(n int64, t time.Time) {
+	st.frames++
+	st.bytes += 9 + n
+	if st.ev != nil {
+		st.ev.SetTime(t)
+		st.ev.LostFraming(n)
+	}
 }
 
 // attachFrames lists an event's DATA frames as record.Frames.

@@ -407,3 +407,68 @@ func TestResponseHeadersLost(t *testing.T) {
 		t.Fatalf("want stream 3's two events behind an inferred response:\n%s", text)
 	}
 }
+
+// TestHPACKAmplification: a table entry referred to again and again (a few
+// bytes per block) decoding to megabytes is an HPACK bomb: said once, and
+// the later blocks' streams are not followed, so output stays small.
+func TestHPACKAmplification(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 65536})
+	watchRequest(t, c, 1)
+	big := strings.Repeat("C", 4000)
+	for i := 0; i < 2000; i++ {
+		s.headers(t, 1, false, 0, ":status", "103", "link", big) // indexed after the first
+	}
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{})
+	size := len(strings.Join(out, "\n"))
+	if count(out, KindHPACKBomb) != 1 || size > 2<<20 {
+		t.Fatalf("%d bytes of records, %d bomb problems; want one and under 2 MiB", size, count(out, KindHPACKBomb))
+	}
+}
+
+// TestSkippedDataFrame: a DATA frame skipped for lack of budget breaks the
+// event it carried part of: no event is stitched across it, and the frames
+// after it keep their index.
+func TestSkippedDataFrame(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	_ = s.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 20})
+	_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 20})
+	watchRequest(t, c, 1)
+	watchResponse(t, s, 1)
+	big := []byte(fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"default","resourceVersion":"5"}}}`+"\n", strings.Repeat("n", 40000)))
+	_ = s.fr.WriteData(1, false, big[:100])
+	_ = s.fr.WriteData(1, false, big[100:30000])
+	_ = s.fr.WriteData(1, false, big[30000:])
+	_ = s.fr.WriteData(1, true, ev("DELETED", "last", "6"))
+	opt := Options{Events: carrier.Options{Budget: event.NewBudget(20 << 10)}}
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, opt)
+	text := strings.Join(out, "\n")
+	if count(out, `"Type":"ADDED"`) != 0 || count(out, `"Type":"DELETED"`) != 1 || count(out, `"index":3,`) != 1 || count(out, event.KindBudget) == 0 {
+		t.Fatalf("want the ADDED event lost (its middle frame skipped) and DELETED in DATA frame 3:\n%s", text)
+	}
+}
+
+// TestResponseWithoutRequest: a response on a stream whose request was not
+// captured is followed on its own; its first event confirms the watch.
+func TestResponseWithoutRequest(t *testing.T) {
+	s := newPeer(false)
+	watchResponse(t, s, 5)
+	_ = s.fr.WriteData(5, true, ev("ADDED", "a", "101"))
+	out := run(t, []piece{{true, []byte(ClientPreface)}, {false, s.buf.Bytes()}}, 0, Options{})
+	if count(out, `"Exchange":5,"Seq":1,`) != 1 {
+		t.Fatalf("want stream 5's event:\n%s", strings.Join(out, "\n"))
+	}
+}
+
+// TestFrameErrorFlood: frames that do not decode are listed up to a bound,
+// then counted.
+func TestFrameErrorFlood(t *testing.T) {
+	var flood bytes.Buffer
+	for i := 0; i < 1000; i++ {
+		flood.Write([]byte{0, 0, 0, byte(http2.FramePing), 0, 0, 0, 0, 0}) // a PING must carry 8 bytes
+	}
+	out := run(t, []piece{{true, append([]byte(ClientPreface), flood.Bytes()...)}}, 0, Options{})
+	if n := count(out, KindFrame); n != maxFrameErrors+1 || count(out, "992 more frames from the client did not decode") != 1 {
+		t.Fatalf("%d frame problems:\n%s", n, strings.Join(out, "\n"))
+	}
+}

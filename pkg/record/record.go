@@ -363,6 +363,9 @@ func (p *Problem) Location() string {
 	}
 	if p.Conn != nil {
 		add(p.Conn.String())
+		if p.Conn.HTTP2 && p.Exchange > 0 {
+			add(fmt.Sprintf("stream %d", p.Exchange))
+		}
 	}
 	if p.Offset >= 0 && p.Where != "" {
 		w := p.Where
