@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -534,6 +535,26 @@ func TestStreamHTTP2(t *testing.T) {
 	if f["stream"].(float64) < 1 || f["length"].(float64) <= 0 || f["bytes"].(float64) != ev["length"].(float64) {
 		t.Errorf("HTTP/2 event's DATA frame %v (event length %v)", f, ev["length"])
 	}
+	// A 200 KB object: many DATA frames, none over the 16 384 bytes the
+	// client allows (SETTINGS_MAX_FRAME_SIZE), carrying all of its bytes.
+	if _, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "h2-big"}, Data: map[string]string{"blob": hexBlob(200 << 10)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs = s.waitFor(t, 30*time.Second, "the 200 KB object's event", func(r []map[string]any) bool { return len(events(r, "h2-big")) > 0 })
+	bigEv := events(recs, "h2-big")[0]
+	bigFrames, _ := bigEv["frames"].([]any)
+	var carried float64
+	for _, f := range bigFrames {
+		f := f.(map[string]any)
+		if f["length"].(float64) > 16384 {
+			t.Errorf("DATA frame of %v bytes, over the client's SETTINGS_MAX_FRAME_SIZE 16384", f["length"])
+		}
+		carried += f["bytes"].(float64)
+	}
+	if len(bigFrames) < 2 || carried != bigEv["length"].(float64) {
+		t.Errorf("200 KB event in %d DATA frames carrying %v of its %v bytes", len(bigFrames), carried, bigEv["length"])
+	}
 	var settings bool
 	for _, n := range ofRecord(recs, "note") {
 		settings = settings || strings.HasPrefix(n["message"].(string), "SETTINGS from the server: ") && strings.Contains(n["message"].(string), "MAX_CONCURRENT_STREAMS=100")
@@ -854,4 +875,15 @@ func TestStreamCBOR(t *testing.T) {
 			t.Errorf("event format %v, want cbor", ev["format"])
 		}
 	}
+}
+
+// hexBlob returns n bytes of deterministic hex digits that gzip shrinks
+// only to about half (a watch-list arrives gzip'd).
+func hexBlob(n int) string {
+	rng := rand.New(rand.NewSource(1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "0123456789abcdef"[rng.Intn(16)]
+	}
+	return string(b)
 }
