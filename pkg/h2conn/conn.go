@@ -105,7 +105,6 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 	if opt.MaxHeaderListBytes <= 0 {
 		opt.MaxHeaderListBytes = DefaultMaxHeaderListBytes
 	}
-	rec.HTTP2 = true
 	c := &Conn{rec: rec, sink: sink, opt: opt, streams: map[uint32]*stream{}, pings: map[[8]byte]pingSent{}}
 	c.client = newSide(c, false)
 	c.server = newSide(c, true)
@@ -119,6 +118,16 @@ func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) http
 		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate,
 		MaxHeaderListBytes: opt.MaxHeaderBytes}
 	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
+}
+
+// Upgraded starts stream 1 with req, the HTTP/1.1 request whose Upgrade: h2c
+// the server accepted (RFC 7540 §3.2): its response comes on stream 1. The
+// client's bytes still start with the connection preface.
+func (c *Conn) Upgraded(req *record.Request, t time.Time) {
+	r := *req
+	r.Exchange = 1
+	c.streams[1] = &stream{id: 1, req: &r, start: t, recvWin: [2]int64{defaultWindow, defaultWindow}}
+	c.maxOpen = max(c.maxOpen, 1)
 }
 
 // ClientData consumes bytes the client sent, starting with the preface.

@@ -397,6 +397,16 @@ func (s *side) process(p []byte, t time.Time) {
 		n := s.readHeader(p, t)
 		s.off += int64(n)
 		p = p[n:]
+		if s.c.other != nil && len(p) > 0 {
+			// The connection turned into HTTP/2 (Upgrade: h2c): the
+			// rest of these bytes are its.
+			if s.isServer {
+				s.c.other.ServerData(p, t)
+			} else {
+				s.c.other.ClientData(p, t)
+			}
+			return
+		}
 	}
 }
 
@@ -440,12 +450,33 @@ func (s *side) sniff(p []byte, t time.Time) bool {
 // first bytes p (starting with the preface) and whatever the server sent
 // that is held unsniffed.
 func (c *Conn) startHTTP2(p []byte, t time.Time) {
-	c.other = c.opt.HTTP2(c.rec, c.sink) // marks c.rec as HTTP/2 before anything about it is emitted
+	// Marked before anything about the connection is emitted: records
+	// never change once emitted. (A connection upgraded from HTTP/1.1 has
+	// emitted records already and keeps the mark off.)
+	c.rec.HTTP2 = true
+	c.other = c.opt.HTTP2(c.rec, c.sink)
 	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "HTTP/2 (the client's connection preface)"})
 	c.other.ClientData(p, t)
 	if held := c.server.sniffBuf; len(held) > 0 && !c.server.seen {
 		c.server.sniffBuf, c.server.seen, c.server.dead = nil, true, true
 		c.other.ServerData(held, t)
+	}
+}
+
+// Upgrader is implemented by a Follower that can take over a connection
+// after HTTP/1.1's Upgrade (pkg/h2conn, RFC 7540 §3.2): req, the request
+// that asked for it, is answered on stream 1.
+type Upgrader interface {
+	Upgraded(req *record.Request, t time.Time)
+}
+
+// upgradeHTTP2 hands the rest of the connection to the HTTP/2 follower
+// after a 101 Switching Protocols to h2c.
+func (c *Conn) upgradeHTTP2(req *record.Request, t time.Time) {
+	c.other = c.opt.HTTP2(c.rec, c.sink)
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "101 Switching Protocols to h2c: the rest of the connection is HTTP/2; stream 1 answers the upgrade request"})
+	if u, ok := c.other.(Upgrader); ok && req != nil {
+		u.Upgraded(req, t)
 	}
 }
 

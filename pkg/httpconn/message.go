@@ -123,6 +123,16 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	}
 	resp.Framing = b.framing
 	resp.ContentLength = b.length
+	if code == 101 && strings.EqualFold(strings.TrimSpace(hdr.Get("Upgrade")), "h2c") && s.c.opt.HTTP2 != nil {
+		// RFC 7540 §3.2: the rest is HTTP/2, and stream 1 answers the
+		// request that asked for the upgrade.
+		req, exchange, _ := s.c.answer()
+		resp.Exchange, resp.Request = exchange, req
+		s.c.emit(resp)
+		s.c.upgradeHTTP2(req, t)
+		s.dead = true
+		return
+	}
 	if code == 101 {
 		s.c.emit(resp)
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",

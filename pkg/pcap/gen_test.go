@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,6 +89,7 @@ var genScenarios = []genScenario{
 	{"cut-mid-record", ".pcap", "the file ends inside the last record: reported at the offset where that record starts; earlier events decode", genCut},
 	{"content-length-error", ".pcap", "a watch answered with a Content-Length body holding one ERROR event", genContentLengthError},
 	{"proto-lost-regain", ".pcap", "protobuf watch: a segment lost across a chunk boundary loses the framing (events cannot be counted out from a lost length prefix); it is regained at the next chunk that starts with an event, which decodes", genProtoLostRegain},
+	{"h2c-upgrade", ".pcap", "HTTP/1.1 Upgrade: h2c (RFC 7540 §3.2): a watch request asking for the upgrade, 101 Switching Protocols, then HTTP/2 both ways; the watch's events come on stream 1 in DATA frames (one frame per event, one event over two frames), the server ends the stream", genH2CUpgrade},
 	{"cbor-lost-regain", ".pcap", "CBOR watch (application/cbor-seq): two events (cm-a, cm-b) in one chunk; a lost segment takes the end of cm-b and the chunk-size line and start of cm-c: cm-b is damaged, the CBOR framing is lost, chunk framing is regained at cm-d's size line (cm-c's bytes are passed over) and CBOR framing with cm-d, which decodes, as does cm-e", genCBORLostRegain},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
@@ -571,6 +574,69 @@ func genProtoLostRegain(t *testing.T) []byte {
 	c.Send(pcapgen.Server, []byte(lastChunk))
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+// h2Frames writes HTTP/2 frames with x/net/http2's Framer and HPACK fields
+// with its encoder, as a peer would.
+type h2Frames struct {
+	buf bytes.Buffer
+	fr  *http2.Framer
+	hb  bytes.Buffer
+	enc *hpack.Encoder
+}
+
+func newH2Frames() *h2Frames {
+	f := &h2Frames{}
+	f.fr = http2.NewFramer(&f.buf, nil)
+	f.enc = hpack.NewEncoder(&f.hb)
+	return f
+}
+
+func (f *h2Frames) headers(t *testing.T, stream uint32, end bool, kv ...string) {
+	t.Helper()
+	f.hb.Reset()
+	for i := 0; i < len(kv); i += 2 {
+		if err := f.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: f.hb.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// take returns the frames written so far and forgets them.
+func (f *h2Frames) take() []byte {
+	b := append([]byte(nil), f.buf.Bytes()...)
+	f.buf.Reset()
+	return b
+}
+
+// genH2CUpgrade: a watch over HTTP/1.1 that asks for Upgrade: h2c.
+func genH2CUpgrade(t *testing.T) []byte {
+	c := conn(40035)
+	c.Handshake()
+	c.Send(pcapgen.Client, []byte("GET "+watchTarget+" HTTP/1.1\r\nHost: 10.0.0.2:8001\r\nUser-Agent: curl/8.14.1\r\n"+
+		"Accept: application/json\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"))
+	srv, cli := newH2Frames(), newH2Frames()
+	_ = srv.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100})
+	c.Send(pcapgen.Server, cat([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"), srv.take()))
+	_ = cli.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	_ = cli.fr.WriteSettingsAck()
+	c.Send(pcapgen.Client, cat([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), cli.take()))
+	srv.headers(t, 1, false, ":status", "200", "content-type", "application/json")
+	evs := twoEvents(t)
+	_ = srv.fr.WriteData(1, false, evs[0])
+	c.Send(pcapgen.Server, srv.take())
+	c.Wait(100 * time.Millisecond)
+	_ = srv.fr.WriteData(1, false, evs[1][:100])
+	_ = srv.fr.WriteData(1, false, evs[1][100:])
+	c.Send(pcapgen.Server, srv.take())
+	_ = srv.fr.WriteData(1, true, nil)
+	c.Send(pcapgen.Server, srv.take())
+	c.Close(pcapgen.Client)
+	c.Close(pcapgen.Server)
 	return pcapOf(t, c)
 }
 

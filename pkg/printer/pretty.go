@@ -247,6 +247,10 @@ func (p *Pretty) printResponse(v *record.Response) {
 	if v.StatusCode >= 400 {
 		status = p.cs.problem.Sprint(status)
 	}
+	if len(parts) == 0 {
+		p.w.printf("%s %s < %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), status)
+		return
+	}
 	p.w.printf("%s %s < %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), status, strings.Join(parts, " · "))
 }
 

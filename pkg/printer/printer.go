@@ -115,7 +115,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		// answer, e.g. 410 Gone or 403), or the response is a watch
 		// stream whose request was not captured.
 		isWatch := v.Watch || (v.Request != nil && v.Request.Watch)
-		if isWatch {
+		if isWatch && v.StatusCode >= 200 { // an interim response (1xx) is not one more watch
 			f.tally.Watches++
 			f.watchesOn[v.Conn.ID]++
 			f.watchNo[k] = f.watchesOn[v.Conn.ID]
