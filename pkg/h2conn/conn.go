@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,15 @@ type Conn struct {
 	last      time.Time
 	pings     map[[8]byte]pingSent
 	goaway    bool
+	// What the connection's closing summary counts (healthLine).
+	streamsSeen               int
+	resets, goaways, pingsRTT int
+	minRTT, maxRTT            time.Duration
+	lastPing                  time.Time
+	pingGaps                  []time.Duration // between PINGs sent, the last 64
+	stalls                    int
+	longestStall              time.Duration
+	summarized                bool
 }
 
 type pingSent struct {
@@ -128,6 +138,7 @@ func (c *Conn) Upgraded(req *record.Request, t time.Time) {
 	r.Exchange = 1
 	c.streams[1] = &stream{id: 1, req: &r, start: t, recvWin: [2]int64{defaultWindow, defaultWindow}}
 	c.maxOpen = max(c.maxOpen, 1)
+	c.streamsSeen++
 }
 
 // ClientData consumes bytes the client sent, starting with the preface.
@@ -221,6 +232,44 @@ type side struct {
 	// last reached 0 (zero time: not exhausted).
 	connWin   int64
 	connStall time.Time
+}
+
+func (c *Conn) stall(d time.Duration) {
+	c.stalls++
+	c.longestStall = max(c.longestStall, d)
+}
+
+// healthLine emits, once, what the connection as a whole showed: its
+// streams and how many were open at once (the server allows
+// SETTINGS_MAX_CONCURRENT_STREAMS), resets, GOAWAYs, PINGs with their
+// interval and round trips, and flow-control stalls.
+func (c *Conn) healthLine(t time.Time) {
+	if c.summarized {
+		return
+	}
+	c.summarized = true
+	parts := []string{fmt.Sprintf("%d streams, at most %d open at once", c.streamsSeen, c.maxOpen)}
+	if v, ok := c.server.settings[http2.SettingMaxConcurrentStreams]; ok {
+		parts[0] += fmt.Sprintf(" (the server allows %d)", v)
+	}
+	parts = append(parts, fmt.Sprintf("%d RST_STREAM", c.resets), fmt.Sprintf("%d GOAWAY", c.goaways))
+	if c.pingsRTT > 0 {
+		p := fmt.Sprintf("%d PINGs answered (round trip %s to %s)", c.pingsRTT, c.minRTT.Round(time.Microsecond), c.maxRTT.Round(time.Microsecond))
+		if len(c.pingGaps) > 0 {
+			gaps := slices.Clone(c.pingGaps)
+			slices.Sort(gaps)
+			p += fmt.Sprintf(", every %s (median)", gaps[len(gaps)/2].Round(time.Millisecond))
+		}
+		parts = append(parts, p)
+	} else {
+		parts = append(parts, "no PING")
+	}
+	if c.stalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d flow-control stalls (longest %s)", c.stalls, c.longestStall.Round(time.Microsecond)))
+	} else {
+		parts = append(parts, "no flow-control stall")
+	}
+	c.note(t, "HTTP/2 connection: "+strings.Join(parts, " · "))
 }
 
 // defaultWindow is HTTP/2's initial flow-control window, in bytes (RFC 9113
@@ -391,9 +440,11 @@ func (s *side) frame(t time.Time) {
 		if st := s.c.streams[f.StreamID]; st != nil {
 			st.reset(s, f.ErrCode, t)
 		}
+		s.c.resets++
 		s.c.note(t, fmt.Sprintf("RST_STREAM from the %s: stream %d, %s", s.name(), f.StreamID, f.ErrCode))
 	case *http2.GoAwayFrame:
 		s.c.goaway = true
+		s.c.goaways++
 		msg := fmt.Sprintf("GOAWAY from the %s: last stream %d, %s", s.name(), f.LastStreamID, f.ErrCode)
 		if d := f.DebugData(); len(d) > 0 {
 			msg += fmt.Sprintf(" (%q)", clip(string(d)))
@@ -556,6 +607,10 @@ func settingName(id http2.SettingID) string {
 
 func (s *side) onPing(f *http2.PingFrame, t time.Time) {
 	if !f.IsAck() {
+		if !s.c.lastPing.IsZero() && len(s.c.pingGaps) < 64 {
+			s.c.pingGaps = append(s.c.pingGaps, t.Sub(s.c.lastPing))
+		}
+		s.c.lastPing = t
 		s.c.pings[f.Data] = pingSent{t: t, client: !s.isServer}
 		if len(s.c.pings) > 64 { // unanswered pings: keep the newest
 			var oldest [8]byte
@@ -571,7 +626,13 @@ func (s *side) onPing(f *http2.PingFrame, t time.Time) {
 	}
 	if sent, ok := s.c.pings[f.Data]; ok {
 		delete(s.c.pings, f.Data)
-		s.c.note(t, fmt.Sprintf("PING from the %s answered after %s", s.peer().name(), t.Sub(sent.t).Round(time.Microsecond)))
+		rtt := t.Sub(sent.t)
+		if s.c.pingsRTT == 0 || rtt < s.c.minRTT {
+			s.c.minRTT = rtt
+		}
+		s.c.maxRTT = max(s.c.maxRTT, rtt)
+		s.c.pingsRTT++
+		s.c.note(t, fmt.Sprintf("PING from the %s answered after %s", s.peer().name(), rtt.Round(time.Microsecond)))
 	}
 }
 
@@ -624,6 +685,7 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 	if id == 0 {
 		s.connWin += inc
 		if !s.connStall.IsZero() && s.connWin > 0 {
+			s.c.stall(t.Sub(s.connStall))
 			s.c.note(t, fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
 				s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc))
 			s.connStall = time.Time{}
@@ -637,6 +699,7 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 	i := s.index()
 	st.recvWin[i] += inc
 	if !st.stall[i].IsZero() && st.recvWin[i] > 0 {
+		s.c.stall(t.Sub(st.stall[i]))
 		s.c.note(t, fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
 			id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc))
 		st.stall[i] = time.Time{}
@@ -671,6 +734,9 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 	s.held = 0
 	if n := s.frameErrs - maxFrameErrors; n > 0 {
 		s.problem("stream", -1, KindFrame, fmt.Sprintf("%d more frames from the %s did not decode (not listed)", n, s.name()), "", false, t)
+	}
+	if s.isServer {
+		s.c.healthLine(t)
 	}
 	if s.isServer && s.c.untracked > 0 {
 		s.c.note(t, fmt.Sprintf("%d streams were not followed: more than %d open at once (at most %d were)", s.c.untracked, DefaultMaxStreams, s.c.maxOpen))
@@ -784,6 +850,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 		int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
 		int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
 	c.maxOpen = max(c.maxOpen, len(c.streams))
+	c.streamsSeen++
 	c.emit(req)
 }
 
@@ -803,6 +870,8 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 			int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
 			int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
 		c.streams[id] = st
+		c.maxOpen = max(c.maxOpen, len(c.streams))
+		c.streamsSeen++
 	}
 	if st.resp != nil && st.resp.StatusCode >= 200 {
 		// Trailers (RFC 9113 §8.1).
