@@ -20,6 +20,7 @@ type outputOptions struct {
 	Output        string
 	Color         string
 	Wire          bool
+	Frames        bool
 	ShowSecrets   bool
 	MaxEventBytes int64
 	// MaxInflatedBytes bounds one gzip member's inflated bytes.
@@ -32,6 +33,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", "pretty", "output format: pretty or json (JSON Lines)")
 	fs.StringVar(&o.Color, "color", "auto", "color output: auto, always or never (auto: only on a terminal, not when NO_COLOR is set or TERM=dumb)")
 	fs.BoolVar(&o.Wire, "wire", false, "show the framing bytes of each chunk in hex (e.g. 33 61 61 0d 0a for \"3aa\\r\\n\")")
+	fs.BoolVar(&o.Frames, "frames", false, "list every HTTP/2 frame of both directions (type, stream, length, flags, offset): the HTTP/2 counterpart of --wire")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")

@@ -202,6 +202,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			Chunk:            chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
 			Decode:           event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
 			Budget:           event.NewBudget(o.bufferedBytesTotal),
+			HTTP2Frames:      o.output.Frames,
 		},
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))

@@ -426,7 +426,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
 	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
-	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
+	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes, HTTP2Frames: o.output.Frames,
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {

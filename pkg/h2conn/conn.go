@@ -77,6 +77,9 @@ type Options struct {
 	// Locate, if set, completes every Problem with where its bytes came
 	// from (capture file and packet number).
 	Locate func(*record.Problem)
+	// ListFrames lists every frame of both directions in a note of kind
+	// "h2-frame": type, stream, length, flags and offset (RFC 9113 §4.1).
+	ListFrames bool
 }
 
 // Conn is the HTTP/2 state of one connection. Create it with New; it is not
@@ -126,7 +129,7 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
 	o := Options{Events: carrier.Options{MaxEventBytes: opt.MaxEventBytes, MaxEventCarriers: opt.MaxEventChunks,
 		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate,
-		MaxHeaderListBytes: opt.MaxHeaderBytes}
+		MaxHeaderListBytes: opt.MaxHeaderBytes, ListFrames: opt.HTTP2Frames}
 	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
 }
 
@@ -406,6 +409,9 @@ func (s *side) setting(id http2.SettingID, def uint32) uint32 {
 // frame handles the complete frame in s.payload.
 func (s *side) frame(t time.Time) {
 	s.frames++
+	if s.c.opt.ListFrames {
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2-frame", Message: s.frameText()})
+	}
 	s.rd.Reset(s.payload)
 	f, err := s.fr.ReadFrame()
 	if err != nil {
@@ -482,6 +488,35 @@ func (s *side) frameError(err error, t time.Time) {
 		s.inBlock = false
 		s.hpackLost(t, "a header block was cut by a frame that did not decode")
 	}
+}
+
+// frameText describes the frame in s.payload from its header: "server
+// DATA stream 1, 16384 bytes, flags END_STREAM, @1234".
+func (s *side) frameText() string {
+	h := s.hdr
+	ft := http2.FrameType(h[3])
+	flags := http2.Flags(h[4])
+	var names []string
+	for _, f := range []struct {
+		flag http2.Flags
+		name string
+	}{{http2.FlagDataEndStream, "END_STREAM"}, {http2.FlagHeadersEndHeaders, "END_HEADERS"}, {http2.FlagDataPadded, "PADDED"}, {http2.FlagHeadersPriority, "PRIORITY"}} {
+		switch {
+		case flags&f.flag == 0:
+		case f.flag == http2.FlagDataEndStream && (ft == http2.FrameSettings || ft == http2.FramePing):
+			names = append(names, "ACK")
+		case f.flag == http2.FlagHeadersEndHeaders && ft != http2.FrameHeaders && ft != http2.FrameContinuation && ft != http2.FramePushPromise:
+		case f.flag == http2.FlagHeadersPriority && ft != http2.FrameHeaders:
+		case f.flag == http2.FlagDataPadded && ft != http2.FrameData && ft != http2.FrameHeaders && ft != http2.FramePushPromise:
+		default:
+			names = append(names, f.name)
+		}
+	}
+	text := fmt.Sprintf("%s %s stream %d, %d bytes", s.name(), ft, streamOf(h), len(s.payload)-9)
+	if len(names) > 0 {
+		text += ", flags " + strings.Join(names, "|")
+	}
+	return text + fmt.Sprintf(", @%d", s.frameAt)
 }
 
 func streamOf(h [9]byte) uint32 {

@@ -472,3 +472,35 @@ func TestFrameErrorFlood(t *testing.T) {
 		t.Fatalf("%d frame problems:\n%s", n, strings.Join(out, "\n"))
 	}
 }
+
+// TestListFrames: with ListFrames every frame of both directions is a note
+// with its type, stream, length, flags and offset.
+func TestListFrames(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	_ = c.fr.WriteSettings()
+	watchRequest(t, c, 1)
+	_ = s.fr.WriteSettingsAck()
+	watchResponse(t, s, 1)
+	_ = s.fr.WriteDataPadded(1, true, ev("ADDED", "a", "101"), make([]byte, 4))
+	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 3, Options{ListFrames: true})
+	var frames []string
+	for _, l := range out {
+		if strings.Contains(l, `"Kind":"h2-frame"`) {
+			var n record.ConnNote
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "*record.ConnNote ")), &n); err != nil {
+				t.Fatal(err)
+			}
+			frames = append(frames, n.Message)
+		}
+	}
+	want := []string{
+		"client SETTINGS stream 0, 0 bytes, @24",
+		"client HEADERS stream 1, 94 bytes, flags END_STREAM|END_HEADERS, @33",
+		"server SETTINGS stream 0, 0 bytes, flags ACK, @0",
+		"server HEADERS stream 1, 14 bytes, flags END_HEADERS, @9",
+		"server DATA stream 1, 140 bytes, flags END_STREAM|PADDED, @32", // 135 data, the Pad Length octet, 4 of padding
+	}
+	if strings.Join(frames, "\n") != strings.Join(want, "\n") {
+		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(frames, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -73,6 +73,9 @@ type Options struct {
 	// knowledge): every byte of the connection then goes to it. Unset,
 	// such a connection gets a note that it is not decoded.
 	HTTP2 func(rec *record.Conn, sink record.Sink) Follower
+	// HTTP2Frames makes the HTTP/2 follower list every frame in a note
+	// (kwatch --frames, the HTTP/2 counterpart of --wire).
+	HTTP2Frames bool
 }
 
 // Follower follows a connection that is not HTTP/1.1 (pkg/h2conn for
