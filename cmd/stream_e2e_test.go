@@ -328,7 +328,21 @@ func relistOn410(t *testing.T, mode string) {
 	}
 	p := newProxy(t, env)
 	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--list-mode", mode, "--proxy", p.url, "-o", "json")
-	s.waitFor(t, 30*time.Second, "the first watch", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
+	// The state is known once the first watch is answered after its LIST,
+	// or, for a watch-list, once its initial-events-end bookmark came:
+	// stopping the proxy before would make kwatch get the state again,
+	// with no resourceVersion to be told 410 about.
+	s.waitFor(t, 30*time.Second, "the first watch and the current state", func(r []map[string]any) bool {
+		if mode == "list" {
+			return len(ofRecord(r, "response")) > 0
+		}
+		for _, ev := range ofRecord(r, "event") {
+			if ev["initialEventsEnd"] == true {
+				return true
+			}
+		}
+		return false
+	})
 
 	p.stop()
 	if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, pt("new", "1"), metav1.CreateOptions{}); err != nil {
