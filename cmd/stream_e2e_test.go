@@ -531,6 +531,9 @@ func freePort(t *testing.T) int {
 func TestStreamHTTP2(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
+	// client-go's HTTP/2 health check, read by kwatch as by client-go: a
+	// PING after 1 s without a frame (30 s by default).
+	t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "1")
 	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--http2", "-o", "json")
 	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
 	cm, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
@@ -569,6 +572,14 @@ func TestStreamHTTP2(t *testing.T) {
 	if len(bigFrames) < 2 || carried != bigEv["length"].(float64) {
 		t.Errorf("200 KB event in %d DATA frames carrying %v of its %v bytes", len(bigFrames), carried, bigEv["length"])
 	}
+	recs = s.waitFor(t, 30*time.Second, "a PING after 1 s idle, answered", func(r []map[string]any) bool {
+		for _, n := range ofRecord(r, "note") {
+			if strings.HasPrefix(n["message"].(string), "PING from the client answered after ") {
+				return true
+			}
+		}
+		return false
+	})
 	var settings bool
 	for _, n := range ofRecord(recs, "note") {
 		settings = settings || strings.HasPrefix(n["message"].(string), "SETTINGS from the server: ") && strings.Contains(n["message"].(string), "MAX_CONCURRENT_STREAMS=100")

@@ -251,7 +251,11 @@ func (c *Conn) healthLine(t time.Time) {
 		return
 	}
 	c.summarized = true
-	parts := []string{fmt.Sprintf("%d streams, at most %d open at once", c.streamsSeen, c.maxOpen)}
+	streams := fmt.Sprintf("%d streams", c.streamsSeen)
+	if c.streamsSeen == 1 {
+		streams = "1 stream"
+	}
+	parts := []string{fmt.Sprintf("%s, at most %d open at once", streams, c.maxOpen)}
 	if v, ok := c.server.settings[http2.SettingMaxConcurrentStreams]; ok {
 		parts[0] += fmt.Sprintf(" (the server allows %d)", v)
 	}

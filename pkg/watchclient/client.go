@@ -19,6 +19,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,7 +184,8 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		// sent its requests as http:// (httpsAsHTTP).
 		h2 := new(http.Protocols)
 		h2.SetUnencryptedHTTP2(true)
-		tr := &http.Transport{Protocols: h2, DisableCompression: opt.DisableCompression, ReadBufferSize: watchReadBuffer}
+		tr := &http.Transport{Protocols: h2, DisableCompression: opt.DisableCompression, ReadBufferSize: watchReadBuffer,
+			HTTP2: http2HealthCheck()}
 		var rt http.RoundTripper = tr
 		if tlsCfg != nil {
 			tr.DialContext = t.tlsDialer(dial, tlsCfg, "h2")
@@ -213,6 +216,24 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	}
 	c.watchHTTP = &http.Client{Transport: rt}
 	return c, nil
+}
+
+// http2HealthCheck returns the HTTP/2 connection health check client-go
+// configures (k8s.io/apimachinery/pkg/util/net, whose functions for it are
+// not exported): a PING after 30 s without a frame, the connection closed
+// when its ACK takes over 15 s; HTTP2_READ_IDLE_TIMEOUT_SECONDS and
+// HTTP2_PING_TIMEOUT_SECONDS change them as they do for client-go (0
+// turns the check off), so that kwatch's connection behaves as an
+// informer's and its PINGs show.
+func http2HealthCheck() *http.HTTP2Config {
+	seconds := func(env string, def int) time.Duration {
+		if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n >= 0 {
+			return time.Duration(n) * time.Second
+		}
+		return time.Duration(def) * time.Second
+	}
+	return &http.HTTP2Config{SendPingTimeout: seconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", 30),
+		PingTimeout: seconds("HTTP2_PING_TIMEOUT_SECONDS", 15)}
 }
 
 // httpsAsHTTP sends https:// requests as http:// on a transport whose
