@@ -321,11 +321,6 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if o.proxy != "" && o.direct && o.directFlag != "$KUBECONFIG" {
 		return fmt.Errorf("--proxy goes through kubectl proxy, which brings its own server and credentials; %s connects straight: choose one", o.directFlag)
 	}
-	if o.record != "" && o.http2 {
-		// HTTP/2 carries the Authorization value HPACK-coded (Huffman),
-		// which the recording's credential mask cannot find yet.
-		return fmt.Errorf("--record with --http2 would write the credentials HPACK-coded in the recorded frames, which kwatch cannot mask yet: record without --http2")
-	}
 	if o.proto && o.cbor {
 		return fmt.Errorf("--proto and --cbor each choose the watch's encoding: give one of them")
 	}

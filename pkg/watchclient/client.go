@@ -127,7 +127,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		// decoded frame by frame.
 		c.httpOpt.HTTP2 = h2conn.Factory(c.httpOpt)
 	}
-	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record}
+	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record, http2: opt.HTTP2}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
 		if opt.HTTP2 {

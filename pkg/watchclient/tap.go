@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -192,7 +193,9 @@ type tapConn struct {
 	sink *lockedSink
 	hc   *httpconn.Conn
 	rec  *pcap.ConnWriter // nil unless recording
-	mask httpconn.CredentialMask
+	// mask hides the client's credentials from the recording:
+	// httpconn's for HTTP/1.1, h2conn's (HPACK) for HTTP/2.
+	mask interface{ Mask([]byte) []byte }
 
 	qmu    sync.Mutex // orders sends to ops; guards done
 	ops    chan tapOp
@@ -204,7 +207,8 @@ type tapConn struct {
 }
 
 func newTapConn(shown net.Conn, sink *lockedSink, hc *httpconn.Conn) *tapConn {
-	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue), decoded: make(chan struct{})}
+	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue), decoded: make(chan struct{}),
+		mask: &httpconn.CredentialMask{}}
 	sink.qmu.Lock()
 	sink.open[c] = struct{}{}
 	sink.qmu.Unlock()
@@ -402,17 +406,23 @@ func addrPort(a net.Addr) netip.AddrPort {
 
 // tapper wraps dialled connections in tapConns.
 type tapper struct {
-	sink *lockedSink
-	opt  httpconn.Options
-	rec  *pcap.Writer
+	sink  *lockedSink
+	opt   httpconn.Options
+	rec   *pcap.Writer
+	http2 bool // plain connections speak HTTP/2 (kwatch stream --http2)
 }
 
-func (t *tapper) wrap(raw net.Conn, shown net.Conn) net.Conn {
+// wrap taps a connection; h2 says it speaks HTTP/2 (for the recording's
+// credential mask).
+func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool) net.Conn {
 	t.sink.mu.Lock()
 	t.sink.conns++
 	rec := &record.Conn{ID: t.sink.conns, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
 	t.sink.mu.Unlock()
 	tc := newTapConn(shown, t.sink, httpconn.New(rec, held{t.sink}, t.opt))
+	if h2 {
+		tc.mask = &h2conn.CredentialMask{}
+	}
 	if t.rec != nil {
 		tc.rec = t.rec.Conn(rec.Client, rec.Server, time.Now())
 	}
@@ -457,7 +467,7 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config, proto string) dialFu
 			raw.Close()
 			return nil, err
 		}
-		return t.wrap(raw, tc), nil
+		return t.wrap(raw, tc, proto == "h2"), nil
 	}
 }
 
@@ -474,6 +484,6 @@ func (t *tapper) plainDialer(dial dialFunc) dialFunc {
 			raw.Close()
 			return nil, err
 		}
-		return t.wrap(raw, raw), nil
+		return t.wrap(raw, raw, t.http2), nil
 	}
 }
