@@ -195,7 +195,8 @@ type tapConn struct {
 	rec  *pcap.ConnWriter // nil unless recording
 	// mask hides the client's credentials from the recording:
 	// httpconn's for HTTP/1.1, h2conn's (HPACK) for HTTP/2.
-	mask interface{ Mask([]byte) []byte }
+	mask     interface{ Mask([]byte) []byte }
+	maskLost bool // the mask broke: client bytes recorded as zeros
 
 	qmu    sync.Mutex // orders sends to ops; guards done
 	ops    chan tapOp
@@ -363,7 +364,20 @@ func (c *tapConn) apply(op tapOp) bool {
 		c.hc.ClientData(op.data, op.at)
 		if c.rec != nil {
 			// The recording is meant to be handed around: no token in it.
-			c.rec.Client(c.mask.Mask(op.data), op.at)
+			out := c.mask.Mask(op.data)
+			if b, ok := c.mask.(interface{ Broken() bool }); ok && b.Broken() {
+				// The mask lost track of HPACK: rather than risk a
+				// credential, the client's bytes are recorded as zeros
+				// from here (the recording's client side stops
+				// decoding; the server's is whole).
+				if !c.maskLost {
+					c.maskLost = true
+					c.sink.deliver(&record.Problem{Time: op.at, Offset: -1, Kind: "recording masked whole", // l.mu is held
+						Detail: "the credential mask lost track of the client's HPACK header blocks; the client's bytes are recorded as zeros from here"})
+				}
+				out = make([]byte, len(op.data))
+			}
+			c.rec.Client(out, op.at)
 		}
 	case tapReadEnd:
 		if c.closed {
