@@ -17,9 +17,9 @@ import (
 // recording, which is why the mask follows the table itself (names only,
 // sizes from value lengths): a literal whose name is an index must be
 // resolved. It keeps its state across calls; the zero value is ready (use
-// one per connection). Octets that cannot be followed (a frame or header
-// block that does not parse) end the masking of that block, not the
-// stream; kwatch refuses to record if it cannot mask (see Broken).
+// one per connection). A representation it cannot follow (an index past the
+// table, an integer too long) stops it: Broken then reports true, and
+// kwatch stream records the client's bytes as zeros from there.
 type CredentialMask struct {
 	preface int // octets of ClientPreface passed
 	hdr     [9]byte
