@@ -246,10 +246,14 @@ func appendCount(m map[string]int, reason string) map[string]int {
 func (t *Tracker) flush(now time.Time) {
 	all := &t.overall
 	all.Time = now
+	var gaps []time.Duration // every watch's bookmark intervals
 	for _, k := range t.order {
 		w := t.watches[k]
 		w.h.Time = now
 		w.h.Bookmarks = intervals(w.bookmarks)
+		for i := 1; i < len(w.bookmarks); i++ {
+			gaps = append(gaps, w.bookmarks[i].Sub(w.bookmarks[i-1]))
+		}
 		all.Watches++
 		all.FramingBytes += w.h.FramingBytes
 		all.DataBytes += w.h.DataBytes
@@ -264,6 +268,12 @@ func (t *Tracker) flush(now time.Time) {
 		all.Bookmarks.Count += w.h.Bookmarks.Count
 		all.Findings = append(all.Findings, w.h.Findings...)
 		t.next.Emit(w.h)
+	}
+	// The overall intervals are those between bookmarks of one watch,
+	// pooled: a watch that restarts starts counting again.
+	if len(gaps) > 0 {
+		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+		all.Bookmarks.Min, all.Bookmarks.Median, all.Bookmarks.Max = gaps[0], gaps[len(gaps)/2], gaps[len(gaps)-1]
 	}
 	t.next.Emit(all)
 }

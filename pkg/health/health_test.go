@@ -130,3 +130,26 @@ func TestHealthRelists(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthOverallBookmarks: the overall bookmark intervals are those of
+// each watch, pooled (they were printed as 0s).
+func TestHealthOverallBookmarks(t *testing.T) {
+	var overall *record.Health
+	tr := New(record.SinkFunc(func(r record.Record) {
+		if h, ok := r.(*record.Health); ok && h.Scope == "all" {
+			overall = h
+		}
+	}))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &record.Conn{ID: 1}
+	for ex, secs := range map[int][]int{1: {0, 2, 5}, 3: {10, 11}} {
+		tr.Emit(&record.Request{Conn: c, Exchange: ex, Watch: true, Target: "/api/v1/configmaps?watch=1&resourceVersion=5"})
+		for i, s := range secs {
+			tr.Emit(&record.Event{Conn: c, Exchange: ex, Seq: i + 1, Type: "BOOKMARK", ResourceVersion: fmt.Sprint(10 + i), Time: t0.Add(time.Duration(s) * time.Second)})
+		}
+	}
+	tr.Emit(&record.Summary{Time: t0})
+	if overall == nil || overall.Bookmarks.Count != 5 || overall.Bookmarks.Min != time.Second || overall.Bookmarks.Median != 2*time.Second || overall.Bookmarks.Max != 3*time.Second {
+		t.Fatalf("overall bookmarks %+v, want 5, intervals 1s, 2s, 3s", overall.Bookmarks)
+	}
+}
