@@ -739,7 +739,7 @@ func (p *Pretty) printHealth(h *record.Health) {
 	if h.Scope == "watch" && h.Conn != nil {
 		// The connection number is not coloured on its own here: its
 		// colour's reset would end the label's bold after it.
-		label = p.watchLabel(h.Conn.ID, h.Exchange)
+		label = p.watchLabel(h.Conn, h.Exchange)
 		if len(h.Findings) == 0 && eventCount(h.Events) == 0 {
 			// Said together with the other watches that have nothing
 			// to say, so that they do not bury those that do.

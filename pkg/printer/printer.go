@@ -212,13 +212,17 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	return append(out, rs...)
 }
 
-// watchLabel names the watch of exchange on connection conn as the screen
+// watchLabel names the watch of exchange on connection c as the screen
 // shows it: "#3" for a connection's only watch shown, "#3 watch 2" for the
-// second watch shown on it.
-func (f *filter) watchLabel(conn, exchange int) string {
+// second watch shown on it, "#3 s5" for stream 5 of an HTTP/2 connection.
+func (f *filter) watchLabel(c *record.Conn, exchange int) string {
+	conn := c.ID
 	k := heldKey{conn, exchange}
 	n := f.watchNo[k]
 	delete(f.watchNo, k) // a watch's health is said once
+	if c.HTTP2 && exchange > 0 {
+		return fmt.Sprintf("#%d s%d", conn, exchange)
+	}
 	if n == 0 || f.watchesOn[conn] <= 1 {
 		return fmt.Sprintf("#%d", conn)
 	}
