@@ -141,6 +141,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"pcap", "--max-header-bytes", "0", watchCapture}, "kwatch: invalid argument \"0\" for \"--max-header-bytes\" flag: want a positive size, e.g. 64Mi\nRun 'kwatch pcap --help' for usage.\n"},
 		{[]string{"stream", "cm", "--idle-timeout", "soon"}, "kwatch: invalid argument \"soon\" for \"--idle-timeout\" flag: want a duration such as 30s, 5m or 1h30m\nRun 'kwatch stream --help' for usage.\n"},
 		{[]string{"stream", "cm", "--request-timeout", "soon"}, "kwatch: --request-timeout \"soon\": want a duration such as 10s or 1m (0: never)\n"},
+		// Several resource types: types only, and no --resource-version.
+		{[]string{"stream", "cm,pods/web", "--proxy", "127.0.0.1:1"}, "kwatch: \"cm,pods/web\": with several resource types, give types only (e.g. pods,configmaps), no NAME\n"},
+		{[]string{"stream", "cm", "pods", "--resource-version", "5", "--proxy", "127.0.0.1:1"}, "kwatch: --resource-version belongs to one resource type; watch several types without it\n"},
 		{[]string{"-v", "-1", "version"}, "kwatch: -v takes a log level from 0 up, not -1\n"},
 		{[]string{"version", "-o", "yaml"}, "kwatch: --output must be json (or left out), not \"yaml\"\n"},
 	} {

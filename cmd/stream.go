@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/watchclient"
 )
@@ -50,7 +53,10 @@ type streamOptions struct {
 	record          string
 
 	resource, name string
-	namespace      string // -n as given
+	// resources lists the resource types of a stream of several
+	// (kwatch stream pods,configmaps or pods configmaps); empty for one.
+	resources []string
+	namespace string // -n as given
 	// direct: a flag that names the API server or credentials was given
 	// (or $KUBECONFIG is set): connect straight, never through a proxy
 	// picked by default.
@@ -68,7 +74,7 @@ var connectionFlags = []string{"kubeconfig", "context", "cluster", "user", "serv
 func newStreamCommand(streams IOStreams) *cobra.Command {
 	o := &streamOptions{}
 	c := &cobra.Command{
-		Use:   "stream (RESOURCE[/NAME] | --raw PATH)",
+		Use:   "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
 		Short: "Run a live list-watch and show every event with the chunks it arrived in",
 		Long: `List, then watch a resource, and show every watch event with the HTTP/1.1
 chunk(s) that carried it, read off the watch connection by the same decoder as
@@ -95,6 +101,10 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
   # and kwatch resumes from the last resourceVersion (bookmarks included)
   kwatch stream pods -A --proto --timeout 30s
 
+  # Pods and configmaps at once, each its own list-watch, over HTTP/2 with
+  # the DATA frames of every event
+  kwatch stream pods,configmaps -n kube-system --kubeconfig ~/.kube/config --http2
+
   # Record the session, then read it back (or open it in Wireshark)
   kwatch stream configmaps --record session.pcap
   kwatch pcap session.pcap
@@ -104,7 +114,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 
   # JSON Lines: event type, name and chunk sizes
   kwatch stream configmaps -o json | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.complete(cmd, args, streams); err != nil {
 				return &exitError{code: ExitUsage, err: err}
@@ -250,10 +260,10 @@ func normalizeProxy(p string) (string, error) {
 // resolve resolves RESOURCE through discovery, retrying with back-off (a
 // retry line each) while the server answers 429 or 5xx, as LIST and WATCH
 // are; other errors and Ctrl-C end it.
-func (o *streamOptions) resolve(ctx context.Context, client *watchclient.Client, sink record.Sink) (watchclient.Resource, error) {
+func (o *streamOptions) resolve(ctx context.Context, client *watchclient.Client, sink record.Sink, resource string) (watchclient.Resource, error) {
 	b := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
 	for {
-		res, err := client.Resolve(ctx, o.resource)
+		res, err := client.Resolve(ctx, resource)
 		if err == nil || ctx.Err() != nil || !(apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
 			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
 			return res, err
@@ -287,15 +297,26 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	case o.raw != "" && !strings.HasPrefix(o.raw, "/"):
 		return fmt.Errorf("--raw takes a path starting with /, e.g. /api/v1/namespaces/default/configmaps?watch=1")
 	}
-	if len(args) == 1 {
+	var types []string
+	for _, a := range args {
+		types = append(types, strings.Split(a, ",")...)
+	}
+	if len(types) == 1 {
 		var slash bool
-		o.resource, o.name, slash = strings.Cut(args[0], "/")
+		o.resource, o.name, slash = strings.Cut(types[0], "/")
 		if o.resource == "" || strings.Contains(o.name, "/") || (slash && o.name == "") {
 			return fmt.Errorf("%q: want RESOURCE or RESOURCE/NAME, e.g. configmaps or cm/coredns", args[0])
 		}
-		if strings.Contains(o.resource, ",") {
-			return fmt.Errorf("%q: kwatch stream watches one resource type at a time; run one kwatch per type", args[0])
+	} else if len(types) > 1 {
+		for _, t := range types {
+			if t == "" || strings.Contains(t, "/") {
+				return fmt.Errorf("%q: with several resource types, give types only (e.g. pods,configmaps), no NAME", strings.Join(args, " "))
+			}
 		}
+		if o.resourceVersion != "" {
+			return fmt.Errorf("--resource-version belongs to one resource type; watch several types without it")
+		}
+		o.resources, o.resource = types, types[0]
 	}
 	explicit := cmd.Flags().Changed("list-mode")
 	switch {
@@ -397,6 +418,148 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 // errRecordSecrets refuses to record a watch of Secrets without
 // --show-secrets: the recording holds the bytes as received, where kwatch's
 // output would redact them.
+// errSetup is an error of resolving what to watch, for setupError.
+type errSetup struct {
+	err   error
+	usage bool
+}
+
+func (e errSetup) Error() string { return e.err.Error() }
+
+// setupError turns an error of watchOptions into kwatch's exit error.
+func (o *streamOptions) setupError(err error, proxy, server string) error {
+	if e, ok := err.(errSetup); ok && e.usage {
+		return &exitError{code: ExitUsage, err: e.err}
+	}
+	return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
+}
+
+// watchOptions resolves resource (unless --raw) and returns the options
+// of its list-watch.
+func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Client, sink record.Sink, resource string) (watchclient.WatchOptions, error) {
+	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
+		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto, CBOR: o.cbor,
+		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
+		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
+		WatchList: o.listMode == "watch-list"}
+	if o.raw != "" {
+		return wo, nil
+	}
+	res, err := o.resolve(ctx, client, sink, resource)
+	if err != nil {
+		return wo, err
+	}
+	wo.Resource = res
+	if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
+		_ = os.Remove(o.record)
+		return wo, errSetup{err: errRecordSecrets, usage: true}
+	}
+	if res.Namespaced && !o.allNamespaces {
+		wo.Namespace = o.namespace
+		if wo.Namespace == "" {
+			wo.Namespace = client.Namespace
+		}
+		if wo.Namespace == "" {
+			wo.Namespace = "default"
+		}
+	}
+	wo.AllNamespaces = res.Namespaced && o.allNamespaces
+	return wo, nil
+}
+
+// runMany watches several resource types at once (kwatch stream
+// pods,configmaps): one list-watch each, each with its own tapped
+// connections, all printed to one output with one connection numbering,
+// and one summary. The first that fails for good ends the run (exit 1)
+// after the others are stopped.
+func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink record.Sink, co watchclient.ConnectOptions, proxy string, rec *pcap.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	shared := &syncSink{s: sink}
+	co.ConnIDs = new(atomic.Int64)
+	type run struct {
+		client *watchclient.Client
+		wo     watchclient.WatchOptions
+		stats  *watchclient.Stats
+		err    error
+	}
+	runs := make([]*run, len(o.resources))
+	server := ""
+	for i, r := range o.resources {
+		client, err := watchclient.Connect(co, shared)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		server = client.Config.Host
+		wo, err := o.watchOptions(ctx, client, shared, r)
+		if err != nil {
+			client.Close()
+			for _, prev := range runs[:i] {
+				prev.client.Close()
+			}
+			return o.setupError(fmt.Errorf("%s: %w", r, err), proxy, server)
+		}
+		runs[i] = &run{client: client, wo: wo}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			r.stats, r.err = watchclient.Run(ctx, r.client, r.wo)
+			if r.err != nil && ctx.Err() == nil {
+				cancel() // one watch failed for good: end the others
+			}
+		})
+	}
+	wg.Wait()
+	sum := &record.Summary{Time: time.Now(), Live: true, Duration: time.Since(start)}
+	var errs []error
+	for _, r := range runs {
+		r.client.Close()
+		if r.stats != nil {
+			sum.WatchesRequested += r.stats.Watches
+			sum.WatchesOpened += r.stats.Opened
+			sum.Relists += r.stats.Relists
+			sum.Retries += r.stats.Retries
+		}
+		sum.Bytes += r.client.WireBytes()
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
+		}
+	}
+	shared.Emit(sum)
+	if err := p.Close(); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if rec != nil && rec.Err() != nil {
+		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
+	}
+	if len(errs) > 0 {
+		return &exitError{code: ExitProblems, err: o.connectHint(errors.Join(errs...), proxy, server)}
+	}
+	return nil
+}
+
+// syncSink serialises the records of several Clients into one sink.
+type syncSink struct {
+	mu sync.Mutex
+	s  record.Sink
+}
+
+// Emit passes r on.
+func (s *syncSink) Emit(r record.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s.Emit(r)
+}
+
+// Flush flushes the sink (record.Flusher).
+func (s *syncSink) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	record.Flush(s.s)
+}
+
 var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
@@ -430,32 +593,14 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		}
 		return &exitError{code: ExitUsage, err: err}
 	}
+	if len(o.resources) > 1 {
+		client.Close()
+		return o.runMany(ctx, p, sink, co, proxy, rec)
+	}
 	server := client.Config.Host
-	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
-		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto, CBOR: o.cbor,
-		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
-		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
-		WatchList: o.listMode == "watch-list"}
-	if o.raw == "" {
-		res, err := o.resolve(ctx, client, sink)
-		if err != nil {
-			return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
-		}
-		wo.Resource = res
-		if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
-			_ = os.Remove(o.record)
-			return &exitError{code: ExitUsage, err: errRecordSecrets}
-		}
-		if res.Namespaced && !o.allNamespaces {
-			wo.Namespace = o.namespace
-			if wo.Namespace == "" {
-				wo.Namespace = client.Namespace
-			}
-			if wo.Namespace == "" {
-				wo.Namespace = "default"
-			}
-		}
-		wo.AllNamespaces = res.Namespaced && o.allNamespaces
+	wo, err := o.watchOptions(ctx, client, sink, o.resource)
+	if err != nil {
+		return o.setupError(err, proxy, server)
 	}
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)

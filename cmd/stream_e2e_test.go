@@ -985,3 +985,43 @@ func writeAndCheckFrames(t *testing.T, env *e2e.Env, s *session, ns, name string
 		}
 	}
 }
+
+// TestStreamSeveralResources: kwatch stream configmaps,podtemplates runs
+// one list-watch per type, on connections of their own numbered as one
+// run, and sums them in one summary.
+func TestStreamSeveralResources(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps,podtemplates", "-n", ns, "--proxy", env.ProxyURL, "-o", "json")
+	s.waitFor(t, 30*time.Second, "both watches to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) >= 2 })
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "both-cm"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "both-pt"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "both objects' ADDED events", func(r []map[string]any) bool {
+		return len(events(r, "both-cm")) > 0 && len(events(r, "both-pt")) > 0
+	})
+	cm, pt := events(recs, "both-cm")[0], events(recs, "both-pt")[0]
+	if cm["kind"] != "ConfigMap" || pt["kind"] != "PodTemplate" || cm["connection"] == pt["connection"] {
+		t.Errorf("events %v %v / %v %v: want a ConfigMap and a PodTemplate on two connections", cm["kind"], cm["connection"], pt["kind"], pt["connection"])
+	}
+	ids := map[any]bool{}
+	for _, c := range ofRecord(recs, "connection") {
+		if ids[c["id"]] {
+			t.Errorf("connection id %v given twice", c["id"])
+		}
+		ids[c["id"]] = true
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, s.errOut.String())
+	}
+	sum := ofRecord(s.records(t), "summary")
+	if len(sum) != 1 || sum[0]["watchesOpened"] != 2.0 {
+		t.Errorf("summary %v, want one with 2 watches opened", sum)
+	}
+}

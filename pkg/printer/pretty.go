@@ -689,8 +689,10 @@ func HealthText(h *record.Health) string {
 		}
 		parts = append(parts, s)
 	}
-	if b := h.Bookmarks; b.Count > 1 {
+	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
+	} else if b.Count > 1 {
+		parts = append(parts, fmt.Sprintf("%d bookmarks", b.Count)) // in different watches: no interval
 	} else if b.Count == 1 {
 		parts = append(parts, "1 bookmark")
 	}

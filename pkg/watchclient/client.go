@@ -22,6 +22,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -75,6 +76,10 @@ type ConnectOptions struct {
 	// Warnings, if set, receives the API server's warnings (e.g.
 	// deprecated APIs), one line each, without repeats.
 	Warnings io.Writer
+	// ConnIDs, if set, numbers the tapped connections (record.Conn.ID),
+	// shared by several Clients writing to one output (kwatch stream with
+	// several resources); otherwise each Client numbers from 1.
+	ConnIDs *atomic.Int64
 }
 
 // Client holds what a list-watch needs: a client-go config for LIST and
@@ -122,6 +127,7 @@ func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) b
 // proxy URL is malformed.
 func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	c := &Client{sink: newLockedSink(sink), http2: opt.HTTP2, httpOpt: opt.HTTP}
+	c.sink.ids = opt.ConnIDs
 	if c.httpOpt.HTTP2 == nil {
 		// A tapped connection that turns out to be HTTP/2 (--http2) is
 		// decoded frame by frame.

@@ -29,6 +29,7 @@ type lockedSink struct {
 	sink    record.Sink
 	bytes   int64
 	conns   int
+	ids     *atomic.Int64 // shared connection numbering (ConnectOptions.ConnIDs)
 	current *wireWatcher
 	// detached: the run is over (Client.Close); nothing more reaches sink.
 	detached bool
@@ -431,7 +432,11 @@ type tapper struct {
 func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool) net.Conn {
 	t.sink.mu.Lock()
 	t.sink.conns++
-	rec := &record.Conn{ID: t.sink.conns, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
+	id := t.sink.conns
+	if t.sink.ids != nil {
+		id = int(t.sink.ids.Add(1))
+	}
+	rec := &record.Conn{ID: id, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
 	t.sink.mu.Unlock()
 	tc := newTapConn(shown, t.sink, httpconn.New(rec, held{t.sink}, t.opt))
 	if h2 {
