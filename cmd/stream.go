@@ -485,18 +485,41 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	}
 	runs := make([]*run, len(o.resources))
 	server := ""
+	// Over HTTP/2 the watches share one client, so one connection, its
+	// streams, as client-go's informers do (an --idle-timeout then judges
+	// that connection's activity); over HTTP/1.1 each has its own client,
+	// connections and idle watchdog.
+	var one *watchclient.Client
+	closeAll := func() {
+		for _, r := range runs {
+			if r != nil && r.client != one {
+				r.client.Close()
+			}
+		}
+		if one != nil {
+			one.Close()
+		}
+	}
 	for i, r := range o.resources {
-		client, err := watchclient.Connect(co, shared)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: err}
+		client := one
+		if client == nil {
+			c, err := watchclient.Connect(co, shared)
+			if err != nil {
+				closeAll()
+				return &exitError{code: ExitUsage, err: err}
+			}
+			client = c
+			if o.http2 {
+				one = c
+			}
 		}
 		server = client.Config.Host
 		wo, err := o.watchOptions(ctx, client, shared, r)
 		if err != nil {
-			client.Close()
-			for _, prev := range runs[:i] {
-				prev.client.Close()
+			if client != one {
+				client.Close()
 			}
+			closeAll()
 			return o.setupError(fmt.Errorf("%s: %w", r, err), proxy, server)
 		}
 		runs[i] = &run{client: client, wo: wo}
@@ -514,15 +537,19 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	wg.Wait()
 	sum := &record.Summary{Time: time.Now(), Live: true, Duration: time.Since(start)}
 	var errs []error
+	closeAll()
+	counted := map[*watchclient.Client]bool{}
 	for _, r := range runs {
-		r.client.Close()
 		if r.stats != nil {
 			sum.WatchesRequested += r.stats.Watches
 			sum.WatchesOpened += r.stats.Opened
 			sum.Relists += r.stats.Relists
 			sum.Retries += r.stats.Retries
 		}
-		sum.Bytes += r.client.WireBytes()
+		if !counted[r.client] {
+			counted[r.client] = true
+			sum.Bytes += r.client.WireBytes()
+		}
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
 		}

@@ -1025,3 +1025,29 @@ func TestStreamSeveralResources(t *testing.T) {
 		t.Errorf("summary %v, want one with 2 watches opened", sum)
 	}
 }
+
+// TestStreamSeveralResourcesHTTP2: over HTTP/2 the watches of several types
+// share one connection, as client-go's informers do: each is a stream of it.
+func TestStreamSeveralResourcesHTTP2(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	s := startKwatch(t, "stream", "configmaps", "podtemplates", "-n", ns, "--kubeconfig", env.Kubeconfig, "--http2", "-o", "json")
+	s.waitFor(t, 30*time.Second, "both watches to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) >= 2 })
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "h2-cm"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "h2-pt"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := s.waitFor(t, 30*time.Second, "both objects' ADDED events", func(r []map[string]any) bool {
+		return len(events(r, "h2-cm")) > 0 && len(events(r, "h2-pt")) > 0
+	})
+	cm, pt := events(recs, "h2-cm")[0], events(recs, "h2-pt")[0]
+	if cm["connection"] != pt["connection"] || cm["exchange"] == pt["exchange"] || len(ofRecord(recs, "connection")) != 1 {
+		t.Errorf("ConfigMap on %v stream %v, PodTemplate on %v stream %v, %d connections: want two streams of one connection",
+			cm["connection"], cm["exchange"], pt["connection"], pt["exchange"], len(ofRecord(recs, "connection")))
+	}
+}

@@ -832,7 +832,7 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 	req = req.SetHeader("Accept", accept)
 	ww := newWireWatcher(cancel)
 	l.c.sink.mu.Lock()
-	l.c.sink.current = ww
+	l.c.sink.expect(u.Path, ww)
 	l.c.sink.mu.Unlock()
 	// Learn which connection carries the request: over HTTP/1.1 it is a
 	// tapped one, and the watch is over only when that connection's bytes,
@@ -853,7 +853,17 @@ func (l *loop) watch(ctx context.Context, rc restGetter, o metav1.ListOptions) (
 		connMu.Lock()
 		tc, _ := conn.(*tapConn)
 		connMu.Unlock()
-		if tc != nil {
+		switch {
+		case tc == nil:
+		case l.c.http2:
+			// HTTP/2: other watches may share the connection; the
+			// stream's end (END_STREAM, or the RST_STREAM kwatch sent)
+			// says the watch is over, or the connection's.
+			select {
+			case <-ww.ended:
+			case <-tc.decoded:
+			}
+		default:
 			tc.closeAndWait()
 		}
 	}
@@ -892,6 +902,8 @@ type wireWatcher struct {
 	gone     chan struct{} // closed when the loop reads no more events (abandon)
 	endHow   string        // how the body ended (record.End.How)
 	endWatch bool          // the body was a watch stream
+	ended    chan struct{} // closed when the End record of its exchange was delivered
+	endOnce  sync.Once
 	cancel   context.CancelFunc
 	goneOnce sync.Once
 }
@@ -903,7 +915,7 @@ const outQueue = 256
 
 func newWireWatcher(cancel context.CancelFunc) *wireWatcher {
 	w := &wireWatcher{wake: make(chan struct{}, 1), out: make(chan watch.Event, outQueue),
-		finished: make(chan struct{}), gone: make(chan struct{}), cancel: cancel}
+		finished: make(chan struct{}), gone: make(chan struct{}), ended: make(chan struct{}), cancel: cancel}
 	go w.pump()
 	return w
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,12 +26,16 @@ import (
 // on its own goroutine) and from the list-watch loop into one sink, counts
 // wire bytes, and passes decoded events to the watch in progress.
 type lockedSink struct {
-	mu      sync.Mutex
-	sink    record.Sink
-	bytes   int64
-	conns   int
-	ids     *atomic.Int64 // shared connection numbering (ConnectOptions.ConnIDs)
-	current *wireWatcher
+	mu    sync.Mutex
+	sink  record.Sink
+	bytes int64
+	conns int
+	ids   *atomic.Int64 // shared connection numbering (ConnectOptions.ConnIDs)
+	// pending holds the watches asked for and not yet seen on the wire, by
+	// URL path; bound the watches seen, by connection and exchange (an
+	// HTTP/2 stream): the tapped records are handed to them (deliver).
+	pending map[string]*wireWatcher
+	bound   map[watchKey]*wireWatcher
 	// detached: the run is over (Client.Close); nothing more reaches sink.
 	detached bool
 	// lastActive is when a tapped connection last read a byte or had
@@ -86,7 +91,24 @@ func (l *lockedSink) flushLocked() {
 	}
 }
 
-// deliver prints r and hands events to the current watch; l.mu must be held.
+// watchKey names an exchange: a connection and its exchange number (the
+// stream identifier on HTTP/2).
+type watchKey struct {
+	conn     *record.Conn
+	exchange int
+}
+
+// expect registers w as the watch of the request for path about to be sent;
+// l.mu must be held.
+func (l *lockedSink) expect(path string, w *wireWatcher) {
+	if l.pending == nil {
+		l.pending, l.bound = map[string]*wireWatcher{}, map[watchKey]*wireWatcher{}
+	}
+	l.pending[path] = w
+}
+
+// deliver prints r and hands events to the watch they belong to: the one
+// that asked for their exchange's request; l.mu must be held.
 func (l *lockedSink) deliver(r record.Record) {
 	if l.detached {
 		return
@@ -95,21 +117,26 @@ func (l *lockedSink) deliver(r record.Record) {
 	if v, ok := r.(*record.Response); ok && v.Watch && v.StatusCode/100 == 2 {
 		l.watchAnswers.Add(1)
 	}
-	if l.current == nil {
-		return
-	}
 	switch v := r.(type) {
+	case *record.Request:
+		path, _, _ := strings.Cut(v.Target, "?")
+		if w := l.pending[path]; w != nil {
+			delete(l.pending, path)
+			l.bound[watchKey{v.Conn, v.Exchange}] = w
+		}
 	case *record.Event:
-		// Each tapped connection carries one request (keep-alives are
-		// off): events of a later exchange answer nothing kwatch asked.
-		if v.Exchange == 1 {
-			l.current.push(toWatchEvent(v))
+		// Events of an exchange nobody here asked for answer nothing.
+		if w := l.bound[watchKey{v.Conn, v.Exchange}]; w != nil {
+			w.push(toWatchEvent(v))
 		}
 	case *record.End:
-		if !v.Request {
-			l.current.mu.Lock()
-			l.current.endHow, l.current.endWatch = v.How, v.Watch
-			l.current.mu.Unlock()
+		k := watchKey{v.Conn, v.Exchange}
+		if w := l.bound[k]; w != nil && !v.Request {
+			delete(l.bound, k)
+			w.mu.Lock()
+			w.endHow, w.endWatch = v.How, v.Watch
+			w.mu.Unlock()
+			w.endOnce.Do(func() { close(w.ended) })
 		}
 	}
 }
