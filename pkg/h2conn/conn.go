@@ -1091,7 +1091,17 @@ func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time
 	st.ended = true
 	delete(c.streams, st.id)
 	if st.resp == nil {
-		return // no response: nothing to end
+		if st.req != nil {
+			// The request was shown: say how its stream ended before
+			// any response (a reset: rapid reset's shape), which also
+			// lets the printer forget the exchange.
+			d := "before any response"
+			if detail != "" {
+				d = detail + ", " + d
+			}
+			c.emit(&record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: d, Duration: t.Sub(st.start)})
+		}
+		return
 	}
 	e := &record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: detail, Clean: clean,
 		Trailers: st.trailers, Frames: st.frames, Bytes: st.bytes, Data: st.dataLen, Duration: t.Sub(st.start)}

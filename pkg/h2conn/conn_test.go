@@ -504,3 +504,26 @@ func TestListFrames(t *testing.T) {
 		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(frames, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRapidReset: streams opened and reset at once by the client
+// (CVE-2023-44487's shape) each end with an End record, so that what
+// follows (the printer) forgets them; the follower keeps none of them.
+func TestRapidReset(t *testing.T) {
+	c := newPeer(true)
+	const n = 5000
+	for i := 0; i < n; i++ {
+		id := uint32(2*i + 1)
+		watchRequest(t, c, id)
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	ends := 0
+	conn := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
+		if e, ok := r.(*record.End); ok && e.How == "reset by RST_STREAM" && e.Detail == "CANCEL from the client, before any response" {
+			ends++
+		}
+	}), Options{})
+	conn.ClientData(c.buf.Bytes(), time.Now())
+	if ends != n || len(conn.streams) != 0 || conn.resets != n {
+		t.Fatalf("%d ends, %d streams kept, %d resets; want %d, 0, %d", ends, len(conn.streams), conn.resets, n, n)
+	}
+}
