@@ -30,7 +30,7 @@ func TestPcapEventsAndExitCode(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
-		"ADDED     ConfigMap kube-system/coredns  rv 151  initial  chunk 0x322 = 802 bytes",
+		"ADDED     ConfigMap kube-system/coredns  rv 151  chunk 0x322 = 802 bytes",
 		"MODIFIED  ConfigMap kube-system/coredns  rv 152  chunk 0x3d1 = 977 bytes",
 		"MODIFIED  ConfigMap kube-system/coredns  rv 153  chunk 0x423 = 1059 bytes",
 		"DELETED   ConfigMap kube-system/coredns  rv 154  chunk 0x422 = 1058 bytes",

@@ -76,21 +76,27 @@ func newStreamCommand(streams IOStreams) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
 		Short: "Run a live list-watch and show every event with the chunks it arrived in",
-		Long: `List, then watch a resource, and show every watch event with the HTTP/1.1
-chunk(s) that carried it, read off the watch connection by the same decoder as
-kwatch pcap. When the server ends a watch, kwatch watches again from the last
-resourceVersion it saw (bookmarks included); when that version is too old
-(410 Gone) it lists again and shows what changed while nobody was watching.
+		Long: `List-watch a resource as client-go 0.37's informers do (a streaming list:
+the current state as the watch's first events, gzip'd; or --list-mode list:
+LIST, then WATCH), and show every watch event with the HTTP/1.1 chunk(s) or
+HTTP/2 DATA frames that carried it, read off the watch connection by the same
+decoder as kwatch pcap. When the server ends a watch, kwatch watches again
+from the last resourceVersion it saw (bookmarks included); when that version
+is too old (410 Gone) it gets the state again and shows what changed while
+nobody was watching. Several resource types (pods,configmaps) are watched at
+once, each its own list-watch.
 
 Where it connects: through kubectl proxy (--proxy; by default
 http://127.0.0.1:8001 when it answers and neither --kubeconfig, --context nor
 $KUBECONFIG is set), or straight to the API server from a kubeconfig. Straight over TLS,
-kwatch asks for HTTP/1.1 and decodes the decrypted bytes; --http2 keeps
-HTTP/2, which has no chunks (event sizes only).
+kwatch asks for HTTP/1.1 and decodes the decrypted bytes; with --http2 it
+speaks HTTP/2 and decodes the decrypted frames (several types then share one
+connection, each watch a stream).
 
 Ctrl-C (or SIGTERM) ends with a summary. Exit status: 0 after Ctrl-C, 1 when the
-watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405; or the
-resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
+watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405, 406,
+415, 422; or the resource type does not exist), 2 for bad flags or an
+unusable kubeconfig.`,
 		Example: `  # Through kubectl proxy (run "kubectl proxy" first)
   kwatch stream configmaps -n kube-system
 
@@ -138,7 +144,7 @@ resource type does not exist), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.listMode, "list-mode", "watch-list", "how the current state comes: watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed) or list (LIST, then WATCH from its resourceVersion; --watch-only implies it)")
 	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
-	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2 on the direct TLS connection (ALPN h2, as client-go does; one connection per watch): events with their DATA frames, and the connection's SETTINGS, PINGs, flow-control stalls, RST_STREAM and GOAWAY")
+	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2 on the direct TLS connection (ALPN h2, as client-go does; the watches of several resource types share the connection, each a stream): events with their DATA frames, and the connection's SETTINGS, PINGs, flow-control stalls, RST_STREAM and GOAWAY")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
 	fs.BoolVar(&o.cbor, "cbor", false, "ask for CBOR watch events (Accept: application/cbor; the server answers application/cbor-seq; alpha in Kubernetes 1.37: the API server needs the feature gate CBORServingAndStorage, and a server without it is watched as JSON)")
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
@@ -389,7 +395,11 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 		// where that server came from.
 		msg := fmt.Sprintf("The connection to the server %s was refused - did you specify the right host or port?", host)
 		if raw, rerr := o.kube.ToRawKubeConfigLoader().RawConfig(); rerr == nil && len(raw.Clusters) == 0 && *o.kube.APIServer == "" {
-			msg += fmt.Sprintf(" (no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at %s)", watchclient.DefaultProxyURL)
+			if o.http2 {
+				msg += " (no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: set $KUBECONFIG or --kubeconfig)"
+			} else {
+				msg += fmt.Sprintf(" (no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at %s)", watchclient.DefaultProxyURL)
+			}
 		}
 		return errors.New(msg)
 	case dial:
@@ -428,8 +438,9 @@ func (e errSetup) Error() string { return e.err.Error() }
 
 // setupError turns an error of watchOptions into kwatch's exit error.
 func (o *streamOptions) setupError(err error, proxy, server string) error {
-	if e, ok := err.(errSetup); ok && e.usage {
-		return &exitError{code: ExitUsage, err: e.err}
+	var e errSetup
+	if errors.As(err, &e) && e.usage {
+		return &exitError{code: ExitUsage, err: err}
 	}
 	return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
 }

@@ -885,6 +885,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 	httpconn.RedactCredentials(req.Header)
 	req.Watch = httpconn.IsWatchRequest(req.Target)
 	req.InitialState = req.Watch && httpconn.AsksInitialState(req.Target)
+	req.StartsWithState = req.Watch && httpconn.StartsWithState(req.Target)
 	c.streams[id] = &stream{id: id, req: req, start: t, recvWin: [2]int64{
 		int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
 		int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}

@@ -72,7 +72,7 @@ func (t *Tracker) Emit(r record.Record) {
 		if v.Watch {
 			w := t.state(v.Conn, v.Exchange)
 			w.requested = v.Time
-			w.initial = v.InitialState
+			w.initial = v.InitialState || v.StartsWithState
 		}
 	case *record.Response:
 		if v.StatusCode >= 300 || (v.StatusCode > 0 && v.StatusCode < 200) {

@@ -62,7 +62,8 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: AsksInitialState(parts[1])}
+		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: AsksInitialState(parts[1]),
+		StartsWithState: StartsWithState(parts[1])}
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -196,12 +197,10 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	s.body = b
 }
 
-// AsksInitialState reports whether a watch request's target gets the
-// current state as ADDED events first: sendInitialEvents=true (a
-// watch-list, Kubernetes API concepts: streaming lists), or no
-// resourceVersion, or "0" (semantics for watch: "Get State and Start at
-// Most Recent" / "Any").
-func AsksInitialState(target string) bool {
+// StartsWithState reports whether a watch request's target gets the
+// current state as ADDED events first, with or without a bookmark saying
+// where they end: AsksInitialState, or no resourceVersion or "0".
+func StartsWithState(target string) bool {
 	u, err := url.Parse(target)
 	if err != nil {
 		return false
@@ -209,6 +208,25 @@ func AsksInitialState(target string) bool {
 	q := u.Query()
 	rv := q.Get("resourceVersion")
 	return q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0"
+}
+
+// AsksInitialState reports whether a watch request's target gets the
+// current state as ADDED events first, ended by an initial-events-end
+// bookmark that says where they end: sendInitialEvents=true (a watch-list,
+// Kubernetes API concepts: streaming lists), or allowWatchBookmarks=true
+// with no resourceVersion or "0" (semantics for watch: "Get State and Start
+// at Most Recent" / "Any"; the 1.37 API server then ends them with the
+// bookmark too). A watch from no resourceVersion without bookmarks also
+// starts with the state, but nothing on the wire says where it ends: its
+// ADDED events are not marked.
+func AsksInitialState(target string) bool {
+	u, err := url.Parse(target)
+	if err != nil {
+		return false
+	}
+	q := u.Query()
+	rv := q.Get("resourceVersion")
+	return q.Get("sendInitialEvents") == "true" || (q.Get("allowWatchBookmarks") == "true" && (rv == "" || rv == "0"))
 }
 
 func clip(s string) string {

@@ -90,6 +90,12 @@ type Request struct {
 	// resourceVersion or "0" (Kubernetes API concepts: semantics for
 	// watch).
 	InitialState bool
+	// StartsWithState is true when the watch gets the current state as
+	// ADDED events first, whether or not a bookmark will say where they
+	// end: InitialState, or no resourceVersion or "0" without bookmarks.
+	// Those events come in key order, not resourceVersion order (health
+	// does not judge their order).
+	StartsWithState bool
 }
 
 // When returns the time of the request's last header byte.
