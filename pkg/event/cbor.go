@@ -345,33 +345,14 @@ func (fr *Framer) holdCBOR(p []byte, c int) int {
 		held := fr.hold
 		fr.hold = nil
 		if full {
-			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
-				Detail: fmt.Sprintf("%d bytes of an event that never ended, then a new event at offset %d; decoding goes on from it", fr.curLen, fr.off)})
-			f := fr.cur
-			f.Length, f.Damaged = fr.curLen, true
-			fr.abandon()
-			fr.onFrame(&f)
+			fr.cutShort("never ended")
 		} else {
 			fr.holdOff = true // the first held byte is the event's, not a start
 		}
-		fr.replayCBOR(held)
+		eachRun(held, fr.writeCBOR)
 		return i + 1
 	}
 	return len(p)
-}
-
-// replayCBOR frames held bytes, run by run of the chunks they came in.
-func (fr *Framer) replayCBOR(held []pendByte) {
-	for j := 0; j < len(held); {
-		k := j
-		run := make([]byte, 0, len(held))
-		for k < len(held) && held[k].chunk == held[j].chunk {
-			run = append(run, held[k].b)
-			k++
-		}
-		fr.writeCBOR(run, held[j].chunk)
-		j = k
-	}
 }
 
 // seekCBOR looks in p for one of cborEventStarts after CBOR framing was lost and
@@ -408,7 +389,7 @@ func (fr *Framer) seekCBOR(p []byte, c int) int {
 		// they may be too much: the search then starts again after them.)
 		pend := append([]pendByte(nil), fr.pend...)
 		fr.pend = fr.pend[:0]
-		fr.replayCBOR(pend)
+		eachRun(pend, fr.writeCBOR)
 		return i + 1
 	}
 	return len(p)
@@ -421,7 +402,7 @@ func (fr *Framer) flushHold() {
 		held := fr.hold
 		fr.hold = nil
 		fr.holdOff = true
-		fr.replayCBOR(held)
+		eachRun(held, fr.writeCBOR)
 	}
 }
 

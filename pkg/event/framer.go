@@ -608,15 +608,7 @@ func (fr *Framer) matchEventStart(p []byte, c int) int {
 		fr.cand++
 		if fr.cand == len(eventStart) {
 			fr.cand = -1
-			fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
-				Detail: fmt.Sprintf("%d bytes of an event that never closed, then a new event at offset %d; decoding goes on from it", fr.curLen, fr.off)})
-			// Hand the cut event over as damaged, as a gap inside an event
-			// is: the chunks that carried it count it, however the bytes
-			// were split into writes.
-			f := fr.cur
-			f.Length, f.Damaged = fr.curLen, true
-			fr.abandon()
-			fr.onFrame(&f)
+			fr.cutShort("never closed")
 			pend := fr.pend
 			fr.pend = fr.pend[:0]
 			fr.start(pend[0].chunk)
@@ -636,17 +628,36 @@ func (fr *Framer) matchEventStart(p []byte, c int) int {
 func (fr *Framer) flushPending() {
 	pend := fr.pend
 	fr.pend = nil
-	for i := 0; i < len(pend); {
+	eachRun(pend, fr.writeJSON)
+	fr.pend = pend[:0]
+}
+
+// eachRun calls write with the held bytes, run by run of the chunks they
+// came in.
+func eachRun(held []pendByte, write func(p []byte, c int)) {
+	for i := 0; i < len(held); {
 		j := i
-		var run []byte
-		for j < len(pend) && pend[j].chunk == pend[i].chunk {
-			run = append(run, pend[j].b)
+		run := make([]byte, 0, len(held)-i)
+		for j < len(held) && held[j].chunk == held[i].chunk {
+			run = append(run, held[j].b)
 			j++
 		}
-		fr.writeJSON(run, pend[i].chunk)
+		write(run, held[i].chunk)
 		i = j
 	}
-	fr.pend = pend[:0]
+}
+
+// cutShort reports the event in progress cut short by a new event's start
+// (how: "never closed", "never ended") and hands it over as damaged, as a
+// gap inside an event is: the chunks that carried it count it, however the
+// bytes were split into writes.
+func (fr *Framer) cutShort(how string) {
+	fr.onProb(FrameProblem{Offset: fr.cur.Offset, Kind: KindTruncated,
+		Detail: fmt.Sprintf("%d bytes of an event that %s, then a new event at offset %d; decoding goes on from it", fr.curLen, how, fr.off)})
+	f := fr.cur
+	f.Length, f.Damaged = fr.curLen, true
+	fr.abandon()
+	fr.onFrame(&f)
 }
 
 // protoTypes are the watch event types, by the length of their names.
