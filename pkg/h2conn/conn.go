@@ -139,9 +139,19 @@ func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) http
 func (c *Conn) Upgraded(req *record.Request, t time.Time) {
 	r := *req
 	r.Exchange = 1
-	c.streams[1] = &stream{id: 1, req: &r, start: t, recvWin: [2]int64{defaultWindow, defaultWindow}}
-	c.maxOpen = max(c.maxOpen, 1)
+	c.newStream(1, &r, t)
+}
+
+// newStream follows stream id, answering req (nil when not seen), with the
+// flow-control windows both sides advertise for new streams.
+func (c *Conn) newStream(id uint32, req *record.Request, t time.Time) *stream {
+	st := &stream{id: id, req: req, start: t, recvWin: [2]int64{
+		int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
+		int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
+	c.streams[id] = st
+	c.maxOpen = max(c.maxOpen, len(c.streams))
 	c.streamsSeen++
+	return st
 }
 
 // ClientData consumes bytes the client sent, starting with the preface.
@@ -884,13 +894,10 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 	}
 	httpconn.RedactCredentials(req.Header)
 	req.Watch = httpconn.IsWatchRequest(req.Target)
-	req.InitialState = req.Watch && httpconn.AsksInitialState(req.Target)
-	req.StartsWithState = req.Watch && httpconn.StartsWithState(req.Target)
-	c.streams[id] = &stream{id: id, req: req, start: t, recvWin: [2]int64{
-		int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
-		int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
-	c.maxOpen = max(c.maxOpen, len(c.streams))
-	c.streamsSeen++
+	if req.Watch {
+		req.StartsWithState, req.InitialState = httpconn.WatchState(req.Target)
+	}
+	c.newStream(id, req, t)
 	c.emit(req)
 }
 
@@ -906,12 +913,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 			c.untracked++
 			return
 		}
-		st = &stream{id: id, start: t, recvWin: [2]int64{
-			int64(c.client.setting(http2.SettingInitialWindowSize, defaultWindow)),
-			int64(c.server.setting(http2.SettingInitialWindowSize, defaultWindow))}}
-		c.streams[id] = st
-		c.maxOpen = max(c.maxOpen, len(c.streams))
-		c.streamsSeen++
+		st = c.newStream(id, nil, t)
 	}
 	if st.resp != nil && st.resp.StatusCode >= 200 {
 		// Trailers (RFC 9113 §8.1).

@@ -62,8 +62,8 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), InitialState: AsksInitialState(parts[1]),
-		StartsWithState: StartsWithState(parts[1])}
+		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1])}
+	req.StartsWithState, req.InitialState = WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -197,36 +197,27 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	s.body = b
 }
 
-// StartsWithState reports whether a watch request's target gets the
-// current state as ADDED events first, with or without a bookmark saying
-// where they end: AsksInitialState, or no resourceVersion or "0".
-func StartsWithState(target string) bool {
+// WatchState reports what a watch request's target gets first.
+// startsWithState: the current state as ADDED events, with or without a
+// bookmark saying where they end (sendInitialEvents=true, or no
+// resourceVersion or "0"; semantics for watch: "Get State and Start at Most
+// Recent" / "Any"). initialState: the state ended by an initial-events-end
+// bookmark, so its events can be marked: sendInitialEvents=true (a
+// watch-list, Kubernetes API concepts: streaming lists), or
+// allowWatchBookmarks=true with no resourceVersion or "0" (the 1.37 API
+// server then ends them with the bookmark too). A watch from no
+// resourceVersion without bookmarks starts with the state, but nothing on
+// the wire says where it ends.
+func WatchState(target string) (startsWithState, initialState bool) {
 	u, err := url.Parse(target)
 	if err != nil {
-		return false
+		return false, false
 	}
 	q := u.Query()
 	rv := q.Get("resourceVersion")
-	return q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0"
-}
-
-// AsksInitialState reports whether a watch request's target gets the
-// current state as ADDED events first, ended by an initial-events-end
-// bookmark that says where they end: sendInitialEvents=true (a watch-list,
-// Kubernetes API concepts: streaming lists), or allowWatchBookmarks=true
-// with no resourceVersion or "0" (semantics for watch: "Get State and Start
-// at Most Recent" / "Any"; the 1.37 API server then ends them with the
-// bookmark too). A watch from no resourceVersion without bookmarks also
-// starts with the state, but nothing on the wire says where it ends: its
-// ADDED events are not marked.
-func AsksInitialState(target string) bool {
-	u, err := url.Parse(target)
-	if err != nil {
-		return false
-	}
-	q := u.Query()
-	rv := q.Get("resourceVersion")
-	return q.Get("sendInitialEvents") == "true" || (q.Get("allowWatchBookmarks") == "true" && (rv == "" || rv == "0"))
+	sent := q.Get("sendInitialEvents") == "true"
+	fromNow := rv == "" || rv == "0"
+	return sent || fromNow, sent || (q.Get("allowWatchBookmarks") == "true" && fromNow)
 }
 
 func clip(s string) string {
