@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -35,13 +29,10 @@ func runHTTP2(path string, target int64, nstreams int) error {
 		return err
 	}
 	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	pw := pcapgo.NewWriter(bw)
-	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+	w, err := newWriter(f)
+	if err != nil {
 		return err
 	}
-	w := &writer{w: pw, f: bw, written: 24, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		rng: rand.New(rand.NewPCG(1, 2)), buf: gopacket.NewSerializeBuffer()}
 	c := &conn{client: net.IPv4(10, 0, 0, 1), server: net.IPv4(10, 0, 0, 2), cport: 40000, cseq: 1000, sseq: 5000, rv: 1000}
 	var cb, sb, hb bytes.Buffer
 	cf, sf := http2.NewFramer(&cb, nil), http2.NewFramer(&sb, nil)
@@ -127,11 +118,8 @@ func runHTTP2(path string, target int64, nstreams int) error {
 			}
 		}
 	}
-	if w.held != nil {
-		if err := w.write(w.held); err != nil {
-			return err
-		}
-		w.held = nil
+	if err := w.flushHeld(); err != nil {
+		return err
 	}
 	if !open {
 		for _, s := range streams {
@@ -140,11 +128,9 @@ func runHTTP2(path string, target int64, nstreams int) error {
 		if err := flushBuf(&sb, false); err != nil {
 			return err
 		}
-		if w.held != nil {
-			if err := w.write(w.held); err != nil {
-				return err
-			}
+		if err := w.flushHeld(); err != nil {
+			return err
 		}
 	}
-	return bw.Flush()
+	return w.f.Flush()
 }

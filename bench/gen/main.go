@@ -121,19 +121,38 @@ type writer struct {
 	held    []byte // a segment held back to be written after the next one
 }
 
+// newWriter writes a pcap header (Ethernet) to f and returns the writer of
+// the capture's packets, its clock at 2026-01-01 00:00 UTC.
+func newWriter(f *os.File) (*writer, error) {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	pw := pcapgo.NewWriter(bw)
+	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		return nil, err
+	}
+	return &writer{w: pw, f: bw, written: 24, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		rng: rand.New(rand.NewPCG(1, 2)), buf: gopacket.NewSerializeBuffer()}, nil
+}
+
+// flushHeld writes the segment held back to come out of order, if any.
+func (w *writer) flushHeld() error {
+	if w.held == nil {
+		return nil
+	}
+	err := w.write(w.held)
+	w.held = nil
+	return err
+}
+
 func run(path string, target int64, nconns int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	pw := pcapgo.NewWriter(bw)
-	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+	w, err := newWriter(f)
+	if err != nil {
 		return err
 	}
-	w := &writer{w: pw, f: bw, written: 24, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		rng: rand.New(rand.NewPCG(1, 2)), buf: gopacket.NewSerializeBuffer()}
 	cs := make([]*conn, nconns)
 	for i := range cs {
 		cs[i] = &conn{client: net.IPv4(10, 0, 0, 1), server: net.IPv4(10, 0, 0, 2), cport: uint16(40000 + i),
@@ -182,11 +201,8 @@ func run(path string, target int64, nconns int) error {
 			return err
 		}
 	}
-	if w.held != nil {
-		if err := w.write(w.held); err != nil {
-			return err
-		}
-		w.held = nil
+	if err := w.flushHeld(); err != nil {
+		return err
 	}
 	if !open {
 		for _, c := range cs {
@@ -194,13 +210,11 @@ func run(path string, target int64, nconns int) error {
 				return err
 			}
 		}
-		if w.held != nil {
-			if err := w.write(w.held); err != nil {
-				return err
-			}
+		if err := w.flushHeld(); err != nil {
+			return err
 		}
 	}
-	return bw.Flush()
+	return w.f.Flush()
 }
 
 func appendChunk(b, data []byte) []byte {
