@@ -723,23 +723,7 @@ func TestStreamRecordRoundTrip(t *testing.T) {
 		}
 		return fmt.Sprintf("%v %v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], tm.Truncate(time.Microsecond), sizes)
 	}
-	var live []string
-	for _, ev := range events(s.records(t), "") {
-		live = append(live, key(ev))
-	}
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
-	if code != ExitOK {
-		t.Fatalf("kwatch pcap on the recording: exit %d, %s", code, errOut)
-	}
-	rec := &session{out: &syncBuffer{}}
-	_, _ = rec.out.Write([]byte(out))
-	var decoded []string
-	for _, ev := range events(rec.records(t), "") {
-		decoded = append(decoded, key(ev))
-	}
-	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
-		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
-	}
+	rec := sameAsRecording(t, s, file, key)
 	// Each watch ends in the recording as it ended live.
 	ends := func(recs []map[string]any) string {
 		var hows []string
@@ -930,23 +914,7 @@ func TestStreamRecordHTTP2(t *testing.T) {
 	key := func(ev map[string]any) string {
 		return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], ev["frames"])
 	}
-	var live []string
-	for _, ev := range events(s.records(t), "") {
-		live = append(live, key(ev))
-	}
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
-	if code != ExitOK {
-		t.Fatalf("kwatch pcap on the recording: exit %d, %s", code, errOut)
-	}
-	rec := &session{out: &syncBuffer{}}
-	_, _ = rec.out.Write([]byte(out))
-	var decoded []string
-	for _, ev := range events(rec.records(t), "") {
-		decoded = append(decoded, key(ev))
-	}
-	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
-		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
-	}
+	sameAsRecording(t, s, file, key)
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -1050,4 +1018,29 @@ func TestStreamSeveralResourcesHTTP2(t *testing.T) {
 		t.Errorf("ConfigMap on %v stream %v, PodTemplate on %v stream %v, %d connections: want two streams of one connection",
 			cm["connection"], cm["exchange"], pt["connection"], pt["exchange"], len(ofRecord(recs, "connection")))
 	}
+}
+
+// sameAsRecording checks that kwatch pcap decodes from the recording file
+// the events (at least 3) that the live session s showed, as key renders
+// each, and returns the recording's records as a session.
+func sameAsRecording(t *testing.T, s *session, file string, key func(map[string]any) string) *session {
+	t.Helper()
+	var live []string
+	for _, ev := range events(s.records(t), "") {
+		live = append(live, key(ev))
+	}
+	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
+	if code != ExitOK {
+		t.Fatalf("kwatch pcap on the recording: exit %d, %s", code, errOut)
+	}
+	rec := &session{out: &syncBuffer{}}
+	_, _ = rec.out.Write([]byte(out))
+	var decoded []string
+	for _, ev := range events(rec.records(t), "") {
+		decoded = append(decoded, key(ev))
+	}
+	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
+		t.Errorf("live:\n%s\nfrom the recording:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
+	}
+	return rec
 }
