@@ -17,6 +17,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
 )
 
@@ -38,6 +39,7 @@ type pcapOptions struct {
 	bufferedTotal      int
 	bufferedBytesTotal int64
 	gapTimeout         time.Duration
+	tlsKeylog          string
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -50,8 +52,10 @@ TCP connections, parse HTTP/1.1 and decode the chunked framing of every watch
 response into watch events, each shown with the chunk(s) that carried it.
 
 Link types: Ethernet, Linux SLL and SLL2 (tcpdump -i any), BSD loopback (macOS
-lo0), raw IP; IPv4 and IPv6. TLS connections (e.g. straight to port 6443) cannot
-be decoded: capture kubectl proxy's plain HTTP instead.
+lo0), raw IP; IPv4 and IPv6. TLS connections (e.g. straight to the API server's
+port 6443) are decrypted with a key log: --tls-keylog FILE, the SSLKEYLOGFILE
+environment variable, or Decryption Secrets Blocks inside a pcapng; the
+decrypted bytes are decoded as HTTP/1.1 or HTTP/2.
 
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 2 unusable input or flags, 130 interrupted by Ctrl-C (with --follow, Ctrl-C is
@@ -66,6 +70,11 @@ how it ends: 0 or 1).`,
 
   # Follow a capture file that tcpdump is still writing
   kwatch pcap --follow watch.pcap
+
+  # Decrypt a capture of the API server's TLS port with the client's key log
+  SSLKEYLOGFILE=keys.log curl -sk -N --http2 -H "Authorization: Bearer $TOKEN" \
+    'https://127.0.0.1:6443/api/v1/namespaces/default/configmaps?watch=1'
+  kwatch pcap --tls-keylog keys.log api.pcap
 
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
@@ -102,6 +111,7 @@ how it ends: 0 or 1).`,
 	fs.IntVar(&o.bufferedPages, "max-buffered-pages", pcap.DefaultMaxBufferedPerConn, "out-of-order data one connection may buffer while a segment is missing, in reassembly pages of about 1900 bytes")
 	fs.IntVar(&o.bufferedTotal, "max-buffered-pages-total", pcap.DefaultMaxBufferedTotal, "out-of-order data buffered over all connections, in pages of about 1900 bytes")
 	fs.Var(newByteSize(&o.bufferedBytesTotal, event.DefaultBudgetBytes, math.MaxInt64), "max-buffered-bytes-total", "header sections and watch events in progress held over all connections, in bytes or as a quantity (e.g. 256Mi); what does not fit is reported and skipped")
+	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
 	o.gapTimeout = pcap.DefaultGapTimeout
 	fs.Var(durationValue{&o.gapTimeout}, "gap-timeout", "capture time data may wait behind a missing segment before the gap is reported and skipped, e.g. 2s")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
@@ -186,8 +196,19 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			defer bar.Finish()
 		}
 	}
+	keys := keylog.New()
+	if path := o.tlsKeylog; path != "" {
+		if err := keys.AddFile(path); err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
+		}
+	} else if path := os.Getenv("SSLKEYLOGFILE"); path != "" {
+		if err := keys.AddFile(path); err != nil {
+			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
+		}
+	}
 	p := o.output.printer(streams, o.allHTTP)
 	opt := pcap.Options{
+		Keys:               keys,
 		Name:               name,
 		Port:               uint16(o.port),
 		MaxConnections:     o.maxConnections,

@@ -76,6 +76,11 @@ type Options struct {
 	// HTTP2Frames makes the HTTP/2 follower list every frame in a note
 	// (kwatch --frames, the HTTP/2 counterpart of --wire).
 	HTTP2Frames bool
+	// TLS, if set, makes the follower of a connection that carries TLS
+	// records (RFC 8446 §5.1; pkg/tlsconn, which decrypts with a key log):
+	// every byte of the connection then goes to it. Unset, such a
+	// connection gets a note of what its hellos show.
+	TLS func(rec *record.Conn, sink record.Sink) Follower
 }
 
 // Follower follows a connection that is not HTTP/1.1 (pkg/h2conn for
@@ -416,6 +421,10 @@ func (s *side) process(p []byte, t time.Time) {
 // sniff decides from the first bytes of a direction whether it carries
 // HTTP/1.1, and otherwise says what it carries.
 func (s *side) sniff(p []byte, t time.Time) bool {
+	if tlsrec.IsRecord(p) && s.c.opt.TLS != nil {
+		s.c.startTLS(s, p, t)
+		return false
+	}
 	if tlsrec.IsRecord(p) {
 		s.tls = &tlsrec.Sniffer{}
 		s.tls.Write(p)
@@ -463,6 +472,28 @@ func (c *Conn) startHTTP2(p []byte, t time.Time) {
 	if held := c.server.sniffBuf; len(held) > 0 && !c.server.seen {
 		c.server.sniffBuf, c.server.seen, c.server.dead = nil, true, true
 		c.other.ServerData(held, t)
+	}
+}
+
+// startTLS hands the connection to the TLS follower: side s's first bytes p
+// (a TLS record) and whatever the other side sent that is held unsniffed.
+func (c *Conn) startTLS(s *side, p []byte, t time.Time) {
+	c.other = c.opt.TLS(c.rec, c.sink)
+	feed := func(server bool, b []byte) {
+		if server {
+			c.other.ServerData(b, t)
+		} else {
+			c.other.ClientData(b, t)
+		}
+	}
+	feed(s.isServer, p)
+	o := c.server
+	if s.isServer {
+		o = c.client
+	}
+	if held := o.sniffBuf; len(held) > 0 && !o.seen {
+		o.sniffBuf, o.seen, o.dead = nil, true, true
+		feed(o.isServer, held)
 	}
 }
 

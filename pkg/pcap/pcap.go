@@ -18,7 +18,9 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/tlsconn"
 )
 
 // Defaults of Options.
@@ -74,6 +76,11 @@ type Options struct {
 	// connections" problem says how many, and packets that come for
 	// them later start new connections (without their SYN).
 	MaxConnections int
+	// Keys holds TLS secrets from key logs (kwatch pcap --tls-keylog);
+	// a TLS connection whose secrets it has is decrypted (pkg/tlsconn).
+	// Read adds those of the capture's pcapng Decryption Secrets Blocks.
+	// Read makes an empty one when it is nil.
+	Keys *keylog.Log
 }
 
 // Stats counts what Read saw.
@@ -112,7 +119,10 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	// wait (a pipe from tcpdump, a file being followed); the later stages
 	// flush the sink whenever they have nothing left to do.
 	fr := &flushingReader{r: r}
-	src, err := openSource(fr)
+	if opt.Keys == nil {
+		opt.Keys = keylog.New()
+	}
+	src, err := openSource(fr, opt.Keys)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +154,10 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	// A capture may begin while a watch is already open.
 	rd.httpOpt.MidStream = true
 	rd.httpOpt.HTTP2 = h2conn.Factory(rd.httpOpt)
+	// Secrets may come later than a connection needs them from a key log
+	// file still being written or a pcapng block further on.
+	noWait := src.secrets == nil && !opt.Keys.HasFiles()
+	rd.httpOpt.TLS = tlsconn.Factory(opt.Keys, noWait, rd.httpOpt)
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
 	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn
@@ -212,11 +226,36 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
+	rd.keyProblems(src)
 	rd.stats.Connections = rd.tcpConns
 	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns})
 	rd.q.close()
 	wg.Wait()
 	return rd.stats, nil
+}
+
+// keyProblems reports the key log lines that did not parse and the pcapng
+// Decryption Secrets Blocks that could not be read.
+func (rd *reader) keyProblems(src *source) {
+	if src.secrets != nil {
+		for _, d := range src.secrets.problems {
+			rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "TLS secrets not read",
+				Detail: d, Warning: true})
+		}
+	}
+	_, dropped, errs, n := rd.opt.Keys.Stats()
+	for _, e := range errs {
+		rd.Emit(&record.Problem{File: e.Source, Offset: -1, Time: rd.now, Kind: "key log line does not parse",
+			Detail: fmt.Sprintf("line %d: %s", e.Line, e.Reason), Hint: "a key log line is LABEL <64 hex digits of client random> <hex secret> (RFC 9850)", Warning: true})
+	}
+	if n > len(errs) {
+		rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "key log line does not parse",
+			Detail: fmt.Sprintf("%d more lines did not parse", n-len(errs)), Warning: true})
+	}
+	if dropped > 0 {
+		rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "TLS secrets not read",
+			Detail: fmt.Sprintf("%d key log lines past the first %d were not kept", dropped, keylog.DefaultMaxLines), Warning: true})
+	}
 }
 
 func (s *Stats) otherPort(p uint16) {

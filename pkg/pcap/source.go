@@ -17,6 +17,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/kwatch/kwatch/pkg/keylog"
 )
 
 // Capture file magic numbers (pcap: the tcpdump.org file format; pcapng:
@@ -44,6 +46,8 @@ type source struct {
 	// recOff is the offset of the next pcap record in the (decompressed)
 	// file: pcapgo reads through its own buffer, so count.n runs ahead.
 	recOff int64
+	// secrets reads the key logs of a pcapng's Decryption Secrets Blocks.
+	secrets *secretsTap
 }
 
 // countingReader counts the bytes read through it, to locate truncation.
@@ -61,8 +65,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // openSource detects the capture format from its magic number and returns a
 // packet source. The error wraps ErrNotCapture (with the magic seen) for any
-// other input.
-func openSource(r io.Reader) (*source, error) {
+// other input. The TLS key logs of a pcapng's Decryption Secrets Blocks go
+// to keys as the blocks are read.
+func openSource(r io.Reader, keys *keylog.Log) (*source, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -96,7 +101,8 @@ func openSource(r io.Reader) (*source, error) {
 		s.pcap, s.link, s.format = rd, rd.LinkType(), "pcap"
 		s.recOff = 24 // the file header
 	case magicPcapNG:
-		rd, err := pcapgo.NewNgReader(s.count, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		s.secrets = &secretsTap{r: s.count, keys: keys}
+		rd, err := pcapgo.NewNgReader(s.secrets, pcapgo.NgReaderOptions{WantMixedLinkType: true})
 		if err != nil {
 			return nil, fmt.Errorf("pcapng header: %w", err)
 		}

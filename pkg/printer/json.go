@@ -283,6 +283,7 @@ type jsonSummary struct {
 	Packets     *int64         `json:"packets,omitempty"`
 	Connections int            `json:"connections"`
 	Undecoded   map[string]int `json:"undecoded"`
+	Decrypted   map[string]int `json:"decrypted,omitempty"`
 	Watches     int            `json:"watches"`
 	Events      map[string]int `json:"events"`
 	Chunks      int            `json:"chunks"`
@@ -402,7 +403,7 @@ func (j *JSON) object(r record.Record) any {
 		return p
 	case *record.Summary:
 		t := &j.tally
-		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded,
+		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
 		if v.Live {
 			s.Packets = nil

@@ -539,6 +539,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		plural(int(s.Packets), "packet"),
 		plural(s.Connections, "TCP connection"),
 	}
+	if d := decryptedText(t.Decrypted); d != "" {
+		parts = append(parts, d)
+	}
 	if u := undecodedText(t.Undecoded); u != "" {
 		parts = append(parts, u)
 	}
@@ -556,6 +559,23 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	}
 	parts = append(parts, pw)
 	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// decryptedText says how many TLS connections were decrypted and with
+// which suites, e.g. "2 TLS decrypted (2 TLS 1.3 TLS_AES_128_GCM_SHA256)";
+// "" when none was.
+func decryptedText(m map[string]int) string {
+	total := 0
+	suites := make([]string, 0, len(m))
+	for s, n := range m {
+		total += n
+		suites = append(suites, fmt.Sprintf("%d %s", n, s))
+	}
+	if total == 0 {
+		return ""
+	}
+	sort.Strings(suites)
+	return fmt.Sprintf("%d TLS decrypted (%s)", total, strings.Join(suites, ", "))
 }
 
 // undecodedText says how many connections could not be decoded and why,

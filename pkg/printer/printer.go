@@ -56,6 +56,9 @@ type Tally struct {
 	// could decode, by the kind of their note: "tls" (encrypted), "http2",
 	// "not-http"; counted when the connection ends (kwatch pcap).
 	Undecoded map[string]int
+	// Decrypted counts the TLS connections decrypted with a key log, by
+	// version and cipher suite ("TLS 1.3 TLS_AES_128_GCM_SHA256").
+	Decrypted map[string]int
 }
 
 // filter decides which records are shown, holding back a request until its
@@ -152,6 +155,14 @@ func (f *filter) pass(r record.Record) []record.Record {
 		f.tally.Frames += v.Frames
 		return []record.Record{r}
 	case *record.ConnNote:
+		if v.Kind == "tls-decrypted" {
+			if f.tally.Decrypted == nil {
+				f.tally.Decrypted = map[string]int{}
+			}
+			if len(f.tally.Decrypted) < 64 {
+				f.tally.Decrypted[v.Suite]++
+			}
+		}
 		if v.Kind == "tls" || v.Kind == "not-http" || v.Kind == "http2" {
 			if _, ok := f.undecoded[v.Conn.ID]; !ok {
 				f.undecoded[v.Conn.ID] = v.Kind

@@ -312,11 +312,16 @@ func (e *End) When() time.Time { return e.Time }
 type ConnNote struct {
 	Conn *Conn
 	Time time.Time
-	// Kind is "tls", "not-http", "http2" (HTTP/2 not decoded), "closed",
-	// "capture-ended" or "h2" (what an HTTP/2 connection shows: its
-	// preface, SETTINGS, PING round trips, RST_STREAM, GOAWAY).
+	// Kind is "tls" (TLS not decrypted), "not-http", "http2" (HTTP/2 not
+	// decoded), "closed", "capture-ended", "h2" (what an HTTP/2
+	// connection shows: its preface, SETTINGS, PING round trips,
+	// RST_STREAM, GOAWAY), "tls-decrypted" (a TLS connection decrypted
+	// with keys from a key log), "tls-alert" or "tls-key-update".
 	Kind    string
 	Message string
+	// Suite is, for a "tls-decrypted" note, the TLS version and cipher
+	// suite decrypted, e.g. "TLS 1.3 TLS_AES_128_GCM_SHA256".
+	Suite string
 }
 
 // When returns the time of the note.

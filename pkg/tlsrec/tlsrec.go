@@ -67,7 +67,25 @@ type Hello struct {
 	// ALPN lists the protocols the client offers, or the one the server
 	// chose (in TLS 1.2 only: TLS 1.3 sends it encrypted).
 	ALPN []string
+	// Random is the hello's random (32 bytes): a ClientHello's names the
+	// connection in a key log (RFC 9850).
+	Random [32]byte
+	// LegacyVersion is the hello's legacy_version field (0x0303 for a
+	// TLS 1.3 hello), before supported_versions replaced it.
+	LegacyVersion uint16
 }
+
+// helloRetryRandom is the Random of a ServerHello that is a
+// HelloRetryRequest: SHA-256 of "HelloRetryRequest" (RFC 8446 §4.1.3).
+var helloRetryRandom = [32]byte{
+	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+	0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+}
+
+// IsHelloRetryRequest reports whether h is a ServerHello that asks the
+// client for another ClientHello (RFC 8446 §4.1.4) rather than one that
+// chooses the connection's parameters.
+func (h *Hello) IsHelloRetryRequest() bool { return h.Server && h.Random == helloRetryRandom }
 
 // VersionName returns "TLS 1.3", "TLS 1.2", … for v, as crypto/tls names it.
 func VersionName(v uint16) string {
@@ -221,9 +239,9 @@ func (s *Sniffer) parse() {
 	var err error
 	switch msgs[0] {
 	case msgClientHello:
-		h, err = parseClientHello(body)
+		h, err = ParseClientHello(body)
 	case msgServerHello:
-		h, err = parseServerHello(body)
+		h, err = ParseServerHello(body)
 	default:
 		err = fmt.Errorf("first handshake message is of type %d, not a hello", msgs[0])
 	}
@@ -231,8 +249,10 @@ func (s *Sniffer) parse() {
 	s.finish(err)
 }
 
-// parseClientHello reads a ClientHello's body (RFC 8446 §4.1.2).
-func parseClientHello(b []byte) (*Hello, error) {
+// ParseClientHello reads a ClientHello's body, the handshake message
+// without its 4-byte header (RFC 8446 §4.1.2, RFC 5246 §7.4.1.2). It returns
+// an error naming what is malformed.
+func ParseClientHello(b []byte) (*Hello, error) {
 	in := cryptobyte.String(b)
 	h := &Hello{}
 	var random, sessionID, suites, compression cryptobyte.String
@@ -241,6 +261,8 @@ func parseClientHello(b []byte) (*Hello, error) {
 		!in.ReadUint8LengthPrefixed(&compression) {
 		return nil, fmt.Errorf("malformed ClientHello")
 	}
+	h.LegacyVersion = h.Version
+	copy(h.Random[:], random)
 	if in.Empty() {
 		return h, nil // no extensions: TLS 1.2 or older
 	}
@@ -297,8 +319,10 @@ func parseClientHello(b []byte) (*Hello, error) {
 	return h, nil
 }
 
-// parseServerHello reads a ServerHello's body (RFC 8446 §4.1.3).
-func parseServerHello(b []byte) (*Hello, error) {
+// ParseServerHello reads a ServerHello's body, the handshake message without
+// its 4-byte header (RFC 8446 §4.1.3, RFC 5246 §7.4.1.3); Version is the one
+// negotiated. It returns an error naming what is malformed.
+func ParseServerHello(b []byte) (*Hello, error) {
 	in := cryptobyte.String(b)
 	h := &Hello{Server: true}
 	var random, sessionID cryptobyte.String
@@ -307,6 +331,8 @@ func parseServerHello(b []byte) (*Hello, error) {
 		!in.ReadUint8LengthPrefixed(&sessionID) || !in.ReadUint16(&h.CipherSuite) || !in.ReadUint8(&compression) {
 		return nil, fmt.Errorf("malformed ServerHello")
 	}
+	h.LegacyVersion = h.Version
+	copy(h.Random[:], random)
 	if in.Empty() {
 		return h, nil
 	}

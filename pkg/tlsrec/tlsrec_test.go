@@ -197,10 +197,10 @@ func TestHelloVersions(t *testing.T) {
 		})
 		return b.BytesOrPanic()
 	}
-	if h, err := parseClientHello(client(0x03, 0x02)); err != nil || VersionName(h.Version) != "TLS 1.1" {
+	if h, err := ParseClientHello(client(0x03, 0x02)); err != nil || VersionName(h.Version) != "TLS 1.1" {
 		t.Errorf("only TLS 1.1 offered: %+v, %v", h, err)
 	}
-	if h, err := parseClientHello(client(0x0a, 0x0a, 0x03, 0x04, 0x03, 0x03)); err != nil || h.Version != tls.VersionTLS13 {
+	if h, err := ParseClientHello(client(0x0a, 0x0a, 0x03, 0x04, 0x03, 0x03)); err != nil || h.Version != tls.VersionTLS13 {
 		t.Errorf("GREASE, 1.3, 1.2: %+v, %v", h, err)
 	}
 	server := func(ext []byte) []byte {
@@ -216,10 +216,10 @@ func TestHelloVersions(t *testing.T) {
 		})
 		return b.BytesOrPanic()
 	}
-	if _, err := parseServerHello(server([]byte{0x03, 0x04, 0x00})); err == nil {
+	if _, err := ParseServerHello(server([]byte{0x03, 0x04, 0x00})); err == nil {
 		t.Errorf("supported_versions with a trailing byte accepted")
 	}
-	if h, err := parseServerHello(server([]byte{0x03, 0x04})); err != nil || h.Version != tls.VersionTLS13 {
+	if h, err := ParseServerHello(server([]byte{0x03, 0x04})); err != nil || h.Version != tls.VersionTLS13 {
 		t.Errorf("TLS 1.3 ServerHello: %+v, %v", h, err)
 	}
 }

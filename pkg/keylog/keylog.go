@@ -1,0 +1,312 @@
+// Package keylog holds TLS secrets read from key logs in the NSS key log
+// format (RFC 9850, the SSLKEYLOGFILE format that curl, OpenSSL, NSS, Python's
+// ssl module and Go's tls.Config.KeyLogWriter write), indexed by the client
+// random of the connection they belong to.
+//
+// A key log reaches kwatch as a file (kwatch pcap --tls-keylog, or the
+// SSLKEYLOGFILE environment variable) or inside a pcapng capture as
+// Decryption Secrets Blocks (pcapng §4.7, secrets type 0x544c534b). Secrets
+// are never printed: a Log only says how many it holds and which lines it
+// could not read.
+package keylog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// Labels of the key log lines kwatch uses (RFC 9850 §2, and the NSS key log
+// documentation for the TLS 1.3 ones).
+const (
+	// LabelClientRandom carries a TLS 1.2 (or older) master secret, 48
+	// bytes (RFC 5246 §8.1).
+	LabelClientRandom = "CLIENT_RANDOM"
+	// LabelClientHandshake and LabelServerHandshake carry TLS 1.3's
+	// [sender]_handshake_traffic_secret (RFC 8446 §7.1).
+	LabelClientHandshake = "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
+	LabelServerHandshake = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
+	// LabelClientTraffic0 and LabelServerTraffic0 carry TLS 1.3's first
+	// [sender]_application_traffic_secret_0 (RFC 8446 §7.1).
+	LabelClientTraffic0 = "CLIENT_TRAFFIC_SECRET_0"
+	LabelServerTraffic0 = "SERVER_TRAFFIC_SECRET_0"
+)
+
+// maxSecretBytes bounds one secret: the longest any TLS hash gives is 48
+// bytes (SHA-384); 64 leaves room for SHA-512 and refuses a line that holds
+// something else.
+const maxSecretBytes = 64
+
+// maxLineBytes bounds one key log line: a label, 64 hex digits of client
+// random and up to 128 of secret fit in 300.
+const maxLineBytes = 512
+
+// DefaultMaxLines bounds the secrets one Log holds (one line each), so that
+// a hostile or endless key log cannot take all memory: 1 Mi lines, about
+// 200 MiB. Lines past it are counted, not kept.
+const DefaultMaxLines = 1 << 20
+
+// Random is a ClientHello's random (RFC 8446 §4.1.2), which names the
+// connection a key log line is for.
+type Random [32]byte
+
+// String returns the random as 64 lower-case hex digits, as key logs write
+// it, so that people can look for it in theirs.
+func (r Random) String() string { return hex.EncodeToString(r[:]) }
+
+// Secrets are the secrets a key log gave for one connection. A field is nil
+// when no line gave it.
+type Secrets struct {
+	// Master is the TLS 1.2 master secret (48 bytes).
+	Master []byte
+	// ClientHandshake, ServerHandshake, ClientTraffic and ServerTraffic
+	// are TLS 1.3 traffic secrets (32 or 48 bytes, the cipher suite's
+	// hash length).
+	ClientHandshake, ServerHandshake []byte
+	ClientTraffic, ServerTraffic     []byte
+	// Source names where the first line for this connection came from
+	// (a file name, or "pcapng" for a Decryption Secrets Block).
+	Source string
+}
+
+// LineError is a key log line kwatch could not read: where it is and why.
+type LineError struct {
+	Source string // file name, or "pcapng Decryption Secrets Block N"
+	Line   int    // 1-based
+	Reason string
+}
+
+// Error returns "FILE: line N: REASON".
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s: line %d: %s", e.Source, e.Line, e.Reason)
+}
+
+// Log is a set of secrets by client random. It is safe for use by several
+// goroutines (a capture's reader adds secrets from the pcapng blocks it
+// meets while the decoder looks them up). The zero value is not usable:
+// create it with New.
+type Log struct {
+	mu      sync.Mutex
+	secrets map[Random]*Secrets
+	lines   int // lines kept
+	dropped int // lines past DefaultMaxLines
+	errs    []*LineError
+	nerrs   int
+	files   []*watchedFile
+	gen     int // counts the changes to secrets
+}
+
+// watchedFile is a key log file that may still be appended to: re-read
+// from where it was left when a lookup misses and the file grew.
+type watchedFile struct {
+	path string
+	off  int64 // bytes read
+	line int   // lines read
+	part []byte
+}
+
+// maxErrs bounds the line errors a Log keeps; the others are counted.
+const maxErrs = 16
+
+// New returns an empty Log.
+func New() *Log { return &Log{secrets: map[Random]*Secrets{}} }
+
+// AddFile reads the key log file at path and remembers it: a later Lookup
+// that finds no secrets re-reads the file from where it was left, when it
+// grew (a client still writing it). It returns the error of opening or
+// reading the file; lines that do not parse are kept as LineErrors.
+func (l *Log) AddFile(path string) error {
+	w := &watchedFile{path: path}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.readFile(w); err != nil {
+		return err
+	}
+	l.files = append(l.files, w)
+	return nil
+}
+
+// readFile reads what was appended to w since the last read. l.mu is held.
+func (l *Log) readFile(w *watchedFile) error {
+	f, err := os.Open(w.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= w.off {
+		return nil
+	}
+	if _, err := f.Seek(w.off, io.SeekStart); err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		w.off += int64(n)
+		data := buf[:n]
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				if len(w.part)+len(data) > maxLineBytes {
+					// An endless line: keep its start for the error.
+					data = data[:max(0, maxLineBytes+1-len(w.part))]
+				}
+				w.part = append(w.part, data...)
+				break
+			}
+			line := data[:i]
+			if len(w.part) > 0 {
+				line = append(w.part, line...)
+				w.part = nil
+			}
+			w.line++
+			l.addLine(line, w.path, w.line)
+			data = data[i+1:]
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Add reads key log text (lines separated by LF or CRLF, the last one may
+// lack its LF) from source, e.g. a pcapng Decryption Secrets Block.
+func (l *Log) Add(text []byte, source string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(nil, len(text)+1)
+	n := 0
+	for sc.Scan() {
+		n++
+		l.addLine(sc.Bytes(), source, n)
+	}
+}
+
+// addLine reads one line. l.mu is held.
+func (l *Log) addLine(line []byte, source string, n int) {
+	line = bytes.TrimRight(line, "\r")
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 || t[0] == '#' {
+		return
+	}
+	bad := func(reason string) {
+		l.nerrs++
+		if len(l.errs) < maxErrs {
+			l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: reason})
+		}
+	}
+	if len(line) > maxLineBytes {
+		bad(fmt.Sprintf("longer than %d bytes", maxLineBytes))
+		return
+	}
+	f := bytes.Fields(t)
+	if len(f) != 3 {
+		bad(fmt.Sprintf("%d fields, want 3 (LABEL CLIENT_RANDOM SECRET)", len(f)))
+		return
+	}
+	var r Random
+	if len(f[1]) != 64 {
+		bad(fmt.Sprintf("client random of %d hex digits, want 64", len(f[1])))
+		return
+	}
+	if _, err := hex.Decode(r[:], f[1]); err != nil {
+		bad("client random is not hex")
+		return
+	}
+	if len(f[2])%2 != 0 || len(f[2]) > 2*maxSecretBytes || len(f[2]) == 0 {
+		bad(fmt.Sprintf("secret of %d hex digits, want an even number up to %d", len(f[2]), 2*maxSecretBytes))
+		return
+	}
+	secret := make([]byte, len(f[2])/2)
+	if _, err := hex.Decode(secret, f[2]); err != nil {
+		bad("secret is not hex")
+		return
+	}
+	var slot *[]byte
+	s := l.secrets[r]
+	if s == nil {
+		s = &Secrets{Source: source}
+	}
+	switch string(f[0]) {
+	case LabelClientRandom:
+		slot = &s.Master
+	case LabelClientHandshake:
+		slot = &s.ClientHandshake
+	case LabelServerHandshake:
+		slot = &s.ServerHandshake
+	case LabelClientTraffic0:
+		slot = &s.ClientTraffic
+	case LabelServerTraffic0:
+		slot = &s.ServerTraffic
+	default:
+		// Labels kwatch does not use (EXPORTER_SECRET,
+		// CLIENT_EARLY_TRAFFIC_SECRET, …) are valid lines.
+		return
+	}
+	if l.lines >= DefaultMaxLines {
+		l.dropped++
+		return
+	}
+	if string(f[0]) == LabelClientRandom && len(secret) != 48 {
+		bad(fmt.Sprintf("CLIENT_RANDOM secret of %d bytes, want a 48-byte master secret", len(secret)))
+		return
+	}
+	l.secrets[r] = s
+	*slot = secret
+	l.lines++
+	l.gen++
+}
+
+// Lookup returns a copy of the secrets for the connection whose
+// ClientHello had random r, and whether there are any. When there are none, it first
+// re-reads the key log files that grew since they were read.
+func (l *Log) Lookup(r Random) (*Secrets, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.secrets[r]; ok {
+		cp := *s // later lines change the Log's copy, under l.mu
+		return &cp, true
+	}
+	for _, w := range l.files {
+		_ = l.readFile(w) // a file gone since it was read: what was read stays
+	}
+	s, ok := l.secrets[r]
+	if !ok {
+		return nil, false
+	}
+	cp := *s
+	return &cp, true
+}
+
+// HasFiles reports whether the Log reads a key log file (which may still
+// grow).
+func (l *Log) HasFiles() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.files) > 0
+}
+
+// Generation counts the changes to the secrets held: a caller waiting for
+// secrets need look again only when it changed.
+func (l *Log) Generation() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
+}
+
+// Stats says how many connections the Log has secrets for, how many lines
+// were not kept because it was full, and the lines that did not parse
+// (up to 16; nerrs counts them all).
+func (l *Log) Stats() (conns, dropped int, errs []*LineError, nerrs int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.secrets), l.dropped, append([]*LineError(nil), l.errs...), l.nerrs
+}

@@ -1,0 +1,1054 @@
+// Package tlsconn follows one captured TLS connection (RFC 8446 TLS 1.3, RFC
+// 5246 TLS 1.2) and decrypts it with secrets from a key log (pkg/keylog):
+// it reads the record layer of both directions, the hellos in the clear, and
+// with the connection's secrets derives the record keys (TLS 1.3 key
+// schedule from the logged traffic secrets, RFC 8446 §7; TLS 1.2 key block
+// from the master secret, RFC 5246 §6.3), follows KeyUpdate (RFC 8446
+// §4.6.3), and hands the decrypted application data to an HTTP follower:
+// pkg/h2conn when ALPN chose h2, else pkg/httpconn (which still recognises
+// HTTP/2 by its connection preface when the ALPN answer stayed encrypted).
+//
+// No Go library decrypts a captured TLS session (crypto/tls only takes part
+// in one), so the record layer is read here; every cipher, AEAD and KDF is
+// the standard library's or golang.org/x/crypto's.
+package tlsconn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/h2conn"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/tlsrec"
+)
+
+// Record content types (RFC 8446 §5.1).
+const (
+	typeChangeCipherSpec = 20
+	typeAlert            = 21
+	typeHandshake        = 22
+	typeApplicationData  = 23
+)
+
+// Handshake message types (RFC 8446 §4, RFC 5246 §7.4).
+const (
+	msgClientHello         = 1
+	msgServerHello         = 2
+	msgNewSessionTicket    = 4
+	msgEncryptedExtensions = 8
+	msgFinished            = 20
+	msgKeyUpdate           = 24
+)
+
+// maxCiphertext bounds a record's length field: 2^14 + 2048 (RFC 5246
+// §6.2.3; TLS 1.3 allows 2^14 + 256, RFC 8446 §5.2).
+const maxCiphertext = 1<<14 + 2048
+
+// maxWait bounds the bytes one direction holds while it waits for the keys
+// of its connection (a key log still being written, a Decryption Secrets
+// Block further on in the capture, the other direction's ServerHello).
+// Beyond one record's worth they are reserved from the shared budget.
+const maxWait = 64 << 10
+
+// maxResyncTries bounds the sequence numbers tried on one record when the
+// record framing was lost to a gap.
+const maxResyncTries = 4096
+
+// Options tune a Conn.
+type Options struct {
+	// Keys holds the secrets; a Conn looks its connection up by the
+	// ClientHello's random. Never nil.
+	Keys *keylog.Log
+	// HTTP tunes the HTTP/1.1 and HTTP/2 followers of the decrypted bytes
+	// (its TLS field is not used: TLS inside TLS is not followed).
+	HTTP httpconn.Options
+	// NoWait says that no secrets can come later than they are looked
+	// for (no key log file that may grow, no pcapng blocks to come): a
+	// connection without them is given up at once, not held up to 64 KiB
+	// a direction in case they come.
+	NoWait bool
+}
+
+// Factory returns the httpconn.Options.TLS function that follows a TLS
+// connection with secrets from keys, handing decrypted bytes to followers
+// tuned by opt; noWait is Options.NoWait.
+func Factory(keys *keylog.Log, noWait bool, opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
+	o := Options{Keys: keys, HTTP: opt, NoWait: noWait}
+	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
+}
+
+// Conn follows one TLS connection. It implements httpconn.Follower: feed it
+// both directions' bytes in any split, and their gaps and ends.
+type Conn struct {
+	rec  *record.Conn
+	sink record.Sink
+	opt  Options
+	cl   *half
+	sv   *half
+	// ch and sh are the ClientHello and the ServerHello (not a
+	// HelloRetryRequest) once read.
+	ch, sh  *tlsrec.Hello
+	suite   *suite
+	tls13   bool
+	secrets *keylog.Secrets
+	alpn    string // the server's ALPN choice, once known
+	// innerOpt tunes the follower of the decrypted bytes; inner is it,
+	// made at the first application data.
+	innerOpt httpconn.Options
+	inner    httpconn.Follower
+	noted    bool // the connection's TLS note was emitted
+	gaveUp   bool // the connection cannot be decrypted: said once
+	unsup    bool // the cipher suite is one kwatch does not decrypt
+	// helloErr describes a hello that could not be read; firstVersion is
+	// the legacy_record_version of the first record seen.
+	helloErr     string
+	firstVersion uint16
+	// waitSince is when a record first waited for keys.
+	waitSince time.Time
+	last      time.Time
+}
+
+// New returns a Conn that reports records of connection rec to sink.
+func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
+	c := &Conn{rec: rec, sink: sink, opt: opt}
+	c.cl = &half{c: c}
+	c.sv = &half{c: c, server: true}
+	in := opt.HTTP
+	in.TLS = nil
+	in.MidStream = false
+	outer := opt.HTTP.Locate
+	in.Locate = func(p *record.Problem) {
+		// Offsets of the decrypted bytes, not of the TCP stream.
+		if p.Where != "" {
+			p.Where = "decrypted " + p.Where
+		}
+		if outer != nil {
+			outer(p)
+		}
+	}
+	in.HTTP2 = h2conn.Factory(in)
+	c.innerOpt = in
+	return c
+}
+
+// half is one direction of the connection.
+type half struct {
+	c      *Conn
+	server bool
+	// buf holds the bytes of records not handled yet; off is the stream
+	// offset of buf[0].
+	buf []byte
+	off int64
+	// reserved counts the bytes of buf reserved from the shared budget
+	// while waiting for keys.
+	reserved int64
+	hs       hsReader
+	// encrypted: records are protected (TLS 1.2 after ChangeCipherSpec,
+	// TLS 1.3 after the ServerHello).
+	encrypted bool
+	cs        *cipherState
+	// app: cs holds application traffic keys (TLS 1.3); switchApp: the
+	// handshake ended with the record just read (its Finished), so the
+	// next record uses them; update: a KeyUpdate came, same.
+	app, switchApp, update bool
+	// trial: TLS 1.3 without a logged handshake secret: encrypted
+	// handshake records are skipped until one opens with the application
+	// keys at sequence number 0.
+	trial   bool
+	skipped int
+	// skip counts bytes of a record cut by a gap still to come; resync
+	// is set when a gap took the record framing with it; lost counts the
+	// bytes lost since the last record handed on (for the follower's gap).
+	skip   int64
+	resync bool
+	lost   int64
+	dead   bool
+	closed bool
+	// decrypted counts records decrypted (for notes and tests).
+	decrypted int
+	pumping   bool // pump is running on this direction
+}
+
+func (h *half) name() string {
+	if h.server {
+		return "server"
+	}
+	return "client"
+}
+
+// ClientData feeds bytes the client sent, seen at time t.
+func (c *Conn) ClientData(p []byte, t time.Time) { c.data(c.cl, p, t) }
+
+// ServerData feeds bytes the server sent, seen at time t.
+func (c *Conn) ServerData(p []byte, t time.Time) { c.data(c.sv, p, t) }
+
+// ClientGap reports n bytes the client sent that were not captured.
+func (c *Conn) ClientGap(n int64, t time.Time) { c.gap(c.cl, n, t) }
+
+// ServerGap reports n bytes the server sent that were not captured.
+func (c *Conn) ServerGap(n int64, t time.Time) { c.gap(c.sv, n, t) }
+
+// CloseClient ends the client's byte stream.
+func (c *Conn) CloseClient(how httpconn.Ending, t time.Time) { c.close(c.cl, how, t) }
+
+// CloseServer ends the server's byte stream.
+func (c *Conn) CloseServer(how httpconn.Ending, t time.Time) { c.close(c.sv, how, t) }
+
+func (c *Conn) data(h *half, p []byte, t time.Time) {
+	c.last = t
+	if h.dead || h.closed {
+		h.off += int64(len(p))
+		return
+	}
+	h.buf = append(h.buf, p...)
+	c.pump(h, t)
+	c.hold(h)
+}
+
+// random is the ClientHello's random, which names the connection in a key
+// log. c.ch is set.
+func (c *Conn) random() keylog.Random { return keylog.Random(c.ch.Random) }
+
+func (c *Conn) other(h *half) *half {
+	if h == c.cl {
+		return c.sv
+	}
+	return c.cl
+}
+
+// hold bounds what a direction keeps waiting: past one record's worth, from
+// the shared budget, and never past maxWait.
+func (c *Conn) hold(h *half) {
+	if h.dead {
+		return
+	}
+	want := max(0, int64(len(h.buf))-(5+maxCiphertext))
+	if want > h.reserved {
+		if len(h.buf) > maxWait || !c.opt.HTTP.Budget.Reserve(want-h.reserved) {
+			c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys", len(h.buf)))
+			return
+		}
+		h.reserved = want
+	}
+}
+
+func (h *half) release() {
+	h.c.opt.HTTP.Budget.Release(h.reserved)
+	h.reserved = 0
+}
+
+// drop forgets the first n bytes of buf.
+func (h *half) drop(n int) {
+	h.off += int64(n)
+	h.buf = h.buf[n:]
+	if len(h.buf) == 0 {
+		h.buf = nil
+	}
+	if want := max(0, int64(len(h.buf))-(5+maxCiphertext)); want < h.reserved {
+		h.c.opt.HTTP.Budget.Release(h.reserved - want)
+		h.reserved = want
+	}
+}
+
+// pump handles the complete records in buf, as far as keys allow. After
+// each record the other direction goes on as far as it can too: what one
+// direction learnt (the ServerHello, keys) may let the other go on, and
+// records come out in the order the bytes came.
+func (c *Conn) pump(h *half, t time.Time) {
+	if h.pumping {
+		return
+	}
+	h.pumping = true
+	defer func() { h.pumping = false }()
+	o := c.other(h)
+	if len(o.buf) > 0 && !o.dead {
+		c.pump(o, t)
+	}
+	for !h.dead {
+		if h.skip > 0 {
+			n := int(min(h.skip, int64(len(h.buf))))
+			h.lost += int64(n)
+			h.drop(n)
+			h.skip -= int64(n)
+			if h.skip > 0 {
+				return
+			}
+		}
+		if h.resync && !c.resync(h, t) {
+			return
+		}
+		if len(h.buf) < 5 {
+			return
+		}
+		if c.firstVersion == 0 {
+			c.firstVersion = binary.BigEndian.Uint16(h.buf[1:3])
+		}
+		typ, n := h.buf[0], int(binary.BigEndian.Uint16(h.buf[3:5]))
+		if typ < typeChangeCipherSpec || typ > typeApplicationData || h.buf[1] != 3 || n > maxCiphertext {
+			c.problem(h, h.off, t, "not a TLS record",
+				fmt.Sprintf("record header % x (type %d, version %d.%d, length %d bytes)", h.buf[:5], typ, h.buf[1], h.buf[2], n),
+				"the rest of this direction cannot be decrypted", false)
+			c.kill(h)
+			return
+		}
+		if len(h.buf) < 5+n {
+			return
+		}
+		if !c.record(h, h.buf[:5], h.buf[5:5+n], t) {
+			// Waits for keys or for the other direction: if they never
+			// come, the note is dated by when the wait began.
+			if c.waitSince.IsZero() {
+				c.waitSince = t
+			}
+			if c.opt.NoWait && c.sh != nil && c.suite != nil && !c.gaveUp {
+				c.giveUp(h, t, "")
+			}
+			return
+		}
+		if !h.dead {
+			h.drop(5 + n)
+		}
+		if len(o.buf) > 0 && !o.dead {
+			c.pump(o, t)
+		}
+	}
+}
+
+// kill stops decoding a direction.
+func (c *Conn) kill(h *half) {
+	h.dead = true
+	h.off += int64(len(h.buf))
+	h.buf = nil
+	h.release()
+}
+
+// record handles one record; it returns false when the record must wait
+// (for the ServerHello or for keys), to be handled again later.
+func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
+	typ := hdr[0]
+	if !h.encrypted {
+		switch typ {
+		case typeHandshake:
+			c.handshake(h, body, t, false)
+			return true
+		case typeChangeCipherSpec:
+			if c.sh == nil && !c.gaveUp {
+				return false // TLS 1.2's or TLS 1.3's? The ServerHello says.
+			}
+			if c.sh != nil && !c.tls13 {
+				h.encrypted = true // RFC 5246 §7.1: what follows is protected
+			}
+			return true // TLS 1.3's compatibility CCS (RFC 8446 §D.4)
+		case typeAlert:
+			c.alert(h, body, t)
+			return true
+		}
+		// Application data in the clear: protected records whose
+		// start the capture did not show.
+		switch {
+		case c.ch == nil && c.sh == nil:
+			c.giveUp(h, t, "")
+			return true
+		case c.sh == nil && !c.gaveUp:
+			return false // the ServerHello may still come (the other direction)
+		case c.sh != nil:
+			h.encrypted = true // its ChangeCipherSpec was lost
+		default:
+			return true
+		}
+	}
+	if typ == typeChangeCipherSpec {
+		return true // TLS 1.3 middlebox compatibility, between protected records
+	}
+	if c.gaveUp || c.unsup {
+		return true
+	}
+	if c.suite == nil {
+		return false
+	}
+	if h.cs == nil && !c.keys(h, t) {
+		return false
+	}
+	seq := h.cs.seq
+	if h.trial {
+		// Is it the first record under the application keys?
+		out, inner, err := h.cs.open(nil, hdr, body, 0)
+		if err != nil {
+			h.skipped++
+			return true
+		}
+		h.trial, h.app = false, true
+		h.cs.seq = 1
+		return c.plain(h, inner, out, t)
+	}
+	out, inner, err := h.cs.open(nil, hdr, body, seq)
+	if err != nil {
+		why := "the key in the key log is not this connection's, or the record was changed"
+		if h.lost > 0 {
+			why = "bytes lost before it in the capture took the record sequence with them"
+		}
+		c.problem(h, h.off, t, "TLS record does not authenticate",
+			fmt.Sprintf("%d-byte record with sequence number %d: %v", len(body), seq, err), why, false)
+		c.kill(h)
+		return true
+	}
+	h.cs.seq++
+	return c.plain(h, inner, out, t)
+}
+
+// plain handles the content of a decrypted record.
+func (c *Conn) plain(h *half, typ byte, p []byte, t time.Time) bool {
+	h.decrypted++
+	switch typ {
+	case typeApplicationData:
+		c.deliver(h, p, t)
+	case typeHandshake:
+		c.handshake(h, p, t, true)
+	case typeAlert:
+		c.alert(h, p, t)
+	}
+	if h.switchApp || h.update {
+		c.nextKeys(h, t)
+	}
+	return true
+}
+
+// keys sets up the direction's record protection; false when its secrets
+// are not known (yet).
+func (c *Conn) keys(h *half, t time.Time) bool {
+	if c.ch == nil {
+		return false
+	}
+	if !c.lookup(h) {
+		return false
+	}
+	s := c.secrets
+	if !c.tls13 {
+		cl, sv, err := newTLS12States(c.suite, s.Master, c.ch.Random, c.sh.Random)
+		if err != nil {
+			c.problem(h, h.off, t, "TLS keys cannot be derived", err.Error(), "", false)
+			c.kill(h)
+			return true
+		}
+		// Each direction starts at sequence number 0 with its first
+		// protected record (RFC 5246 §6.1).
+		if h.server {
+			h.cs = sv
+		} else {
+			h.cs = cl
+		}
+		return true
+	}
+	hs, app := s.ClientHandshake, s.ClientTraffic
+	if h.server {
+		hs, app = s.ServerHandshake, s.ServerTraffic
+	}
+	secret := hs
+	if hs == nil {
+		secret, h.trial = app, true
+	} else if h.app {
+		secret = app
+	}
+	cs, err := newTLS13State(c.suite, secret)
+	if err != nil {
+		c.problem(h, h.off, t, "TLS keys cannot be derived", err.Error(), "the logged secret is not of this cipher suite's hash length", false)
+		c.kill(h)
+		return true
+	}
+	h.cs = cs
+	return true
+}
+
+// lookup finds the connection's secrets for direction h: true when the
+// ones it needs are known.
+func (c *Conn) lookup(h *half) bool {
+	has := func(s *keylog.Secrets) bool {
+		if s == nil {
+			return false
+		}
+		if !c.tls13 {
+			return s.Master != nil
+		}
+		if h.server {
+			return s.ServerHandshake != nil || s.ServerTraffic != nil && !h.app
+		}
+		return s.ClientHandshake != nil || s.ClientTraffic != nil && !h.app
+	}
+	if has(c.secrets) {
+		return true
+	}
+	s, ok := c.opt.Keys.Lookup(c.random())
+	if !ok {
+		return false
+	}
+	c.secrets = s
+	return has(s)
+}
+
+// nextKeys switches the direction to its application traffic keys after
+// its Finished (TLS 1.3), or to the next generation after a KeyUpdate.
+func (c *Conn) nextKeys(h *half, t time.Time) {
+	if h.switchApp {
+		h.switchApp = false
+		h.app = true
+		secret := c.secrets.ClientTraffic
+		if h.server {
+			secret = c.secrets.ServerTraffic
+		}
+		if secret == nil {
+			// Handshake secrets without the traffic ones: they may
+			// still come (a key log being written).
+			if s, ok := c.opt.Keys.Lookup(c.random()); ok {
+				c.secrets = s
+				secret = s.ClientTraffic
+				if h.server {
+					secret = s.ServerTraffic
+				}
+			}
+		}
+		if secret == nil {
+			c.problem(h, h.off, t, "no TLS key for this connection",
+				fmt.Sprintf("the key log has the handshake secrets of client random %s but not its %s", c.random(), map[bool]string{true: keylog.LabelServerTraffic0, false: keylog.LabelClientTraffic0}[h.server]),
+				"log all of the connection's secrets", false)
+			c.kill(h)
+			return
+		}
+		cs, err := newTLS13State(c.suite, secret)
+		if err != nil {
+			c.problem(h, h.off, t, "TLS keys cannot be derived", err.Error(), "", false)
+			c.kill(h)
+			return
+		}
+		h.cs = cs
+	}
+	if h.update {
+		h.update = false
+		cs, err := h.cs.next(c.suite)
+		if err != nil {
+			c.problem(h, h.off, t, "TLS keys cannot be derived", err.Error(), "", false)
+			c.kill(h)
+			return
+		}
+		h.cs = cs
+		c.note(t, "tls-key-update", fmt.Sprintf("%s KeyUpdate: the %s's next records use its next traffic secret", h.name(), h.name()))
+	}
+}
+
+// handshake reads handshake messages: the hellos in the clear, and in TLS
+// 1.3 the protected EncryptedExtensions (ALPN), Finished and KeyUpdate.
+func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
+	h.hs.feed(p, func(typ byte, body []byte) {
+		switch typ {
+		case msgClientHello:
+			if h.server || protected || body == nil {
+				return
+			}
+			ch, err := tlsrec.ParseClientHello(body)
+			if err != nil {
+				c.helloErr = "TLS handshake whose ClientHello could not be read (" + err.Error() + ")"
+				c.helloProblem(h, t, err)
+				c.giveUp(h, t, "")
+				return
+			}
+			if c.ch == nil {
+				c.ch = ch
+			}
+		case msgServerHello:
+			if !h.server || protected || body == nil || c.sh != nil {
+				return
+			}
+			sh, err := tlsrec.ParseServerHello(body)
+			if err != nil {
+				c.helloErr = "TLS handshake whose ServerHello could not be read (" + err.Error() + ")"
+				if c.ch != nil {
+					c.helloErr += ", after a ClientHello (" + c.ch.String() + ")"
+				}
+				c.helloProblem(h, t, err)
+				c.giveUp(h, t, "")
+				return
+			}
+			if sh.IsHelloRetryRequest() {
+				return // a second ClientHello (same random) follows
+			}
+			c.sh = sh
+			c.tls13 = sh.Version == 0x0304
+			if len(sh.ALPN) == 1 {
+				c.alpn = sh.ALPN[0]
+			}
+			s := suites[sh.CipherSuite]
+			if s == nil || s.tls13 != c.tls13 {
+				c.unsup = true
+				c.problem(h, h.off, t, "TLS cipher suite not decrypted",
+					fmt.Sprintf("%s negotiated %s", tlsrec.VersionName(sh.Version), suiteName(sh.CipherSuite)),
+					"kwatch decrypts AES-GCM and ChaCha20-Poly1305 suites", false)
+				c.noteUndecoded(t, "cipher suite "+suiteName(sh.CipherSuite)+" is not one kwatch decrypts")
+				return
+			}
+			c.suite = s
+			if c.tls13 {
+				// Everything after the ServerHello is protected, both
+				// ways (RFC 8446 §2).
+				c.sv.encrypted = true
+				c.cl.encrypted = true
+			}
+		case msgEncryptedExtensions:
+			if h.server && body != nil {
+				if alpn := encryptedALPN(body); alpn != "" {
+					c.alpn = alpn
+				}
+			}
+		case msgFinished:
+			if c.tls13 && protected && !h.app {
+				h.switchApp = true
+			}
+		case msgKeyUpdate:
+			if c.tls13 && protected && h.app {
+				h.update = true
+			}
+		case msgNewSessionTicket:
+		}
+	})
+	if h.hs.err != "" {
+		c.problem(h, h.off, t, "TLS handshake message too long", h.hs.err, "", true)
+		h.hs.err = ""
+	}
+}
+
+// encryptedALPN returns the protocol an EncryptedExtensions message chose
+// (RFC 8446 §4.3.1, RFC 7301 §3.1), "" when none.
+func encryptedALPN(body []byte) string {
+	if len(body) < 2 {
+		return ""
+	}
+	exts := body[2:]
+	if n := int(binary.BigEndian.Uint16(body)); n < len(exts) {
+		exts = exts[:n]
+	}
+	for len(exts) >= 4 {
+		typ, n := binary.BigEndian.Uint16(exts), int(binary.BigEndian.Uint16(exts[2:]))
+		if len(exts) < 4+n {
+			return ""
+		}
+		data := exts[4 : 4+n]
+		exts = exts[4+n:]
+		if typ != 16 || len(data) < 3 {
+			continue
+		}
+		if l := int(data[2]); len(data) >= 3+l {
+			return string(data[3 : 3+l])
+		}
+	}
+	return ""
+}
+
+// alert notes an alert (RFC 8446 §6): close_notify ends the direction's
+// data; a fatal one ends the connection.
+func (c *Conn) alert(h *half, p []byte, t time.Time) {
+	if len(p) < 2 {
+		return
+	}
+	level, desc := p[0], p[1]
+	if desc == 0 {
+		c.note(t, "tls-alert", h.name()+" sent close_notify (TLS alert 0): its data ends here")
+		return
+	}
+	what := "warning"
+	if level == 2 {
+		what = "fatal"
+	}
+	c.note(t, "tls-alert", fmt.Sprintf("%s sent a %s TLS alert %d (%s)", h.name(), what, desc, alertName(desc)))
+}
+
+func alertName(d byte) string {
+	switch d {
+	case 10:
+		return "unexpected_message"
+	case 20:
+		return "bad_record_mac"
+	case 40:
+		return "handshake_failure"
+	case 42:
+		return "bad_certificate"
+	case 46:
+		return "certificate_unknown"
+	case 48:
+		return "unknown_ca"
+	case 70:
+		return "protocol_version"
+	case 80:
+		return "internal_error"
+	case 90:
+		return "user_canceled"
+	case 109:
+		return "missing_extension"
+	case 112:
+		return "unrecognized_name"
+	case 116:
+		return "certificate_required"
+	case 120:
+		return "no_application_protocol"
+	}
+	return "see RFC 8446 §6"
+}
+
+// deliver hands decrypted application data to the HTTP follower, made at
+// the first: HTTP/2 when ALPN chose h2, else HTTP/1.1 (which turns to
+// HTTP/2 at a connection preface).
+func (c *Conn) deliver(h *half, p []byte, t time.Time) {
+	if c.inner == nil {
+		c.noteDecrypted(t)
+		if c.alpn == "h2" {
+			c.rec.HTTP2 = true
+			c.inner = c.innerOpt.HTTP2(c.rec, c.sink)
+			c.note(t, "h2", "HTTP/2 (ALPN h2)")
+		} else {
+			c.inner = httpconn.New(c.rec, c.sink, c.innerOpt)
+		}
+	}
+	if h.lost > 0 {
+		if h.server {
+			c.inner.ServerGap(h.lost, t)
+		} else {
+			c.inner.ClientGap(h.lost, t)
+		}
+		h.lost = 0
+	}
+	if len(p) == 0 {
+		return
+	}
+	if h.server {
+		c.inner.ServerData(p, t)
+	} else {
+		c.inner.ClientData(p, t)
+	}
+}
+
+// describe says what the hellos show, e.g. `TLS 1.3,
+// TLS_AES_128_GCM_SHA256, server name "x", ALPN h2`.
+func (c *Conn) describe() string {
+	var h tlsrec.Hello
+	if c.sh != nil {
+		h = *c.sh
+	} else if c.ch != nil {
+		h = *c.ch
+	}
+	if c.ch != nil {
+		h.ServerName = c.ch.ServerName
+	}
+	h.ALPN = nil
+	s := h.String()
+	if c.sh == nil {
+		s = "TLS ClientHello (" + s + ")"
+	}
+	switch {
+	case c.alpn != "":
+		s += ", ALPN " + tlsrec.ALPNText([]string{c.alpn})
+	case c.ch != nil && len(c.ch.ALPN) > 0:
+		s += ", ALPN offered " + tlsrec.ALPNText(c.ch.ALPN)
+	}
+	return s
+}
+
+func (c *Conn) noteDecrypted(t time.Time) {
+	if c.noted {
+		return
+	}
+	c.noted = true
+	src := ""
+	if c.secrets != nil && c.secrets.Source != "" {
+		src = " with keys from " + c.secrets.Source
+	}
+	suite := tlsrec.VersionName(c.sh.Version) + " " + suiteName(c.sh.CipherSuite)
+	c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls-decrypted", Suite: suite,
+		Message: c.describe() + ": decrypted" + src})
+}
+
+// noteUndecoded emits the connection's note that it stays encrypted, and why.
+func (c *Conn) noteUndecoded(t time.Time, why string) {
+	if c.noted {
+		return
+	}
+	c.noted = true
+	c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: c.describe() + ": encrypted, not decoded: " + why})
+}
+
+func (c *Conn) note(t time.Time, kind, msg string) {
+	c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: kind, Message: msg})
+}
+
+// giveUp says once why the connection cannot be decrypted (waited, when
+// set, is how long it waited for keys), and stops decoding both directions.
+func (c *Conn) giveUp(h *half, t time.Time, waited string) {
+	if c.gaveUp {
+		return
+	}
+	c.gaveUp = true
+	if !c.waitSince.IsZero() && c.waitSince.Before(t) {
+		t = c.waitSince
+	}
+	switch {
+	case c.helloErr != "":
+		c.noted = true
+		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: c.helloErr + ": encrypted, not decoded"})
+	case c.ch == nil && c.sh == nil:
+		c.noted = true
+		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls",
+			Message: fmt.Sprintf("TLS records (version %d.%d) after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello)",
+				c.firstVersion>>8, c.firstVersion&0xff)})
+	case c.ch == nil:
+		c.noteUndecoded(t, "the capture lost the ClientHello, whose random names the connection in a key log")
+	case c.suite == nil && c.sh == nil:
+		c.noteUndecoded(t, "no ServerHello in the capture")
+	case c.unsup:
+	default:
+		conns, _, _, _ := c.opt.Keys.Stats()
+		if conns == 0 {
+			c.noteUndecoded(t, "no key log (give one with --tls-keylog or SSLKEYLOGFILE, or capture one into the pcapng)")
+			break
+		}
+		c.noteUndecoded(t, "no key for client random "+c.random().String())
+		detail := fmt.Sprintf("client random %s is in none of the key logs", c.random())
+		if waited != "" {
+			detail += " (" + waited + ")"
+		}
+		c.problem(h, -1, t, "no TLS key for this connection", detail,
+			"look for this client random in the client's SSLKEYLOGFILE or KeyLogWriter output", false)
+	}
+	for _, d := range []*half{c.cl, c.sv} {
+		if !d.dead {
+			c.kill(d)
+		}
+	}
+}
+
+// helloProblem reports a hello that does not parse, when there are keys to
+// decrypt with (without, the connection's note says it).
+func (c *Conn) helloProblem(h *half, t time.Time, err error) {
+	if conns, _, _, _ := c.opt.Keys.Stats(); conns > 0 {
+		c.problem(h, h.off, t, "TLS hello does not parse", err.Error(), "the connection cannot be decrypted", false)
+	}
+}
+
+func (c *Conn) problem(h *half, off int64, t time.Time, kind, detail, hint string, warning bool) {
+	p := &record.Problem{Conn: c.rec, Direction: h.name(), Where: "stream", Offset: off, Time: t,
+		Kind: kind, Detail: detail, Hint: hint, Warning: warning}
+	if off < 0 {
+		p.Where, p.Direction = "", ""
+	}
+	if c.opt.HTTP.Locate != nil {
+		c.opt.HTTP.Locate(p)
+	}
+	c.sink.Emit(p)
+}
+
+// gap takes n bytes of a direction that the capture lost. When the record
+// they fell into is known the framing is kept (its length says where the
+// next record starts); otherwise the next record is looked for (resync).
+func (c *Conn) gap(h *half, n int64, t time.Time) {
+	c.last = t
+	if h.dead || h.closed || n <= 0 {
+		h.off += n
+		return
+	}
+	if c.inner == nil && !h.encrypted && c.sh == nil {
+		// The handshake itself was cut: nothing to decrypt with.
+		h.off += int64(len(h.buf)) + n
+		h.buf = nil
+		h.release()
+		c.giveUp(h, t, "")
+		return
+	}
+	if h.skip > 0 {
+		if n <= h.skip {
+			h.skip -= n
+			h.lost += n
+			h.off += n
+			return
+		}
+		n -= h.skip
+		h.lost += h.skip
+		h.off += h.skip
+		h.skip = 0
+		h.resync = true
+	} else if len(h.buf) >= 5 && !h.resync {
+		rest := 5 + int64(binary.BigEndian.Uint16(h.buf[3:5])) - int64(len(h.buf))
+		h.lost += int64(len(h.buf))
+		h.drop(len(h.buf))
+		if h.cs != nil {
+			h.cs.seq++ // the record cut by the gap
+		}
+		if n < rest {
+			h.skip = rest - n
+		} else if n > rest {
+			h.resync = true
+		}
+	} else {
+		h.lost += int64(len(h.buf))
+		h.drop(len(h.buf))
+		h.resync = true
+	}
+	h.lost += n
+	h.off += n
+}
+
+// resync looks for the next record after a gap that took the framing with
+// it: a plausible application data header whose record opens under one of
+// the next sequence numbers. False while it needs more bytes.
+func (c *Conn) resync(h *half, t time.Time) bool {
+	if h.cs == nil {
+		// No keys yet: nothing to check a candidate with.
+		c.problem(h, h.off, t, "TLS record framing lost", "bytes were lost before the keys of this direction were known",
+			"the rest of this direction cannot be decrypted", false)
+		c.kill(h)
+		return false
+	}
+	tries := min(int64(maxResyncTries), h.lost/22+2)
+	for i := 0; i+5 <= len(h.buf); i++ {
+		b := h.buf[i:]
+		if b[0] != typeApplicationData || b[1] != 3 || b[2] != 3 {
+			continue
+		}
+		n := int(binary.BigEndian.Uint16(b[3:5]))
+		if n > maxCiphertext || n < 17 {
+			continue
+		}
+		if len(b) < 5+n {
+			if i > 0 {
+				h.lost += int64(i)
+				h.drop(i)
+			}
+			return h.giveUpResync(t)
+		}
+		for k := int64(0); k < tries; k++ {
+			if _, _, err := h.cs.open(nil, b[:5], b[5:5+n], h.cs.seq+uint64(k)); err == nil {
+				h.cs.seq += uint64(k)
+				h.lost += int64(i)
+				h.drop(i)
+				h.resync = false
+				return true
+			}
+		}
+	}
+	// Keep the last 4 bytes: they may start a header.
+	if k := len(h.buf) - 4; k > 0 {
+		h.lost += int64(k)
+		h.drop(k)
+	}
+	return h.giveUpResync(t)
+}
+
+// giveUpResync stops looking for records once more than maxWait bytes
+// after a gap did not show one.
+func (h *half) giveUpResync(t time.Time) bool {
+	if h.lost > maxWait+int64(len(h.buf)) && len(h.buf) > 5+maxCiphertext {
+		h.c.problem(h, h.off, t, "TLS record framing lost",
+			fmt.Sprintf("no record that decrypts in the %d bytes after the bytes lost", len(h.buf)),
+			"the rest of this direction cannot be decrypted", false)
+		h.c.kill(h)
+	}
+	return false
+}
+
+func (c *Conn) close(h *half, how httpconn.Ending, t time.Time) {
+	c.last = t
+	if h.closed {
+		return
+	}
+	if !h.dead && len(h.buf) > 0 {
+		c.pump(h, t)
+	}
+	if !h.dead && len(h.buf) > 0 && !c.gaveUp {
+		if c.sh == nil || c.suite != nil && h.cs == nil && h.encrypted {
+			c.giveUp(h, t, "")
+		} else if !h.resync && len(h.buf) > 0 {
+			c.problem(h, h.off, t, "TLS record cut short",
+				fmt.Sprintf("%d bytes of a record when the %s's stream ended", len(h.buf), h.name()), "", true)
+		}
+	}
+	h.closed = true
+	if !h.dead {
+		h.off += int64(len(h.buf))
+		h.buf = nil
+		h.release()
+	}
+	if c.inner == nil && !c.noted && (c.cl.closed && c.sv.closed) {
+		switch {
+		case c.ch != nil && c.sh != nil && !c.unsup && !c.gaveUp && c.cl.decrypted+c.sv.decrypted > 0:
+			c.noteDecrypted(t) // a handshake without application data
+		case c.ch != nil && c.sh != nil && !c.unsup && !c.gaveUp:
+			c.giveUp(h, t, "")
+		case !c.gaveUp:
+			c.noteUndecoded(t, "the handshake did not complete in the capture")
+		}
+	}
+	if c.inner != nil {
+		if h.server {
+			c.inner.CloseServer(how, t)
+		} else {
+			c.inner.CloseClient(how, t)
+		}
+	}
+}
+
+// hsReader joins handshake messages (RFC 8446 §4: type, 3-byte length,
+// body) from the fragments the records carry.
+type hsReader struct {
+	hdr  [4]byte
+	nhdr int
+	need int // body bytes still to come
+	body []byte
+	keep bool
+	err  string
+}
+
+// maxKeptMessage bounds a handshake message kept whole: hellos,
+// EncryptedExtensions, Finished and KeyUpdate are far smaller; the others
+// (certificates) are skipped as they pass.
+const maxKeptMessage = 64 << 10
+
+// feed takes handshake bytes; f gets each complete message's type and body
+// (nil for a message not kept).
+func (r *hsReader) feed(p []byte, f func(typ byte, body []byte)) {
+	for len(p) > 0 {
+		if r.nhdr < 4 {
+			k := copy(r.hdr[r.nhdr:], p)
+			r.nhdr += k
+			p = p[k:]
+			if r.nhdr < 4 {
+				return
+			}
+			r.need = int(r.hdr[1])<<16 | int(r.hdr[2])<<8 | int(r.hdr[3])
+			switch r.hdr[0] {
+			case msgClientHello, msgServerHello, msgEncryptedExtensions, msgFinished, msgKeyUpdate:
+				r.keep = r.need <= maxKeptMessage
+				if !r.keep {
+					r.err = fmt.Sprintf("handshake message of type %d is %d bytes long; not read", r.hdr[0], r.need)
+				}
+			default:
+				r.keep = false
+			}
+			r.body = r.body[:0]
+		}
+		k := min(r.need, len(p))
+		if r.keep {
+			r.body = append(r.body, p[:k]...)
+		}
+		r.need -= k
+		p = p[k:]
+		if r.need == 0 {
+			var body []byte
+			if r.keep {
+				body = bytes.Clone(r.body)
+				if body == nil {
+					body = []byte{}
+				}
+			}
+			r.nhdr = 0
+			f(r.hdr[0], body)
+		}
+	}
+}
