@@ -1,0 +1,508 @@
+package cmd
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kwatch/kwatch/internal/e2e"
+	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// loopbackN numbers the loopback source addresses tests take.
+var loopbackN atomic.Int32
+
+// sourceAddr returns a loopback address of this test's own (127.X.Y.Z, not
+// 127.0.0.1), for a client to connect to the API server from: a capture
+// filtered on it holds that client's connections alone, not those of the
+// test's other clients or of anything else on the stack.
+func sourceAddr() string {
+	n := loopbackN.Add(1)
+	pid := os.Getpid()
+	return fmt.Sprintf("127.%d.%d.%d", 1+pid%200, 1+(pid/200)%250, 1+int(n)%250)
+}
+
+// apiServerAddr returns the API server's host:port from the stack's kubeconfig.
+func apiServerAddr(t *testing.T, cfg *rest.Config) string {
+	u, err := url.Parse(cfg.Host)
+	if err != nil || u.Port() == "" {
+		t.Fatalf("API server URL %q", cfg.Host)
+	}
+	return u.Host
+}
+
+// startTLSCapture starts tcpdump on lo for the TCP connections between src
+// and the API server's address api, and returns a function that stops it
+// and returns the capture. Readiness and completeness are known the way
+// startCapture knows them: a connection from src made before and after the
+// client's traffic is in the file.
+func startTLSCapture(t *testing.T, api, src string) func() []byte {
+	t.Helper()
+	tcpdump, err := exec.LookPath("tcpdump")
+	if err != nil {
+		t.Skip("tcpdump is not installed (.ci/run installs it)")
+	}
+	host, port, _ := net.SplitHostPort(api)
+	_ = host
+	file := filepath.Join(t.TempDir(), "capture.pcap")
+	var tdErr syncBuffer
+	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, fmt.Sprintf("host %s and tcp port %s", src, port))
+	td.Stderr = &tdErr
+	if err := td.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = td.Process.Signal(syscall.SIGINT)
+			_ = td.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	written := func() int64 {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	mark := func(what string) {
+		before := written()
+		deadline := time.Now().Add(20 * time.Second)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		for written() < before+300 { // a handshake and its close
+			if c, err := d.Dial("tcp", api); err == nil {
+				c.Close()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tcpdump did not capture %s: %s", what, tdErr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	mark("a first connection")
+	return func() []byte {
+		mark("a last connection")
+		stop()
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+}
+
+// decodedWatch is what kwatch pcap decoded of one watch exchange.
+type decodedWatch struct {
+	target string
+	events []string // TYPE NAME RV, bookmarks as "BOOKMARK initial-events-end" or left out
+	frames int      // DATA frames that carried events
+	chunks int      // chunks that carried events
+	http2  bool
+	gzip   bool
+}
+
+// decodeTLS runs kwatch pcap's decoder on a capture with a key log (nil:
+// none, the keys are in the capture) and returns its watches by connection
+// and exchange, the suites decrypted, and the problems.
+func decodeTLS(t *testing.T, data []byte, keyFile string) (watches []*decodedWatch, suites []string, problems []string) {
+	t.Helper()
+	keys := keylog.New()
+	if keyFile != "" {
+		if err := keys.AddFile(keyFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byKey := map[[2]int]*decodedWatch{}
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.ConnNote:
+			if v.Kind == "tls-decrypted" {
+				suites = append(suites, v.Suite)
+			}
+		case *record.Response:
+			if v.Watch {
+				w := &decodedWatch{http2: v.Conn.HTTP2, gzip: v.ContentEncoding == "gzip"}
+				if v.Request != nil {
+					w.target = v.Request.Target
+				}
+				byKey[[2]int{v.Conn.ID, v.Exchange}] = w
+				watches = append(watches, w)
+			}
+		case *record.Event:
+			w := byKey[[2]int{v.Conn.ID, v.Exchange}]
+			if w == nil {
+				t.Errorf("event %s %s outside a watch", v.Type, v.Name)
+				return
+			}
+			w.frames += len(v.Frames)
+			w.chunks += len(v.Chunks)
+			switch {
+			case v.InitialEventsEnd:
+				w.events = append(w.events, "BOOKMARK initial-events-end")
+			case v.Type != "BOOKMARK":
+				w.events = append(w.events, v.Type+" "+v.Name+" "+v.ResourceVersion)
+			}
+		case *record.Problem:
+			problems = append(problems, v.Location()+": "+v.Kind+": "+v.Detail)
+		}
+	})
+	if _, err := pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "tls.pcap", Keys: keys}, sink); err != nil {
+		t.Fatal(err)
+	}
+	return watches, suites, problems
+}
+
+// TestPcapTLSClientGo captures, with tcpdump on the API server's TLS port, a
+// client-go program talking straight to kube-apiserver: a ConfigMap
+// informer (a streaming list, gzip'd) and a plain Watch sharing one HTTP/2
+// connection, its TLS keys written by tls.Config.KeyLogWriter; once with
+// TLS 1.3 and once forced to TLS 1.2. kwatch pcap --tls-keylog decodes
+// exactly the events the informer's handlers and the Watch received, each
+// with its DATA frames.
+func TestPcapTLSClientGo(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		max   uint16
+		suite string
+	}{
+		{"TLS 1.3", tls.VersionTLS13, "TLS 1.3 TLS_AES_128_GCM_SHA256"},
+		{"TLS 1.2", tls.VersionTLS12, "TLS 1.2 TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
+	} {
+		t.Run(c.name, func(t *testing.T) { testPcapTLSClientGo(t, c.max, c.suite) })
+	}
+}
+
+func testPcapTLSClientGo(t *testing.T, maxVersion uint16, suite string) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	for _, n := range []string{"pre-a", "pre-b", "pre-c"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Data: map[string]string{"k": strings.Repeat("v", 300)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := env.RESTConfig(t)
+	api, src := apiServerAddr(t, cfg), sourceAddr()
+	keyFile := filepath.Join(t.TempDir(), "keys.log")
+	kf, err := os.Create(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kf.Close()
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg.KeyLogWriter = kf
+	tlsCfg.MaxVersion = maxVersion
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	tr := &http.Transport{TLSClientConfig: tlsCfg, DialContext: dialer.DialContext, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	direct := rest.CopyConfig(cfg)
+	direct.TLSClientConfig = rest.TLSClientConfig{}
+	direct.Transport = tr
+	client, err := kubernetes.NewForConfig(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	capture := startTLSCapture(t, api, src)
+
+	var log handlerLog
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	note := func(typ string, obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			log.add(typ + " " + cm.Name + " " + cm.ResourceVersion)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { note("ADDED", o) },
+		UpdateFunc: func(_, o any) { note("MODIFIED", o) },
+		DeleteFunc: func(o any) { note("DELETED", o) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopCh := make(chan struct{})
+	factory.Start(stopCh)
+	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	// The plain Watch, from the informer's resourceVersion: changes only.
+	rv := inf.LastSyncResourceVersion()
+	w, err := client.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain handlerLog
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type != watch.Bookmark {
+				plain.add(string(ev.Type) + " " + cm.Name + " " + cm.ResourceVersion)
+			}
+		}
+	}()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "pre-a", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log.wait(t, 6)
+	plain.wait(t, 3)
+	w.Stop()
+	<-done
+	close(stopCh)
+	factory.Shutdown()
+	tr.CloseIdleConnections()
+	data := capture()
+
+	watches, suites, problems := decodeTLS(t, data, keyFile)
+	if len(problems) > 0 {
+		t.Errorf("problems:\n%s", strings.Join(problems, "\n"))
+	}
+	if len(suites) != 1 || suites[0] != suite {
+		t.Errorf("decrypted %v, want one connection of %s (HTTP/2 carries both watches)", suites, suite)
+	}
+	if len(watches) != 2 {
+		t.Fatalf("%d watches decoded, want the informer's and the plain one", len(watches))
+	}
+	for _, dw := range watches {
+		if !dw.http2 || dw.frames == 0 || dw.chunks != 0 {
+			t.Errorf("watch %s: HTTP/2 %v, %d frames, %d chunks; want events with DATA frames", dw.target, dw.http2, dw.frames, dw.chunks)
+		}
+	}
+	// The informer's streaming list: the initial adds as a set, the
+	// initial-events-end bookmark, then the changes in order.
+	il, pw := watches[0], watches[1]
+	if !strings.Contains(il.target, "sendInitialEvents=true") {
+		il, pw = pw, il
+	}
+	seen := log.list()
+	if k := slices.Index(il.events, "BOOKMARK initial-events-end"); k != 3 {
+		t.Fatalf("the informer's watch decoded as %v; want 3 initial ADDED, the bookmark, then the changes", il.events)
+	}
+	initialGot, initialSeen := slices.Clone(il.events[:3]), slices.Clone(seen[:3])
+	slices.Sort(initialGot)
+	slices.Sort(initialSeen)
+	if fmt.Sprint(initialGot) != fmt.Sprint(initialSeen) || fmt.Sprint(il.events[4:]) != fmt.Sprint(seen[3:]) {
+		t.Errorf("the informer's watch decoded as %v\nits handlers saw %v", il.events, seen)
+	}
+	if fmt.Sprint(pw.events) != fmt.Sprint(plain.list()) {
+		t.Errorf("the plain watch decoded as %v\nits ResultChan gave %v", pw.events, plain.list())
+	}
+}
+
+// TestPcapTLSCurl captures curl's watch straight to the API server, over
+// HTTP/2 and over HTTP/1.1, with its keys in SSLKEYLOGFILE (OpenSSL's key
+// log), and checks that kwatch pcap --tls-keylog decodes exactly the events
+// curl received. The same capture with the keys injected into a pcapng by
+// editcap, and with that Decryption Secrets Block moved between packets,
+// decodes the same with no key log given.
+func TestPcapTLSCurl(t *testing.T) {
+	for _, proto := range []string{"--http2", "--http1.1"} {
+		t.Run(proto, func(t *testing.T) { testPcapTLSCurl(t, proto) })
+	}
+}
+
+func testPcapTLSCurl(t *testing.T, proto string) {
+	env := e2e.Cluster(t)
+	curlBin, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed (it is also needed by hack/cluster-up.sh)")
+	}
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps(ns)
+	for _, n := range []string{"pre-a", "pre-b"} {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := env.RESTConfig(t)
+	if cfg.BearerToken == "" {
+		t.Skip("the stack's kubeconfig has no bearer token for curl")
+	}
+	api, src := apiServerAddr(t, cfg), sourceAddr()
+	dir := t.TempDir()
+	keyFile, headers, body := filepath.Join(dir, "keys.log"), filepath.Join(dir, "headers"), filepath.Join(dir, "body")
+	capture := startTLSCapture(t, api, src)
+	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
+		"resourceVersionMatch": {"NotOlderThan"}}
+	curl := exec.Command(curlBin, "-sS", "-N", proto, "-k", "--interface", src, "-H", "Authorization: Bearer "+cfg.BearerToken,
+		"-H", "Accept-Encoding: gzip", "-D", headers, "-o", body, cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
+	curl.Env = append(os.Environ(), "SSLKEYLOGFILE="+keyFile)
+	var curlErr syncBuffer
+	curl.Stderr = &curlErr
+	if err := curl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = curl.Process.Kill(); _ = curl.Wait() })
+	received := func() []e2e.Event {
+		raw, _ := os.ReadFile(body)
+		if len(raw) == 0 {
+			return nil
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("inflating what curl received: %v", err)
+		}
+		evs, _ := e2e.DecodeWatchStream("application/json", bytes.NewReader(plain))
+		return evs
+	}
+	waitEvents := func(n int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(received()) < n {
+			if time.Now().After(deadline) {
+				h, _ := os.ReadFile(headers)
+				t.Fatalf("curl received %d events, want %d; headers %q, stderr %s", len(received()), n, h, curlErr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitEvents(3) // pre-a, pre-b, the initial-events-end bookmark
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(5)
+	_ = curl.Process.Signal(syscall.SIGTERM)
+	_ = curl.Wait()
+	var want []string
+	for _, ev := range received() {
+		if ev.Type != "BOOKMARK" {
+			want = append(want, ev.Type+" "+ev.Name+" "+ev.ResourceVersion)
+		}
+	}
+	data := capture()
+
+	check := func(what string, data []byte, keys string) {
+		t.Helper()
+		watches, suites, problems := decodeTLS(t, data, keys)
+		if len(suites) != 1 || !strings.HasPrefix(suites[0], "TLS 1.3 ") {
+			t.Errorf("%s: decrypted %v, want one TLS 1.3 connection", what, suites)
+		}
+		if len(watches) != 1 {
+			t.Fatalf("%s: %d watches decoded, want 1; problems %v", what, len(watches), problems)
+		}
+		dw := watches[0]
+		var got []string
+		for _, e := range dw.events {
+			if e != "BOOKMARK initial-events-end" {
+				got = append(got, e)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: decoded %v\ncurl received %v", what, got, want)
+		}
+		if !dw.gzip || dw.http2 != (proto == "--http2") || (dw.http2 && dw.frames == 0) || (!dw.http2 && dw.chunks == 0) {
+			t.Errorf("%s: gzip %v, HTTP/2 %v, %d frames, %d chunks", what, dw.gzip, dw.http2, dw.frames, dw.chunks)
+		}
+		// curl is killed in the middle of its watch: the end of the
+		// exchange is all a problem may be about.
+		for _, p := range problems {
+			t.Errorf("%s: problem %s", what, p)
+		}
+	}
+	check("with --tls-keylog", data, keyFile)
+
+	editcap, err := exec.LookPath("editcap")
+	if err != nil {
+		t.Log("editcap is not installed (.ci/run installs tshark's tools): the pcapng with the keys inside is not tried")
+		return
+	}
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "with-keys.pcapng")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(editcap, "--inject-secrets", "tls,"+keyFile, in, out).CombinedOutput(); err != nil {
+		t.Fatalf("editcap: %v: %s", err, b)
+	}
+	ng, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("pcapng from editcap --inject-secrets", ng, "")
+	check("pcapng with the Decryption Secrets Block between packets", moveSecretsBlock(t, ng, 4), "")
+}
+
+// moveSecretsBlock returns a pcapng (little-endian, one section, as
+// editcap writes it) whose Decryption Secrets Blocks come after its first
+// n packet blocks, where ecapture writes them, instead of before them.
+func moveSecretsBlock(t *testing.T, ng []byte, n int) []byte {
+	t.Helper()
+	var head, secrets, packets [][]byte
+	for p := ng; len(p) > 0; {
+		if len(p) < 12 {
+			t.Fatal("pcapng cut short")
+		}
+		typ, l := binary.LittleEndian.Uint32(p), int(binary.LittleEndian.Uint32(p[4:]))
+		if l < 12 || l > len(p) {
+			t.Fatalf("pcapng block of %d bytes", l)
+		}
+		b := p[:l]
+		p = p[l:]
+		switch typ {
+		case 0x0A:
+			secrets = append(secrets, b)
+		case 0x06, 0x03:
+			packets = append(packets, b)
+		default:
+			if len(packets) > 0 {
+				packets = append(packets, b)
+			} else {
+				head = append(head, b)
+			}
+		}
+	}
+	if len(secrets) == 0 || len(packets) <= n {
+		t.Fatalf("%d secrets blocks, %d packets", len(secrets), len(packets))
+	}
+	out := bytes.Join(head, nil)
+	out = append(out, bytes.Join(packets[:n], nil)...)
+	out = append(out, bytes.Join(secrets, nil)...)
+	return append(out, bytes.Join(packets[n:], nil)...)
+}
