@@ -506,3 +506,98 @@ func moveSecretsBlock(t *testing.T, ng []byte, n int) []byte {
 	out = append(out, bytes.Join(secrets, nil)...)
 	return append(out, bytes.Join(packets[n:], nil)...)
 }
+
+// pythonTLSWatch is a python3-kubernetes watch loop straight to the API
+// server: argv host, token, namespace, events to read, source address. The
+// source address is forced through urllib3's connection factory (the
+// client has no option for it), so that the capture holds its connection
+// alone. urllib3 writes the TLS keys to SSLKEYLOGFILE.
+const pythonTLSWatch = `
+import sys
+import urllib3.util.connection as uc
+_create = uc.create_connection
+def create(address, *a, **kw):
+    kw["source_address"] = (sys.argv[5], 0)
+    return _create(address, *a, **kw)
+uc.create_connection = create
+__import__("urllib3").disable_warnings()
+from kubernetes import client, watch
+cfg = client.Configuration()
+cfg.host = sys.argv[1]
+cfg.verify_ssl = False
+cfg.api_key = {"authorization": "Bearer " + sys.argv[2]}
+api = client.CoreV1Api(client.ApiClient(cfg))
+w = watch.Watch()
+n = 0
+for ev in w.stream(api.list_namespaced_config_map, sys.argv[3], timeout_seconds=60):
+    o = ev["object"]
+    print(ev["type"], o.metadata.name, o.metadata.resource_version, flush=True)
+    n += 1
+    if n == int(sys.argv[4]):
+        w.stop()
+`
+
+// TestPcapTLSPython captures Debian's python3-kubernetes watch loop straight
+// to the API server (HTTP/1.1 over TLS, keys in SSLKEYLOGFILE) and checks
+// that kwatch pcap --tls-keylog decodes exactly the events the client
+// received, in order, with their chunks.
+func TestPcapTLSPython(t *testing.T) {
+	env := e2e.Cluster(t)
+	python := "/usr/bin/python3" // Debian's, where python3-kubernetes is
+	if err := exec.Command(python, "-c", "import kubernetes").Run(); err != nil {
+		t.Skip("Debian's python3-kubernetes is not installed (.ci/run installs it)")
+	}
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	for _, n := range []string{"pre-a", "pre-b"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := env.RESTConfig(t)
+	if cfg.BearerToken == "" {
+		t.Skip("the stack's kubeconfig has no bearer token for the Python client")
+	}
+	api, src := apiServerAddr(t, cfg), sourceAddr()
+	keyFile := filepath.Join(t.TempDir(), "keys.log")
+	capture := startTLSCapture(t, api, src)
+	var out, errOut syncBuffer
+	py := exec.Command(python, "-c", pythonTLSWatch, cfg.Host, cfg.BearerToken, ns, "4", src)
+	py.Env = append(os.Environ(), "SSLKEYLOGFILE="+keyFile)
+	py.Stdout, py.Stderr = &out, &errOut
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Python watch printed %q; stderr %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Wait(); err != nil {
+		t.Fatalf("the Python watch: %v; stderr %s", err, errOut.String())
+	}
+	data := capture()
+	watches, suites, problems := decodeTLS(t, data, keyFile)
+	if len(suites) != 1 || len(watches) != 1 {
+		t.Fatalf("decrypted %v, %d watches; want one connection with one watch; problems %v", suites, len(watches), problems)
+	}
+	if dw := watches[0]; dw.http2 || dw.chunks == 0 {
+		t.Errorf("HTTP/2 %v, %d chunks; want HTTP/1.1 chunks", dw.http2, dw.chunks)
+	}
+	printed := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if fmt.Sprint(watches[0].events) != fmt.Sprint(printed) {
+		t.Errorf("decoded %v\nthe Python client received %v", watches[0].events, printed)
+	}
+	for _, p := range problems {
+		t.Errorf("problem %s", p)
+	}
+}
