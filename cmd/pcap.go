@@ -201,7 +201,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		if err := keys.AddFile(path); err != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
 		}
-	} else if path := os.Getenv("SSLKEYLOGFILE"); path != "" {
+	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
 		if err := keys.AddFile(path); err != nil {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
 		}

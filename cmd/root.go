@@ -49,7 +49,8 @@ type IOStreams struct {
 	ErrOut io.Writer
 	// OutTTY and ErrTTY report whether Out and ErrOut are terminals.
 	OutTTY, ErrTTY bool
-	// Getenv reads the environment (NO_COLOR, TERM).
+	// Getenv reads the environment (NO_COLOR, TERM, KUBECONFIG,
+	// SSLKEYLOGFILE); nil reads none.
 	Getenv func(string) string
 	// Program is the name kwatch was started as (the base name of
 	// os.Args[0]); "kubectl-kwatch" makes it present itself as the
@@ -275,4 +276,13 @@ func versionText() string {
 		text += "\n"
 	}
 	return text + "go: " + v.GoVersion + " " + v.Platform + "\n"
+}
+
+// getenv reads the environment variable name through streams ("" when
+// streams reads none).
+func getenv(streams IOStreams, name string) string {
+	if streams.Getenv == nil {
+		return ""
+	}
+	return streams.Getenv(name)
 }

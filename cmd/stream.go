@@ -51,6 +51,7 @@ type streamOptions struct {
 	timeout         time.Duration
 	idleTimeout     time.Duration
 	record          string
+	tlsKeylog       string
 
 	resource, name string
 	// resources lists the resource types of a stream of several
@@ -148,7 +149,8 @@ unusable kubeconfig.`,
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
 	fs.BoolVar(&o.cbor, "cbor", false, "ask for CBOR watch events (Accept: application/cbor; the server answers application/cbor-seq; alpha in Kubernetes 1.37: the API server needs the feature gate CBORServingAndStorage, and a server without it is watched as JSON)")
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
-	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this pcap file (synthesised TCP segments), for kwatch pcap or Wireshark")
+	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
+	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of the watch connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -598,6 +600,15 @@ func (s *syncSink) Flush() {
 	record.Flush(s.s)
 }
 
+// keyLogPath is where the TLS keys go: --tls-keylog, else SSLKEYLOGFILE as
+// curl and Python honour it; "" for nowhere.
+func (o *streamOptions) keyLogPath(streams IOStreams) string {
+	if o.tlsKeylog != "" {
+		return o.tlsKeylog
+	}
+	return getenv(streams, "SSLKEYLOGFILE")
+}
+
 var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
@@ -615,12 +626,27 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 			return &exitError{code: ExitUsage, err: err}
 		}
 		defer f.Close()
-		if rec, err = pcap.NewWriter(f); err != nil {
+		newWriter := pcap.NewWriter
+		if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
+			// TLS connections are recorded as they travelled, with
+			// their keys in the file.
+			newWriter = pcap.NewNgWriter
+		}
+		if rec, err = newWriter(f); err != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
 		}
 	}
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
+	if path := o.keyLogPath(streams); path != "" {
+		// Like the key logs curl and Python write: for its owner only.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
+		}
+		defer f.Close()
+		co.KeyLog = f
+	}
 	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
 	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes, HTTP2Frames: o.output.Frames,
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}

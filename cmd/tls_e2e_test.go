@@ -601,3 +601,78 @@ func TestPcapTLSPython(t *testing.T) {
 		t.Errorf("problem %s", p)
 	}
 }
+
+// TestStreamRecordTLS: kwatch stream straight to the API server with
+// --record FILE.pcapng records the TLS bytes as they travelled, with their
+// keys in Decryption Secrets Blocks ahead of the records they decrypt, and
+// --tls-keylog writes the same keys to a key log: kwatch pcap decodes the
+// recording to the live session's events with no option, and TShark
+// decrypts it with no key log of its own.
+func TestStreamRecordTLS(t *testing.T) {
+	for _, mode := range []string{"HTTP/1.1", "HTTP/2"} {
+		t.Run(strings.ReplaceAll(mode, "/", ""), func(t *testing.T) {
+			env := e2e.Cluster(t)
+			ns := env.Namespace(t)
+			dir := t.TempDir()
+			file, keyFile := filepath.Join(dir, "session.pcapng"), filepath.Join(dir, "keys.log")
+			args := []string{"stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file, "--tls-keylog", keyFile, "-o", "json"}
+			var key func(ev map[string]any) string
+			if mode == "HTTP/2" {
+				args = append(args, "--http2")
+				key = func(ev map[string]any) string {
+					return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], ev["frames"])
+				}
+			} else {
+				key = func(ev map[string]any) string {
+					return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], ev["chunks"])
+				}
+			}
+			s := startKwatch(t, args...)
+			if mode == "HTTP/2" {
+				writeAndCheckFrames(t, env, s, ns, "tls-h2")
+			} else {
+				writeAndCheck(t, env, s, ns, "tls-h1")
+			}
+			if code := s.stop(t); code != ExitOK {
+				t.Fatalf("exit %d: %s", code, s.errOut.String())
+			}
+			rec := sameAsRecording(t, s, file, key)
+			notes := ofRecord(rec.records(t), "note")
+			decrypted := 0
+			for _, n := range notes {
+				if n["kind"] == "tls-decrypted" {
+					decrypted++
+				}
+			}
+			if decrypted == 0 {
+				t.Errorf("kwatch pcap decrypted no connection of the recording: %v", notes)
+			}
+			for _, f := range []string{file, keyFile} {
+				if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v (%v), want 0600", f, fi.Mode().Perm(), err)
+				}
+			}
+			kl, err := os.ReadFile(keyFile)
+			if err != nil || !bytes.Contains(kl, []byte("CLIENT_TRAFFIC_SECRET_0 ")) {
+				t.Errorf("--tls-keylog wrote %q (%v); want TLS 1.3 traffic secrets", kl, err)
+			}
+			tshark, err := exec.LookPath("tshark")
+			if err != nil {
+				t.Log("tshark is not installed (.ci/run installs it): its decryption is not tried")
+				return
+			}
+			_, port, _ := net.SplitHostPort(apiServerAddr(t, env.RESTConfig(t)))
+			filter, field := "http.request", "http.request.uri"
+			if mode == "HTTP/2" {
+				filter, field = "http2.type == 1", "http2.headers.path"
+			}
+			out, err := exec.Command(tshark, "-r", file, "-d", "tcp.port=="+port+",tls", "-Y", filter, "-T", "fields", "-e", field).Output()
+			if err != nil {
+				t.Fatalf("tshark: %v", err)
+			}
+			if !strings.Contains(string(out), "/api/v1/namespaces/"+ns+"/configmaps?") {
+				t.Errorf("TShark did not decrypt the watch request from the recording; it shows %q", out)
+			}
+		})
+	}
+}

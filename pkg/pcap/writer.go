@@ -17,15 +17,17 @@ import (
 // on Linux loopback (MTU 65536 minus IPv4 and TCP headers with timestamps).
 const maxSegment = 65483
 
-// Writer writes the bytes of live TCP connections as a pcap capture
-// (Ethernet with zero MACs, as tcpdump -i lo writes; microsecond times):
-// synthesised segments with a handshake, sequence and acknowledgement
-// numbers, and a FIN at the close, carrying exactly the bytes given, so that
-// kwatch pcap and Wireshark read the session as if it had been captured.
-// It is safe for concurrent use.
+// Writer writes the bytes of live TCP connections as a pcap or pcapng
+// capture (Ethernet with zero MACs, as tcpdump -i lo writes; microsecond
+// times): synthesised segments with a handshake, sequence and
+// acknowledgement numbers, and a FIN at the close, carrying exactly the
+// bytes given, so that kwatch pcap and Wireshark read the session as if it
+// had been captured. A pcapng also holds TLS key logs (Write). It is safe
+// for concurrent use.
 type Writer struct {
 	mu    sync.Mutex
-	w     *pcapgo.Writer
+	w     interface{ WritePacket(gopacket.CaptureInfo, []byte) error }
+	ng    *pcapgo.NgWriter // the same writer when the file is pcapng
 	buf   gopacket.SerializeBuffer
 	err   error
 	conns int
@@ -41,6 +43,50 @@ func NewWriter(w io.Writer) (*Writer, error) {
 	return &Writer{w: pw, buf: gopacket.NewSerializeBuffer()}, nil
 }
 
+// NewNgWriter writes a pcapng Section Header Block and one Ethernet
+// interface to w (draft-ietf-opsawg-pcapng §4.1, §4.2) and returns a Writer
+// whose file can also hold TLS key logs (Write). Every packet is flushed
+// to w as it is written. The error is the header's write error.
+func NewNgWriter(w io.Writer) (*Writer, error) {
+	nw, err := pcapgo.NewNgWriter(w, layers.LinkTypeEthernet)
+	if err != nil {
+		return nil, err
+	}
+	if err := nw.Flush(); err != nil {
+		return nil, err
+	}
+	return &Writer{w: nw, ng: nw, buf: gopacket.NewSerializeBuffer()}, nil
+}
+
+// PCAPNG reports whether the Writer writes pcapng (and so can hold TLS
+// key logs).
+func (w *Writer) PCAPNG() bool { return w.ng != nil }
+
+// Write writes TLS key log lines (RFC 9850) as a pcapng Decryption
+// Secrets Block (draft-ietf-opsawg-pcapng §4.7, secrets type 0x544c534b),
+// so that kwatch pcap, Wireshark and TShark decrypt the connections that
+// follow with no key log of their own. It implements io.Writer for
+// tls.Config.KeyLogWriter; a pcap Writer refuses.
+func (w *Writer) Write(keyLog []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ng == nil {
+		return 0, fmt.Errorf("a pcap file cannot hold TLS secrets; write a pcapng")
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.ng.WriteDecryptionSecretsBlock(pcapgo.DSB_SECRETS_TYPE_TLS, keyLog); err != nil {
+		w.err = err
+		return 0, err
+	}
+	if err := w.ng.Flush(); err != nil {
+		w.err = err
+		return 0, err
+	}
+	return len(keyLog), nil
+}
+
 // Err returns the first write error.
 func (w *Writer) Err() error {
 	w.mu.Lock()
@@ -48,8 +94,10 @@ func (w *Writer) Err() error {
 	return w.err
 }
 
-// ConnWriter writes one connection's segments.
+// ConnWriter writes one connection's segments. It is safe for concurrent
+// use (a connection's reads and writes come from different goroutines).
 type ConnWriter struct {
+	mu         sync.Mutex
 	w          *Writer
 	client     netip.AddrPort
 	server     netip.AddrPort
@@ -88,6 +136,8 @@ func (c *ConnWriter) Client(p []byte, t time.Time) { c.data(true, p, t) }
 func (c *ConnWriter) Server(p []byte, t time.Time) { c.data(false, p, t) }
 
 func (c *ConnWriter) data(fromClient bool, p []byte, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.reset || (fromClient && c.fins&1 != 0) || (!fromClient && c.fins&2 != 0) {
 		return // nothing follows a side's FIN, or a reset
 	}
@@ -103,6 +153,8 @@ func (c *ConnWriter) data(fromClient bool, p []byte, t time.Time) {
 // connection kwatch closed has the client's FIN and no answer from the
 // server, whose later packets were not read.
 func (c *ConnWriter) FIN(fromClient bool, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	bit := uint8(1)
 	if !fromClient {
 		bit = 2
@@ -117,6 +169,8 @@ func (c *ConnWriter) FIN(fromClient bool, t time.Time) {
 // RST writes a reset from the client or the server at time t; nothing is
 // written for the connection after it.
 func (c *ConnWriter) RST(fromClient bool, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.reset {
 		return
 	}
@@ -168,6 +222,12 @@ func (c *ConnWriter) segment(fromClient bool, flags int, payload []byte, t time.
 	if err := w.w.WritePacket(gopacket.CaptureInfo{Timestamp: t, CaptureLength: len(b), Length: len(b)}, b); err != nil {
 		w.err = err
 		return
+	}
+	if w.ng != nil {
+		if err := w.ng.Flush(); err != nil {
+			w.err = err
+			return
+		}
 	}
 	*seq += uint32(len(payload))
 	if flags&(flagSYN|flagFIN) != 0 {

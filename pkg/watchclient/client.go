@@ -71,8 +71,15 @@ type ConnectOptions struct {
 	// UserAgent is sent with every request (e.g. "kwatch/v0.1.0").
 	UserAgent string
 	// Record, if set, receives the bytes of every tapped connection as
-	// synthesised TCP segments (kwatch stream --record).
+	// synthesised TCP segments (kwatch stream --record): the decrypted
+	// bytes (credentials masked), or, when it writes pcapng, a TLS
+	// connection's bytes as they travelled with its keys in Decryption
+	// Secrets Blocks.
 	Record *pcap.Writer
+	// KeyLog, if set, receives the TLS keys of every tapped connection in
+	// the NSS key log format (tls.Config.KeyLogWriter; kwatch stream
+	// --tls-keylog), so that a capture of them can be decrypted.
+	KeyLog io.Writer
 	// Warnings, if set, receives the API server's warnings (e.g.
 	// deprecated APIs), one line each, without repeats.
 	Warnings io.Writer
@@ -133,7 +140,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		// decoded frame by frame.
 		c.httpOpt.HTTP2 = h2conn.Factory(c.httpOpt)
 	}
-	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record, http2: opt.HTTP2}
+	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record, http2: opt.HTTP2, keyLog: opt.KeyLog}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
 		if opt.HTTP2 {

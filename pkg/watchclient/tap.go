@@ -1,6 +1,7 @@
 package watchclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -448,15 +449,17 @@ func addrPort(a net.Addr) netip.AddrPort {
 
 // tapper wraps dialled connections in tapConns.
 type tapper struct {
-	sink  *lockedSink
-	opt   httpconn.Options
-	rec   *pcap.Writer
-	http2 bool // plain connections speak HTTP/2 (kwatch stream --http2)
+	sink   *lockedSink
+	opt    httpconn.Options
+	rec    *pcap.Writer
+	http2  bool      // plain connections speak HTTP/2 (kwatch stream --http2)
+	keyLog io.Writer // receives TLS keys (ConnectOptions.KeyLog)
 }
 
 // wrap taps a connection; h2 says it speaks HTTP/2 (for the recording's
-// credential mask).
-func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool) net.Conn {
+// credential mask). recorded, when set, is raw's recording already (the
+// TLS bytes as they travelled): the decrypted bytes are then not recorded.
+func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool, recorded *pcap.ConnWriter) net.Conn {
 	t.sink.mu.Lock()
 	t.sink.conns++
 	id := t.sink.conns
@@ -469,10 +472,111 @@ func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool) net.Conn {
 	if h2 {
 		tc.mask = &h2conn.CredentialMask{}
 	}
-	if t.rec != nil {
+	if t.rec != nil && recorded == nil {
 		tc.rec = t.rec.Conn(rec.Client, rec.Server, time.Now())
 	}
 	return tc
+}
+
+// keyLogWriter writes each key log line to every writer. It never fails:
+// crypto/tls ends the handshake when its KeyLogWriter fails, and a full
+// disk under a recording must not stop the watch (the recording's error is
+// reported when it is closed).
+type keyLogWriter []io.Writer
+
+func (k keyLogWriter) Write(p []byte) (int, error) {
+	for _, w := range k {
+		_, _ = w.Write(p)
+	}
+	return len(p), nil
+}
+
+// rawRecorder records a TLS connection's bytes as they travel, below TLS
+// (kwatch stream --record FILE.pcapng): the handshake, every record, and
+// how each side ended. Until release, what it records is held back, so
+// that the keys crypto/tls logs during the handshake are in the file
+// before the records they decrypt: Wireshark and TShark look a
+// connection's keys up when they read its ServerHello.
+type rawRecorder struct {
+	net.Conn
+	rec *pcap.ConnWriter
+
+	mu   sync.Mutex
+	held []rawOp // nil once released
+	live bool
+}
+
+// rawOp is one thing held back: bytes sent or received, or an end.
+type rawOp struct {
+	client bool
+	data   []byte
+	end    int // 0 data, 1 FIN, 2 RST
+	at     time.Time
+}
+
+func (r *rawRecorder) do(op rawOp) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.live {
+		if op.data != nil {
+			op.data = bytes.Clone(op.data)
+		}
+		r.held = append(r.held, op)
+		return
+	}
+	r.write(op)
+}
+
+func (r *rawRecorder) write(op rawOp) {
+	switch op.end {
+	case 1:
+		r.rec.FIN(op.client, op.at)
+	case 2:
+		r.rec.RST(op.client, op.at)
+	default:
+		if op.client {
+			r.rec.Client(op.data, op.at)
+		} else {
+			r.rec.Server(op.data, op.at)
+		}
+	}
+}
+
+// release writes what was held back and records from here on as it comes.
+func (r *rawRecorder) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, op := range r.held {
+		r.write(op)
+	}
+	r.held, r.live = nil, true
+}
+
+func (r *rawRecorder) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	now := time.Now()
+	if n > 0 {
+		r.do(rawOp{data: p[:n], at: now})
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		r.do(rawOp{end: 1, at: now})
+	case errors.Is(err, syscall.ECONNRESET):
+		r.do(rawOp{end: 2, at: now})
+	}
+	return n, err
+}
+
+func (r *rawRecorder) Write(p []byte) (int, error) {
+	r.do(rawOp{client: true, data: p, at: time.Now()})
+	return r.Conn.Write(p)
+}
+
+func (r *rawRecorder) Close() error {
+	r.do(rawOp{client: true, end: 1, at: time.Now()})
+	r.release() // a handshake that failed: its bytes all the same
+	return r.Conn.Close()
 }
 
 // dialFunc dials a TCP connection.
@@ -488,6 +592,24 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config, proto string) dialFu
 			return nil, err
 		}
 		cfg := base.Clone()
+		var recorded *pcap.ConnWriter
+		var rr *rawRecorder
+		conn := raw
+		var keyLogs []io.Writer
+		if t.keyLog != nil {
+			keyLogs = append(keyLogs, t.keyLog)
+		}
+		if t.rec != nil && t.rec.PCAPNG() {
+			// The real TLS bytes, and the keys that decrypt them in the
+			// same file, ahead of the records they decrypt.
+			recorded = t.rec.Conn(addrPort(raw.LocalAddr()), addrPort(raw.RemoteAddr()), time.Now())
+			rr = &rawRecorder{Conn: raw, rec: recorded}
+			conn = rr
+			keyLogs = append(keyLogs, t.rec)
+		}
+		if len(keyLogs) > 0 {
+			cfg.KeyLogWriter = keyLogWriter(keyLogs)
+		}
 		if cfg.ServerName == "" {
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
@@ -498,22 +620,25 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config, proto string) dialFu
 		// Offering h2 makes the API server choose it: offer only the
 		// protocol asked for.
 		cfg.NextProtos = []string{proto}
-		tc := tls.Client(raw, cfg)
+		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			raw.Close()
+			conn.Close()
 			return nil, err
 		}
+		if rr != nil {
+			rr.release() // every key is logged by now
+		}
 		if got := tc.ConnectionState().NegotiatedProtocol; proto == "h2" && got != "h2" {
-			raw.Close()
+			conn.Close()
 			return nil, fmt.Errorf("%s did not agree to HTTP/2 (ALPN h2; it chose %q)", addr, got)
 		}
 		if err := ctx.Err(); err != nil {
 			// The request was given up while dialling: net/http would
 			// close this connection unused.
-			raw.Close()
+			conn.Close()
 			return nil, err
 		}
-		return t.wrap(raw, tc, proto == "h2"), nil
+		return t.wrap(raw, tc, proto == "h2", recorded), nil
 	}
 }
 
@@ -530,6 +655,6 @@ func (t *tapper) plainDialer(dial dialFunc) dialFunc {
 			raw.Close()
 			return nil, err
 		}
-		return t.wrap(raw, raw, t.http2), nil
+		return t.wrap(raw, raw, t.http2, nil), nil
 	}
 }
