@@ -17,6 +17,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -68,7 +69,7 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	budget := event.NewBudget(0)
 	// A 1 MiB bound per gzip member, so that gen-gzip-bomb's 16 MiB
 	// member is cut off quickly.
-	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget, MaxInflatedBytes: 1 << 20}}
+	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget, MaxInflatedBytes: 1 << 20}, Keys: keysFor(t, name)}
 	if _, err := pcap.Read(context.Background(), src, opt, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -79,6 +80,28 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// keysFor returns the TLS key log of a capture of a TLS scenario
+// (NAME-any.pcap, NAME-lo.pcap: NAME.keys.log beside it), or an empty one.
+// A pcapng holds its keys itself.
+func keysFor(t testing.TB, name string) *keylog.Log {
+	keys := keylog.New()
+	if !strings.HasSuffix(name, ".pcap") {
+		return keys
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".pcap"), "-any"), "-lo")
+	for _, dir := range []string{captureDir, recordedDir} {
+		data, err := os.ReadFile(filepath.Join(dir, base+".keys.log"))
+		if err == nil {
+			keys.Add(data, base+".keys.log")
+			return keys
+		}
+		if !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	return keys
 }
 
 func captures(t *testing.T) []string {

@@ -41,10 +41,14 @@ func TestRecordedCaptures(t *testing.T) {
 		if err := json.Unmarshal(data, &want); err != nil {
 			t.Fatalf("%s: %v", ef, err)
 		}
-		for _, link := range []string{"any", "lo", "stream"} {
+		for _, link := range []string{"any", "lo", "stream", "keys-lo"} {
 			capture := filepath.Join(recordedDir, name+"-"+link+".pcap")
-			if _, err := os.Stat(capture); link == "stream" && os.IsNotExist(err) {
-				continue // only some scenarios have a kwatch stream --record recording
+			if link == "keys-lo" {
+				// A TLS scenario's capture with its key log inside.
+				capture += "ng"
+			}
+			if _, err := os.Stat(capture); (link == "stream" || link == "keys-lo") && os.IsNotExist(err) {
+				continue // only some scenarios have a kwatch stream --record recording, or keys
 			}
 			t.Run(filepath.Base(capture), func(t *testing.T) {
 				f, err := os.Open(capture)
@@ -67,7 +71,7 @@ func TestRecordedCaptures(t *testing.T) {
 						problems = append(problems, v.Kind)
 					}
 				})
-				if _, err := pcap.Read(context.Background(), f, pcap.Options{Name: capture}, sink); err != nil {
+				if _, err := pcap.Read(context.Background(), f, pcap.Options{Name: capture, Keys: keysFor(t, filepath.Base(capture))}, sink); err != nil {
 					t.Fatal(err)
 				}
 				if len(problems) > 0 {

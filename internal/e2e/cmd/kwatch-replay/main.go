@@ -1,35 +1,51 @@
-// Command kwatch-h2c records HTTP/2 watch traffic between real HTTP/2
-// implementations for kwatch's golden tests: net/http's server (unencrypted
-// HTTP/2 with prior knowledge, RFC 9113 §3.3, http.Protocols) on loopback
+// Command kwatch-replay records watch traffic between real HTTP/2 and TLS
+// implementations for kwatch's golden tests: net/http's server on loopback
 // serves watch bodies with a flush per event, as kube-apiserver does, to
-// net/http's client, while tcpdump captures the connection on
-// -i any and -i lo. It writes DIR/NAME-any.pcap, DIR/NAME-lo.pcap and
+// net/http's client, while tcpdump captures the connection on -i any and
+// -i lo. It writes DIR/NAME-any.pcap, DIR/NAME-lo.pcap and
 // DIR/NAME.events.json: the events the client itself received, decoded
-// with client-go's decoder (gzip members inflated first).
+// with client-go's decoder (gzip members inflated first). A TLS scenario
+// also writes DIR/NAME.keys.log, the client's key log (crypto/tls
+// KeyLogWriter), and, when editcap is installed, DIR/NAME-keys-lo.pcapng:
+// the -i lo capture with that key log inside (a Decryption Secrets Block).
 //
 // Scenarios:
 //
-//	h2c-watch   one watch: ADDED, a ~200 KB MODIFIED (many DATA frames),
+//	h2c-watch   unencrypted HTTP/2 with prior knowledge (RFC 9113 §3.3):
+//	            one watch: ADDED, a ~200 KB MODIFIED (many DATA frames),
 //	            BOOKMARK, DELETED, then the server ends the stream
 //	h2c-gzip    the same, Content-Encoding: gzip, a gzip member per flush
 //	h2c-reset   two watches on one connection (streams 1 and 3): the
 //	            server resets stream 3 after two events (RST_STREAM
 //	            INTERNAL_ERROR), then shuts down gracefully (GOAWAY)
+//	tls13-h2    h2c-gzip over TLS 1.3 (ALPN h2), as client-go talks to
+//	            kube-apiserver
+//	tls12-h1    h2c-watch's events over TLS 1.2
+//	            (TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384) and HTTP/1.1 chunks
 //
 // Needs root (tcpdump). Usage:
 //
-//	go run ./internal/e2e/cmd/kwatch-h2c -scenario h2c-watch -dir testdata/captures
+//	go run ./internal/e2e/cmd/kwatch-replay -scenario h2c-watch -dir testdata/captures
 package main
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -43,21 +59,21 @@ import (
 )
 
 func main() {
-	scenario := flag.String("scenario", "h2c-watch", "h2c-watch, h2c-gzip or h2c-reset")
+	scenario := flag.String("scenario", "h2c-watch", "h2c-watch, h2c-gzip, h2c-reset, tls13-h2 or tls12-h1")
 	dir := flag.String("dir", "testdata/captures", "folder for NAME-any.pcap, NAME-lo.pcap and NAME.events.json")
 	name := flag.String("name", "", "file name prefix (default: the scenario)")
-	port := flag.Int("port", 18443, "loopback port of the h2c server")
+	port := flag.Int("port", 18443, "loopback port of the server")
 	flag.Parse()
 	if *name == "" {
 		*name = *scenario
 	}
 	if err := run(*scenario, *dir, *name, *port); err != nil {
-		fmt.Fprintf(os.Stderr, "kwatch-h2c: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kwatch-replay: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "kwatch-h2c: "+format+"\n", args...) }
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "kwatch-replay: "+format+"\n", args...) }
 
 // events returns the watch events of a scenario's watch, as kube-apiserver
 // writes them for JSON (one line each). n names the objects.
@@ -101,7 +117,7 @@ func server(scenario string, shutdown <-chan struct{}) http.Handler {
 		name = strings.TrimPrefix(name, "metadata.name=")
 		evs := events(name, scenario != "h2c-reset")
 		w.Header().Set("Content-Type", "application/json")
-		gz := scenario == "h2c-gzip" && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
+		gz := gzipped(scenario) && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
 		if gz {
 			w.Header().Set("Content-Encoding", "gzip")
 		}
@@ -132,9 +148,43 @@ func server(scenario string, shutdown <-chan struct{}) http.Handler {
 	})
 }
 
+// gzipped reports whether a scenario's bodies are gzip'd.
+func gzipped(scenario string) bool { return scenario == "h2c-gzip" || scenario == "tls13-h2" }
+
+// tlsConfigs returns a TLS scenario's server and client configurations (nil
+// for the h2c ones): a fresh self-signed certificate (ECDSA, or RSA for
+// the ECDHE-RSA suite), and the client's keys logged to keyLog.
+func tlsConfigs(scenario string, keyLog io.Writer) (server, client *tls.Config, err error) {
+	var priv crypto.Signer
+	switch scenario {
+	case "tls13-h2":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "tls12-h1":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kwatch-replay"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}}}
+	client = &tls.Config{InsecureSkipVerify: true, KeyLogWriter: keyLog}
+	if scenario == "tls12-h1" {
+		server.MaxVersion = tls.VersionTLS12
+		server.CipherSuites = []uint16{tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384}
+	}
+	return server, client, nil
+}
+
 func run(scenario, dir, name string, port int) error {
 	switch scenario {
-	case "h2c-watch", "h2c-gzip", "h2c-reset":
+	case "h2c-watch", "h2c-gzip", "h2c-reset", "tls13-h2", "tls12-h1":
 	default:
 		return fmt.Errorf("unknown scenario %q", scenario)
 	}
@@ -180,12 +230,32 @@ func run(scenario, dir, name string, port int) error {
 		return err
 	}
 	shutdown := make(chan struct{})
-	h2c := new(http.Protocols)
-	h2c.SetUnencryptedHTTP2(true) // prior knowledge, no HTTP/1.1 upgrade
-	srv := &http.Server{Handler: server(scenario, shutdown), Protocols: h2c}
-	go func() { _ = srv.Serve(ln) }()
+	var keyLog bytes.Buffer
+	serverTLS, clientTLS, err := tlsConfigs(scenario, &keyLog)
+	if err != nil {
+		return err
+	}
+	protos := new(http.Protocols)
+	scheme := "https"
+	switch scenario {
+	case "tls13-h2":
+		protos.SetHTTP2(true) // ALPN h2
+	case "tls12-h1":
+		protos.SetHTTP1(true)
+	default:
+		protos.SetUnencryptedHTTP2(true) // prior knowledge, no HTTP/1.1 upgrade
+		scheme = "http"
+	}
+	srv := &http.Server{Handler: server(scenario, shutdown), Protocols: protos, TLSConfig: serverTLS}
+	go func() {
+		if serverTLS != nil {
+			_ = srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig; ALPN from Protocols
+			return
+		}
+		_ = srv.Serve(ln)
+	}()
 
-	tr := &http.Transport{Protocols: h2c, DisableCompression: true}
+	tr := &http.Transport{Protocols: protos, DisableCompression: true, TLSClientConfig: clientTLS}
 	client := &http.Client{Transport: tr}
 	watches := []string{"first"}
 	if scenario == "h2c-reset" {
@@ -203,10 +273,10 @@ func run(scenario, dir, name string, port int) error {
 		opened.Add(1)
 		go func() {
 			defer wg.Done()
-			url := fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=100&fieldSelector=metadata.name%%3D%s", port, w)
+			url := fmt.Sprintf("%s://127.0.0.1:%d/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=100&fieldSelector=metadata.name%%3D%s", scheme, port, w)
 			req, _ := http.NewRequest("GET", url, nil)
 			req.Header.Set("Accept", "application/json")
-			if scenario == "h2c-gzip" {
+			if gzipped(scenario) {
 				req.Header.Set("Accept-Encoding", "gzip")
 			}
 			resp, err := client.Do(req)
@@ -270,5 +340,24 @@ func run(scenario, dir, name string, port int) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("]\n")
-	return os.WriteFile(filepath.Join(dir, name+".events.json"), b.Bytes(), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, name+".events.json"), b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if serverTLS == nil {
+		return nil
+	}
+	keys := filepath.Join(dir, name+".keys.log")
+	if err := os.WriteFile(keys, keyLog.Bytes(), 0o644); err != nil {
+		return err
+	}
+	editcap, err := exec.LookPath("editcap")
+	if err != nil {
+		logf("editcap is not installed: no pcapng with the keys inside")
+		return nil
+	}
+	out, err := exec.Command(editcap, "--inject-secrets", "tls,"+keys, filepath.Join(dir, name+"-lo.pcap"), filepath.Join(dir, name+"-keys-lo.pcapng")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("editcap: %v: %s", err, out)
+	}
+	return nil
 }
