@@ -16,6 +16,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -215,4 +217,160 @@ func TestSuites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tapped is a server-side net.Conn that keeps what the client sent (read)
+// and what the server sent (written), and counts the server's bytes.
+type tapped struct {
+	net.Conn
+	mu     sync.Mutex
+	cl, sv bytes.Buffer
+}
+
+func (c *tapped) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.cl.Write(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *tapped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.sv.Write(p)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *tapped) sent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sv.Len()
+}
+
+// TestOpenSSLKeyUpdate decrypts sessions between OpenSSL's s_client (the
+// TLS 1.3 suites Go's client never picks: AES-256-GCM and
+// ChaCha20-Poly1305, keys from -keylogfile) and a crypto/tls server: two
+// watch requests on one connection, with a KeyUpdate between them
+// (s_client's "K" command: it updates its keys and asks the server to,
+// RFC 8446 §4.6.3), so that both directions change keys mid-connection.
+func TestOpenSSLKeyUpdate(t *testing.T) {
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl is not installed (.ci/run installs it)")
+	}
+	_, ecC := certs(t)
+	for _, suite := range []string{"TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"} {
+		t.Run(suite, func(t *testing.T) {
+			var conn *tapped
+			accepted := make(chan *tls.Conn, 1)
+			// The server's connection is tapped below TLS.
+			raw, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			go func() {
+				c, err := raw.Accept()
+				if err != nil {
+					return
+				}
+				conn = &tapped{Conn: c}
+				accepted <- tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{ecC}})
+			}()
+			keyFile := filepath.Join(t.TempDir(), "keys.log")
+			cmd := exec.Command(openssl, "s_client", "-connect", raw.Addr().String(), "-tls1_3", "-ciphersuites", suite,
+				"-keylogfile", keyFile, "-crlf", "-servername", "kwatch.test")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out syncBuf
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			s := <-accepted
+			br := bufio.NewReader(s)
+			answer := func() {
+				t.Helper()
+				if _, err := http.ReadRequest(br); err != nil {
+					t.Fatalf("reading the request: %v; s_client: %s", err, out.String())
+				}
+				if _, err := io.WriteString(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+watchBody(2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req := strings.ReplaceAll(watchRequest, "\r\n", "\n") // -crlf puts the CRs back
+			io.WriteString(stdin, req)
+			answer()
+			// K: s_client sends KeyUpdate(update_requested); the server
+			// answers with its own KeyUpdate as it reads it, which the
+			// tap sees as bytes written with no response pending.
+			before := conn.sent()
+			io.WriteString(stdin, "K\n")
+			read := make(chan error, 1)
+			go func() {
+				_, err := br.Peek(1) // reads (and answers) the KeyUpdate, then waits for the next request
+				read <- err
+			}()
+			deadline := time.Now().Add(20 * time.Second)
+			for conn.sent() == before {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server did not answer the KeyUpdate; s_client: %s", out.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			io.WriteString(stdin, req)
+			if err := <-read; err != nil {
+				t.Fatal(err)
+			}
+			answer()
+			s.Close()
+			stdin.Close()
+			_ = cmd.Wait()
+			keys := keylog.New()
+			if err := keys.AddFile(keyFile); err != nil {
+				t.Fatal(err)
+			}
+			conn.mu.Lock()
+			cl, sv := bytes.Clone(conn.cl.Bytes()), bytes.Clone(conn.sv.Bytes())
+			conn.mu.Unlock()
+			whole := follow(t, keys, cl, sv, 0)
+			text := strings.Join(whole, "\n")
+			if n := count(whole, `"Type":"ADDED"`); n != 4 {
+				t.Fatalf("%d ADDED events, want 2 in each of 2 exchanges:\n%s", n, text)
+			}
+			for _, want := range []string{`"Suite":"TLS 1.3 ` + suite + `"`, `client KeyUpdate`, `server KeyUpdate`} {
+				if !strings.Contains(text, want) {
+					t.Errorf("no %q in:\n%s", want, text)
+				}
+			}
+			if n := count(whole, "*record.Problem"); n != 0 {
+				t.Errorf("%d problems:\n%s", n, text)
+			}
+			if got := follow(t, keys, cl, sv, 3); strings.Join(got, "\n") != text {
+				t.Errorf("writes of 3 bytes differ from whole writes")
+			}
+		})
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for a command's output and a test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
