@@ -109,6 +109,8 @@ type Conn struct {
 	firstVersion uint16
 	// waitSince is when a record first waited for keys.
 	waitSince time.Time
+	// authFailed: a record did not authenticate under the logged keys.
+	authFailed bool
 	last      time.Time
 }
 
@@ -393,6 +395,7 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 		}
 		c.problem(h, h.off, t, "TLS record does not authenticate",
 			fmt.Sprintf("%d-byte record with sequence number %d: %v", len(body), seq, err), why, false)
+		c.authFailed = true
 		c.kill(h)
 		return true
 	}
@@ -977,6 +980,8 @@ func (c *Conn) close(h *half, how httpconn.Ending, t time.Time) {
 	}
 	if c.inner == nil && !c.noted && (c.cl.closed && c.sv.closed) {
 		switch {
+		case c.authFailed && c.cl.decrypted+c.sv.decrypted == 0:
+			c.noteUndecoded(t, "the logged keys do not decrypt it")
 		case c.ch != nil && c.sh != nil && !c.unsup && !c.gaveUp && c.cl.decrypted+c.sv.decrypted > 0:
 			c.noteDecrypted(t) // a handshake without application data
 		case c.ch != nil && c.sh != nil && !c.unsup && !c.gaveUp:

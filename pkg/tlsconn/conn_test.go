@@ -99,6 +99,12 @@ const watchRequest = "GET /api/v1/namespaces/default/configmaps?watch=true HTTP/
 // watch events and closes. It returns what each side sent and the client's
 // key log.
 func session(t testing.TB, client, server *tls.Config, events int) (cl, sv, keys []byte) {
+	return sessionWrites(t, client, server, events, false)
+}
+
+// sessionWrites is session; with perEvent the server writes each chunk
+// with a Write of its own, so that each travels in a TLS record of its own.
+func sessionWrites(t testing.TB, client, server *tls.Config, events int, perEvent bool) (cl, sv, keys []byte) {
 	t.Helper()
 	a, b := net.Pipe()
 	ra, rb := &recorder{Conn: a}, &recorder{Conn: b}
@@ -117,7 +123,17 @@ func session(t testing.TB, client, server *tls.Config, events int) (cl, sv, keys
 			return
 		}
 		_ = req
-		_, err = io.WriteString(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+watchBody(events))
+		body := watchBody(events)
+		if perEvent {
+			_, err = io.WriteString(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for _, c := range strings.SplitAfter(body, "}}\n\r\n") {
+				if err == nil && c != "" {
+					_, err = io.WriteString(s, c)
+				}
+			}
+		} else {
+			_, err = io.WriteString(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+		}
 		if err == nil {
 			err = s.CloseWrite()
 		}
