@@ -25,8 +25,10 @@ const maxSegment = 65483
 // had been captured. A pcapng also holds TLS key logs (Write). It is safe
 // for concurrent use.
 type Writer struct {
-	mu    sync.Mutex
-	w     interface{ WritePacket(gopacket.CaptureInfo, []byte) error }
+	mu sync.Mutex
+	w  interface {
+		WritePacket(gopacket.CaptureInfo, []byte) error
+	}
 	ng    *pcapgo.NgWriter // the same writer when the file is pcapng
 	buf   gopacket.SerializeBuffer
 	err   error

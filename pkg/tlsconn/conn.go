@@ -111,7 +111,7 @@ type Conn struct {
 	waitSince time.Time
 	// authFailed: a record did not authenticate under the logged keys.
 	authFailed bool
-	last      time.Time
+	last       time.Time
 }
 
 // New returns a Conn that reports records of connection rec to sink.
