@@ -44,13 +44,35 @@ func runHTTP2(path string, target int64, nstreams int) error {
 		}
 		return append([]byte(nil), hb.Bytes()...)
 	}
+	var tl *tlsLayer
+	if useTLS {
+		if tl, err = newTLSLayer(path + ".keys.log"); err != nil {
+			return err
+		}
+		for _, pc := range tl.take() { // the handshake
+			if err := w.send(c, pc.fromClient, pc.data); err != nil {
+				return err
+			}
+		}
+	}
 	flushBuf := func(b *bytes.Buffer, fromClient bool) error {
 		if b.Len() == 0 {
 			return nil
 		}
-		err := w.send(c, fromClient, b.Bytes())
-		b.Reset()
-		return err
+		defer b.Reset()
+		if tl == nil {
+			return w.send(c, fromClient, b.Bytes())
+		}
+		pieces, err := tl.seal(fromClient, b.Bytes())
+		if err != nil {
+			return err
+		}
+		for _, pc := range pieces {
+			if err := w.send(c, pc.fromClient, pc.data); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	cb.WriteString(http2.ClientPreface)
 	_ = cf.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 4 << 20},

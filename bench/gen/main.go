@@ -49,11 +49,16 @@ func main() {
 	flag.IntVar(&mss, "mss", mss, "largest TCP payload per packet, in bytes (65483 as on Linux loopback)")
 	flag.BoolVar(&open, "open", false, "leave the watches open at the end (no last-chunk), as a capture stopped mid-watch")
 	flag.BoolVar(&gz, "gzip", false, "gzip every watch body (Content-Encoding: gzip, a member per flush), as 1.37 answers a Go client's watch-list")
+	flag.BoolVar(&useTLS, "tls", false, "with -http2: the connection is TLS 1.3 (ALPN h2, records made by crypto/tls), its key log written to FILE.keys.log")
 	flag.BoolVar(&h2, "http2", false, "one HTTP/2 connection (prior knowledge) carrying the watches as streams, events in DATA frames of at most 16384 bytes, as client-go's connection to the API server")
 	flag.Parse()
 	target, err := parseSize(*size)
 	if err != nil || *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: gen -size 100MB -o FILE")
+		os.Exit(2)
+	}
+	if useTLS && !h2 {
+		fmt.Fprintln(os.Stderr, "gen: -tls goes with -http2 (client-go's TLS connection to the API server)")
 		os.Exit(2)
 	}
 	run := run

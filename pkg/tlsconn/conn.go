@@ -172,6 +172,8 @@ type half struct {
 	closed bool
 	// decrypted counts records decrypted (for notes and tests).
 	decrypted int
+	// plain holds a record's decrypted bytes (reused record to record).
+	plain []byte
 	pumping   bool // pump is running on this direction
 }
 
@@ -206,8 +208,19 @@ func (c *Conn) data(h *half, p []byte, t time.Time) {
 		h.off += int64(len(p))
 		return
 	}
-	h.buf = append(h.buf, p...)
-	c.pump(h, t)
+	if len(h.buf) == 0 {
+		// The records complete in p are read where they are; only
+		// what is left (a record cut by the end of p, or records that
+		// wait for keys) is copied.
+		h.buf = p
+		c.pump(h, t)
+		if len(h.buf) > 0 {
+			h.buf = append([]byte(nil), h.buf...)
+		}
+	} else {
+		h.buf = append(h.buf, p...)
+		c.pump(h, t)
+	}
 	c.hold(h)
 }
 
@@ -378,7 +391,7 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 	seq := h.cs.seq
 	if h.trial {
 		// Is it the first record under the application keys?
-		out, inner, err := h.cs.open(nil, hdr, body, 0)
+		out, inner, err := h.cs.open(h.plain[:0], hdr, body, 0)
 		if err != nil {
 			h.skipped++
 			return true
@@ -387,7 +400,10 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 		h.cs.seq = 1
 		return c.plain(h, inner, out, t)
 	}
-	out, inner, err := h.cs.open(nil, hdr, body, seq)
+	out, inner, err := h.cs.open(h.plain[:0], hdr, body, seq)
+	if cap(out) > cap(h.plain) {
+		h.plain = out[:0] // reused: the followers copy what they keep
+	}
 	if err != nil {
 		why := "the key in the key log is not this connection's, or the record was changed"
 		if h.lost > 0 {
@@ -927,7 +943,7 @@ func (c *Conn) resync(h *half, t time.Time) bool {
 			return h.giveUpResync(t)
 		}
 		for k := int64(0); k < tries; k++ {
-			if _, _, err := h.cs.open(nil, b[:5], b[5:5+n], h.cs.seq+uint64(k)); err == nil {
+			if _, _, err := h.cs.open(h.plain[:0], b[:5], b[5:5+n], h.cs.seq+uint64(k)); err == nil {
 				h.cs.seq += uint64(k)
 				h.lost += int64(i)
 				h.drop(i)
