@@ -258,6 +258,7 @@ type jsonNote struct {
 	Connection string `json:"connection"`
 	Kind       string `json:"kind"`
 	Message    string `json:"message"`
+	Suite      string `json:"suite,omitempty"`
 }
 
 type jsonProblem struct {
@@ -388,7 +389,7 @@ func (j *JSON) object(r record.Record) any {
 		}
 		return e
 	case *record.ConnNote:
-		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message}
+		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite}
 	case *record.Problem:
 		p := jsonProblem{Record: "problem", Problem: v.Kind, Detail: v.Detail, Hint: v.Hint, Severity: "error",
 			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Exchange: v.Exchange,
