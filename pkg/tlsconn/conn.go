@@ -719,11 +719,22 @@ func alertName(d byte) string {
 // HTTP/2 at a connection preface).
 func (c *Conn) deliver(h *half, p []byte, t time.Time) {
 	if c.inner == nil {
-		c.noteDecrypted(t)
-		if c.alpn == "h2" {
+		// HTTP/2 by ALPN, or by its preface when ALPN stayed encrypted
+		// (TLS 1.3 without the handshake secrets): marked before the
+		// first record about the connection, which never changes after.
+		preface := !h.server && bytes.HasPrefix(p, []byte(h2conn.ClientPreface[:len("PRI * HTTP/2")]))
+		h2 := c.alpn == "h2" || preface
+		if h2 {
 			c.rec.HTTP2 = true
+		}
+		c.noteDecrypted(t)
+		if h2 {
 			c.inner = c.innerOpt.HTTP2(c.rec, c.sink)
-			c.note(t, "h2", "HTTP/2 (ALPN h2)")
+			how := "ALPN h2"
+			if c.alpn != "h2" {
+				how = "the client's connection preface"
+			}
+			c.note(t, "h2", "HTTP/2 ("+how+")")
 		} else {
 			c.inner = httpconn.New(c.rec, c.sink, c.innerOpt)
 		}
