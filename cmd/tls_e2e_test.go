@@ -676,3 +676,88 @@ func TestStreamRecordTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamTLSKeylogCapture: tcpdump captures the API server's port while
+// kwatch stream watches straight to it with --tls-keylog; kwatch pcap
+// --tls-keylog decrypts kwatch's watch connection from that capture and
+// decodes the events the live session showed, with the same chunks. The
+// capture also holds connections whose keys are not in the key log
+// (kwatch's LIST, the test's own writes, anything else on the stack): they
+// are said to be undecryptable, and are not this test's business.
+func TestStreamTLSKeylogCapture(t *testing.T) {
+	env := e2e.Cluster(t)
+	tcpdump, err := exec.LookPath("tcpdump")
+	if err != nil {
+		t.Skip("tcpdump is not installed (.ci/run installs it)")
+	}
+	ns := env.Namespace(t)
+	api := apiServerAddr(t, env.RESTConfig(t))
+	_, port, _ := net.SplitHostPort(api)
+	dir := t.TempDir()
+	file, keyFile := filepath.Join(dir, "api.pcap"), filepath.Join(dir, "keys.log")
+	var tdErr syncBuffer
+	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-B", "65536", "-w", file, "tcp port "+port)
+	td.Stderr = &tdErr
+	if err := td.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = td.Process.Kill(); _ = td.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(tdErr.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tcpdump did not start: %s", tdErr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--tls-keylog", keyFile, "-o", "json")
+	writeAndCheck(t, env, s, ns, "keylog")
+	if code := s.stop(t); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, s.errOut.String())
+	}
+	// The last packets are in the file once a connection made after
+	// them is (tcpdump -U writes each packet as it comes).
+	fi, _ := os.Stat(file)
+	before := fi.Size()
+	for {
+		if c, err := net.Dial("tcp", api); err == nil {
+			c.Close()
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Size() > before+300 {
+			break
+		}
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatalf("tcpdump did not capture the last connection: %s", tdErr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = td.Process.Signal(syscall.SIGINT)
+	_ = td.Wait()
+	key := func(ev map[string]any) string {
+		return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], ev["chunks"])
+	}
+	var live []string
+	for _, ev := range events(s.records(t), "") {
+		live = append(live, key(ev))
+	}
+	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", keyFile, file)
+	if code != ExitOK && code != ExitProblems {
+		t.Fatalf("kwatch pcap: exit %d: %s", code, errOut)
+	}
+	rec := &session{out: &syncBuffer{}}
+	_, _ = rec.out.Write([]byte(out))
+	var decoded []string
+	for _, ev := range events(rec.records(t), "") {
+		if strings.HasPrefix(fmt.Sprint(ev["namespace"]), ns) || ev["type"] == "BOOKMARK" {
+			decoded = append(decoded, key(ev))
+		}
+	}
+	t.Logf("%d events live, %d decoded from the capture", len(live), len(decoded))
+	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
+		t.Errorf("live:\n%s\nfrom the capture:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
+	}
+	for _, p := range ofRecord(rec.records(t), "problem") {
+		if p["problem"] != "no TLS key for this connection" {
+			t.Errorf("problem: %v", p)
+		}
+	}
+}
