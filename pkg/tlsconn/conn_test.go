@@ -1,3 +1,6 @@
+// RSA key exchange (TLS_RSA_WITH_*) is off by default in crypto/tls since
+// Go 1.22; the tests turn it back on to decrypt those suites too.
+//go:debug tlsrsakex=1
 package tlsconn
 
 import (
@@ -210,6 +213,8 @@ func TestSuites(t *testing.T) {
 		{"TLS 1.2 TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, ecC, tls.VersionTLS12},
 		{"TLS 1.2 TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, ecC, tls.VersionTLS12},
 		{"TLS 1.2 TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, ecC, tls.VersionTLS12},
+		{"TLS 1.2 TLS_RSA_WITH_AES_128_GCM_SHA256", tls.TLS_RSA_WITH_AES_128_GCM_SHA256, rsaC, tls.VersionTLS12},
+		{"TLS 1.2 TLS_RSA_WITH_AES_256_GCM_SHA384", tls.TLS_RSA_WITH_AES_256_GCM_SHA384, rsaC, tls.VersionTLS12},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := &tls.Config{Certificates: []tls.Certificate{c.cert}, MaxVersion: c.max, CipherSuites: []uint16{c.suite}}
