@@ -173,8 +173,8 @@ type half struct {
 	// decrypted counts records decrypted (for notes and tests).
 	decrypted int
 	// plain holds a record's decrypted bytes (reused record to record).
-	plain []byte
-	pumping   bool // pump is running on this direction
+	plain   []byte
+	pumping bool // pump is running on this direction
 }
 
 func (h *half) name() string {

@@ -1,5 +1,6 @@
 // RSA key exchange (TLS_RSA_WITH_*) is off by default in crypto/tls since
 // Go 1.22; the tests turn it back on to decrypt those suites too.
+//
 //go:debug tlsrsakex=1
 package tlsconn
 
