@@ -98,8 +98,8 @@ func watchBody(n int) string {
 
 const watchRequest = "GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: kwatch.test\r\n\r\n"
 
-// session runs an HTTP/1.1 watch over a real crypto/tls connection (over
-// net.Pipe): the client asks, the server answers with events chunked
+// session runs an HTTP/1.1 watch over a real crypto/tls connection (on
+// loopback TCP): the client asks, the server answers with events chunked
 // watch events and closes. It returns what each side sent and the client's
 // key log.
 func session(t testing.TB, client, server *tls.Config, events int) (cl, sv, keys []byte) {
@@ -110,7 +110,10 @@ func session(t testing.TB, client, server *tls.Config, events int) (cl, sv, keys
 // with a Write of its own, so that each travels in a TLS record of its own.
 func sessionWrites(t testing.TB, client, server *tls.Config, events int, perEvent bool) (cl, sv, keys []byte) {
 	t.Helper()
-	a, b := net.Pipe()
+	// A loopback TCP connection rather than net.Pipe: net.Pipe's writes
+	// wait for the peer's reads, and both peers of a TLS 1.3 handshake
+	// with session tickets write at once.
+	a, b := tcpPair(t)
 	ra, rb := &recorder{Conn: a}, &recorder{Conn: b}
 	var kl bytes.Buffer
 	client = client.Clone()
@@ -155,6 +158,30 @@ func sessionWrites(t testing.TB, client, server *tls.Config, events int, perEven
 	}
 	c.Close()
 	return ra.bytes(), rb.bytes(), kl.Bytes()
+}
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t testing.TB) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	return client, server
 }
 
 // follow feeds a connection's two directions to a Conn, client first, in
@@ -395,4 +422,33 @@ func (b *syncBuf) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestResumption decrypts a resumed TLS 1.3 session (a PSK from a session
+// ticket), whose keys the client logs under the new connection's client
+// random like any other. Go's client logs no key for a resumed TLS 1.2
+// session (its abbreviated handshake reuses the master secret): that
+// connection is said to be undecryptable.
+func TestResumption(t *testing.T) {
+	_, ecC := certs(t)
+	for _, max := range []uint16{tls.VersionTLS13, tls.VersionTLS12} {
+		cache := tls.NewLRUClientSessionCache(4)
+		client := &tls.Config{MaxVersion: max, ClientSessionCache: cache}
+		server := &tls.Config{Certificates: []tls.Certificate{ecC}, MaxVersion: max}
+		for i := range 2 {
+			cl, sv, kl := session(t, client, server, 2)
+			keys := keylog.New()
+			keys.Add(kl, "keys.log")
+			text := strings.Join(follow(t, keys, cl, sv, 0), "\n")
+			if max == tls.VersionTLS12 && i == 1 {
+				if len(kl) != 0 || !strings.Contains(text, "encrypted, not decoded") {
+					t.Errorf("resumed TLS 1.2: key log %q:\n%s", kl, text)
+				}
+				continue
+			}
+			if n := strings.Count(text, `"Type":"ADDED"`); n != 2 || strings.Contains(text, "*record.Problem") {
+				t.Errorf("%s, connection %d: %d events:\n%s", tls.VersionName(max), i+1, n, text)
+			}
+		}
+	}
 }
