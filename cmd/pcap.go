@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"sort"
@@ -198,17 +199,27 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	keys := keylog.New()
 	if path := o.tlsKeylog; path != "" {
-		if err := keys.AddFile(path); err != nil {
+		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
+			// A client may be about to write it (kwatch pcap - from
+			// tcpdump, or --follow): read when it appears.
+			fmt.Fprintf(streams.ErrOut, "kwatch: --tls-keylog %s does not exist yet; it is read when it appears\n", path)
+		} else if err != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
 		}
 	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
-		if err := keys.AddFile(path); err != nil {
+		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s does not exist yet; it is read when it appears\n", path)
+		} else if err != nil {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
 		}
 	}
 	p := o.output.printer(streams, o.allHTTP)
 	opt := pcap.Options{
-		Keys:               keys,
+		Keys: keys,
+		// Keys may come after the connections that need them only
+		// while the capture is live: a key log and a capture being
+		// written at the same time.
+		WaitForKeys:        o.follow || o.file == "-",
 		Name:               name,
 		Port:               uint16(o.port),
 		MaxConnections:     o.maxConnections,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -600,6 +601,51 @@ func (s *syncSink) Flush() {
 	record.Flush(s.s)
 }
 
+// keyLogFile appends TLS key log lines to a file opened at the first line
+// (a run stopped before any TLS connection leaves none behind), created
+// like the key logs curl and Python write: for its owner only. A file that
+// cannot be opened or written is said once on errOut; the watch goes on.
+type keyLogFile struct {
+	path   string
+	errOut io.Writer
+	mu     sync.Mutex
+	f      *os.File
+	failed bool
+}
+
+func (k *keyLogFile) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.failed {
+		return 0, errKeyLog
+	}
+	var err error
+	if k.f == nil {
+		k.f, err = os.OpenFile(k.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	}
+	if err == nil {
+		_, err = k.f.Write(p)
+	}
+	if err != nil {
+		k.failed = true
+		fmt.Fprintf(k.errOut, "kwatch: --tls-keylog: %v; no more keys are written\n", err)
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close closes the file, if it was opened.
+func (k *keyLogFile) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.f == nil {
+		return nil
+	}
+	return k.f.Close()
+}
+
+var errKeyLog = errors.New("the key log could not be written")
+
 // keyLogPath is where the TLS keys go: --tls-keylog, else SSLKEYLOGFILE as
 // curl and Python honour it; "" for nowhere.
 func (o *streamOptions) keyLogPath(streams IOStreams) string {
@@ -639,13 +685,12 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
 	if path := o.keyLogPath(streams); path != "" {
-		// Like the key logs curl and Python write: for its owner only.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
-		}
-		defer f.Close()
-		co.KeyLog = f
+		kl := &keyLogFile{path: path, errOut: streams.ErrOut}
+		defer kl.Close()
+		co.KeyLog = kl
+	}
+	if rec != nil && rec.PCAPNG() && proxy == "" {
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the watch connections: anyone with the file can decrypt them, bearer token included\n", o.record)
 	}
 	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
 	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes, HTTP2Frames: o.output.Frames,

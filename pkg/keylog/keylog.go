@@ -14,8 +14,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 )
@@ -97,7 +99,8 @@ type Log struct {
 	errs    []*LineError
 	nerrs   int
 	files   []*watchedFile
-	gen     int // counts the changes to secrets
+	gen     int  // counts the changes to secrets
+	given   bool // a key log was given (a file, or text), secrets or not
 }
 
 // watchedFile is a key log file that may still be appended to: re-read
@@ -119,15 +122,28 @@ func New() *Log { return &Log{secrets: map[Random]*Secrets{}} }
 // that finds no secrets re-reads the file from where it was left, when it
 // grew (a client still writing it). It returns the error of opening or
 // reading the file; lines that do not parse are kept as LineErrors.
+//
+// A file that does not exist yet (a client about to write it) is kept all
+// the same and read once it appears; the error then wraps fs.ErrNotExist.
 func (l *Log) AddFile(path string) error {
 	w := &watchedFile{path: path}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.readFile(w); err != nil {
+	err := l.readFile(w)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	l.given = true
 	l.files = append(l.files, w)
-	return nil
+	return err
+}
+
+// Given reports whether a key log was given at all (a file, or text such
+// as a pcapng's Decryption Secrets Block), with secrets in it or not.
+func (l *Log) Given() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.given
 }
 
 // readFile reads what was appended to w since the last read. l.mu is held.
@@ -181,6 +197,7 @@ func (l *Log) readFile(w *watchedFile) error {
 func (l *Log) Add(text []byte, source string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.given = true
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(nil, len(text)+1)
 	n := 0

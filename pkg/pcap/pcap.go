@@ -81,6 +81,12 @@ type Options struct {
 	// Read adds those of the capture's pcapng Decryption Secrets Blocks.
 	// Read makes an empty one when it is nil.
 	Keys *keylog.Log
+	// WaitForKeys says that a key log file may get the secrets of a TLS
+	// connection after the connection's packets were read (a live
+	// capture, kwatch pcap - or --follow): such a connection then holds
+	// up to 64 KiB a direction until they come. A pcapng's Decryption
+	// Secrets Blocks are waited for anyway.
+	WaitForKeys bool
 }
 
 // Stats counts what Read saw.
@@ -156,7 +162,7 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	rd.httpOpt.HTTP2 = h2conn.Factory(rd.httpOpt)
 	// Secrets may come later than a connection needs them from a key log
 	// file still being written or a pcapng block further on.
-	noWait := src.secrets == nil && !opt.Keys.HasFiles()
+	noWait := src.secrets == nil && !opt.WaitForKeys
 	rd.httpOpt.TLS = tlsconn.Factory(opt.Keys, noWait, rd.httpOpt)
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)

@@ -103,10 +103,8 @@ type Conn struct {
 	noted    bool // the connection's TLS note was emitted
 	gaveUp   bool // the connection cannot be decrypted: said once
 	unsup    bool // the cipher suite is one kwatch does not decrypt
-	// helloErr describes a hello that could not be read; firstVersion is
-	// the legacy_record_version of the first record seen.
-	helloErr     string
-	firstVersion uint16
+	// helloErr describes a hello that could not be read.
+	helloErr string
 	// waitSince is when a record first waited for keys.
 	waitSince time.Time
 	// authFailed: a record did not authenticate under the logged keys.
@@ -175,6 +173,22 @@ type half struct {
 	// plain holds a record's decrypted bytes (reused record to record).
 	plain   []byte
 	pumping bool // pump is running on this direction
+	// lostRecords counts the whole records in lost (header to tag).
+	lostRecords int
+}
+
+// overhead is what a protected record adds to its plaintext, in bytes: the
+// header, TLS 1.2 AES-GCM's explicit nonce, the AEAD tag, and TLS 1.3's
+// inner content type (RFC 8446 §5.2, RFC 5288 §3).
+func (h *half) overhead() int64 {
+	n := int64(5 + 16)
+	switch {
+	case h.c.tls13:
+		n++
+	case h.cs != nil && len(h.cs.iv) == 4:
+		n += 8
+	}
+	return n
 }
 
 func (h *half) name() string {
@@ -298,9 +312,6 @@ func (c *Conn) pump(h *half, t time.Time) {
 		}
 		if len(h.buf) < 5 {
 			return
-		}
-		if c.firstVersion == 0 {
-			c.firstVersion = binary.BigEndian.Uint16(h.buf[1:3])
 		}
 		typ, n := h.buf[0], int(binary.BigEndian.Uint16(h.buf[3:5]))
 		if typ < typeChangeCipherSpec || typ > typeApplicationData || h.buf[1] != 3 || n > maxCiphertext {
@@ -740,12 +751,16 @@ func (c *Conn) deliver(h *half, p []byte, t time.Time) {
 		}
 	}
 	if h.lost > 0 {
+		// What the follower lost is the plaintext of the records lost:
+		// their bytes less each one's header, nonce, tag and inner
+		// content type (exact unless a record was padded).
+		n := max(0, h.lost-int64(h.lostRecords)*h.overhead())
 		if h.server {
-			c.inner.ServerGap(h.lost, t)
+			c.inner.ServerGap(n, t)
 		} else {
-			c.inner.ClientGap(h.lost, t)
+			c.inner.ClientGap(n, t)
 		}
-		h.lost = 0
+		h.lost, h.lostRecords = 0, 0
 	}
 	if len(p) == 0 {
 		return
@@ -827,16 +842,14 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 	case c.ch == nil && c.sh == nil:
 		c.noted = true
 		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls",
-			Message: fmt.Sprintf("TLS records (version %d.%d) after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello)",
-				c.firstVersion>>8, c.firstVersion&0xff)})
+			Message: "TLS records after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello; start the capture before the client connects)"})
 	case c.ch == nil:
 		c.noteUndecoded(t, "the capture lost the ClientHello, whose random names the connection in a key log")
 	case c.suite == nil && c.sh == nil:
 		c.noteUndecoded(t, "no ServerHello in the capture")
 	case c.unsup:
 	default:
-		conns, _, _, _ := c.opt.Keys.Stats()
-		if conns == 0 {
+		if !c.opt.Keys.Given() {
 			c.noteUndecoded(t, "no key log (give one with --tls-keylog or SSLKEYLOGFILE, or capture one into the pcapng)")
 			break
 		}
@@ -858,7 +871,7 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 // helloProblem reports a hello that does not parse, when there are keys to
 // decrypt with (without, the connection's note says it).
 func (c *Conn) helloProblem(h *half, t time.Time, err error) {
-	if conns, _, _, _ := c.opt.Keys.Stats(); conns > 0 {
+	if c.opt.Keys.Given() {
 		c.problem(h, h.off, t, "TLS hello does not parse", err.Error(), "the connection cannot be decrypted", false)
 	}
 }
@@ -911,6 +924,7 @@ func (c *Conn) gap(h *half, n int64, t time.Time) {
 		if h.cs != nil {
 			h.cs.seq++ // the record cut by the gap
 		}
+		h.lostRecords++
 		if n < rest {
 			h.skip = rest - n
 		} else if n > rest {
@@ -956,6 +970,7 @@ func (c *Conn) resync(h *half, t time.Time) bool {
 		for k := int64(0); k < tries; k++ {
 			if _, _, err := h.cs.open(h.plain[:0], b[:5], b[5:5+n], h.cs.seq+uint64(k)); err == nil {
 				h.cs.seq += uint64(k)
+				h.lostRecords += int(k)
 				h.lost += int64(i)
 				h.drop(i)
 				h.resync = false
