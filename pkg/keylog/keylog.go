@@ -110,6 +110,7 @@ type watchedFile struct {
 	off  int64 // bytes read
 	line int   // lines read
 	part []byte
+	once bool // not a regular file: read once, never again
 }
 
 // maxErrs bounds the line errors a Log keeps; the others are counted.
@@ -146,22 +147,42 @@ func (l *Log) Given() bool {
 	return l.given
 }
 
-// readFile reads what was appended to w since the last read. l.mu is held.
+// maxUnsizedBytes bounds what is read from a key log that is not a regular
+// file (a pipe, a device): it is read once, up to this many bytes.
+const maxUnsizedBytes = 64 << 20
+
+// readFile reads what was appended to w since the last read: of a regular
+// file, up to its size when the read began; of anything else (a pipe, a
+// device such as /dev/zero), once, up to maxUnsizedBytes. l.mu is held.
 func (l *Log) readFile(w *watchedFile) error {
+	if w.once {
+		return nil
+	}
 	f, err := os.Open(w.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= w.off {
-		return nil
-	}
-	if _, err := f.Seek(w.off, io.SeekStart); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		return err
 	}
+	limit := int64(maxUnsizedBytes)
+	if st.Mode().IsRegular() {
+		if st.Size() <= w.off {
+			return nil
+		}
+		if _, err := f.Seek(w.off, io.SeekStart); err != nil {
+			return err
+		}
+		limit = st.Size() - w.off
+	} else {
+		w.once = true
+	}
+	r := io.LimitReader(f, limit)
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := f.Read(buf)
+		n, err := r.Read(buf)
 		w.off += int64(n)
 		data := buf[:n]
 		for len(data) > 0 {
@@ -184,6 +205,12 @@ func (l *Log) readFile(w *watchedFile) error {
 			data = data[i+1:]
 		}
 		if err == io.EOF {
+			if w.once && len(w.part) > 0 {
+				// What a pipe left without its LF is its last line.
+				w.line++
+				l.addLine(w.part, w.path, w.line)
+				w.part = nil
+			}
 			return nil
 		}
 		if err != nil {

@@ -84,3 +84,24 @@ func mustHex(s string) []byte {
 	}
 	return b
 }
+
+// TestUnsized: a key log that is not a regular file (/dev/zero, a pipe)
+// is read once, up to maxUnsizedBytes, and never again: it cannot keep
+// kwatch reading forever.
+func TestUnsized(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	l := New()
+	if err := l.AddFile("/dev/zero"); err != nil {
+		t.Fatal(err)
+	}
+	var r Random
+	if _, ok := l.Lookup(r); ok {
+		t.Fatal("found secrets in /dev/zero")
+	}
+	// 64 MiB of NULs: one line, too long.
+	if _, _, errs, n := l.Stats(); n != 1 || !strings.Contains(errs[0].Error(), "/dev/zero: line 1: longer than 512 bytes") {
+		t.Errorf("%d line errors %v; want the one endless line", n, errs)
+	}
+}
