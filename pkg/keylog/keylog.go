@@ -48,9 +48,11 @@ const maxSecretBytes = 64
 const maxLineBytes = 512
 
 // DefaultMaxLines bounds the secrets one Log holds (one line each), so that
-// a hostile or endless key log cannot take all memory: 1 Mi lines, about
-// 200 MiB. Lines past it are counted, not kept.
-const DefaultMaxLines = 1 << 20
+// a hostile or endless key log cannot take all memory: 256 Ki lines (the
+// secrets of 64 Ki TLS 1.3 connections), about 100 MiB. Past it the
+// secrets of the connections logged first are forgotten: a key log that
+// grows for months keeps its newest.
+const DefaultMaxLines = 1 << 18
 
 // Random is a ClientHello's random (RFC 8446 §4.1.2), which names the
 // connection a key log line is for.
@@ -94,8 +96,9 @@ func (e *LineError) Error() string {
 type Log struct {
 	mu      sync.Mutex
 	secrets map[Random]*Secrets
-	lines   int // lines kept
-	dropped int // lines past DefaultMaxLines
+	lines   int      // lines kept
+	dropped int      // connections whose secrets were forgotten (DefaultMaxLines)
+	order   []Random // connections in the order of their first line
 	errs    []*LineError
 	nerrs   int
 	files   []*watchedFile
@@ -205,11 +208,18 @@ func (l *Log) readFile(w *watchedFile) error {
 			data = data[i+1:]
 		}
 		if err == io.EOF {
-			if w.once && len(w.part) > 0 {
+			switch {
+			case len(w.part) == 0:
+			case w.once:
 				// What a pipe left without its LF is its last line.
 				w.line++
 				l.addLine(w.part, w.path, w.line)
 				w.part = nil
+			case l.complete(w.part):
+				// A last line without its LF: a file that ends so, or a
+				// line being written. Taken if it reads as a whole line;
+				// kept, to be taken again whole if the rest comes.
+				l.addLine(w.part, w.path, w.line+1)
 			}
 			return nil
 		}
@@ -232,6 +242,20 @@ func (l *Log) Add(text []byte, source string) {
 		n++
 		l.addLine(sc.Bytes(), source, n)
 	}
+}
+
+// complete reports whether line, the end of a file without its LF, reads as
+// a whole key log line: three fields, a 64-digit client random and a secret
+// of a TLS hash's length (32 or 48 bytes; a master secret's 48).
+func (l *Log) complete(line []byte) bool {
+	f := bytes.Fields(line)
+	if len(f) != 3 || len(f[1]) != 64 {
+		return false
+	}
+	if string(f[0]) == LabelClientRandom {
+		return len(f[2]) == 96
+	}
+	return len(f[2]) == 64 || len(f[2]) == 96
 }
 
 // addLine reads one line. l.mu is held.
@@ -295,18 +319,38 @@ func (l *Log) addLine(line []byte, source string, n int) {
 		// CLIENT_EARLY_TRAFFIC_SECRET, …) are valid lines.
 		return
 	}
-	if l.lines >= DefaultMaxLines {
-		l.dropped++
-		return
-	}
 	if string(f[0]) == LabelClientRandom && len(secret) != 48 {
 		bad(fmt.Sprintf("CLIENT_RANDOM secret of %d bytes, want a 48-byte master secret", len(secret)))
 		return
 	}
+	if *slot == nil {
+		l.lines++
+	}
+	if _, ok := l.secrets[r]; !ok {
+		l.order = append(l.order, r)
+	}
 	l.secrets[r] = s
 	*slot = secret
-	l.lines++
 	l.gen++
+	for l.lines > DefaultMaxLines && len(l.order) > 1 {
+		l.forgetOldest()
+	}
+}
+
+// forgetOldest forgets the secrets of the connection logged first. l.mu is
+// held.
+func (l *Log) forgetOldest() {
+	r := l.order[0]
+	l.order = l.order[1:]
+	if s := l.secrets[r]; s != nil {
+		for _, b := range [][]byte{s.Master, s.ClientHandshake, s.ServerHandshake, s.ClientTraffic, s.ServerTraffic} {
+			if b != nil {
+				l.lines--
+			}
+		}
+	}
+	delete(l.secrets, r)
+	l.dropped++
 }
 
 // Lookup returns a copy of the secrets for the connection whose
@@ -346,9 +390,9 @@ func (l *Log) Generation() int {
 	return l.gen
 }
 
-// Stats says how many connections the Log has secrets for, how many lines
-// were not kept because it was full, and the lines that did not parse
-// (up to 16; nerrs counts them all).
+// Stats says how many connections the Log has secrets for, of how many
+// connections it forgot the secrets because it was full (the oldest), and
+// the lines that did not parse (up to 16; nerrs counts them all).
 func (l *Log) Stats() (conns, dropped int, errs []*LineError, nerrs int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -105,3 +105,22 @@ func TestUnsized(t *testing.T) {
 		t.Errorf("%d line errors %v; want the one endless line", n, errs)
 	}
 }
+
+// TestLastLineWithoutLF: a key log whose last line lacks its LF still
+// gives that line's secret.
+func TestLastLineWithoutLF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.log")
+	line := "CLIENT_RANDOM " + random + " " + strings.Repeat("22", 48)
+	if err := os.WriteFile(path, []byte("# header\n"+line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := New()
+	if err := l.AddFile(path); err != nil {
+		t.Fatal(err)
+	}
+	var r Random
+	copy(r[:], mustHex(random))
+	if s, ok := l.Lookup(r); !ok || len(s.Master) != 48 {
+		t.Fatalf("%+v %v", s, ok)
+	}
+}

@@ -259,8 +259,9 @@ func (rd *reader) keyProblems(src *source) {
 			Detail: fmt.Sprintf("%d more lines did not parse", n-len(errs)), Warning: true})
 	}
 	if dropped > 0 {
-		rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "TLS secrets not read",
-			Detail: fmt.Sprintf("%d key log lines past the first %d were not kept", dropped, keylog.DefaultMaxLines), Warning: true})
+		rd.Emit(&record.Problem{Offset: -1, Time: rd.now, Kind: "TLS secrets not read",
+			Detail: fmt.Sprintf("the key logs hold more than %d lines: the secrets of the %d connections logged first were forgotten", keylog.DefaultMaxLines, dropped),
+			Hint:   "give a key log with the secrets of the connections in this capture only", Warning: true})
 	}
 }
 

@@ -40,6 +40,8 @@ type secretsTap struct {
 	inDSB    bool
 	blocks   int // Decryption Secrets Blocks read
 	stopped  bool
+	off      int64 // bytes scanned
+	start    int64 // file offset of the current block
 }
 
 func (s *secretsTap) Read(p []byte) (int, error) {
@@ -52,12 +54,16 @@ func (s *secretsTap) Read(p []byte) (int, error) {
 
 func (s *secretsTap) scan(p []byte) {
 	for len(p) > 0 && !s.stopped {
+		if s.rest == 0 && s.nhdr == 0 {
+			s.start = s.off
+		}
 		if s.rest == 0 {
 			// A block header: type, total length, and for a Section
 			// Header Block the byte-order magic that says how to read
 			// the length.
 			k := copy(s.hdr[s.nhdr:], p)
 			s.nhdr += k
+			s.off += int64(k)
 			p = p[k:]
 			if s.nhdr < 12 {
 				continue
@@ -92,7 +98,8 @@ func (s *secretsTap) scan(p []byte) {
 				s.body = append(s.body, s.hdr[8:12]...)
 				if total > maxSecretsBlock {
 					s.inDSB = false
-					s.addProblem(fmt.Sprintf("a Decryption Secrets Block of %d bytes (over %d) was skipped", total, maxSecretsBlock))
+					s.keys.Add(nil, "pcapng") // a key log was given, if unread
+					s.addProblem(fmt.Sprintf("a Decryption Secrets Block of %d bytes (over %d) at byte %d of the file was skipped", total, maxSecretsBlock, s.start))
 				}
 			}
 			if s.rest == 0 {
@@ -105,6 +112,7 @@ func (s *secretsTap) scan(p []byte) {
 			s.body = append(s.body, p[:k]...)
 		}
 		s.rest -= int64(k)
+		s.off += int64(k)
 		p = p[k:]
 		if s.rest == 0 {
 			s.endBlock()
@@ -126,12 +134,13 @@ func (s *secretsTap) endBlock() {
 		return
 	}
 	typ, n := s.order.Uint32(b), int64(s.order.Uint32(b[4:]))
-	if n > int64(len(b)-8) {
-		s.addProblem(fmt.Sprintf("Decryption Secrets Block %d says %d bytes of secrets but holds %d", s.blocks, n, len(b)-8))
-		return
-	}
 	if typ != secretsTLSKeyLog {
 		return // WireGuard, ZigBee, … keys: not kwatch's
+	}
+	if n > int64(len(b)-8) {
+		s.keys.Add(nil, "pcapng") // a key log was given, if unread
+		s.addProblem(fmt.Sprintf("Decryption Secrets Block %d (at byte %d of the file) says %d bytes of secrets but holds %d", s.blocks, s.start, n, len(b)-8))
+		return
 	}
 	s.keys.Add(b[8:8+n], fmt.Sprintf("pcapng Decryption Secrets Block %d", s.blocks))
 	s.body = nil

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/keylog"
@@ -54,9 +55,13 @@ const maxCiphertext = 1<<14 + 2048
 // Beyond one record's worth they are reserved from the shared budget.
 const maxWait = 64 << 10
 
-// maxResyncTries bounds the sequence numbers tried on one record when the
-// record framing was lost to a gap.
-const maxResyncTries = 4096
+// maxResyncTries bounds the record openings tried after one gap that took
+// the record framing with it; maxResyncTotal bounds them over all the gaps
+// of a direction (a crafted capture can put a gap before every record).
+const (
+	maxResyncTries = 4096
+	maxResyncTotal = 65536
+)
 
 // Options tune a Conn.
 type Options struct {
@@ -175,6 +180,17 @@ type half struct {
 	pumping bool // pump is running on this direction
 	// lostRecords counts the whole records in lost (header to tag).
 	lostRecords int
+	// pendingSeq counts protected records lost before the direction's
+	// keys were known: its first sequence number once they are.
+	pendingSeq uint64
+	// hsLost: bytes of the handshake were lost; its messages are not
+	// read any more.
+	hsLost bool
+	// resyncOpens and resyncScanned count the record openings tried and
+	// the bytes scanned since the gap that took the framing.
+	resyncOpens   int
+	resyncScanned int64
+	resyncTotal   int // record openings tried over all gaps
 }
 
 // overhead is what a protected record adds to its plaintext, in bytes: the
@@ -255,15 +271,32 @@ func (c *Conn) hold(h *half) {
 	if h.dead {
 		return
 	}
-	want := max(0, int64(len(h.buf))-(5+maxCiphertext))
-	if want > h.reserved {
-		if len(h.buf) > maxWait || !c.opt.HTTP.Budget.Reserve(want-h.reserved) {
-			c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys", len(h.buf)))
+	want := max(0, int64(len(h.buf))-unreservedBytes)
+	if want <= h.reserved {
+		return
+	}
+	waiting := len(h.buf) > 5+maxCiphertext // more than a record: waiting for keys
+	if waiting && len(h.buf) > maxWait {
+		c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys", len(h.buf)))
+		return
+	}
+	if !c.opt.HTTP.Budget.Reserve(want - h.reserved) {
+		if waiting {
+			c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys, and the buffers of all connections are full", len(h.buf)))
 			return
 		}
-		h.reserved = want
+		c.problem(h, h.off, c.last, event.KindBudget,
+			fmt.Sprintf("a TLS record in progress (%d bytes held) does not fit", len(h.buf)),
+			"the rest of this direction is not decrypted; raise --max-buffered-bytes-total", false)
+		c.kill(h)
+		return
 	}
+	h.reserved = want
 }
+
+// unreservedBytes is what a direction may hold without reserving it from
+// the shared budget: a few small records.
+const unreservedBytes = 4 << 10
 
 func (h *half) release() {
 	h.c.opt.HTTP.Budget.Release(h.reserved)
@@ -277,7 +310,7 @@ func (h *half) drop(n int) {
 	if len(h.buf) == 0 {
 		h.buf = nil
 	}
-	if want := max(0, int64(len(h.buf))-(5+maxCiphertext)); want < h.reserved {
+	if want := max(0, int64(len(h.buf))-unreservedBytes); want < h.reserved {
 		h.c.opt.HTTP.Budget.Release(h.reserved - want)
 		h.reserved = want
 	}
@@ -356,19 +389,27 @@ func (c *Conn) kill(h *half) {
 // (for the ServerHello or for keys), to be handled again later.
 func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 	typ := hdr[0]
-	if !h.encrypted {
+	// In TLS 1.3 every protected record is application_data on the
+	// outside (RFC 8446 §5.2): a handshake or alert record is in the
+	// clear whatever came before (a second ClientHello after a
+	// HelloRetryRequest), and change_cipher_spec is only there for
+	// middleboxes (§D.4).
+	clear := !h.encrypted || c.tls13 && typ != typeApplicationData
+	if clear {
 		switch typ {
 		case typeHandshake:
 			c.handshake(h, body, t, false)
 			return true
 		case typeChangeCipherSpec:
-			if c.sh == nil && !c.gaveUp {
-				return false // TLS 1.2's or TLS 1.3's? The ServerHello says.
-			}
-			if c.sh != nil && !c.tls13 {
+			switch {
+			case c.sh != nil && !c.tls13:
 				h.encrypted = true // RFC 5246 §7.1: what follows is protected
+			case c.sh == nil && !h.server && !c.gaveUp:
+				return false // the client's: TLS 1.2's or 1.3's? The ServerHello says.
 			}
-			return true // TLS 1.3's compatibility CCS (RFC 8446 §D.4)
+			// TLS 1.3's compatibility CCS, or the server's after a
+			// HelloRetryRequest (its ServerHello comes next).
+			return true
 		case typeAlert:
 			c.alert(h, body, t)
 			return true
@@ -386,9 +427,6 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 		default:
 			return true
 		}
-	}
-	if typ == typeChangeCipherSpec {
-		return true // TLS 1.3 middlebox compatibility, between protected records
 	}
 	if c.gaveUp || c.unsup {
 		return true
@@ -409,11 +447,30 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 		}
 		h.trial, h.app = false, true
 		h.cs.seq = 1
+		c.handshakeLoss(h, t)
 		return c.plain(h, inner, out, t)
 	}
 	out, inner, err := h.cs.open(h.plain[:0], hdr, body, seq)
 	if cap(out) > cap(h.plain) {
 		h.plain = out[:0] // reused: the followers copy what they keep
+	}
+	if err != nil && c.tls13 && !h.app {
+		// Not under the handshake keys. The handshake's end (its
+		// Finished) may have been lost: is it the first record under
+		// the application keys? Or, from a client that has not yet
+		// sent a handshake record, 0-RTT early data, whose key
+		// (CLIENT_EARLY_TRAFFIC_SECRET) kwatch does not use.
+		if out, inner, ok := c.tryAppKeys(h, hdr, body); ok {
+			c.handshakeLoss(h, t)
+			return c.plain(h, inner, out, t)
+		}
+		if !h.server && c.ch != nil && c.ch.EarlyData && h.decrypted == 0 && h.skipped < maxEarlyRecords {
+			if h.skipped == 0 {
+				c.note(t, "tls", "client record before its handshake records does not decrypt: 0-RTT early data, skipped (kwatch does not use CLIENT_EARLY_TRAFFIC_SECRET)")
+			}
+			h.skipped++
+			return true
+		}
 	}
 	if err != nil {
 		why := "the key in the key log is not this connection's, or the record was changed"
@@ -428,6 +485,47 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 	}
 	h.cs.seq++
 	return c.plain(h, inner, out, t)
+}
+
+// maxEarlyRecords bounds the client records skipped as 0-RTT early data.
+const maxEarlyRecords = 64
+
+// tryAppKeys opens a TLS 1.3 record under the direction's application
+// traffic keys at sequence number 0 (when the secret is known); on
+// success the direction is in its application phase from there.
+func (c *Conn) tryAppKeys(h *half, hdr, body []byte) ([]byte, byte, bool) {
+	secret := c.secrets.ClientTraffic
+	if h.server {
+		secret = c.secrets.ServerTraffic
+	}
+	if secret == nil {
+		return nil, 0, false
+	}
+	cs, err := newTLS13State(c.suite, secret)
+	if err != nil {
+		return nil, 0, false
+	}
+	out, inner, err := cs.open(nil, hdr, body, 0)
+	if err != nil {
+		return nil, 0, false
+	}
+	cs.seq = 1
+	h.cs, h.app, h.switchApp = cs, true, false
+	return out, inner, true
+}
+
+// handshakeLoss is called when a direction reaches its application data
+// with bytes lost during its handshake: they held handshake messages, not
+// application data, so the HTTP follower is not told of them; a warning
+// says where they went.
+func (c *Conn) handshakeLoss(h *half, t time.Time) {
+	if h.lost == 0 {
+		return
+	}
+	c.problem(h, h.off, t, "bytes lost in the TLS handshake",
+		fmt.Sprintf("%d bytes of the %s's handshake records were not captured", h.lost, h.name()),
+		"the application data after them decrypts", true)
+	h.lost, h.lostRecords = 0, 0
 }
 
 // plain handles the content of a decrypted record.
@@ -471,6 +569,7 @@ func (c *Conn) keys(h *half, t time.Time) bool {
 		} else {
 			h.cs = cl
 		}
+		h.cs.seq, h.pendingSeq = h.pendingSeq, 0
 		return true
 	}
 	hs, app := s.ClientHandshake, s.ClientTraffic
@@ -490,6 +589,10 @@ func (c *Conn) keys(h *half, t time.Time) bool {
 		return true
 	}
 	h.cs = cs
+	if !h.trial {
+		h.cs.seq = h.pendingSeq
+	}
+	h.pendingSeq = 0
 	return true
 }
 
@@ -554,6 +657,7 @@ func (c *Conn) nextKeys(h *half, t time.Time) {
 			return
 		}
 		h.cs = cs
+		c.handshakeLoss(h, t)
 	}
 	if h.update {
 		h.update = false
@@ -571,6 +675,9 @@ func (c *Conn) nextKeys(h *half, t time.Time) {
 // handshake reads handshake messages: the hellos in the clear, and in TLS
 // 1.3 the protected EncryptedExtensions (ALPN), Finished and KeyUpdate.
 func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
+	if h.hsLost {
+		return
+	}
 	h.hs.feed(p, func(typ byte, body []byte) {
 		switch typ {
 		case msgClientHello:
@@ -905,6 +1012,13 @@ func (c *Conn) gap(h *half, n int64, t time.Time) {
 		c.giveUp(h, t, "")
 		return
 	}
+	if c.tls13 && !h.app || !h.encrypted {
+		// Handshake messages cut by the loss cannot be read: the end
+		// of the handshake is then found by the first record that
+		// decrypts under the application keys (tryAppKeys).
+		h.hs = hsReader{}
+		h.hsLost = true
+	}
 	if h.skip > 0 {
 		if n <= h.skip {
 			h.skip -= n
@@ -923,6 +1037,8 @@ func (c *Conn) gap(h *half, n int64, t time.Time) {
 		h.drop(len(h.buf))
 		if h.cs != nil {
 			h.cs.seq++ // the record cut by the gap
+		} else if h.encrypted {
+			h.pendingSeq++ // counted once the keys are known
 		}
 		h.lostRecords++
 		if n < rest {
@@ -941,7 +1057,9 @@ func (c *Conn) gap(h *half, n int64, t time.Time) {
 
 // resync looks for the next record after a gap that took the framing with
 // it: a plausible application data header whose record opens under one of
-// the next sequence numbers. False while it needs more bytes.
+// the next sequence numbers. False while it needs more bytes. The search is
+// bounded: maxResyncTries record openings and maxWait bytes scanned after
+// each gap; past either, the direction is given up with a problem.
 func (c *Conn) resync(h *half, t time.Time) bool {
 	if h.cs == nil {
 		// No keys yet: nothing to check a candidate with.
@@ -961,39 +1079,47 @@ func (c *Conn) resync(h *half, t time.Time) bool {
 			continue
 		}
 		if len(b) < 5+n {
-			if i > 0 {
-				h.lost += int64(i)
-				h.drop(i)
-			}
-			return h.giveUpResync(t)
+			h.resyncDrop(i)
+			return c.resyncBounded(h, t)
 		}
-		for k := int64(0); k < tries; k++ {
+		for k := int64(0); k < tries && h.resyncOpens < maxResyncTries && h.resyncTotal < maxResyncTotal; k++ {
+			h.resyncOpens++
+			h.resyncTotal++
 			if _, _, err := h.cs.open(h.plain[:0], b[:5], b[5:5+n], h.cs.seq+uint64(k)); err == nil {
 				h.cs.seq += uint64(k)
 				h.lostRecords += int(k)
-				h.lost += int64(i)
-				h.drop(i)
-				h.resync = false
+				h.resyncDrop(i)
+				h.resync, h.resyncOpens, h.resyncScanned = false, 0, 0
 				return true
 			}
 		}
+		if h.resyncOpens >= maxResyncTries || h.resyncTotal >= maxResyncTotal {
+			break
+		}
 	}
 	// Keep the last 4 bytes: they may start a header.
-	if k := len(h.buf) - 4; k > 0 {
-		h.lost += int64(k)
-		h.drop(k)
-	}
-	return h.giveUpResync(t)
+	h.resyncDrop(len(h.buf) - 4)
+	return c.resyncBounded(h, t)
 }
 
-// giveUpResync stops looking for records once more than maxWait bytes
-// after a gap did not show one.
-func (h *half) giveUpResync(t time.Time) bool {
-	if h.lost > maxWait+int64(len(h.buf)) && len(h.buf) > 5+maxCiphertext {
-		h.c.problem(h, h.off, t, "TLS record framing lost",
-			fmt.Sprintf("no record that decrypts in the %d bytes after the bytes lost", len(h.buf)),
+// resyncDrop forgets the first n bytes scanned while resynchronising.
+func (h *half) resyncDrop(n int) {
+	if n <= 0 {
+		return
+	}
+	h.lost += int64(n)
+	h.resyncScanned += int64(n)
+	h.drop(n)
+}
+
+// resyncBounded gives the direction up once the search after a gap used
+// its budget; false either way (no record found yet).
+func (c *Conn) resyncBounded(h *half, t time.Time) bool {
+	if h.resyncOpens >= maxResyncTries || h.resyncTotal >= maxResyncTotal || h.resyncScanned > maxWait {
+		c.problem(h, h.off, t, "TLS record framing lost",
+			fmt.Sprintf("no record that decrypts in %d bytes after the bytes lost (%d candidates tried)", h.resyncScanned, h.resyncOpens),
 			"the rest of this direction cannot be decrypted", false)
-		h.c.kill(h)
+		c.kill(h)
 	}
 	return false
 }
@@ -1055,7 +1181,7 @@ type hsReader struct {
 // maxKeptMessage bounds a handshake message kept whole: hellos,
 // EncryptedExtensions, Finished and KeyUpdate are far smaller; the others
 // (certificates) are skipped as they pass.
-const maxKeptMessage = 64 << 10
+const maxKeptMessage = 16 << 10
 
 // feed takes handshake bytes; f gets each complete message's type and body
 // (nil for a message not kept).

@@ -197,3 +197,80 @@ func TestUnsupportedSuite(t *testing.T) {
 		t.Errorf("unsupported suite:\n%s", text)
 	}
 }
+
+// TestHelloRetryRequest: a server that wants another key share answers
+// the first ClientHello with a HelloRetryRequest and a compatibility
+// ChangeCipherSpec; the client sends a second ClientHello in the clear.
+// The connection still decrypts.
+func TestHelloRetryRequest(t *testing.T) {
+	_, ecC := certs(t)
+	cl, sv, kl := session(t, &tls.Config{CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}},
+		&tls.Config{Certificates: []tls.Certificate{ecC}, CurvePreferences: []tls.CurveID{tls.CurveP256}}, 3)
+	keys := keylog.New()
+	keys.Add(kl, "keys.log")
+	for _, step := range []int{0, 5} {
+		text := strings.Join(follow(t, keys, cl, sv, step), "\n")
+		if n := strings.Count(text, `"Type":"ADDED"`); n != 3 || strings.Contains(text, "*record.Problem") {
+			t.Errorf("writes of %d: %d events:\n%s", step, n, text)
+		}
+	}
+}
+
+// TestHandshakeGap: bytes lost inside the server's encrypted handshake
+// (its first protected record) cost no application data: the sequence
+// numbers stay right although the keys were not known yet, the end of the
+// handshake is found by the first record under the application keys, and
+// the loss is a warning, not bytes missing from the HTTP response.
+func TestHandshakeGap(t *testing.T) {
+	_, ecC := certs(t)
+	cl, sv, kl := sessionWrites(t, &tls.Config{}, &tls.Config{Certificates: []tls.Certificate{ecC}}, 5, true)
+	keys := keylog.New()
+	keys.Add(kl, "keys.log")
+	offs, _ := records(sv)
+	// Records: ServerHello, CCS, the encrypted handshake …
+	var k int
+	for i, o := range offs {
+		if sv[o] == typeApplicationData {
+			k = i
+			break
+		}
+	}
+	text := strings.Join(followGap(t, keys, cl, sv, offs[k]+10, offs[k]+20), "\n")
+	if n := strings.Count(text, "event ADDED"); n != 5 {
+		t.Errorf("%d events, want 5:\n%s", n, text)
+	}
+	if !strings.Contains(text, "problem bytes lost in the TLS handshake") || strings.Contains(text, httpconn.KindMissing) ||
+		strings.Contains(text, "does not authenticate") {
+		t.Errorf("the handshake's loss:\n%s", text)
+	}
+}
+
+// TestResyncBounded: after a gap that took the framing, bytes full of
+// plausible record headers that never decrypt cost a bounded number of
+// trial decryptions, and the direction is given up with a problem.
+func TestResyncBounded(t *testing.T) {
+	_, ecC := certs(t)
+	cl, sv, kl := sessionWrites(t, &tls.Config{}, &tls.Config{Certificates: []tls.Certificate{ecC}}, 3, true)
+	keys := keylog.New()
+	keys.Add(kl, "keys.log")
+	offs, _ := records(sv)
+	cut := offs[len(offs)-3] + 2 // inside a header: the framing is lost
+	junk := bytes.Repeat([]byte{23, 3, 3, 0, 17}, 256<<10/5)
+	var problems []string
+	c := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
+		if p, ok := r.(*record.Problem); ok {
+			problems = append(problems, p.Kind)
+		}
+	}), Options{Keys: keys})
+	t0 := time.Now()
+	c.ClientData(cl, t0)
+	c.ServerData(sv[:cut], t0)
+	c.ServerGap(100000, t0)
+	c.ServerData(junk, t0)
+	if c.sv.resyncTotal > maxResyncTries || !c.sv.dead {
+		t.Errorf("%d trial decryptions, dead %v", c.sv.resyncTotal, c.sv.dead)
+	}
+	if strings.Join(problems, "|") != "TLS record framing lost" {
+		t.Errorf("problems %q", problems)
+	}
+}

@@ -34,6 +34,7 @@ const (
 	extServerName        = 0
 	extALPN              = 16
 	extSupportedVersions = 43
+	extEarlyData         = 42
 )
 
 // recordHeaderLen is the size of a record header in bytes: type, version,
@@ -73,6 +74,10 @@ type Hello struct {
 	// LegacyVersion is the hello's legacy_version field (0x0303 for a
 	// TLS 1.3 hello), before supported_versions replaced it.
 	LegacyVersion uint16
+	// EarlyData is set when a ClientHello offers 0-RTT data (the
+	// early_data extension, RFC 8446 §4.2.10): protected records may
+	// follow it before the ServerHello.
+	EarlyData bool
 }
 
 // helloRetryRandom is the Random of a ServerHello that is a
@@ -289,6 +294,8 @@ func ParseClientHello(b []byte) (*Hello, error) {
 				return false
 			}
 			h.ALPN = alpn
+		case extEarlyData:
+			h.EarlyData = true
 		case extSupportedVersions:
 			var versions cryptobyte.String
 			if !data.ReadUint8LengthPrefixed(&versions) || !data.Empty() {
