@@ -49,48 +49,9 @@ func TestPcapCurlCBORWatch(t *testing.T) {
 	capture := startCapture(t, proxy)
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
 		"resourceVersionMatch": {"NotOlderThan"}}
-	dir := t.TempDir()
-	headers, body := filepath.Join(dir, "headers"), filepath.Join(dir, "body")
-	curl := exec.Command(curlBin, "-sS", "-N", "--http1.1", "-H", "Accept: application/cbor", "-H", "Accept-Encoding: gzip",
-		"-D", headers, "-o", body, proxy.url+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
-	var curlErr syncBuffer
-	curl.Stderr = &curlErr
-	if err := curl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = curl.Process.Kill(); _ = curl.Wait() })
-	// received decodes what curl has written so far: gzip members
-	// inflated, then client-go's decoder for application/cbor-seq.
-	received := func() []e2e.Event {
-		raw, _ := os.ReadFile(body)
-		if len(raw) == 0 {
-			return nil
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil
-		}
-		plain, err := io.ReadAll(zr)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("inflating what curl received: %v", err)
-		}
-		evs, _ := e2e.DecodeWatchStream("application/cbor-seq", bytes.NewReader(plain))
-		return evs
-	}
-	waitEvents := func(n int) []e2e.Event {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			evs := received()
-			if len(evs) >= n {
-				return evs
-			}
-			if time.Now().After(deadline) {
-				h, _ := os.ReadFile(headers)
-				t.Fatalf("curl received %d events, want %d; headers %q, stderr %s", len(evs), n, h, curlErr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	curl := startCurlWatch(t, "application/cbor-seq", nil, curlBin, "-sS", "-N", "--http1.1", "-H", "Accept: application/cbor",
+		"-H", "Accept-Encoding: gzip", proxy.url+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
+	waitEvents := curl.waitEvents
 	waitEvents(3) // pre-a, pre-b, the initial-events-end bookmark
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -102,10 +63,9 @@ func TestPcapCurlCBORWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvents(6)
-	_ = curl.Process.Signal(syscall.SIGTERM)
-	_ = curl.Wait()
-	got := received()
-	h, _ := os.ReadFile(headers)
+	curl.stop()
+	got := curl.received()
+	h, _ := os.ReadFile(curl.headers)
 	if !bytes.Contains(h, []byte("Content-Type: application/cbor-seq")) || !bytes.Contains(h, []byte("Content-Encoding: gzip")) {
 		t.Fatalf("the server did not answer a gzip'd application/cbor-seq (is the stack's CBOR gate on? make cluster-up): %s", h)
 	}
@@ -145,4 +105,75 @@ func TestPcapCurlCBORWatch(t *testing.T) {
 			t.Errorf("event %d (%s %s): initial %v, initial-events-end %v", i+1, ev.Type, ev.Name, ev.Initial, ev.InitialEventsEnd)
 		}
 	}
+}
+
+// curlWatch is a curl watch whose headers and gzip'd body go to files, and
+// what it received decoded with client-go's decoders.
+type curlWatch struct {
+	t             *testing.T
+	cmd           *exec.Cmd
+	headers, body string
+	mediaType     string
+	stderr        syncBuffer
+}
+
+// startCurlWatch runs curl with args (the URL last) and env added to the
+// environment, writing the response to files; the body is decoded as
+// mediaType (after inflating gzip members).
+func startCurlWatch(t *testing.T, mediaType string, env []string, curl string, args ...string) *curlWatch {
+	t.Helper()
+	dir := t.TempDir()
+	c := &curlWatch{t: t, headers: filepath.Join(dir, "headers"), body: filepath.Join(dir, "body"), mediaType: mediaType}
+	url := args[len(args)-1]
+	args = append(append(args[:len(args)-1:len(args)-1], "-D", c.headers, "-o", c.body), url)
+	c.cmd = exec.Command(curl, args...)
+	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Stderr = &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+	return c
+}
+
+// received decodes what curl has written so far: gzip members inflated,
+// then client-go's decoder for the media type.
+func (c *curlWatch) received() []e2e.Event {
+	raw, _ := os.ReadFile(c.body)
+	if len(raw) == 0 {
+		return nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		c.t.Fatalf("inflating what curl received: %v", err)
+	}
+	evs, _ := e2e.DecodeWatchStream(c.mediaType, bytes.NewReader(plain))
+	return evs
+}
+
+// waitEvents returns once curl received n events, or fails after 30 s.
+func (c *curlWatch) waitEvents(n int) []e2e.Event {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs := c.received()
+		if len(evs) >= n {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			h, _ := os.ReadFile(c.headers)
+			c.t.Fatalf("curl received %d events, want %d; headers %q, stderr %s", len(evs), n, h, c.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends curl as Ctrl-C would end a watch.
+func (c *curlWatch) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
 }

@@ -274,12 +274,29 @@ func TestPcapKubectlGetWatch(t *testing.T) {
 
 // pythonWatch is a watch loop of Debian's python3-kubernetes, the way its
 // users write one: it prints each event's type, name and resourceVersion,
-// and stops after the number of events it is given.
+// and stops after the number of events it is given. Arguments: host,
+// namespace, events; and to go straight to the API server, a bearer token
+// and a loopback source address.
 const pythonWatch = `
 import sys
+if len(sys.argv) > 4:
+    # Straight to the API server: a token, and a source address forced
+    # through urllib3's connection factory (the client has no option for
+    # it), so that a capture can hold this client's connection alone.
+    import urllib3
+    import urllib3.util.connection as uc
+    _create = uc.create_connection
+    def create(address, *a, **kw):
+        kw["source_address"] = (sys.argv[5], 0)
+        return _create(address, *a, **kw)
+    uc.create_connection = create
+    urllib3.disable_warnings()
 from kubernetes import client, watch
 cfg = client.Configuration()
 cfg.host = sys.argv[1]
+if len(sys.argv) > 4:
+    cfg.verify_ssl = False
+    cfg.api_key = {"authorization": "Bearer " + sys.argv[4]}
 api = client.CoreV1Api(client.ApiClient(cfg))
 w = watch.Watch()
 n = 0

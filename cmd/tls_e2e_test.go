@@ -2,13 +2,10 @@ package cmd
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -362,45 +359,14 @@ func testPcapTLSCurl(t *testing.T, proto string) {
 	}
 	api, src := apiServerAddr(t, cfg), sourceAddr()
 	dir := t.TempDir()
-	keyFile, headers, body := filepath.Join(dir, "keys.log"), filepath.Join(dir, "headers"), filepath.Join(dir, "body")
+	keyFile := filepath.Join(dir, "keys.log")
 	capture := startTLSCapture(t, api, src)
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
 		"resourceVersionMatch": {"NotOlderThan"}}
-	curl := exec.Command(curlBin, "-sS", "-N", proto, "-k", "--interface", src, "-H", "Authorization: Bearer "+cfg.BearerToken,
-		"-H", "Accept-Encoding: gzip", "-D", headers, "-o", body, cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
-	curl.Env = append(os.Environ(), "SSLKEYLOGFILE="+keyFile)
-	var curlErr syncBuffer
-	curl.Stderr = &curlErr
-	if err := curl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = curl.Process.Kill(); _ = curl.Wait() })
-	received := func() []e2e.Event {
-		raw, _ := os.ReadFile(body)
-		if len(raw) == 0 {
-			return nil
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil
-		}
-		plain, err := io.ReadAll(zr)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("inflating what curl received: %v", err)
-		}
-		evs, _ := e2e.DecodeWatchStream("application/json", bytes.NewReader(plain))
-		return evs
-	}
-	waitEvents := func(n int) {
-		deadline := time.Now().Add(30 * time.Second)
-		for len(received()) < n {
-			if time.Now().After(deadline) {
-				h, _ := os.ReadFile(headers)
-				t.Fatalf("curl received %d events, want %d; headers %q, stderr %s", len(received()), n, h, curlErr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	curl := startCurlWatch(t, "application/json", []string{"SSLKEYLOGFILE=" + keyFile}, curlBin, "-sS", "-N", proto, "-k",
+		"--interface", src, "-H", "Authorization: Bearer "+cfg.BearerToken, "-H", "Accept-Encoding: gzip",
+		cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
+	waitEvents := curl.waitEvents
 	waitEvents(3) // pre-a, pre-b, the initial-events-end bookmark
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -409,10 +375,9 @@ func testPcapTLSCurl(t *testing.T, proto string) {
 		t.Fatal(err)
 	}
 	waitEvents(5)
-	_ = curl.Process.Signal(syscall.SIGTERM)
-	_ = curl.Wait()
+	curl.stop()
 	var want []string
-	for _, ev := range received() {
+	for _, ev := range curl.received() {
 		if ev.Type != "BOOKMARK" {
 			want = append(want, ev.Type+" "+ev.Name+" "+ev.ResourceVersion)
 		}
@@ -507,36 +472,6 @@ func moveSecretsBlock(t *testing.T, ng []byte, n int) []byte {
 	return append(out, bytes.Join(packets[n:], nil)...)
 }
 
-// pythonTLSWatch is a python3-kubernetes watch loop straight to the API
-// server: argv host, token, namespace, events to read, source address. The
-// source address is forced through urllib3's connection factory (the
-// client has no option for it), so that the capture holds its connection
-// alone. urllib3 writes the TLS keys to SSLKEYLOGFILE.
-const pythonTLSWatch = `
-import sys
-import urllib3.util.connection as uc
-_create = uc.create_connection
-def create(address, *a, **kw):
-    kw["source_address"] = (sys.argv[5], 0)
-    return _create(address, *a, **kw)
-uc.create_connection = create
-__import__("urllib3").disable_warnings()
-from kubernetes import client, watch
-cfg = client.Configuration()
-cfg.host = sys.argv[1]
-cfg.verify_ssl = False
-cfg.api_key = {"authorization": "Bearer " + sys.argv[2]}
-api = client.CoreV1Api(client.ApiClient(cfg))
-w = watch.Watch()
-n = 0
-for ev in w.stream(api.list_namespaced_config_map, sys.argv[3], timeout_seconds=60):
-    o = ev["object"]
-    print(ev["type"], o.metadata.name, o.metadata.resource_version, flush=True)
-    n += 1
-    if n == int(sys.argv[4]):
-        w.stop()
-`
-
 // TestPcapTLSPython captures Debian's python3-kubernetes watch loop straight
 // to the API server (HTTP/1.1 over TLS, keys in SSLKEYLOGFILE) and checks
 // that kwatch pcap --tls-keylog decodes exactly the events the client
@@ -563,7 +498,7 @@ func TestPcapTLSPython(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys.log")
 	capture := startTLSCapture(t, api, src)
 	var out, errOut syncBuffer
-	py := exec.Command(python, "-c", pythonTLSWatch, cfg.Host, cfg.BearerToken, ns, "4", src)
+	py := exec.Command(python, "-c", pythonWatch, cfg.Host, ns, "4", cfg.BearerToken, src)
 	py.Env = append(os.Environ(), "SSLKEYLOGFILE="+keyFile)
 	py.Stdout, py.Stderr = &out, &errOut
 	if err := py.Start(); err != nil {
