@@ -2,18 +2,14 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 // useTLS is -tls: the HTTP/2 connection's bytes travel in TLS 1.3 records
@@ -82,13 +78,7 @@ func (e *memEnd) SetWriteDeadline(time.Time) error { return nil }
 // client's key log to keyLogPath, and returns the layer with the
 // handshake's bytes waiting in its log.
 func newTLSLayer(keyLogPath string) (*tlsLayer, error) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	cert, err := testcert.New(testcert.ECDSA, "kube-apiserver")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +93,7 @@ func newTLSLayer(keyLogPath string) (*tlsLayer, error) {
 	ce.peer, se.peer = se, ce
 	l := &tlsLayer{pipe: p,
 		client: tls.Client(ce, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, KeyLogWriter: kl}),
-		server: tls.Server(se, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}}, NextProtos: []string{"h2"}})}
+		server: tls.Server(se, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})}
 	errc := make(chan error, 1)
 	go func() { errc <- l.server.Handshake() }()
 	if err := l.client.Handshake(); err != nil {

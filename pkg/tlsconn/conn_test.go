@@ -7,17 +7,10 @@ package tlsconn
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os/exec"
@@ -27,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/internal/testcert"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -40,26 +34,12 @@ var (
 // certs makes a self-signed RSA and an ECDSA certificate for "kwatch.test".
 func certs(t testing.TB) (rsaC, ecC tls.Certificate) {
 	certOnce.Do(func() {
-		rk, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
+		var err error
+		if rsaCert, err = testcert.New(testcert.RSA, "kwatch.test"); err != nil {
 			panic(err)
 		}
-		ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
+		if ecCert, err = testcert.New(testcert.ECDSA, "kwatch.test"); err != nil {
 			panic(err)
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kwatch.test"},
-			DNSNames: []string{"kwatch.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-		for _, k := range []struct {
-			priv any
-			pub  any
-			out  *tls.Certificate
-		}{{rk, &rk.PublicKey, &rsaCert}, {ek, &ek.PublicKey, &ecCert}} {
-			der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.pub, k.priv)
-			if err != nil {
-				panic(err)
-			}
-			*k.out = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k.priv}
 		}
 	})
 	return rsaCert, ecCert

@@ -32,20 +32,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -56,6 +48,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/internal/e2e"
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 func main() {
@@ -155,25 +148,19 @@ func gzipped(scenario string) bool { return scenario == "h2c-gzip" || scenario =
 // for the h2c ones): a fresh self-signed certificate (ECDSA, or RSA for
 // the ECDHE-RSA suite), and the client's keys logged to keyLog.
 func tlsConfigs(scenario string, keyLog io.Writer) (server, client *tls.Config, err error) {
-	var priv crypto.Signer
+	var cert tls.Certificate
 	switch scenario {
 	case "tls13-h2":
-		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		cert, err = testcert.New(testcert.ECDSA, "kwatch-replay")
 	case "tls12-h1":
-		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+		cert, err = testcert.New(testcert.RSA, "kwatch-replay")
 	default:
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kwatch-replay"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
-	if err != nil {
-		return nil, nil, err
-	}
-	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}}}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}}
 	client = &tls.Config{InsecureSkipVerify: true, KeyLogWriter: keyLog}
 	if scenario == "tls12-h1" {
 		server.MaxVersion = tls.VersionTLS12
