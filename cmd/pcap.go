@@ -73,9 +73,11 @@ how it ends: 0 or 1).`,
   kwatch pcap --follow watch.pcap
 
   # Decrypt a capture of the API server's TLS port with the client's key log
-  SSLKEYLOGFILE=keys.log curl -sk -N --http2 -H "Authorization: Bearer $TOKEN" \
-    'https://127.0.0.1:6443/api/v1/namespaces/default/configmaps?watch=1'
-  kwatch pcap --tls-keylog keys.log api.pcap
+  # (curl from an address of its own, so that the capture holds it alone)
+  tcpdump -i lo -s 0 -U --immediate-mode -w api.pcap 'host 127.9.9.9 and port 6443' &
+  SSLKEYLOGFILE=keys.log curl -sk -N --http2 --interface 127.9.9.9 -H "Authorization: Bearer $TOKEN" \
+    'https://127.0.0.1:6443/api/v1/namespaces/default/configmaps?watch=1' &
+  kwatch pcap --tls-keylog keys.log api.pcap     # once curl and tcpdump are stopped
 
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
@@ -199,7 +201,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	keys := keylog.New()
 	if path := o.tlsKeylog; path != "" {
-		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
+		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) && (o.follow || o.file == "-") {
 			// A client may be about to write it (kwatch pcap - from
 			// tcpdump, or --follow): read when it appears.
 			fmt.Fprintf(streams.ErrOut, "kwatch: --tls-keylog %s does not exist yet; it is read when it appears\n", path)

@@ -117,6 +117,12 @@ unusable kubeconfig.`,
   kwatch stream configmaps --record session.pcap
   kwatch pcap session.pcap
 
+  # Straight to the API server: record the TLS bytes with their keys inside
+  # (the file decrypts to the token: keep it as a kubeconfig), and write the
+  # keys to a key log for a tcpdump capture taken meanwhile
+  kwatch stream configmaps --kubeconfig ~/.kube/config --record session.pcapng --tls-keylog keys.log
+  kwatch pcap session.pcapng
+
   # An exact watch path, as curl would request it
   kwatch stream --raw '/api/v1/namespaces/default/configmaps?watch=1'
 

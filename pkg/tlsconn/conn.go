@@ -474,8 +474,11 @@ func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
 	}
 	if err != nil {
 		why := "the key in the key log is not this connection's, or the record was changed"
-		if h.lost > 0 {
+		switch {
+		case h.lost > 0:
 			why = "bytes lost before it in the capture took the record sequence with them"
+		case h.decrypted > 0:
+			why = "earlier records decrypted with this key: this one was changed, or records before it went missing unseen"
 		}
 		c.problem(h, h.off, t, "TLS record does not authenticate",
 			fmt.Sprintf("%d-byte record with sequence number %d: %v", len(body), seq, err), why, false)
@@ -719,9 +722,11 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 			s := suites[sh.CipherSuite]
 			if s == nil || s.tls13 != c.tls13 {
 				c.unsup = true
-				c.problem(h, h.off, t, "TLS cipher suite not decrypted",
-					fmt.Sprintf("%s negotiated %s", tlsrec.VersionName(sh.Version), suiteName(sh.CipherSuite)),
-					"kwatch decrypts AES-GCM and ChaCha20-Poly1305 suites", false)
+				if c.opt.Keys.Given() {
+					c.problem(h, h.off, t, "TLS cipher suite not decrypted",
+						fmt.Sprintf("%s negotiated %s", tlsrec.VersionName(sh.Version), suiteName(sh.CipherSuite)),
+						"kwatch decrypts AES-GCM and ChaCha20-Poly1305 suites", false)
+				}
 				c.noteUndecoded(t, "cipher suite "+suiteName(sh.CipherSuite)+" is not one kwatch decrypts")
 				return
 			}
