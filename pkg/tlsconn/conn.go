@@ -681,7 +681,11 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 	if h.hsLost {
 		return
 	}
+	off := h.off // the record's: where its problems are
 	h.hs.feed(p, func(typ byte, body []byte) {
+		if h.dead || c.gaveUp {
+			return // the connection was given up by an earlier message
+		}
 		switch typ {
 		case msgClientHello:
 			if h.server || protected || body == nil {
@@ -690,7 +694,7 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 			ch, err := tlsrec.ParseClientHello(body)
 			if err != nil {
 				c.helloErr = "TLS handshake whose ClientHello could not be read (" + err.Error() + ")"
-				c.helloProblem(h, t, err)
+				c.helloProblem(h, off, t, err)
 				c.giveUp(h, t, "")
 				return
 			}
@@ -707,7 +711,7 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 				if c.ch != nil {
 					c.helloErr += ", after a ClientHello (" + c.ch.String() + ")"
 				}
-				c.helloProblem(h, t, err)
+				c.helloProblem(h, off, t, err)
 				c.giveUp(h, t, "")
 				return
 			}
@@ -723,7 +727,7 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 			if s == nil || s.tls13 != c.tls13 {
 				c.unsup = true
 				if c.opt.Keys.Given() {
-					c.problem(h, h.off, t, "TLS cipher suite not decrypted",
+					c.problem(h, off, t, "TLS cipher suite not decrypted",
 						fmt.Sprintf("%s negotiated %s", tlsrec.VersionName(sh.Version), suiteName(sh.CipherSuite)),
 						"kwatch decrypts AES-GCM and ChaCha20-Poly1305 suites", false)
 				}
@@ -755,7 +759,9 @@ func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
 		}
 	})
 	if h.hs.err != "" {
-		c.problem(h, h.off, t, "TLS handshake message too long", h.hs.err, "", true)
+		if !h.dead && !c.gaveUp {
+			c.problem(h, off, t, "TLS handshake message too long", h.hs.err, "", true)
+		}
 		h.hs.err = ""
 	}
 }
@@ -982,9 +988,9 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 
 // helloProblem reports a hello that does not parse, when there are keys to
 // decrypt with (without, the connection's note says it).
-func (c *Conn) helloProblem(h *half, t time.Time, err error) {
+func (c *Conn) helloProblem(h *half, off int64, t time.Time, err error) {
 	if c.opt.Keys.Given() {
-		c.problem(h, h.off, t, "TLS hello does not parse", err.Error(), "the connection cannot be decrypted", false)
+		c.problem(h, off, t, "TLS hello does not parse", err.Error(), "the connection cannot be decrypted", false)
 	}
 }
 
