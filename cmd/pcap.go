@@ -49,8 +49,8 @@ func newPcapCommand(streams IOStreams) *cobra.Command {
 		Use:   "pcap FILE",
 		Short: "Decode watch events and their chunks from a packet capture",
 		Long: `Read a pcap or pcapng capture (gzip'd or not; "-" reads stdin), reassemble its
-TCP connections, parse HTTP/1.1 and decode the chunked framing of every watch
-response into watch events, each shown with the chunk(s) that carried it.
+TCP connections, parse HTTP/1.1 (and HTTP/2) and decode every watch response
+into watch events, each shown with the chunk(s) (or DATA frames) that carried it.
 
 Link types: Ethernet, Linux SLL and SLL2 (tcpdump -i any), BSD loopback (macOS
 lo0), raw IP; IPv4 and IPv6. TLS connections (e.g. straight to the API server's
