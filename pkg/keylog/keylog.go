@@ -99,6 +99,7 @@ type Log struct {
 	lines   int      // lines kept
 	dropped int      // connections whose secrets were forgotten (DefaultMaxLines)
 	order   []Random // connections in the order of their first line
+	max     int      // lines held at most (DefaultMaxLines)
 	errs    []*LineError
 	nerrs   int
 	files   []*watchedFile
@@ -120,7 +121,7 @@ type watchedFile struct {
 const maxErrs = 16
 
 // New returns an empty Log.
-func New() *Log { return &Log{secrets: map[Random]*Secrets{}} }
+func New() *Log { return &Log{secrets: map[Random]*Secrets{}, max: DefaultMaxLines} }
 
 // AddFile reads the key log file at path and remembers it: a later Lookup
 // that finds no secrets re-reads the file from where it was left, when it
@@ -332,7 +333,7 @@ func (l *Log) addLine(line []byte, source string, n int) {
 	l.secrets[r] = s
 	*slot = secret
 	l.gen++
-	for l.lines > DefaultMaxLines && len(l.order) > 1 {
+	for l.lines > l.max && len(l.order) > 1 {
 		l.forgetOldest()
 	}
 }

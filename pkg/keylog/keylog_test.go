@@ -2,6 +2,7 @@ package keylog
 
 import (
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +123,28 @@ func TestLastLineWithoutLF(t *testing.T) {
 	copy(r[:], mustHex(random))
 	if s, ok := l.Lookup(r); !ok || len(s.Master) != 48 {
 		t.Fatalf("%+v %v", s, ok)
+	}
+}
+
+// TestForgetsOldest: past its bound a Log forgets the secrets of the
+// connections logged first, so that a key log appended to for months
+// keeps its newest.
+func TestForgetsOldest(t *testing.T) {
+	l := New()
+	l.max = 4
+	var text strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&text, "CLIENT_RANDOM %064x %s\n", i, strings.Repeat("22", 48))
+	}
+	l.Add([]byte(text.String()), "keys.log")
+	for i := range 6 {
+		var r Random
+		r[31] = byte(i)
+		if _, ok := l.Lookup(r); ok != (i >= 2) {
+			t.Errorf("connection %d: found %v", i, ok)
+		}
+	}
+	if conns, dropped, _, _ := l.Stats(); conns != 4 || dropped != 2 {
+		t.Errorf("%d connections kept, %d forgotten; want 4 and 2", conns, dropped)
 	}
 }
