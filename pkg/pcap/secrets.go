@@ -137,9 +137,11 @@ func (s *secretsTap) endBlock() {
 	if typ != secretsTLSKeyLog {
 		return // WireGuard, ZigBee, … keys: not kwatch's
 	}
-	if n > int64(len(b)-8) {
+	// After the secrets type and length: the secrets, padding, options
+	// and the block's trailing total length.
+	if room := int64(len(b) - 8 - 4); n > room {
 		s.keys.Add(nil, "pcapng") // a key log was given, if unread
-		s.addProblem(fmt.Sprintf("Decryption Secrets Block %d (at byte %d of the file) says %d bytes of secrets but holds %d", s.blocks, s.start, n, len(b)-8))
+		s.addProblem(fmt.Sprintf("Decryption Secrets Block %d (at byte %d of the file) says %d bytes of secrets but holds %d", s.blocks, s.start, n, max(room, 0)))
 		return
 	}
 	s.keys.Add(b[8:8+n], fmt.Sprintf("pcapng Decryption Secrets Block %d", s.blocks))
