@@ -157,7 +157,7 @@ unusable kubeconfig.`,
 	fs.BoolVar(&o.cbor, "cbor", false, "ask for CBOR watch events (Accept: application/cbor; the server answers application/cbor-seq; alpha in Kubernetes 1.37: the API server needs the feature gate CBORServingAndStorage, and a server without it is watched as JSON)")
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
-	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of the watch connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
+	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))

@@ -101,7 +101,10 @@ type Client struct {
 	Namespace string
 
 	watchHTTP *http.Client
-	sink      *lockedSink
+	// apiHTTP, when set, carries discovery and LIST instead of client-go's
+	// own transport: one whose TLS keys go to ConnectOptions.KeyLog.
+	apiHTTP *http.Client
+	sink    *lockedSink
 	http2     bool
 	httpOpt   httpconn.Options
 }
@@ -189,6 +192,20 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	proxyFunc := http.ProxyFromEnvironment
 	if cfg.Proxy != nil { // --proxy-url or the kubeconfig's proxy-url
 		proxyFunc = cfg.Proxy
+	}
+	if opt.KeyLog != nil && tlsCfg != nil {
+		// Discovery and LIST on a transport of kwatch's own, as
+		// client-go's but for the key log (client-go has no option for
+		// one), so that a capture of all of kwatch's connections decrypts.
+		api := tlsCfg.Clone()
+		api.KeyLogWriter = keyLogWriter{opt.KeyLog}
+		tr := &http.Transport{Proxy: proxyFunc, TLSClientConfig: api, DialContext: dial, ForceAttemptHTTP2: true,
+			TLSHandshakeTimeout: 10 * time.Second, MaxIdleConnsPerHost: 25, DisableCompression: opt.DisableCompression}
+		rt, err := rest.HTTPWrappersForConfig(cfg, tr)
+		if err != nil {
+			return nil, err
+		}
+		c.apiHTTP = &http.Client{Transport: rt}
 	}
 	if opt.HTTP2 {
 		// HTTP/2 on a TLS connection kwatch makes itself (ALPN h2), so
@@ -332,7 +349,7 @@ func (c *Client) Resolve(ctx context.Context, arg string) (Resource, error) {
 }
 
 func (c *Client) resolve(arg string) (Resource, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	dc, err := c.discovery()
 	if err != nil {
 		return Resource{}, err
 	}
@@ -367,7 +384,20 @@ func (c *Client) resolve(arg string) (Resource, error) {
 // serializer added (client-go rest.Config's default codec factory).
 var cborCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
 
-func (c *Client) dynamic() (dynamic.Interface, error) { return dynamic.NewForConfig(c.Config) }
+func (c *Client) dynamic() (dynamic.Interface, error) {
+	if c.apiHTTP != nil {
+		return dynamic.NewForConfigAndClient(c.Config, c.apiHTTP)
+	}
+	return dynamic.NewForConfig(c.Config)
+}
+
+// discovery returns a discovery client on apiHTTP when there is one.
+func (c *Client) discovery() (*discovery.DiscoveryClient, error) {
+	if c.apiHTTP != nil {
+		return discovery.NewDiscoveryClientForConfigAndClient(c.Config, c.apiHTTP)
+	}
+	return discovery.NewDiscoveryClientForConfig(c.Config)
+}
 
 // watchREST returns a REST client on the tapped HTTP client.
 func (c *Client) watchREST() (*rest.RESTClient, error) {

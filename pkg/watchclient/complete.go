@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -49,7 +48,7 @@ func (c *Client) Namespaces(ctx context.Context) ([]string, error) {
 // ("configmaps", "deployments.apps"), sorted, for shell completion of
 // RESOURCE. Groups the server could not list are left out.
 func (c *Client) Watchable(ctx context.Context) ([]string, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	dc, err := c.discovery()
 	if err != nil {
 		return nil, err
 	}
