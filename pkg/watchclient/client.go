@@ -105,8 +105,8 @@ type Client struct {
 	// own transport: one whose TLS keys go to ConnectOptions.KeyLog.
 	apiHTTP *http.Client
 	sink    *lockedSink
-	http2     bool
-	httpOpt   httpconn.Options
+	http2   bool
+	httpOpt httpconn.Options
 }
 
 // watchReadBuffer is the watch connections' read buffer, in bytes. The
