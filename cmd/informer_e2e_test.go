@@ -137,11 +137,24 @@ func TestPcapInformerWatchList(t *testing.T) {
 
 // startCapture starts tcpdump on the port of the test's own kubectl proxy,
 // so that the capture holds the test's connections alone, and returns a
-// function that stops it and returns the capture. tcpdump says "listening"
-// before it captures, and holds packets back until they are processed: it
-// is known ready once a request to the proxy is in its file (-U writes each
-// packet), and complete once a request made after the test's traffic is.
+// function that stops it and returns the capture (see tcpdumpCapture).
 func startCapture(t *testing.T, proxy *testProxy) func() []byte {
+	t.Helper()
+	// A marker: a request to the proxy, an exchange of about 1.5 KB.
+	return tcpdumpCapture(t, fmt.Sprintf("tcp port %d", proxy.port), 1000, func() {
+		if resp, err := http.Get(proxy.url + "/version"); err == nil {
+			resp.Body.Close()
+		}
+	})
+}
+
+// tcpdumpCapture starts tcpdump on lo with filter and returns a function
+// that stops it and returns the capture. tcpdump says "listening" before it
+// captures, and holds packets back until they are processed: it is known
+// ready once marker's traffic (at least markBytes of the file) is in its
+// file (-U writes each packet), and complete once marker's traffic made
+// after the test's is.
+func tcpdumpCapture(t *testing.T, filter string, markBytes int64, marker func()) func() []byte {
 	t.Helper()
 	tcpdump, err := exec.LookPath("tcpdump")
 	if err != nil {
@@ -149,7 +162,7 @@ func startCapture(t *testing.T, proxy *testProxy) func() []byte {
 	}
 	file := filepath.Join(t.TempDir(), "capture.pcap")
 	var tdErr syncBuffer
-	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, fmt.Sprintf("tcp port %d", proxy.port))
+	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, filter)
 	td.Stderr = &tdErr
 	if err := td.Start(); err != nil {
 		t.Fatal(err)
@@ -170,23 +183,20 @@ func startCapture(t *testing.T, proxy *testProxy) func() []byte {
 		}
 		return fi.Size()
 	}
-	// A marker request, until its packets are in the file.
 	mark := func(what string) {
 		before := written()
 		deadline := time.Now().Add(20 * time.Second)
-		for written() < before+1000 { // an exchange of about 1.5 KB
-			if resp, err := http.Get(proxy.url + "/version"); err == nil {
-				resp.Body.Close()
-			}
+		for written() < before+markBytes {
+			marker()
 			if time.Now().After(deadline) {
 				t.Fatalf("tcpdump did not capture %s: %s", what, tdErr.String())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	mark("its first request")
+	mark("a first marker")
 	return func() []byte {
-		mark("the last request")
+		mark("a last marker")
 		stop()
 		data, err := os.ReadFile(file)
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,64 +56,17 @@ func apiServerAddr(t *testing.T, cfg *rest.Config) string {
 
 // startTLSCapture starts tcpdump on lo for the TCP connections between src
 // and the API server's address api, and returns a function that stops it
-// and returns the capture. Readiness and completeness are known the way
-// startCapture knows them: a connection from src made before and after the
-// client's traffic is in the file.
+// and returns the capture; the marker is a connection from src (its
+// handshake and close, about 300 bytes of the file).
 func startTLSCapture(t *testing.T, api, src string) func() []byte {
 	t.Helper()
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		t.Skip("tcpdump is not installed (.ci/run installs it)")
-	}
-	host, port, _ := net.SplitHostPort(api)
-	_ = host
-	file := filepath.Join(t.TempDir(), "capture.pcap")
-	var tdErr syncBuffer
-	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, fmt.Sprintf("host %s and tcp port %s", src, port))
-	td.Stderr = &tdErr
-	if err := td.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = td.Process.Signal(syscall.SIGINT)
-			_ = td.Wait()
+	_, port, _ := net.SplitHostPort(api)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return tcpdumpCapture(t, fmt.Sprintf("host %s and tcp port %s", src, port), 300, func() {
+		if c, err := d.Dial("tcp", api); err == nil {
+			c.Close()
 		}
-	}
-	t.Cleanup(stop)
-	written := func() int64 {
-		fi, err := os.Stat(file)
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
-	mark := func(what string) {
-		before := written()
-		deadline := time.Now().Add(20 * time.Second)
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		for written() < before+300 { // a handshake and its close
-			if c, err := d.Dial("tcp", api); err == nil {
-				c.Close()
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("tcpdump did not capture %s: %s", what, tdErr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	mark("a first connection")
-	return func() []byte {
-		mark("a last connection")
-		stop()
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	})
 }
 
 // decodedWatch is what kwatch pcap decoded of one watch exchange.
@@ -621,52 +573,24 @@ func TestStreamRecordTLS(t *testing.T) {
 // are said to be undecryptable, and are not this test's business.
 func TestStreamTLSKeylogCapture(t *testing.T) {
 	env := e2e.Cluster(t)
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		t.Skip("tcpdump is not installed (.ci/run installs it)")
-	}
 	ns := env.Namespace(t)
 	api := apiServerAddr(t, env.RESTConfig(t))
 	_, port, _ := net.SplitHostPort(api)
-	dir := t.TempDir()
-	file, keyFile := filepath.Join(dir, "api.pcap"), filepath.Join(dir, "keys.log")
-	var tdErr syncBuffer
-	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-B", "65536", "-w", file, "tcp port "+port)
-	td.Stderr = &tdErr
-	if err := td.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = td.Process.Kill(); _ = td.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(tdErr.String(), "listening on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("tcpdump did not start: %s", tdErr.String())
+	keyFile := filepath.Join(t.TempDir(), "keys.log")
+	capture := tcpdumpCapture(t, "tcp port "+port, 300, func() {
+		if c, err := net.Dial("tcp", api); err == nil {
+			c.Close()
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--tls-keylog", keyFile, "-o", "json")
 	writeAndCheck(t, env, s, ns, "keylog")
 	if code := s.stop(t); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, s.errOut.String())
 	}
-	// The last packets are in the file once a connection made after
-	// them is (tcpdump -U writes each packet as it comes).
-	fi, _ := os.Stat(file)
-	before := fi.Size()
-	for {
-		if c, err := net.Dial("tcp", api); err == nil {
-			c.Close()
-		}
-		if fi, err := os.Stat(file); err == nil && fi.Size() > before+300 {
-			break
-		}
-		if time.Now().After(deadline.Add(20 * time.Second)) {
-			t.Fatalf("tcpdump did not capture the last connection: %s", tdErr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	file := filepath.Join(t.TempDir(), "api.pcap")
+	if err := os.WriteFile(file, capture(), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	_ = td.Process.Signal(syscall.SIGINT)
-	_ = td.Wait()
 	key := func(ev map[string]any) string {
 		return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], ev["chunks"])
 	}
