@@ -318,6 +318,41 @@ for ev in w.stream(api.list_namespaced_config_map, sys.argv[2], timeout_seconds=
         w.stop()
 `
 
+// runPythonWatch runs pythonWatch with args (and env added to the
+// environment) until its two initial events are printed, then creates and
+// deletes the ConfigMap "later" in ns, and returns the lines the Python
+// client printed once it stopped after its events.
+func runPythonWatch(t *testing.T, cs kubernetes.Interface, ns string, env []string, args ...string) []string {
+	t.Helper()
+	var out, errOut syncBuffer
+	py := exec.Command("/usr/bin/python3", append([]string{"-c", pythonWatch}, args...)...)
+	py.Env = append(os.Environ(), env...)
+	py.Stdout, py.Stderr = &out, &errOut
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < 2 {
+		if time.Now().After(deadline) {
+			_ = py.Process.Kill()
+			_ = py.Wait()
+			t.Fatalf("the Python watch printed %q; stderr %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Wait(); err != nil {
+		t.Fatalf("the Python watch: %v; stderr %s", err, errOut.String())
+	}
+	return strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
 // TestPcapPythonWatch captures a python3-kubernetes watch loop through
 // kubectl proxy and checks that kwatch pcap decodes exactly the events the
 // Python client received, in order.
@@ -337,28 +372,7 @@ func TestPcapPythonWatch(t *testing.T) {
 	}
 	proxy := newProxy(t, env)
 	capture := startCapture(t, proxy)
-	var out, errOut syncBuffer
-	py := exec.Command(python, "-c", pythonWatch, proxy.url, ns, "4")
-	py.Stdout, py.Stderr = &out, &errOut
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out.String(), "\n") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Python watch printed %q; stderr %s", out.String(), errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Wait(); err != nil {
-		t.Fatalf("the Python watch: %v; stderr %s", err, errOut.String())
-	}
+	printed := runPythonWatch(t, cs, ns, nil, proxy.url, ns, "4")
 	data := capture()
 	var decoded []string
 	sink := record.SinkFunc(func(r record.Record) {
@@ -369,7 +383,6 @@ func TestPcapPythonWatch(t *testing.T) {
 	if _, err := pcap.Read(ctx, bytes.NewReader(data), pcap.Options{Name: "python-watch.pcap"}, sink); err != nil {
 		t.Fatal(err)
 	}
-	printed := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if fmt.Sprint(decoded) != fmt.Sprint(printed) {
 		t.Errorf("decoded %v\nthe Python client received %v", decoded, printed)
 	}

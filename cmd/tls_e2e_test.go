@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -449,29 +448,7 @@ func TestPcapTLSPython(t *testing.T) {
 	api, src := apiServerAddr(t, cfg), sourceAddr()
 	keyFile := filepath.Join(t.TempDir(), "keys.log")
 	capture := startTLSCapture(t, api, src)
-	var out, errOut syncBuffer
-	py := exec.Command(python, "-c", pythonWatch, cfg.Host, ns, "4", cfg.BearerToken, src)
-	py.Env = append(os.Environ(), "SSLKEYLOGFILE="+keyFile)
-	py.Stdout, py.Stderr = &out, &errOut
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out.String(), "\n") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Python watch printed %q; stderr %s", out.String(), errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Wait(); err != nil {
-		t.Fatalf("the Python watch: %v; stderr %s", err, errOut.String())
-	}
+	printed := runPythonWatch(t, cs, ns, []string{"SSLKEYLOGFILE=" + keyFile}, cfg.Host, ns, "4", cfg.BearerToken, src)
 	data := capture()
 	watches, suites, problems := decodeTLS(t, data, keyFile)
 	if len(suites) != 1 || len(watches) != 1 {
@@ -480,7 +457,6 @@ func TestPcapTLSPython(t *testing.T) {
 	if dw := watches[0]; dw.http2 || dw.chunks == 0 {
 		t.Errorf("HTTP/2 %v, %d chunks; want HTTP/1.1 chunks", dw.http2, dw.chunks)
 	}
-	printed := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if fmt.Sprint(watches[0].events) != fmt.Sprint(printed) {
 		t.Errorf("decoded %v\nthe Python client received %v", watches[0].events, printed)
 	}
