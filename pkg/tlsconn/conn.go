@@ -265,8 +265,8 @@ func (c *Conn) other(h *half) *half {
 	return c.cl
 }
 
-// hold bounds what a direction keeps waiting: past one record's worth, from
-// the shared budget, and never past maxWait.
+// hold bounds what a direction keeps: past unreservedBytes from the shared
+// budget, and, waiting for keys, never past maxWait.
 func (c *Conn) hold(h *half) {
 	if h.dead {
 		return
