@@ -590,9 +590,16 @@ func TestStreamTLSKeylogCapture(t *testing.T) {
 	if len(live) < 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
 		t.Errorf("live:\n%s\nfrom the capture:\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"))
 	}
+	// Only the watch's connection is this test's: the capture stops
+	// while others (kwatch's discovery on HTTP/2, anything else on the
+	// stack) may be in the middle of a frame, or have no key.
+	watchConn := map[any]bool{}
+	for _, ev := range events(rec.records(t), "") {
+		watchConn[ev["connection"]] = true
+	}
 	for _, p := range ofRecord(rec.records(t), "problem") {
-		if p["problem"] != "no TLS key for this connection" {
-			t.Errorf("problem: %v", p)
+		if watchConn[p["connection"]] {
+			t.Errorf("problem on the watch's connection: %v", p)
 		}
 	}
 }
