@@ -41,12 +41,7 @@ func TestPcapInformerWatchList(t *testing.T) {
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
-	for _, n := range []string{"pre-a", "pre-b", "pre-c"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n},
-			Data: map[string]string{"k": strings.Repeat("v", 300)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, map[string]string{"k": strings.Repeat("v", 300)}, "pre-a", "pre-b", "pre-c")
 	proxy := newProxy(t, env)
 
 	capture := startCapture(t, proxy)
@@ -58,38 +53,10 @@ func TestPcapInformerWatchList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log handlerLog // what the handlers received, in order
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().ConfigMaps().Informer()
-	note := func(typ string, obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			log.add(typ + " " + cm.Name + " " + cm.ResourceVersion)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { note("ADDED", o) },
-		UpdateFunc: func(_, o any) { note("MODIFIED", o) },
-		DeleteFunc: func(o any) { note("DELETED", o) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	stopCh := make(chan struct{})
-	factory.Start(stopCh)
-	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "pre-a", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	log, _, stop := startConfigMapInformer(t, client, ns)
+	changeConfigMaps(t, cs, ns)
 	log.wait(t, 6)
-	close(stopCh)
-	factory.Shutdown()
+	stop()
 	data := capture()
 	var got []string
 	var problems []string
@@ -120,18 +87,71 @@ func TestPcapInformerWatchList(t *testing.T) {
 	if !gzipped || !initialEnd || len(problems) > 0 {
 		t.Errorf("gzip'd protobuf watch %v, initial-events-end %v, problems %v; events %v", gzipped, initialEnd, problems, got)
 	}
-	// The initial adds as a set (the informer's order is its own), then
-	// the bookmark, then the changes in order.
-	seen := log.list()
-	k := slices.Index(got, "BOOKMARK initial-events-end")
-	if k != 3 {
-		t.Fatalf("decoded %v; want 3 initial ADDED, the bookmark, then the changes", got)
+	checkInformerEvents(t, got, log.list())
+}
+
+// startConfigMapInformer starts a ConfigMap informer in ns with client-go's
+// defaults (a streaming list) and returns what its handlers receive, in
+// order ("ADDED NAME RV"), the informer once it synced, and what stops it.
+func startConfigMapInformer(t *testing.T, client kubernetes.Interface, ns string) (*handlerLog, cache.SharedIndexInformer, func()) {
+	t.Helper()
+	log := &handlerLog{}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	note := func(typ string, obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			log.add(typ + " " + cm.Name + " " + cm.ResourceVersion)
+		}
 	}
-	initialGot, initialSeen := slices.Clone(got[:3]), slices.Clone(seen[:3])
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { note("ADDED", o) },
+		UpdateFunc: func(_, o any) { note("MODIFIED", o) },
+		DeleteFunc: func(o any) { note("DELETED", o) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopCh := make(chan struct{})
+	factory.Start(stopCh)
+	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	return log, inf, func() {
+		close(stopCh)
+		factory.Shutdown()
+	}
+}
+
+// changeConfigMaps makes three changes in ns, after pre-a and pre-b were
+// created: creates "later", patches pre-a, deletes pre-b.
+func changeConfigMaps(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "pre-a", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkInformerEvents compares the events kwatch decoded of an informer's
+// streaming list of three objects (the initial-events-end bookmark as
+// "BOOKMARK initial-events-end") with what its handlers saw: the initial
+// adds as a set (the informer's order is its own), then the bookmark, then
+// the changes in order.
+func checkInformerEvents(t *testing.T, decoded, seen []string) {
+	t.Helper()
+	if k := slices.Index(decoded, "BOOKMARK initial-events-end"); k != 3 {
+		t.Fatalf("decoded %v; want 3 initial ADDED, the bookmark, then the changes", decoded)
+	}
+	initialGot, initialSeen := slices.Clone(decoded[:3]), slices.Clone(seen[:3])
 	slices.Sort(initialGot)
 	slices.Sort(initialSeen)
-	if fmt.Sprint(initialGot) != fmt.Sprint(initialSeen) || fmt.Sprint(got[4:]) != fmt.Sprint(seen[3:]) {
-		t.Errorf("decoded %v\nthe informer saw %v", got, seen)
+	if fmt.Sprint(initialGot) != fmt.Sprint(initialSeen) || fmt.Sprint(decoded[4:]) != fmt.Sprint(seen[3:]) {
+		t.Errorf("decoded %v\nthe informer's handlers saw %v", decoded, seen)
 	}
 }
 
@@ -215,11 +235,7 @@ func TestPcapKubectlGetWatch(t *testing.T) {
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
-	for _, n := range []string{"pre-a", "pre-b"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, nil, "pre-a", "pre-b")
 	proxy := newProxy(t, env)
 	capture := startCapture(t, proxy)
 	var out syncBuffer
@@ -318,6 +334,29 @@ for ev in w.stream(api.list_namespaced_config_map, sys.argv[2], timeout_seconds=
         w.stop()
 `
 
+// pythonPath is Debian's python3, where python3-kubernetes is.
+const pythonPath = "/usr/bin/python3"
+
+// needPython skips the test when Debian's python3-kubernetes is not
+// installed.
+func needPython(t *testing.T) {
+	t.Helper()
+	if err := exec.Command(pythonPath, "-c", "import kubernetes").Run(); err != nil {
+		t.Skip("Debian's python3-kubernetes is not installed (.ci/run installs it)")
+	}
+}
+
+// createConfigMaps creates ConfigMaps with the given names and data in ns.
+func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, data map[string]string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}, Data: data},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // runPythonWatch runs pythonWatch with args (and env added to the
 // environment) until its two initial events are printed, then creates and
 // deletes the ConfigMap "later" in ns, and returns the lines the Python
@@ -325,7 +364,7 @@ for ev in w.stream(api.list_namespaced_config_map, sys.argv[2], timeout_seconds=
 func runPythonWatch(t *testing.T, cs kubernetes.Interface, ns string, env []string, args ...string) []string {
 	t.Helper()
 	var out, errOut syncBuffer
-	py := exec.Command("/usr/bin/python3", append([]string{"-c", pythonWatch}, args...)...)
+	py := exec.Command(pythonPath, append([]string{"-c", pythonWatch}, args...)...)
 	py.Env = append(os.Environ(), env...)
 	py.Stdout, py.Stderr = &out, &errOut
 	if err := py.Start(); err != nil {
@@ -358,18 +397,11 @@ func runPythonWatch(t *testing.T, cs kubernetes.Interface, ns string, env []stri
 // Python client received, in order.
 func TestPcapPythonWatch(t *testing.T) {
 	env := e2e.Cluster(t)
-	python := "/usr/bin/python3" // Debian's, where python3-kubernetes is
-	if err := exec.Command(python, "-c", "import kubernetes").Run(); err != nil {
-		t.Skip("Debian's python3-kubernetes is not installed (.ci/run installs it)")
-	}
+	needPython(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
-	for _, n := range []string{"pre-a", "pre-b"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, nil, "pre-a", "pre-b")
 	proxy := newProxy(t, env)
 	capture := startCapture(t, proxy)
 	printed := runPythonWatch(t, cs, ns, nil, proxy.url, ns, "4")

@@ -233,11 +233,7 @@ func TestStreamWatchList(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
-	for _, n := range []string{"one", "two"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, nil, "one", "two")
 	for _, plain := range []bool{false, true} {
 		args := []string{"stream", "cm", "-n", ns, "--list-mode", "watch-list", "--proxy", env.ProxyURL, "-o", "json"}
 		if plain {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,10 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kwatch/kwatch/internal/e2e"
 	"github.com/kwatch/kwatch/pkg/keylog"
@@ -154,12 +151,7 @@ func testPcapTLSClientGo(t *testing.T, maxVersion uint16, suite string) {
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
-	for _, n := range []string{"pre-a", "pre-b", "pre-c"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n},
-			Data: map[string]string{"k": strings.Repeat("v", 300)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, map[string]string{"k": strings.Repeat("v", 300)}, "pre-a", "pre-b", "pre-c")
 	cfg := env.RESTConfig(t)
 	api, src := apiServerAddr(t, cfg), sourceAddr()
 	keyFile := filepath.Join(t.TempDir(), "keys.log")
@@ -187,26 +179,7 @@ func testPcapTLSClientGo(t *testing.T, maxVersion uint16, suite string) {
 
 	capture := startTLSCapture(t, api, src)
 
-	var log handlerLog
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().ConfigMaps().Informer()
-	note := func(typ string, obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			log.add(typ + " " + cm.Name + " " + cm.ResourceVersion)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { note("ADDED", o) },
-		UpdateFunc: func(_, o any) { note("MODIFIED", o) },
-		DeleteFunc: func(o any) { note("DELETED", o) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	stopCh := make(chan struct{})
-	factory.Start(stopCh)
-	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
+	log, inf, stop := startConfigMapInformer(t, client, ns)
 	// The plain Watch, from the informer's resourceVersion: changes only.
 	rv := inf.LastSyncResourceVersion()
 	w, err := client.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
@@ -223,21 +196,12 @@ func testPcapTLSClientGo(t *testing.T, maxVersion uint16, suite string) {
 			}
 		}
 	}()
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "pre-a", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "pre-b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	changeConfigMaps(t, cs, ns)
 	log.wait(t, 6)
 	plain.wait(t, 3)
 	w.Stop()
 	<-done
-	close(stopCh)
-	factory.Shutdown()
+	stop()
 	tr.CloseIdleConnections()
 	data := capture()
 
@@ -262,16 +226,7 @@ func testPcapTLSClientGo(t *testing.T, maxVersion uint16, suite string) {
 	if !strings.Contains(il.target, "sendInitialEvents=true") {
 		il, pw = pw, il
 	}
-	seen := log.list()
-	if k := slices.Index(il.events, "BOOKMARK initial-events-end"); k != 3 {
-		t.Fatalf("the informer's watch decoded as %v; want 3 initial ADDED, the bookmark, then the changes", il.events)
-	}
-	initialGot, initialSeen := slices.Clone(il.events[:3]), slices.Clone(seen[:3])
-	slices.Sort(initialGot)
-	slices.Sort(initialSeen)
-	if fmt.Sprint(initialGot) != fmt.Sprint(initialSeen) || fmt.Sprint(il.events[4:]) != fmt.Sprint(seen[3:]) {
-		t.Errorf("the informer's watch decoded as %v\nits handlers saw %v", il.events, seen)
-	}
+	checkInformerEvents(t, il.events, log.list())
 	if fmt.Sprint(pw.events) != fmt.Sprint(plain.list()) {
 		t.Errorf("the plain watch decoded as %v\nits ResultChan gave %v", pw.events, plain.list())
 	}
@@ -299,11 +254,7 @@ func testPcapTLSCurl(t *testing.T, proto string) {
 	cs := env.Clientset(t)
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps(ns)
-	for _, n := range []string{"pre-a", "pre-b"} {
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, nil, "pre-a", "pre-b")
 	cfg := env.RESTConfig(t)
 	if cfg.BearerToken == "" {
 		t.Skip("the stack's kubeconfig has no bearer token for curl")
@@ -429,18 +380,10 @@ func moveSecretsBlock(t *testing.T, ng []byte, n int) []byte {
 // received, in order, with their chunks.
 func TestPcapTLSPython(t *testing.T) {
 	env := e2e.Cluster(t)
-	python := "/usr/bin/python3" // Debian's, where python3-kubernetes is
-	if err := exec.Command(python, "-c", "import kubernetes").Run(); err != nil {
-		t.Skip("Debian's python3-kubernetes is not installed (.ci/run installs it)")
-	}
+	needPython(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
-	ctx := context.Background()
-	for _, n := range []string{"pre-a", "pre-b"} {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, nil, "pre-a", "pre-b")
 	cfg := env.RESTConfig(t)
 	if cfg.BearerToken == "" {
 		t.Skip("the stack's kubeconfig has no bearer token for the Python client")
