@@ -81,55 +81,23 @@ func ev(typ, name, rv string) []byte {
 	return []byte(fmt.Sprintf(`{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"default","resourceVersion":%q}}}`+"\n", typ, name, rv))
 }
 
-// conversation is both directions of a connection, as (client?, bytes)
-// pieces in the order they were sent.
-type piece struct {
-	client bool
-	p      []byte
-}
+// piece is bytes one side sent; a conversation is both directions of a
+// connection as pieces in the order they were sent.
+type piece = testutil.Piece
 
 // run feeds pieces to a new Conn, each cut into writes of at most step
 // bytes (0: whole), and returns its records as JSON lines.
 func run(t testing.TB, pieces []piece, step int, opt Options) []string {
-	var out []string
-	sink := record.SinkFunc(func(r record.Record) {
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%T %s", r, b))
-	})
+	sink, out := testutil.RecordLines(t)
 	c := New(&record.Conn{ID: 1}, sink, opt)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, pc := range pieces {
-		p := pc.p
-		for len(p) > 0 {
-			k := len(p)
-			if step > 0 {
-				k = min(k, step)
-			}
-			if pc.client {
-				c.ClientData(p[:k], t0)
-			} else {
-				c.ServerData(p[:k], t0)
-			}
-			p = p[k:]
-		}
-	}
+	testutil.Feed(pieces, step, t0, c.ClientData, c.ServerData)
 	c.CloseServer(httpconn.EndFIN, t0)
 	c.CloseClient(httpconn.EndFIN, t0)
-	return out
+	return *out
 }
 
-func count(lines []string, sub string) int {
-	n := 0
-	for _, l := range lines {
-		if strings.Contains(l, sub) {
-			n++
-		}
-	}
-	return n
-}
+var count = testutil.Count
 
 // TestTwoStreams: two watches interleaved on one connection, one event in
 // two DATA frames (with padding), events sharing a frame; any split of the
@@ -139,11 +107,11 @@ func TestTwoStreams(t *testing.T) {
 	var pieces []piece
 	flush := func() {
 		if c.buf.Len() > 0 {
-			pieces = append(pieces, piece{true, append([]byte(nil), c.buf.Bytes()...)})
+			pieces = append(pieces, piece{Client: true, P: append([]byte(nil), c.buf.Bytes()...)})
 			c.buf.Reset()
 		}
 		if s.buf.Len() > 0 {
-			pieces = append(pieces, piece{false, append([]byte(nil), s.buf.Bytes()...)})
+			pieces = append(pieces, piece{P: append([]byte(nil), s.buf.Bytes()...)})
 			s.buf.Reset()
 		}
 	}
@@ -205,7 +173,7 @@ func TestHeaderListBomb(t *testing.T) {
 	watchRequest(t, c, 3)
 	watchResponse(t, s, 3)
 	_ = s.fr.WriteData(3, true, ev("ADDED", "a", "101"))
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{MaxHeaderListBytes: 2048})
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, Options{MaxHeaderListBytes: 2048})
 	text := strings.Join(out, "\n")
 	if count(out, KindHeaderList) != 1 || count(out, "*record.Request") != 1 || count(out, `"Exchange":3,"Seq":1,`) != 1 {
 		t.Fatalf("want one header-list problem, stream 3's request and event:\n%s", text)
@@ -271,7 +239,7 @@ func TestHugeFrameBudget(t *testing.T) {
 	_ = s.fr.WriteData(1, true, ev("ADDED", "a", "101"))
 	srv.Write(s.buf.Bytes())
 	opt := Options{Events: carrier.Options{Budget: event.NewBudget(1 << 20)}}
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, srv.Bytes()}}, 1<<16, opt)
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: srv.Bytes()}}, 1<<16, opt)
 	text := strings.Join(out, "\n")
 	if count(out, event.KindBudget) != 1 || count(out, `"Type":"ADDED"`) != 1 || count(out, KindFrameSize) != 1 {
 		t.Fatalf("want a budget problem, a frame-size warning and the event after:\n%s", text)
@@ -332,7 +300,7 @@ func FuzzConn(f *testing.F) {
 		if !bytes.HasPrefix(client, []byte(ClientPreface)) {
 			client = append([]byte(ClientPreface), client...)
 		}
-		pieces := []piece{{true, client}, {false, server}}
+		pieces := []piece{{Client: true, P: client}, {P: server}}
 		whole := run(t, pieces, 0, Options{MaxHeaderListBytes: 4096})
 		step := 1 + int(uint64(seed)%17)
 		rng := rand.New(rand.NewSource(seed))
@@ -400,7 +368,7 @@ func TestResponseHeadersLost(t *testing.T) {
 	_ = s.fr.WriteData(3, false, ev("ADDED", "b", "102"))
 	_ = s.fr.WriteData(1, false, ev("ADDED", "a", "101"))
 	_ = s.fr.WriteData(3, true, ev("DELETED", "b", "103"))
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{})
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, Options{})
 	text := strings.Join(out, "\n")
 	if count(out, KindHPACK) != 1 || count(out, `(header block not decoded)`) != 1 ||
 		count(out, `"Exchange":3,"Seq":`) != 2 || count(out, `"Exchange":1,"Seq":`) != 1 {
@@ -419,7 +387,7 @@ func TestHPACKAmplification(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		s.headers(t, 1, false, 0, ":status", "103", "link", big) // indexed after the first
 	}
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, Options{})
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, Options{})
 	size := len(strings.Join(out, "\n"))
 	if count(out, KindHPACKBomb) != 1 || size > 2<<20 {
 		t.Fatalf("%d bytes of records, %d bomb problems; want one and under 2 MiB", size, count(out, KindHPACKBomb))
@@ -441,7 +409,7 @@ func TestSkippedDataFrame(t *testing.T) {
 	_ = s.fr.WriteData(1, false, big[30000:])
 	_ = s.fr.WriteData(1, true, ev("DELETED", "last", "6"))
 	opt := Options{Events: carrier.Options{Budget: event.NewBudget(20 << 10)}}
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 0, opt)
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, opt)
 	text := strings.Join(out, "\n")
 	if count(out, `"Type":"ADDED"`) != 0 || count(out, `"Type":"DELETED"`) != 1 || count(out, `"index":3,`) != 1 || count(out, event.KindBudget) == 0 {
 		t.Fatalf("want the ADDED event lost (its middle frame skipped) and DELETED in DATA frame 3:\n%s", text)
@@ -454,7 +422,7 @@ func TestResponseWithoutRequest(t *testing.T) {
 	s := newPeer(false)
 	watchResponse(t, s, 5)
 	_ = s.fr.WriteData(5, true, ev("ADDED", "a", "101"))
-	out := run(t, []piece{{true, []byte(ClientPreface)}, {false, s.buf.Bytes()}}, 0, Options{})
+	out := run(t, []piece{{Client: true, P: []byte(ClientPreface)}, {P: s.buf.Bytes()}}, 0, Options{})
 	if count(out, `"Exchange":5,"Seq":1,`) != 1 {
 		t.Fatalf("want stream 5's event:\n%s", strings.Join(out, "\n"))
 	}
@@ -467,7 +435,7 @@ func TestFrameErrorFlood(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		flood.Write([]byte{0, 0, 0, byte(http2.FramePing), 0, 0, 0, 0, 0}) // a PING must carry 8 bytes
 	}
-	out := run(t, []piece{{true, append([]byte(ClientPreface), flood.Bytes()...)}}, 0, Options{})
+	out := run(t, []piece{{Client: true, P: append([]byte(ClientPreface), flood.Bytes()...)}}, 0, Options{})
 	if n := count(out, KindFrame); n != maxFrameErrors+1 || count(out, "992 more frames from the client did not decode") != 1 {
 		t.Fatalf("%d frame problems:\n%s", n, strings.Join(out, "\n"))
 	}
@@ -482,7 +450,7 @@ func TestListFrames(t *testing.T) {
 	_ = s.fr.WriteSettingsAck()
 	watchResponse(t, s, 1)
 	_ = s.fr.WriteDataPadded(1, true, ev("ADDED", "a", "101"), make([]byte, 4))
-	out := run(t, []piece{{true, c.buf.Bytes()}, {false, s.buf.Bytes()}}, 3, Options{ListFrames: true})
+	out := run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 3, Options{ListFrames: true})
 	var frames []string
 	for _, l := range out {
 		if strings.Contains(l, `"Kind":"h2-frame"`) {

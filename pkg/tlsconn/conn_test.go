@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/internal/testcert"
+	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -167,42 +167,16 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 // follow feeds a connection's two directions to a Conn, client first, in
 // writes of step bytes (0: whole), and returns its records as text.
 func follow(t testing.TB, keys *keylog.Log, cl, sv []byte, step int) []string {
-	var out []string
-	sink := record.SinkFunc(func(r record.Record) {
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%T %s", r, b))
-	})
+	sink, out := testutil.RecordLines(t)
 	c := New(&record.Conn{ID: 1}, sink, Options{Keys: keys})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	feed := func(p []byte, f func([]byte, time.Time)) {
-		for len(p) > 0 {
-			k := len(p)
-			if step > 0 {
-				k = min(k, step)
-			}
-			f(p[:k], t0)
-			p = p[k:]
-		}
-	}
-	feed(cl, c.ClientData)
-	feed(sv, c.ServerData)
+	testutil.Feed([]testutil.Piece{{Client: true, P: cl}, {P: sv}}, step, t0, c.ClientData, c.ServerData)
 	c.CloseServer(httpconn.EndFIN, t0)
 	c.CloseClient(httpconn.EndFIN, t0)
-	return out
+	return *out
 }
 
-func count(lines []string, sub string) int {
-	n := 0
-	for _, l := range lines {
-		if strings.Contains(l, sub) {
-			n++
-		}
-	}
-	return n
-}
+var count = testutil.Count
 
 // TestSuites decrypts real crypto/tls sessions of every suite Go speaks
 // that kwatch decrypts, TLS 1.3 and TLS 1.2, whole and in small writes.
