@@ -408,11 +408,7 @@ func (s *side) process(p []byte, t time.Time) {
 		if s.c.other != nil && len(p) > 0 {
 			// The connection turned into HTTP/2 (Upgrade: h2c): the
 			// rest of these bytes are its.
-			if s.isServer {
-				s.c.other.ServerData(p, t)
-			} else {
-				s.c.other.ClientData(p, t)
-			}
+			s.forward(p, t)
 			return
 		}
 	}
@@ -468,32 +464,38 @@ func (c *Conn) startHTTP2(p []byte, t time.Time) {
 	c.rec.HTTP2 = true
 	c.other = c.opt.HTTP2(c.rec, c.sink)
 	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: "HTTP/2 (the client's connection preface)"})
-	c.other.ClientData(p, t)
-	if held := c.server.sniffBuf; len(held) > 0 && !c.server.seen {
-		c.server.sniffBuf, c.server.seen, c.server.dead = nil, true, true
-		c.other.ServerData(held, t)
-	}
+	c.handOver(c.client, p, t)
 }
 
 // startTLS hands the connection to the TLS follower: side s's first bytes p
 // (a TLS record) and whatever the other side sent that is held unsniffed.
 func (c *Conn) startTLS(s *side, p []byte, t time.Time) {
 	c.other = c.opt.TLS(c.rec, c.sink)
-	feed := func(server bool, b []byte) {
-		if server {
-			c.other.ServerData(b, t)
-		} else {
-			c.other.ClientData(b, t)
-		}
-	}
-	feed(s.isServer, p)
+	c.handOver(s, p, t)
+}
+
+// handOver gives the follower that took the connection over (c.other)
+// side s's first bytes p, then what the other side sent that is held
+// unsniffed.
+func (c *Conn) handOver(s *side, p []byte, t time.Time) {
+	s.forward(p, t)
 	o := c.server
 	if s.isServer {
 		o = c.client
 	}
 	if held := o.sniffBuf; len(held) > 0 && !o.seen {
 		o.sniffBuf, o.seen, o.dead = nil, true, true
-		feed(o.isServer, held)
+		o.forward(held, t)
+	}
+}
+
+// forward hands bytes of side s to the follower that took the connection
+// over.
+func (s *side) forward(p []byte, t time.Time) {
+	if s.isServer {
+		s.c.other.ServerData(p, t)
+	} else {
+		s.c.other.ClientData(p, t)
 	}
 }
 
