@@ -32,10 +32,6 @@ import (
 // curl received is decoded with client-go's own CBOR stream decoder.
 func TestPcapCurlCBORWatch(t *testing.T) {
 	env := e2e.Cluster(t)
-	curlBin, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatal("curl is needed (it is also needed by hack/cluster-up.sh)")
-	}
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	cms := cs.CoreV1().ConfigMaps(ns)
@@ -49,7 +45,7 @@ func TestPcapCurlCBORWatch(t *testing.T) {
 	capture := startCapture(t, proxy)
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
 		"resourceVersionMatch": {"NotOlderThan"}}
-	curl := startCurlWatch(t, "application/cbor-seq", nil, curlBin, "-sS", "-N", "--http1.1", "-H", "Accept: application/cbor",
+	curl := startCurlWatch(t, "application/cbor-seq", nil, "-sS", "-N", "--http1.1", "-H", "Accept: application/cbor",
 		"-H", "Accept-Encoding: gzip", proxy.url+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
 	waitEvents := curl.waitEvents
 	waitEvents(3) // pre-a, pre-b, the initial-events-end bookmark
@@ -120,8 +116,12 @@ type curlWatch struct {
 // startCurlWatch runs curl with args (the URL last) and env added to the
 // environment, writing the response to files; the body is decoded as
 // mediaType (after inflating gzip members).
-func startCurlWatch(t *testing.T, mediaType string, env []string, curl string, args ...string) *curlWatch {
+func startCurlWatch(t *testing.T, mediaType string, env []string, args ...string) *curlWatch {
 	t.Helper()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed (it is also needed by hack/cluster-up.sh)")
+	}
 	dir := t.TempDir()
 	c := &curlWatch{t: t, headers: filepath.Join(dir, "headers"), body: filepath.Join(dir, "body"), mediaType: mediaType}
 	url := args[len(args)-1]

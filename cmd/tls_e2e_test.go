@@ -246,10 +246,6 @@ func TestPcapTLSCurl(t *testing.T) {
 
 func testPcapTLSCurl(t *testing.T, proto string) {
 	env := e2e.Cluster(t)
-	curlBin, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatal("curl is needed (it is also needed by hack/cluster-up.sh)")
-	}
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
@@ -265,7 +261,7 @@ func testPcapTLSCurl(t *testing.T, proto string) {
 	capture := startTLSCapture(t, api, src)
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "sendInitialEvents": {"true"},
 		"resourceVersionMatch": {"NotOlderThan"}}
-	curl := startCurlWatch(t, "application/json", []string{"SSLKEYLOGFILE=" + keyFile}, curlBin, "-sS", "-N", proto, "-k",
+	curl := startCurlWatch(t, "application/json", []string{"SSLKEYLOGFILE=" + keyFile}, "-sS", "-N", proto, "-k",
 		"--interface", src, "-H", "Authorization: Bearer "+cfg.BearerToken, "-H", "Accept-Encoding: gzip",
 		cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?"+q.Encode())
 	waitEvents := curl.waitEvents

@@ -26,9 +26,7 @@ func TestAdd(t *testing.T) {
 		"garbage",
 		"",
 	}, "\n")), "keys.log")
-	var r Random
-	copy(r[:], mustHex(random))
-	s, ok := l.Lookup(r)
+	s, ok := l.Lookup(theRandom())
 	if !ok || len(s.ServerHandshake) != 32 || len(s.ClientTraffic) != 32 || s.ClientHandshake != nil || s.Source != "keys.log" {
 		t.Fatalf("lookup: %+v %v", s, ok)
 	}
@@ -50,17 +48,9 @@ func TestAdd(t *testing.T) {
 // TestFileGrows: a lookup that misses re-reads a key log file that a client
 // is still appending to, including a line that was half written before.
 func TestFileGrows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys.log")
 	line := "CLIENT_RANDOM " + random + " " + strings.Repeat("22", 48) + "\n"
-	if err := os.WriteFile(path, []byte(line[:40]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l := New()
-	if err := l.AddFile(path); err != nil {
-		t.Fatal(err)
-	}
-	var r Random
-	copy(r[:], mustHex(random))
+	l, path := fileLog(t, line[:40])
+	r := theRandom()
 	if _, ok := l.Lookup(r); ok {
 		t.Fatal("found a half-written line")
 	}
@@ -76,6 +66,28 @@ func TestFileGrows(t *testing.T) {
 	if _, _, _, n := l.Stats(); n != 0 {
 		t.Errorf("%d line errors", n)
 	}
+}
+
+// fileLog writes text to a key log file and returns a Log reading it, and
+// the file's path.
+func fileLog(t *testing.T, text string) (*Log, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.log")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := New()
+	if err := l.AddFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return l, path
+}
+
+// theRandom is random as a Random.
+func theRandom() Random {
+	var r Random
+	copy(r[:], mustHex(random))
+	return r
 }
 
 func mustHex(s string) []byte {
@@ -110,17 +122,8 @@ func TestUnsized(t *testing.T) {
 // TestLastLineWithoutLF: a key log whose last line lacks its LF still
 // gives that line's secret.
 func TestLastLineWithoutLF(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys.log")
-	line := "CLIENT_RANDOM " + random + " " + strings.Repeat("22", 48)
-	if err := os.WriteFile(path, []byte("# header\n"+line), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l := New()
-	if err := l.AddFile(path); err != nil {
-		t.Fatal(err)
-	}
-	var r Random
-	copy(r[:], mustHex(random))
+	l, _ := fileLog(t, "# header\nCLIENT_RANDOM "+random+" "+strings.Repeat("22", 48))
+	r := theRandom()
 	if s, ok := l.Lookup(r); !ok || len(s.Master) != 48 {
 		t.Fatalf("%+v %v", s, ok)
 	}
