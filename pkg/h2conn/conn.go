@@ -784,18 +784,17 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 	if n := s.frameErrs - maxFrameErrors; n > 0 {
 		s.problem("stream", -1, KindFrame, fmt.Sprintf("%d more frames from the %s did not decode (not listed)", n, s.name()), "", false, t)
 	}
-	if s.isServer {
-		s.c.healthLine(t)
-	}
-	if s.isServer && s.c.untracked > 0 {
-		s.c.note(t, fmt.Sprintf("%d streams were not followed: more than %d open at once (at most %d were)", s.c.untracked, DefaultMaxStreams, s.c.maxOpen))
-	}
 	if !s.dead && (s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need) {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}
 	if s.isServer {
 		how, detail := endText(how)
 		s.c.endStreams(how, detail, false, t)
+		// The connection's summary note comes after its streams' ends.
+		s.c.healthLine(t)
+		if s.c.untracked > 0 {
+			s.c.note(t, fmt.Sprintf("%d streams were not followed: more than %d open at once (at most %d were)", s.c.untracked, DefaultMaxStreams, s.c.maxOpen))
+		}
 	}
 }
 

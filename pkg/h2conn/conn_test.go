@@ -495,3 +495,30 @@ func TestRapidReset(t *testing.T) {
 		t.Fatalf("%d ends, %d streams kept, %d resets; want %d, 0, %d", ends, len(conn.streams), conn.resets, n, n)
 	}
 }
+
+// TestSummaryAfterStreamEnds: when the capture ends with a watch stream
+// still open, the stream's end comes before the connection's summary note.
+func TestSummaryAfterStreamEnds(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	watchRequest(t, c, 1)
+	watchResponse(t, s, 1)
+	_ = s.fr.WriteData(1, false, ev("ADDED", "a", "101"))
+	sink, out := testutil.RecordLines(t)
+	conn := New(&record.Conn{ID: 1}, sink, Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	testutil.Feed([]piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, t0, conn.ClientData, conn.ServerData)
+	conn.CloseServer(httpconn.EndCapture, t0)
+	conn.CloseClient(httpconn.EndCapture, t0)
+	end, note := -1, -1
+	for i, l := range *out {
+		if strings.Contains(l, `"How":"capture ended mid-stream"`) {
+			end = i
+		}
+		if strings.Contains(l, "HTTP/2 connection: 1 stream") {
+			note = i
+		}
+	}
+	if end < 0 || note < 0 || note < end {
+		t.Fatalf("want the stream's end (line %d) before the connection's note (line %d):\n%s", end, note, strings.Join(*out, "\n"))
+	}
+}
