@@ -515,10 +515,8 @@ func (p *Pretty) printSummary(s *record.Summary) {
 			}
 			parts = append(parts, retries)
 		}
-		parts = append(parts, countsLine(t.Events), plural(t.Chunks, "chunk"))
-		if t.Frames > 0 {
-			parts = append(parts, plural(t.Frames, "DATA frame"))
-		}
+		parts = append(parts, countsLine(t.Events))
+		parts = append(parts, carriersText(t)...)
 		parts = append(parts,
 			fmt.Sprintf("%d bytes read", s.Bytes),
 			s.Duration.Round(time.Millisecond).String(),
@@ -549,10 +547,8 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	if t.Watches != 1 {
 		watches = fmt.Sprintf("%d watches", t.Watches)
 	}
-	parts = append(parts, watches, countsLine(t.Events), plural(t.Chunks, "chunk"))
-	if t.Frames > 0 {
-		parts = append(parts, plural(t.Frames, "DATA frame"))
-	}
+	parts = append(parts, watches, countsLine(t.Events))
+	parts = append(parts, carriersText(t)...)
 	pw := fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning"))
 	if t.Problems+t.Warnings > 0 {
 		pw = p.cs.warning.Sprint(pw)
@@ -663,6 +659,20 @@ func Escape(s string) string {
 func isBidiOrSeparator(r rune) bool {
 	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) ||
 		(r >= 0x2066 && r <= 0x2069) || r == 0x2028 || r == 0x2029
+}
+
+// carriersText counts what carried the events: chunks, DATA frames, or
+// both when a capture holds HTTP/1.1 and HTTP/2 watches ("0 chunks" alone
+// when it holds neither).
+func carriersText(t *Tally) []string {
+	var parts []string
+	if t.Chunks > 0 || t.Frames == 0 {
+		parts = append(parts, plural(t.Chunks, "chunk"))
+	}
+	if t.Frames > 0 {
+		parts = append(parts, plural(t.Frames, "DATA frame"))
+	}
+	return parts
 }
 
 // chunkBucketNames name the buckets of record.ChunkBuckets.
