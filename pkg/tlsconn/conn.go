@@ -145,9 +145,10 @@ type half struct {
 	c      *Conn
 	server bool
 	// buf holds the bytes of records not handled yet; off is the stream
-	// offset of buf[0].
-	buf []byte
-	off int64
+	// offset of buf[0]. Between writes buf is a slice of store (or nil).
+	buf   []byte
+	store []byte
+	off   int64
 	// reserved counts the bytes of buf reserved from the shared budget
 	// while waiting for keys.
 	reserved int64
@@ -241,17 +242,45 @@ func (c *Conn) data(h *half, p []byte, t time.Time) {
 	if len(h.buf) == 0 {
 		// The records complete in p are read where they are; only
 		// what is left (a record cut by the end of p, or records that
-		// wait for keys) is copied.
+		// wait for keys) is copied, into store.
 		h.buf = p
 		c.pump(h, t)
 		if len(h.buf) > 0 {
-			h.buf = append([]byte(nil), h.buf...)
+			h.keep(h.buf, nil)
 		}
 	} else {
-		h.buf = append(h.buf, p...)
+		h.keep(h.buf, p)
 		c.pump(h, t)
 	}
+	if len(h.buf) == 0 && cap(h.store) > keptStore {
+		h.store = nil
+	}
 	c.hold(h)
+}
+
+// keptStore is the largest store a direction keeps while it holds nothing
+// (bytes): more was needed only while records waited for keys.
+const keptStore = 64 << 10
+
+// keep sets buf to rest followed by p, in store, so that each byte is
+// copied about once: rest is either buf (a slice of store; appended to
+// in place while store has room after it, else moved to store's front)
+// or bytes of the caller's (p is nil then). store grows to twice what is
+// needed.
+func (h *half) keep(rest, p []byte) {
+	n := len(rest) + len(p)
+	switch {
+	case len(p) > 0 && n <= cap(rest):
+		h.buf = append(rest, p...)
+		return
+	case n > len(h.store):
+		ns := make([]byte, max(2*n, 32<<10))
+		copy(ns, rest)
+		h.store = ns
+	default:
+		copy(h.store, rest) // copy handles the overlap when rest is in store
+	}
+	h.buf = append(h.store[:len(rest)], p...)
 }
 
 // random is the ClientHello's random, which names the connection in a key

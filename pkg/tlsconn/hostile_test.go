@@ -274,3 +274,29 @@ func TestResyncBounded(t *testing.T) {
 		t.Errorf("problems %q", problems)
 	}
 }
+
+// TestKeepReusesStore: a direction's held bytes live in one store that is
+// appended to in place, moved to its front, or grown, never losing a byte.
+func TestKeepReusesStore(t *testing.T) {
+	h := &half{}
+	caller := []byte("abcdef")
+	h.keep(caller[4:], nil) // the caller's tail: copied into a new store
+	if string(h.buf) != "ef" || len(h.store) != 32<<10 || &h.buf[0] != &h.store[0] {
+		t.Fatalf("buf %q, store %d bytes", h.buf, len(h.store))
+	}
+	caller[4] = 'X'
+	if string(h.buf) != "ef" {
+		t.Fatal("buf aliases the caller's bytes")
+	}
+	store := &h.store[0]
+	h.keep(h.buf, []byte("gh")) // room after buf: appended in place
+	h.buf = h.buf[3:]           // as pump drops a record: "h" left
+	h.keep(h.buf, make([]byte, 32<<10-1))
+	if h.buf[0] != 'h' || len(h.buf) != 32<<10 || &h.store[0] != store || &h.buf[0] != store {
+		t.Fatalf("want the tail moved to the store's front: buf[0] %q, %d bytes, same store %v", h.buf[0], len(h.buf), &h.store[0] == store)
+	}
+	h.keep(h.buf, []byte("i")) // more than the store: grown to twice
+	if len(h.buf) != 32<<10+1 || h.buf[0] != 'h' || h.buf[len(h.buf)-1] != 'i' || len(h.store) != 2*(32<<10+1) {
+		t.Fatalf("grown store: %d bytes held, %d in store", len(h.buf), len(h.store))
+	}
+}
