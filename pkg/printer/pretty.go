@@ -334,8 +334,11 @@ func frameText(fs []record.Frame) string {
 	return s
 }
 
-func (p *Pretty) printEvent(e *record.Event) {
-	c := p.cs.forType(e.Type)
+// EventWhat says what a watch event carried, as its line shows it after
+// the type: "ConfigMap default/a  rv 883", "rv 890
+// (k8s.io/initial-events-end)" for a bookmark, the Status of an ERROR
+// ("410 Expired: …"), "Table row default/a  rv 5" for kubectl's tables.
+func EventWhat(e *record.Event) string {
 	what := ""
 	switch {
 	case e.Type == "ERROR" && e.Status != nil:
@@ -364,6 +367,12 @@ func (p *Pretty) printEvent(e *record.Event) {
 			what += "  initial"
 		}
 	}
+	return what
+}
+
+func (p *Pretty) printEvent(e *record.Event) {
+	c := p.cs.forType(e.Type)
+	what := EventWhat(e)
 	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
 		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
 	for _, ch := range e.Changes {
