@@ -1,0 +1,310 @@
+package report
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/printer"
+)
+
+//go:embed assets/page.html
+var pageHTML string
+
+//go:embed assets/page.css
+var pageCSS string
+
+//go:embed assets/page.js
+var pageJS string
+
+// page is the data embedded in the report as JSON; the page's script draws
+// everything from it. Times are milliseconds after T0.
+type page struct {
+	Title     string     `json:"title"`
+	Generated string     `json:"generated"`
+	T0        string     `json:"t0"`
+	Span      float64    `json:"span"`
+	Live      bool       `json:"live"`
+	Diff      bool       `json:"diff"`
+	Lanes     []pageLane `json:"lanes"`
+	Events    []pageEv   `json:"events"`
+	Notes     []pageNote `json:"notes"`
+	Sizes     [][2]int   `json:"sizes"`
+	Summary   string     `json:"summary"`
+	Health    string     `json:"health"`
+	Lists     []string   `json:"lists"`
+	Retries   []pageNote `json:"retries"`
+	Dropped   dropped    `json:"dropped"`
+	Events0   int        `json:"eventCount"`
+	MaxMarks  int        `json:"maxLaneMarks"`
+}
+
+type dropped struct {
+	Notes   int `json:"notes"`
+	Lanes   int `json:"lanes"`
+	Details int `json:"details"`
+	Marks   int `json:"marks"`
+}
+
+type pageLane struct {
+	Idx      int          `json:"i"`
+	Conn     int          `json:"conn"`
+	Client   string       `json:"client"`
+	Server   string       `json:"server"`
+	HTTP2    bool         `json:"h2"`
+	Stream   int          `json:"stream"`
+	Path     string       `json:"path"`
+	Target   string       `json:"target"`
+	Selector string       `json:"sel"`
+	UA       string       `json:"ua"`
+	Start    float64      `json:"start"`
+	First    *float64     `json:"first"`
+	Last     *float64     `json:"last"`
+	End      *float64     `json:"end"`
+	How      string       `json:"how"`
+	Clean    bool         `json:"clean"`
+	Status   int          `json:"status"`
+	Encoding string       `json:"enc"`
+	Format   string       `json:"format"`
+	Counts   [nTypes]int  `json:"counts"`
+	Dense    bool         `json:"dense"`
+	Drawn    bool         `json:"drawn"`
+	Marks    [][4]float64 `json:"m"`
+	BinWidth float64      `json:"binW"`
+	Bins     [][]float64  `json:"bins"`
+	Findings []string     `json:"findings"`
+	Health   string       `json:"health"`
+	WatchNo  int          `json:"watch"`
+	Reason   string       `json:"reason"`
+	After    string       `json:"after"`
+	Link     string       `json:"link"`
+	Closed   string       `json:"closed"`
+	Restarts int          `json:"restarts"`
+}
+
+type pageEv struct {
+	Lane    int       `json:"l"`
+	Seq     int       `json:"s"`
+	T       float64   `json:"t"`
+	Time    string    `json:"ts"`
+	Type    string    `json:"ty"`
+	What    string    `json:"w"`
+	Carrier string    `json:"c"`
+	Offset  int64     `json:"o"`
+	Length  int64     `json:"n"`
+	Format  string    `json:"f"`
+	Object  string    `json:"obj"`
+	ObjLen  int       `json:"ol"`
+	Changes []string  `json:"ch,omitempty"`
+	Diff    string    `json:"df,omitempty"`
+	Carrs   []carrier `json:"cs"`
+	Frames  bool      `json:"fr,omitempty"`
+	More    int       `json:"more,omitempty"`
+	Gzip    bool      `json:"gz,omitempty"`
+}
+
+type pageNote struct {
+	Lane int     `json:"l"`
+	Conn int     `json:"c"`
+	T    float64 `json:"t"`
+	Kind string  `json:"k"`
+	Text string  `json:"x"`
+}
+
+func (r *Report) ms(t time.Time) float64 {
+	if t.IsZero() || r.t0.IsZero() {
+		return 0
+	}
+	return float64(t.Sub(r.t0).Microseconds()) / 1000
+}
+
+func (r *Report) msp(t time.Time) *float64 {
+	if t.IsZero() {
+		return nil
+	}
+	v := r.ms(t)
+	return &v
+}
+
+func (r *Report) build(now time.Time) *page {
+	p := &page{Title: r.opt.Title, Generated: now.UTC().Format(time.RFC3339), Live: r.live, Diff: r.diffSeen,
+		Span: r.ms(r.t1), Events0: r.counted, MaxMarks: r.opt.MaxLaneMarks,
+		Dropped: dropped{Notes: r.dropped.notes, Lanes: r.dropped.lanes, Details: r.dropped.details, Marks: r.dropped.marks},
+		Lanes:   []pageLane{}, Events: []pageEv{}, Notes: []pageNote{}, Sizes: [][2]int{}, Lists: []string{}, Retries: []pageNote{}}
+	if !r.t0.IsZero() {
+		p.T0 = r.t0.UTC().Format(time.RFC3339Nano)
+	}
+	links := r.laneLinks()
+	for _, l := range r.order {
+		pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Start: r.ms(l.start),
+			First: r.msp(l.first), Last: r.msp(l.last), How: l.endHow, Clean: l.endClean, Status: l.status,
+			Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense, Drawn: l.drawn,
+			Findings: l.findings, WatchNo: l.watchNo, Reason: l.reason, Link: links[l.idx], Stream: l.stream,
+			Marks: make([][4]float64, 0, len(l.marks)), BinWidth: float64(l.binWidth.Microseconds()) / 1000}
+		if pl.Findings == nil {
+			pl.Findings = []string{}
+		}
+		if l.after > 0 {
+			pl.After = l.after.Round(time.Millisecond).String()
+		}
+		if l.ended {
+			pl.End = r.msp(l.end)
+		}
+		if l.conn != nil {
+			pl.Conn, pl.Client, pl.Server, pl.HTTP2, pl.Closed = l.conn.id, l.conn.client, l.conn.server, l.conn.http2, l.conn.closed
+			if pl.UA == "" {
+				pl.UA = l.conn.ua
+			}
+		}
+		if l.health != nil {
+			pl.Health = printer.HealthText(l.health)
+			pl.Restarts = l.health.Restarts
+		}
+		for _, m := range l.marks {
+			pl.Marks = append(pl.Marks, [4]float64{r.ms(m.t), float64(m.typ), float64(m.flags), float64(m.ev)})
+		}
+		keys := make([]int64, 0, len(l.bins))
+		for k := range l.bins {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+		for _, k := range keys {
+			b := l.bins[k]
+			row := []float64{r.ms(time.Unix(0, k*int64(l.binWidth)))}
+			for _, c := range b {
+				row = append(row, float64(c))
+			}
+			pl.Bins = append(pl.Bins, row)
+		}
+		if pl.Bins == nil {
+			pl.Bins = [][]float64{}
+		}
+		p.Lanes = append(p.Lanes, pl)
+	}
+	for _, d := range r.events {
+		cs := d.chunks
+		if cs == nil {
+			cs = []carrier{}
+		}
+		p.Events = append(p.Events, pageEv{Lane: d.lane, Seq: d.seq, T: r.ms(d.t), Time: d.t.UTC().Format("2006-01-02T15:04:05.000000Z"),
+			Type: d.typ, What: d.what, Carrier: d.carrier, Offset: d.offset, Length: d.length, Format: d.format, Object: d.object,
+			ObjLen: d.objLen, Changes: d.changes, Diff: d.diff, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
+	}
+	for _, i := range r.waiting {
+		// A re-list with no watch after it: drawn on the last one.
+		if len(r.order) > 0 {
+			l := r.order[len(r.order)-1]
+			r.notes[i].lane, r.notes[i].conn = l.idx, l.key.conn
+		}
+	}
+	for _, n := range r.notes {
+		p.Notes = append(p.Notes, pageNote{Lane: n.lane, Conn: n.conn, T: r.ms(n.t), Kind: n.kind, Text: n.text})
+	}
+	for _, n := range r.retries {
+		p.Retries = append(p.Retries, pageNote{Lane: -1, T: r.ms(n.t), Kind: n.kind, Text: n.text})
+	}
+	for b, n := range r.sizes {
+		p.Sizes = append(p.Sizes, [2]int{b, n})
+	}
+	sort.Slice(p.Sizes, func(i, j int) bool { return p.Sizes[i][0] < p.Sizes[j][0] })
+	for _, li := range r.lists {
+		s := fmt.Sprintf("+%.3f s  LIST: %d items at resourceVersion %s in %s", r.ms(li.t)/1000, li.items, li.rv, li.dur.Round(time.Millisecond))
+		if li.reason != "" {
+			s += " (" + li.reason + ")"
+		}
+		p.Lists = append(p.Lists, s)
+	}
+	if r.overall != nil {
+		p.Health = printer.HealthText(r.overall)
+	}
+	if s := r.summary; s != nil {
+		parts := []string{}
+		if !s.Live {
+			parts = append(parts, plural(int(s.Packets), "packet", "packets"), plural(s.Connections, "TCP connection", "TCP connections"))
+		}
+		parts = append(parts, plural(len(r.order), "watch", "watches"), plural(r.counted, "event", "events"),
+			fmt.Sprintf("%d problems, %d warnings", s.Problems, s.Warnings))
+		p.Summary = strings.Join(parts, " · ")
+	}
+	return p
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// selector names what a watch asked for beyond its path: label and field
+// selectors, the resourceVersion it started from, a watch-list's
+// sendInitialEvents, timeoutSeconds.
+func selector(l *lane) string {
+	var parts []string
+	for _, k := range []string{"labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds"} {
+		if v := l.query.Get(k); v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Write renders the page to w: an HTML5 document with its style, script
+// and data inline. Errors are w's.
+func (r *Report) Write(w io.Writer) error {
+	data, err := json.Marshal(r.build(time.Now()))
+	if err != nil {
+		return err
+	}
+	title := r.opt.Title
+	if title == "" {
+		title = "kwatch report"
+	}
+	// json.Marshal escapes <, > and & in strings, so the data cannot end
+	// its script element; the page reads it with JSON.parse.
+	out := strings.NewReplacer(
+		"{{TITLE}}", html.EscapeString(title),
+		"{{STYLE}}", pageCSS,
+		"{{SCRIPT}}", pageJS,
+	).Replace(pageHTML)
+	before, after, _ := strings.Cut(out, "{{DATA}}")
+	if _, err := io.WriteString(w, before); err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, after)
+	return err
+}
+
+// WriteFile writes the page to path through a temporary file in the same
+// directory renamed into place, so that a report being rewritten is never
+// seen half written.
+func (r *Report) WriteFile(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".kwatch-report-*.html")
+	if err != nil {
+		return err
+	}
+	if err := r.Write(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,778 @@
+// Package report writes kwatch's HTML report: one self-contained page with a
+// timeline of every watch (a lane per watch, a mark per watch event, the
+// connection's notes and problems), the chunks or HTTP/2 DATA frames that
+// carried each event as a strip of bytes, a table of who watches what, and
+// the watches' health.
+//
+// The report is a record.Sink placed beside the printer: it sees the same
+// records as the JSON Lines (-o json), passes each one on unchanged, and
+// keeps a bounded summary of them. Nothing in the page needs the network:
+// its script and styles are inline and its pictures are SVG drawn by that
+// script from the data embedded in the page.
+package report
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/printer"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Defaults of Options: what a report keeps in memory and writes into the
+// page, so that a 1 GB capture gives a page a browser opens.
+const (
+	// DefaultMaxLaneMarks is how many events one lane draws as marks;
+	// past it the lane is drawn as density (events per time bin).
+	DefaultMaxLaneMarks = 5000
+	// DefaultMaxMarks bounds the marks of all lanes together.
+	DefaultMaxMarks = 200000
+	// DefaultMaxDetailBytes bounds the bytes of events' objects (and
+	// diffs) kept for the page's event view, in bytes.
+	DefaultMaxDetailBytes = 24 << 20
+	// DefaultMaxObjectBytes is the most of one object the page shows, in
+	// bytes; a longer one is cut with a note.
+	DefaultMaxObjectBytes = 16 << 10
+	// DefaultMaxLanes bounds the watches drawn; the table counts the rest.
+	DefaultMaxLanes = 2000
+	// DefaultMaxNotes bounds the notes and problems drawn on lanes.
+	DefaultMaxNotes = 20000
+	// maxBins bounds the density bins of a lane; bins widen to stay under.
+	maxBins = 2048
+	// maxCarriers bounds the chunks or DATA frames listed for one event.
+	maxCarriers = 64
+)
+
+// Options shape a report. Zero values take the defaults above.
+type Options struct {
+	// Title heads the page, e.g. "kwatch pcap watch.pcap".
+	Title          string
+	MaxLaneMarks   int
+	MaxMarks       int
+	MaxDetailBytes int64
+	MaxObjectBytes int
+	MaxLanes       int
+	MaxNotes       int
+}
+
+// Report is a record.Sink that keeps what the page shows and passes every
+// record on to the next sink unchanged. Write renders the page. A Report is
+// not safe for concurrent use; records arrive from one goroutine.
+type Report struct {
+	next  record.Sink
+	opt   Options
+	lanes map[laneKey]*lane
+	order []*lane
+	conns map[int]*connInfo
+	// pending is kwatch stream's announcement of the next watch, which
+	// its request then carries out.
+	pending  *record.WatchStart
+	watchNo  map[laneKey]int
+	marks    int
+	detailed int64
+	events   []*detail
+	notes    []note
+	dropped  struct{ notes, lanes, details, marks int }
+	overall  *record.Health
+	summary  *record.Summary
+	sizes    map[int]int // chunk or DATA frame sizes, by power-of-two bucket
+	lists    []listInfo
+	retries  []note
+	t0, t1   time.Time
+	live     bool
+	counted  int
+	diffSeen bool
+	// relists counts kwatch stream's re-lists so far; waiting holds the
+	// notes (indices) of re-lists not yet drawn on the watch that follows.
+	relists int
+	waiting []int
+}
+
+type laneKey struct {
+	conn     int
+	exchange int
+}
+
+// New returns a Report that passes records on to next (which may be nil).
+func New(next record.Sink, opt Options) *Report {
+	if opt.MaxLaneMarks <= 0 {
+		opt.MaxLaneMarks = DefaultMaxLaneMarks
+	}
+	if opt.MaxMarks <= 0 {
+		opt.MaxMarks = DefaultMaxMarks
+	}
+	if opt.MaxDetailBytes <= 0 {
+		opt.MaxDetailBytes = DefaultMaxDetailBytes
+	}
+	if opt.MaxObjectBytes <= 0 {
+		opt.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if opt.MaxLanes <= 0 {
+		opt.MaxLanes = DefaultMaxLanes
+	}
+	if opt.MaxNotes <= 0 {
+		opt.MaxNotes = DefaultMaxNotes
+	}
+	return &Report{next: next, opt: opt, lanes: map[laneKey]*lane{}, conns: map[int]*connInfo{},
+		watchNo: map[laneKey]int{}, sizes: map[int]int{}}
+}
+
+// Flush flushes the next sink (record.Flusher).
+func (r *Report) Flush() { record.Flush(r.next) }
+
+// Emit keeps what the page needs of rec and passes it on.
+func (r *Report) Emit(rec record.Record) {
+	r.observe(rec)
+	if r.next != nil {
+		r.next.Emit(rec)
+	}
+}
+
+type connInfo struct {
+	id             int
+	client, server string
+	http2          bool
+	ua             string
+	lanes          []*lane
+	closed         string
+}
+
+// lane is one watch: an exchange (an HTTP/1.1 request and its response, or
+// an HTTP/2 stream) whose response streams watch events.
+type lane struct {
+	idx      int
+	key      laneKey
+	conn     *connInfo
+	stream   int // HTTP/2 stream ID, 0 on HTTP/1.1
+	target   string
+	path     string
+	query    url.Values
+	ua       string
+	start    time.Time
+	first    time.Time
+	last     time.Time
+	end      time.Time
+	endHow   string
+	endClean bool
+	ended    bool
+	status   int
+	encoding string
+	format   string
+	counts   [nTypes]int
+	marks    []mark
+	dense    bool
+	bins     map[int64]*[nTypes]int32
+	binWidth time.Duration
+	findings []string
+	health   *record.Health
+	watchNo  int
+	reason   string
+	after    time.Duration
+	// chunk tracks where the last chunk (or DATA frame) seen starts in
+	// the body's data, to place events that share it.
+	chunkIdx   int
+	chunkStart int64
+	chunkKnown bool
+	sizeIdx    int // the last carrier counted in the size histogram
+	lastRV     string
+	requestRV  string
+	drawn      bool
+	relists    int // the session's re-lists before this watch began
+}
+
+const (
+	tAdded = iota
+	tModified
+	tDeleted
+	tBookmark
+	tError
+	tOther
+	nTypes
+)
+
+var typeNames = [nTypes]string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "other"}
+
+func typeCode(t string) int {
+	for i, n := range typeNames[:tOther] {
+		if n == t {
+			return i
+		}
+	}
+	return tOther
+}
+
+// Flags of a mark.
+const (
+	flagInitialEnd = 1 << iota // the bookmark that ends the initial events
+	flagInitial                // one of a watch-list's initial events
+	flagExpired                // ERROR 410 (Expired or Gone)
+)
+
+type mark struct {
+	t     time.Time
+	typ   int
+	flags int
+	ev    int // index into events, -1 when the details were not kept
+}
+
+type note struct {
+	lane int // -1: the connection's (drawn on its lanes)
+	conn int
+	t    time.Time
+	kind string
+	text string
+}
+
+type listInfo struct {
+	t      time.Time
+	items  int
+	rv     string
+	reason string
+	dur    time.Duration
+}
+
+// detail is what the event view shows of one event.
+type detail struct {
+	lane    int
+	seq     int
+	t       time.Time
+	typ     string
+	what    string
+	carrier string
+	offset  int64
+	length  int64
+	format  string
+	object  string
+	objLen  int
+	changes []string
+	diff    string
+	chunks  []carrier
+	frames  bool
+	more    int
+	gzip    bool
+}
+
+// carrier is one chunk or DATA frame as the byte strip draws it: its
+// framing bytes before the data (the chunk-size line, or the frame header
+// and pad length), the data as bytes of other events before this event's,
+// this event's, and others' after, then the framing after the data (CRLF,
+// or padding).
+type carrier struct {
+	Index    int    `json:"i"`
+	Stream   uint32 `json:"s,omitempty"`
+	Offset   int64  `json:"o"`
+	Head     string `json:"h"`
+	HeadText string `json:"ht"`
+	Size     int64  `json:"n"`
+	Before   int64  `json:"b"`
+	Bytes    int64  `json:"e"`
+	After    int64  `json:"a"`
+	Tail     string `json:"t"`
+	Events   int    `json:"k"`
+	Inflated int64  `json:"z,omitempty"`
+	Padding  int64  `json:"p,omitempty"`
+	End      bool   `json:"x,omitempty"`
+}
+
+func (r *Report) see(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if r.t0.IsZero() || t.Before(r.t0) {
+		r.t0 = t
+	}
+	if t.After(r.t1) {
+		r.t1 = t
+	}
+}
+
+func (r *Report) conn(c *record.Conn) *connInfo {
+	if c == nil {
+		return nil
+	}
+	ci := r.conns[c.ID]
+	if ci == nil {
+		ci = &connInfo{id: c.ID}
+		r.conns[c.ID] = ci
+	}
+	if c.Client.IsValid() {
+		ci.client = c.Client.String()
+	}
+	if c.Server.IsValid() {
+		ci.server = c.Server.String()
+	}
+	ci.http2 = ci.http2 || c.HTTP2
+	return ci
+}
+
+// laneFor returns the lane of an exchange, made when first seen (a capture
+// that starts mid-watch has events without a request).
+func (r *Report) laneFor(c *record.Conn, exchange int, t time.Time) *lane {
+	if c == nil {
+		return nil
+	}
+	k := laneKey{c.ID, exchange}
+	if l := r.lanes[k]; l != nil {
+		return l
+	}
+	ci := r.conn(c)
+	l := &lane{idx: len(r.order), key: k, conn: ci, start: t, binWidth: 10 * time.Millisecond,
+		bins: map[int64]*[nTypes]int32{}, chunkIdx: -1, sizeIdx: -1}
+	if ci.http2 {
+		l.stream = exchange
+	}
+	l.drawn = len(r.order) < r.opt.MaxLanes
+	if !l.drawn {
+		r.dropped.lanes++
+	}
+	r.lanes[k] = l
+	r.order = append(r.order, l)
+	ci.lanes = append(ci.lanes, l)
+	return l
+}
+
+func (r *Report) observe(rec record.Record) {
+	switch v := rec.(type) {
+	case *record.WatchStart:
+		r.live = true
+		r.see(v.Time)
+		r.pending = v
+	case *record.Request:
+		r.see(v.Time)
+		ci := r.conn(v.Conn)
+		if ua := header(v.Header, "User-Agent"); ua != "" && ci != nil {
+			ci.ua = ua
+		}
+		if !v.Watch {
+			return
+		}
+		l := r.laneFor(v.Conn, v.Exchange, v.Time)
+		if l == nil {
+			return
+		}
+		l.start = v.Time
+		l.target = v.Target
+		l.path, l.query = splitTarget(v.Target)
+		l.requestRV = l.query.Get("resourceVersion")
+		l.ua = header(v.Header, "User-Agent")
+		if p := r.pending; p != nil {
+			l.watchNo, l.reason, l.after = p.Number, p.Reason, p.After
+			r.pending = nil
+		}
+		l.relists = r.relists
+		for _, i := range r.waiting {
+			r.notes[i].lane, r.notes[i].conn = l.idx, l.key.conn
+		}
+		r.waiting = nil
+	case *record.Response:
+		r.see(v.Time)
+		if !v.Watch && r.lanes[laneKey{connID(v.Conn), v.Exchange}] == nil {
+			return
+		}
+		l := r.laneFor(v.Conn, v.Exchange, v.Time)
+		if l == nil {
+			return
+		}
+		l.status = v.StatusCode
+		l.encoding = v.ContentEncoding
+		l.format = v.Format
+	case *record.Event:
+		r.event(v)
+	case *record.End:
+		r.see(v.Time)
+		l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]
+		if l == nil {
+			return
+		}
+		l.ended, l.end, l.endClean = true, v.Time, v.Clean
+		l.endHow = v.How
+		if v.Detail != "" {
+			l.endHow += ": " + v.Detail
+		}
+		if v.Status != nil {
+			l.endHow += " (" + printer.StatusText(v.Status) + ")"
+		}
+	case *record.ConnNote:
+		r.see(v.Time)
+		ci := r.conn(v.Conn)
+		if ci == nil {
+			return
+		}
+		kind := noteKind(v.Kind, v.Message)
+		if kind == "" {
+			return
+		}
+		if kind == "closed" || kind == "reset" || kind == "capture-ended" {
+			ci.closed = v.Message
+		}
+		r.addNote(note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: v.Message})
+	case *record.Problem:
+		r.see(v.Time)
+		n := note{lane: -1, t: v.Time, kind: "problem", text: printer.ProblemText(v)}
+		if v.Warning {
+			n.kind = "warning"
+		}
+		if v.Conn != nil {
+			n.conn = v.Conn.ID
+			r.conn(v.Conn)
+			if l := r.lanes[laneKey{v.Conn.ID, v.Exchange}]; l != nil && v.Exchange != 0 {
+				n.lane = l.idx
+			}
+		}
+		r.addNote(n)
+	case *record.Health:
+		if v.Scope == "all" {
+			r.overall = v
+			return
+		}
+		if l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]; l != nil {
+			l.health = v
+			for _, f := range v.Findings {
+				l.findings = append(l.findings, f.Kind+": "+f.Detail)
+			}
+		}
+	case *record.Summary:
+		r.summary = v
+		r.live = r.live || v.Live
+	case *record.List:
+		r.see(v.Time)
+		r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: v.Reason, dur: v.Duration})
+	case *record.Relist:
+		// Drawn on the watch that follows the re-list.
+		r.see(v.Time)
+		r.relists++
+		if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: printer.RelistText(v)}) {
+			r.waiting = append(r.waiting, len(r.notes)-1)
+		}
+	case *record.Retry:
+		r.see(v.Time)
+		if len(r.retries) < r.opt.MaxNotes {
+			r.retries = append(r.retries, note{lane: -1, t: v.Time, kind: "retry",
+				text: fmt.Sprintf("retry in %s: %s", v.Wait.Round(time.Millisecond), v.Error)})
+		}
+	}
+}
+
+func connID(c *record.Conn) int {
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
+
+func (r *Report) addNote(n note) bool {
+	if len(r.notes) >= r.opt.MaxNotes {
+		r.dropped.notes++
+		return false
+	}
+	r.notes = append(r.notes, n)
+	return true
+}
+
+// noteKind sorts a connection note into what the timeline draws: HTTP/2
+// PING, RST_STREAM, GOAWAY and flow-control stalls, the TCP connection's
+// end. Notes the timeline does not draw (SETTINGS, the preface) give "".
+func noteKind(kind, msg string) string {
+	switch kind {
+	case "closed":
+		if strings.HasPrefix(msg, "connection reset") {
+			return "reset"
+		}
+		return "closed"
+	case "capture-ended":
+		return "capture-ended"
+	case "h2":
+		switch {
+		case strings.HasPrefix(msg, "PING"):
+			return "ping"
+		case strings.HasPrefix(msg, "RST_STREAM"):
+			return "rst_stream"
+		case strings.HasPrefix(msg, "GOAWAY"):
+			return "goaway"
+		case strings.HasPrefix(msg, "flow control"):
+			return "stall"
+		}
+	case "tls", "not-http", "mid-stream", "no-syn":
+		return "conn"
+	}
+	return ""
+}
+
+func header(h map[string][]string, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+func splitTarget(target string) (string, url.Values) {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		path, q, _ := strings.Cut(target, "?")
+		vals, _ := url.ParseQuery(q)
+		return path, vals
+	}
+	return u.Path, u.Query()
+}
+
+func (r *Report) event(e *record.Event) {
+	r.see(e.Time)
+	l := r.laneFor(e.Conn, e.Exchange, e.Time)
+	if l == nil {
+		return
+	}
+	r.counted++
+	typ := typeCode(e.Type)
+	l.counts[typ]++
+	if l.first.IsZero() {
+		l.first = e.Time
+	}
+	l.last = e.Time
+	if e.ResourceVersion != "" {
+		l.lastRV = e.ResourceVersion
+	}
+	l.bin(e.Time, typ)
+	flags := 0
+	if e.InitialEventsEnd {
+		flags |= flagInitialEnd
+	}
+	if e.Initial {
+		flags |= flagInitial
+	}
+	if e.Status != nil && e.Status.Code == 410 {
+		flags |= flagExpired
+	}
+	carriers := r.carriers(l, e)
+	if len(e.Diff) > 0 {
+		r.diffSeen = true
+	}
+	special := flags&(flagInitialEnd|flagExpired) != 0 || typ == tError
+	keepMark := l.drawn && !l.dense && r.marks < r.opt.MaxMarks && len(l.marks) < r.opt.MaxLaneMarks
+	if l.drawn && !keepMark && !special {
+		if !l.dense {
+			l.dense = true
+		}
+		r.dropped.marks++
+		return
+	}
+	if !l.drawn {
+		return
+	}
+	m := mark{t: e.Time, typ: typ, flags: flags, ev: -1}
+	if d := r.detail(l, e, carriers); d != nil {
+		m.ev = len(r.events)
+		r.events = append(r.events, d)
+	}
+	l.marks = append(l.marks, m)
+	r.marks++
+}
+
+// bin counts an event in the lane's density bins, widening them (and
+// merging neighbours) when there would be more than maxBins.
+func (l *lane) bin(t time.Time, typ int) {
+	k := t.UnixNano() / int64(l.binWidth)
+	b := l.bins[k]
+	if b == nil {
+		for len(l.bins) >= maxBins {
+			l.binWidth *= 2
+			merged := make(map[int64]*[nTypes]int32, len(l.bins)/2+1)
+			for old, c := range l.bins {
+				nk := old / 2
+				if m := merged[nk]; m != nil {
+					for i := range c {
+						m[i] += c[i]
+					}
+				} else {
+					merged[nk] = c
+				}
+			}
+			l.bins = merged
+			k = t.UnixNano() / int64(l.binWidth)
+			if b = l.bins[k]; b != nil {
+				break
+			}
+		}
+		if b == nil {
+			b = &[nTypes]int32{}
+			l.bins[k] = b
+		}
+	}
+	b[typ]++
+}
+
+// carriers lays out the chunks or DATA frames that carried e: where in
+// each the event's bytes sit among other events' (RFC 9112 §7.1 chunks;
+// RFC 9113 §6.1 DATA frames, whose header is 9 bytes and whose padding,
+// when PADDED is set, follows a 1-byte pad length). A chunk's data start is
+// known from the events before it in the same chunk; a compressed body's
+// bytes cannot be placed (events are counted in inflated bytes).
+func (r *Report) carriers(l *lane, e *record.Event) []carrier {
+	gz := l.encoding != ""
+	var out []carrier
+	n := len(e.Chunks) + len(e.Frames)
+	pos := 0
+	place := func(idx int, size, bytes int64) (before, after int64) {
+		if gz {
+			return 0, 0
+		}
+		switch {
+		case n > 1 && pos == 0:
+			before = size - bytes
+			l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset-before, true
+		case n > 1 && pos < n-1:
+		case n > 1:
+			after = size - bytes
+			l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset+e.Length-bytes, true
+		default:
+			if !l.chunkKnown || l.chunkIdx != idx {
+				l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset, true
+			}
+			before = e.Offset - l.chunkStart
+			after = size - before - bytes
+		}
+		return max(before, 0), max(after, 0)
+	}
+	for _, c := range e.Chunks {
+		if c.Index != l.sizeIdx {
+			l.sizeIdx = c.Index
+			r.sizes[bucket(c.Size)]++
+		}
+		b, a := place(c.Index, c.Size, c.Bytes)
+		pos++
+		if len(out) < maxCarriers {
+			out = append(out, carrier{Index: c.Index, Offset: c.Offset, Head: spaced(hex.EncodeToString(c.Header)),
+				HeadText: fmt.Sprintf("%q", c.Header), Size: c.Size, Before: b, Bytes: c.Bytes, After: a,
+				Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
+		}
+	}
+	for _, f := range e.Frames {
+		if f.Index != l.sizeIdx {
+			l.sizeIdx = f.Index
+			r.sizes[bucket(f.Length)]++
+		}
+		data := f.Length
+		var head [9]byte
+		head[0], head[1], head[2] = byte(f.Length>>16), byte(f.Length>>8), byte(f.Length)
+		if f.EndStream {
+			head[4] |= 0x1
+		}
+		if f.Padded {
+			head[4] |= 0x8
+			data -= 1 + f.Padding
+		}
+		head[5], head[6], head[7], head[8] = byte(f.Stream>>24&0x7f), byte(f.Stream>>16), byte(f.Stream>>8), byte(f.Stream)
+		hb := head[:]
+		if f.Padded {
+			hb = append(hb, byte(f.Padding))
+		}
+		b, a := place(f.Index, data, f.Bytes)
+		pos++
+		if len(out) < maxCarriers {
+			tail := ""
+			if f.Padding > 0 {
+				tail = fmt.Sprintf("%d bytes of padding", f.Padding)
+			}
+			out = append(out, carrier{Index: f.Index, Stream: f.Stream, Offset: f.Offset, Head: spaced(hex.EncodeToString(hb)),
+				HeadText: fmt.Sprintf("DATA frame: length %d, flags 0x%02x, stream %d", f.Length, head[4], f.Stream),
+				Size:     data, Before: b, Bytes: f.Bytes, After: a, Tail: tail, Events: f.Events, Inflated: f.Inflated,
+				Padding: f.Padding, End: f.EndStream})
+		}
+	}
+	return out
+}
+
+func spaced(h string) string {
+	var sb strings.Builder
+	for i := 0; i+1 < len(h); i += 2 {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(h[i : i+2])
+	}
+	return sb.String()
+}
+
+// bucket is the power of two at or above n (bytes), 0 for 0.
+func bucket(n int64) int {
+	b := 0
+	for int64(1)<<b < n {
+		b++
+	}
+	return b
+}
+
+// detail keeps what the event view shows of e, while the detail budget
+// lasts; past it the mark stays and its view says the details were not
+// kept.
+func (r *Report) detail(l *lane, e *record.Event, cs []carrier) *detail {
+	obj := string(e.Object)
+	cost := int64(min(len(obj), r.opt.MaxObjectBytes) + len(e.Diff) + 256 + 64*len(cs))
+	if r.detailed+cost > r.opt.MaxDetailBytes {
+		r.dropped.details++
+		return nil
+	}
+	r.detailed += cost
+	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: e.Type, what: printer.EventWhat(e), carrier: printer.ChunkText(e),
+		offset: e.Offset, length: e.Length, format: e.Format, objLen: len(obj), changes: e.Changes, diff: string(e.Diff),
+		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != ""}
+	if len(obj) > r.opt.MaxObjectBytes {
+		obj = obj[:r.opt.MaxObjectBytes]
+	}
+	d.object = obj
+	return d
+}
+
+// sortedLanes is the table's default order: by resource, then client,
+// then start.
+func (r *Report) laneLinks() map[int]string {
+	links := map[int]string{}
+	type group struct{ path, client string }
+	last := map[group]*lane{}
+	byStart := append([]*lane(nil), r.order...)
+	sort.SliceStable(byStart, func(i, j int) bool { return byStart[i].start.Before(byStart[j].start) })
+	for _, l := range byStart {
+		if l.path == "" {
+			continue
+		}
+		client := ""
+		if l.conn != nil {
+			client = hostOf(l.conn.client)
+		}
+		g := group{l.path, client + "|" + l.ua}
+		if prev := last[g]; prev != nil && prev.ended && !l.start.Before(prev.end) {
+			links[l.idx] = fmt.Sprintf("%d|%s|%s", prev.idx, followKind(prev, l), l.reason)
+		}
+		last[g] = l
+	}
+	return links
+}
+
+// followKind says how a watch followed the one before it on the same
+// resource from the same client: "re-list" when kwatch stream listed again
+// in between (after 410 Gone) or said so, "resume" when it started from the
+// last resourceVersion the one before delivered, else "follows" (a new
+// watch, e.g. an informer's after its own LIST).
+func followKind(prev, l *lane) string {
+	switch {
+	case l.relists > prev.relists || strings.Contains(l.reason, "re-list"):
+		return "re-list"
+	case strings.HasPrefix(l.reason, "resume"):
+		return "resume"
+	case l.requestRV != "" && l.requestRV != "0" && l.requestRV == prev.lastRV:
+		return "resume"
+	}
+	return "follows"
+}
+
+func hostOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i > 0 {
+		return addr[:i]
+	}
+	return addr
+}

@@ -1,0 +1,163 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+var t0 = time.Date(2026, 12, 1, 3, 12, 0, 0, time.UTC)
+
+func watchReq(c *record.Conn, ex int, target, ua string, at time.Time) *record.Request {
+	return &record.Request{Conn: c, Exchange: ex, Time: at, Method: "GET", Target: target, Watch: true,
+		Header: map[string][]string{"User-Agent": {ua}}}
+}
+
+func ev(c *record.Conn, ex, seq int, typ, rv string, at time.Time, off, n int64, chunks ...record.Chunk) *record.Event {
+	return &record.Event{Conn: c, Exchange: ex, Seq: seq, Time: at, Type: typ, Kind: "ConfigMap", Namespace: "default",
+		Name: "a", ResourceVersion: rv, Object: json.RawMessage(`{"kind":"ConfigMap"}`), Offset: off, Length: n, Chunks: chunks, Format: "json"}
+}
+
+func pageOf(t *testing.T, r *Report) *page {
+	t.Helper()
+	var b bytes.Buffer
+	if err := r.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	i := strings.Index(s, `<script type="application/json" id="data">`)
+	j := strings.Index(s[i:], "</script>")
+	var p page
+	if err := json.Unmarshal([]byte(s[i+len(`<script type="application/json" id="data">`):i+j]), &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+// TestSharedChunks: events that share a chunk, and one event across three
+// chunks, are placed in their chunks' data byte by byte.
+func TestSharedChunks(t *testing.T) {
+	c := &record.Conn{ID: 1, Client: netip.MustParseAddrPort("10.0.0.1:40000"), Server: netip.MustParseAddrPort("10.0.0.2:6443")}
+	r := New(nil, Options{})
+	r.Emit(watchReq(c, 1, "/api/v1/namespaces/default/configmaps?watch=1&labelSelector=a%3Db", "kubectl/v1.37.2", t0))
+	// chunk 0: 300 bytes holding events of 100, 100 and 99 bytes, each
+	// followed by its newline.
+	for i := range 3 {
+		n := int64(100)
+		if i == 2 {
+			n = 99
+		}
+		r.Emit(ev(c, 1, i+1, "ADDED", fmt.Sprint(10+i), t0.Add(time.Second), int64(101*i), n,
+			record.Chunk{Index: 0, Size: 300, SizeLine: "12c", Header: []byte("12c\r\n"), Offset: 0, Events: 3, Bytes: n, Ordinal: i + 1}))
+	}
+	// an event of 70000 bytes over chunks 1 to 3 (32768 each), the last
+	// chunk holding another event after it.
+	r.Emit(ev(c, 1, 4, "MODIFIED", "13", t0.Add(2*time.Second), 300, 70000,
+		record.Chunk{Index: 1, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768},
+		record.Chunk{Index: 2, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768},
+		record.Chunk{Index: 3, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 2, Bytes: 70000 - 2*32768}))
+	p := pageOf(t, r)
+	if len(p.Events) != 4 {
+		t.Fatalf("%d events", len(p.Events))
+	}
+	for i, want := range [][3]int64{{0, 100, 200}, {101, 100, 99}, {202, 99, 0}} {
+		cs := p.Events[i].Carrs[0]
+		if cs.Before != want[0] || cs.Bytes != want[1] || cs.After != want[2] || cs.Head != "31 32 63 0d 0a" || cs.Tail != "0d 0a" {
+			t.Errorf("event %d in chunk 0: %+v, want before/this/after %v", i+1, cs, want)
+		}
+	}
+	cs := p.Events[3].Carrs
+	if len(cs) != 3 || cs[0].Before != 0 || cs[1].Before != 0 || cs[2].Bytes != 70000-2*32768 || cs[2].After != 32768-(70000-2*32768) {
+		t.Errorf("event across chunks: %+v", cs)
+	}
+	l := p.Lanes[0]
+	if l.Selector != "labelSelector=a=b" || l.UA != "kubectl/v1.37.2" || l.Client != "10.0.0.1:40000" || l.Counts[0] != 3 || l.Counts[1] != 1 {
+		t.Errorf("lane %+v", l)
+	}
+	if len(p.Sizes) != 2 || p.Sizes[0] != [2]int{9, 1} || p.Sizes[1] != [2]int{15, 3} {
+		t.Errorf("size histogram %v, want one chunk of 257-512 bytes and three of 16-32 KiB", p.Sizes)
+	}
+}
+
+// TestBounds: a lane with more events than it draws one by one becomes
+// density (bins that widen to stay few), keeps its ERROR and
+// initial-events-end marks, and the page counts every event; past the
+// detail budget marks stay without their bytes.
+func TestBounds(t *testing.T) {
+	c := &record.Conn{ID: 7}
+	r := New(nil, Options{MaxLaneMarks: 100, MaxDetailBytes: 10 << 10})
+	r.Emit(watchReq(c, 1, "/api/v1/pods?watch=1", "x", t0))
+	const n = 20000
+	for i := range n {
+		e := ev(c, 1, i+1, "MODIFIED", fmt.Sprint(i), t0.Add(time.Duration(i)*37*time.Millisecond), 0, 10)
+		if i == 15000 {
+			e.Type, e.InitialEventsEnd = "BOOKMARK", true
+		}
+		r.Emit(e)
+	}
+	p := pageOf(t, r)
+	l := p.Lanes[0]
+	total := 0
+	for _, b := range l.Bins {
+		for _, v := range b[1:] {
+			total += int(v)
+		}
+	}
+	if !l.Dense || len(l.Marks) != 101 || p.Events0 != n || total != n || len(l.Bins) > maxBins {
+		t.Errorf("dense %v, %d marks, %d events counted, %d in %d bins", l.Dense, len(l.Marks), p.Events0, total, len(l.Bins))
+	}
+	if last := l.Marks[100]; last[1] != tBookmark || int(last[2])&flagInitialEnd == 0 {
+		t.Errorf("the initial-events-end bookmark is not kept: %v", last)
+	}
+	if p.Dropped.Marks != n-101 || p.Dropped.Details == 0 || len(p.Events) == 0 || len(p.Events) >= 101 {
+		t.Errorf("dropped %+v with %d details kept", p.Dropped, len(p.Events))
+	}
+}
+
+// TestHostileText: text from the wire (object, path, User-Agent) cannot end
+// the page's data script or add markup.
+func TestHostileText(t *testing.T) {
+	c := &record.Conn{ID: 1}
+	r := New(nil, Options{Title: "kwatch pcap </title><script>x()</script>"})
+	bad := `</script><script>window.pwned=1</script><!--`
+	r.Emit(watchReq(c, 1, "/api/v1/configmaps?watch=1&x="+bad, bad, t0))
+	e := ev(c, 1, 1, "ADDED", "1", t0, 0, 10)
+	e.Object = json.RawMessage(`{"kind":"ConfigMap","data":{"k":"` + strings.ReplaceAll(bad, `"`, `\"`) + `"}}`)
+	e.Name = bad
+	r.Emit(e)
+	var b bytes.Buffer
+	if err := r.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "</script>"); n != 2 {
+		t.Errorf("the page has %d </script>, want 2 (the data's and the script's)", n)
+	}
+	if strings.Contains(b.String(), "window.pwned=1</script>") || !strings.Contains(b.String(), "<title>kwatch pcap &lt;/title&gt;") {
+		t.Error("wire text reached the page unescaped")
+	}
+}
+
+// TestFollowKind: how a watch follows the one before it.
+func TestFollowKind(t *testing.T) {
+	prev := &lane{lastRV: "42"}
+	for _, c := range []struct {
+		l    lane
+		want string
+	}{
+		{lane{requestRV: "42"}, "resume"},
+		{lane{requestRV: "0"}, "follows"},
+		{lane{reason: "resume: the connection closed without the last chunk"}, "resume"},
+		{lane{reason: "after LIST", relists: 1}, "re-list"},
+		{lane{reason: "re-list after 410 Gone (watch-list)"}, "re-list"},
+	} {
+		if got := followKind(prev, &c.l); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.l, got, c.want)
+		}
+	}
+}
