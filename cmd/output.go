@@ -13,6 +13,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/report"
 )
 
 // outputOptions are the output flags shared by kwatch pcap and kwatch stream.
@@ -27,6 +28,10 @@ type outputOptions struct {
 	MaxInflatedBytes int64
 	Diff             bool
 	DiffAll          bool
+	// Report is the --report file; report collects it once sink made it.
+	Report      string
+	ReportTitle string
+	report      *report.Report
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
@@ -37,6 +42,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
+	fs.StringVar(&o.Report, "report", "", "also write an HTML report to this file at the end (and on Ctrl-C): a timeline of every watch, the bytes of every event, who watches what, health; one self-contained file")
 	fs.Var(newByteSize(&o.MaxEventBytes, event.DefaultMaxEventBytes, math.MaxInt64), "max-event-bytes", "largest watch event decoded, in bytes or as a quantity (e.g. 64Mi); larger ones are reported and skipped")
 	fs.Var(newByteSize(&o.MaxInflatedBytes, inflate.DefaultMaxMemberBytes, math.MaxInt64), "max-inflated-bytes", "most bytes one gzip member of a compressed body may inflate to (e.g. 256Mi); past it the member is reported as a gzip bomb and skipped")
 }
@@ -46,6 +52,9 @@ func (o *outputOptions) validate() error {
 	case "pretty", "json":
 	default:
 		return fmt.Errorf("--output must be pretty or json, not %q", o.Output)
+	}
+	if o.Report != "" && !strings.HasSuffix(strings.ToLower(o.Report), ".html") && !strings.HasSuffix(strings.ToLower(o.Report), ".htm") {
+		return fmt.Errorf("--report writes HTML: name the file FILE.html, not %q", o.Report)
 	}
 	switch o.Color {
 	case "auto", "always", "never":
@@ -83,11 +92,29 @@ func useColor(mode string, streams IOStreams) bool {
 // then the watch health that is always printed. perConn keeps --diff's
 // versions apart per connection (captures: one watch per connection).
 func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
-	var s record.Sink = health.New(p)
+	var next record.Sink = p
+	if o.Report != "" {
+		// The report sees what the printer sees, health records too.
+		o.report = report.New(p, report.Options{Title: o.ReportTitle})
+		next = o.report
+	}
+	var s record.Sink = health.New(next)
 	if o.Diff || o.DiffAll {
 		s = diff.New(s, diff.Options{All: o.DiffAll, PerConnection: perConn})
 	}
 	return s
+}
+
+// writeReport writes --report's file, when asked for, once the records
+// have all been emitted.
+func (o *outputOptions) writeReport() error {
+	if o.report == nil {
+		return nil
+	}
+	if err := o.report.WriteFile(o.Report); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("--report: %w", err)}
+	}
+	return nil
 }
 
 func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer {

@@ -216,6 +216,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		}
 	}
 	p := o.output.printer(streams, o.allHTTP)
+	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := pcap.Options{
 		Keys: keys,
 		// Keys may come after the connections that need them only
@@ -247,6 +248,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	if err != nil {
 		_ = p.Close() // show what was decoded before the error
+		_ = o.output.writeReport()
 		if errors.Is(err, pcap.ErrNotCapture) {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
 		}
@@ -254,6 +256,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if err := o.output.writeReport(); err != nil {
+		return err
 	}
 	if o.port != 0 && stats.TCP == 0 && len(stats.OtherPorts) > 0 {
 		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",

@@ -578,6 +578,9 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
 	}
+	if err := o.output.writeReport(); err != nil {
+		return err
+	}
 	if rec != nil && rec.Err() != nil {
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
 	}
@@ -661,12 +664,34 @@ func (o *streamOptions) keyLogPath(streams IOStreams) string {
 	return getenv(streams, "SSLKEYLOGFILE")
 }
 
+// describe says what the session watches, for the report's title:
+// "configmaps -n kube-system", "pods,configmaps -A", "--raw PATH".
+func (o *streamOptions) describe() string {
+	if o.raw != "" {
+		return "--raw " + o.raw
+	}
+	what := o.resource
+	if len(o.resources) > 1 {
+		what = strings.Join(o.resources, ",")
+	} else if o.name != "" {
+		what += "/" + o.name
+	}
+	switch {
+	case o.allNamespaces:
+		what += " -A"
+	case o.namespace != "":
+		what += " -n " + o.namespace
+	}
+	return what
+}
+
 var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
 	// Every exchange on a tapped connection is one kwatch asked for: show
 	// them all, watch or not (e.g. a 403, or a --raw path that is no watch).
 	p := o.output.printer(streams, true)
+	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
 	var rec *pcap.Writer
@@ -725,6 +750,9 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
 	if err := p.Close(); err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
+	}
+	if err := o.output.writeReport(); err != nil {
+		return err
 	}
 	if rec != nil && rec.Err() != nil {
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}

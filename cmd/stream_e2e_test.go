@@ -21,12 +21,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"golang.org/x/net/http2/hpack"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kwatch/kwatch/internal/e2e"
+	"github.com/kwatch/kwatch/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -328,7 +330,8 @@ func relistOn410(t *testing.T, mode string) {
 		}
 	}
 	p := newProxy(t, env)
-	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--list-mode", mode, "--proxy", p.url, "-o", "json")
+	reportFile := filepath.Join(t.TempDir(), "relist.html")
+	s := startKwatch(t, "stream", "podtemplates", "-n", ns, "--list-mode", mode, "--proxy", p.url, "-o", "json", "--report", reportFile)
 	// The state is known once the first watch is answered after its LIST,
 	// or, for a watch-list, once its initial-events-end bookmark came:
 	// stopping the proxy before would make kwatch get the state again,
@@ -403,6 +406,41 @@ func relistOn410(t *testing.T, mode string) {
 	}
 	if rl["unchanged"] != 1.0 {
 		t.Errorf("relist unchanged = %v, want 1", rl["unchanged"])
+	}
+	s.stop(t) // as Ctrl-C: the report is written now
+	checkRelistReport(t, reportFile, s.records(t))
+}
+
+// checkRelistReport opens the --report of a session with a 410 re-list in
+// chromium: a lane per watch and a mark per event as in the JSON Lines, the
+// 410 on the timeline (an ERROR 410 mark, or a watch answered 410), the
+// re-list drawn as a note and as a link to the watch that followed, and no
+// script error.
+func checkRelistReport(t *testing.T, file string, recs []map[string]any) {
+	t.Helper()
+	watches := 0
+	for _, r := range ofRecord(recs, "request") {
+		if r["watch"] == true {
+			watches++
+		}
+	}
+	events := len(ofRecord(recs, "event"))
+	ctx, errs := testutil.Browser(t)
+	testutil.Do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#timeline")))
+	lanes := testutil.Get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline g.lane").length`))
+	marks := testutil.Get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.mark").length`))
+	if lanes != watches || marks != events {
+		t.Errorf("report: %d lanes and %d marks; the JSON Lines have %d watches and %d events", lanes, marks, watches, events)
+	}
+	gone := testutil.Get(t, ctx, chromedp.Evaluate[bool](
+		`document.querySelectorAll("#timeline rect.mark.expired").length > 0 || kwatchReport.data.lanes.some(l => l.status === 410)`))
+	relists := testutil.Get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('#timeline .note[data-kind="relist"]').length`))
+	links := testutil.Get(t, ctx, chromedp.Evaluate[[]string](`kwatchReport.data.lanes.filter(l => l.link).map(l => l.link)`))
+	if !gone || relists == 0 || !slices.ContainsFunc(links, func(l string) bool { return strings.Contains(l, "|re-list|") }) {
+		t.Errorf("report: 410 shown %v, %d re-list notes drawn, links %v", gone, relists, links)
+	}
+	if e := errs(); len(e) > 0 {
+		t.Errorf("script errors: %s", strings.Join(e, "\n"))
 	}
 }
 
