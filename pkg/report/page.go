@@ -87,6 +87,9 @@ type pageLane struct {
 	Link     string       `json:"link"`
 	Closed   string       `json:"closed"`
 	Restarts int          `json:"restarts"`
+	// Bookmarks: count, then the shortest, median and longest interval
+	// between them in milliseconds (health records).
+	Bookmarks []float64 `json:"bookmarks"`
 }
 
 type pageEv struct {
@@ -166,6 +169,8 @@ func (r *Report) build(now time.Time) *page {
 		if l.health != nil {
 			pl.Health = printer.HealthText(l.health)
 			pl.Restarts = l.health.Restarts
+			b := l.health.Bookmarks
+			pl.Bookmarks = []float64{float64(b.Count), ms(b.Min), ms(b.Median), ms(b.Max)}
 		}
 		for _, m := range l.marks {
 			pl.Marks = append(pl.Marks, [4]float64{r.ms(m.t), float64(m.typ), float64(m.flags), float64(m.ev)})
@@ -235,6 +240,8 @@ func (r *Report) build(now time.Time) *page {
 	}
 	return p
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

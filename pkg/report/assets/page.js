@@ -50,6 +50,7 @@
     var seg = path.split("/").filter(function (s) { return s; });
     var group = seg[0] === "apis" && seg.length > 2 ? seg[1] : "";
     seg = seg.slice(seg[0] === "apis" ? 3 : 2);
+    if (seg[0] === "watch") seg = seg.slice(1); // the deprecated /watch/ paths
     var ns = "";
     if (seg[0] === "namespaces" && seg.length > 2) { ns = seg[1]; seg = seg.slice(2); }
     var s = seg.join("/") + (group ? "." + group : "");
@@ -122,20 +123,24 @@
       sv("line", { x1: px, x2: px, y1: AXIS_H - 4, y2: h }, axis);
       sv("text", { x: px + 2, y: 12 }, axis).textContent = fmtT(t);
     });
-    var clip = sv("clipPath", { id: "plot-clip" }, sv("defs", {}, svg));
-    sv("rect", { x: LABEL_W, y: 0, width: plotW(), height: h }, clip);
+    var defs = sv("defs", {}, svg);
+    sv("rect", { x: LABEL_W, y: 0, width: plotW(), height: h }, sv("clipPath", { id: "plot-clip" }, defs));
+    sv("rect", { x: 0, y: 0, width: LABEL_W - 6, height: h }, sv("clipPath", { id: "label-clip" }, defs));
     var quietMs = state.quiet > 0 ? state.quiet * 1000 : 0;
     var drawnMarks = 0, denseDrawn = 0;
     lanes.forEach(function (l, row) {
       var y = AXIS_H + row * LANE_H;
       var g = sv("g", { "class": "lane", "data-lane": l.i, "data-marks": l.m.length }, svg);
       sv("rect", { "class": "lane-bg", x: 0, y: y + 1, width: w, height: LANE_H - 2 }, g);
-      var label = sv("text", { x: 4, y: y + 16 }, g);
+      var label = sv("text", { x: 4, y: y + 16, "clip-path": "url(#label-clip)" }, g);
       label.textContent = laneName(l) + "  " + shortPath(l.path);
       titled(label, laneTitle(l));
       var plot = sv("g", { "clip-path": "url(#plot-clip)" }, g);
       var end = l.end !== null ? l.end : span;
       titled(sv("line", { "class": "lane-life" + (l.end !== null && !l.clean ? " unclean" : ""), x1: x(l.start), x2: x(end), y1: y + 12, y2: y + 12 }, plot), laneTitle(l));
+      if (l.end !== null) {
+        titled(sv("rect", { "class": "lane-end" + (l.clean ? "" : " unclean"), x: x(l.end) - 1, y: y + 4, width: 2, height: LANE_H - 8 }, plot), fmtT(l.end) + "  ended: " + l.how);
+      }
       // quiet gaps: no event for longer than the threshold while the watch was open
       if (quietMs > 0) {
         var times = [l.start];
@@ -419,6 +424,17 @@
       sv("text", { x: P + i * bw + 2, y: H - 6 }, sizes).textContent = "≤" + lbl;
       sv("text", { x: P + i * bw + 2, y: H - 23 - hh }, sizes).textContent = String(s[1]);
     });
+    var bt = document.getElementById("bookmarks"), bh = el("tr");
+    ["watch", "resource", "bookmarks", "shortest interval", "median", "longest"].forEach(function (h) { bh.appendChild(el("th", {}, h)); });
+    bt.appendChild(bh);
+    D.lanes.forEach(function (l) {
+      if (!l.bookmarks || !l.bookmarks[0]) return;
+      var tr = el("tr");
+      var iv = function (v) { return l.bookmarks[0] > 1 ? (v / 1000).toFixed(3) + " s" : "-"; };
+      [laneName(l), l.path, l.bookmarks[0], iv(l.bookmarks[1]), iv(l.bookmarks[2]), iv(l.bookmarks[3])].forEach(function (v, k) { tr.appendChild(el("td", { "class": k >= 2 ? "num" : "" }, v)); });
+      bt.appendChild(tr);
+    });
+    if (bt.children.length === 1) bt.appendChild(el("tr", {}, "")).appendChild(el("td", { colspan: 6 }, "No bookmark in this " + (D.live ? "session" : "capture") + "."));
     var ul = document.getElementById("health");
     D.lanes.forEach(function (l) {
       if (!l.health && !l.findings.length) return;
