@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -53,6 +54,31 @@ func run(report, png string, width, height, click, zoom int) error {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		return err
 	}
+	var mu sync.Mutex
+	var problems []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, "openreport: the page's console:", p)
+		}
+		if len(problems) > 0 {
+			os.Exit(1)
+		}
+	}()
 	start := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+abs), chromedp.WaitVisible(chromedp.CSS("#timeline"))); err != nil {
 		return err

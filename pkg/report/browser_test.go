@@ -250,7 +250,7 @@ func TestBrowserHostileAndDense(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#timeline rect.mark[data-ev="0"]`)), chromedp.WaitVisible(chromedp.CSS("#event-view")))
 	pwned := testutil.Get(t, ctx, chromedp.Evaluate[bool](`window.pwned !== undefined || document.querySelector("img") !== null`))
 	title := testutil.Get(t, ctx, chromedp.Title())
-	density := testutil.Get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.density").length`))
+	density := testutil.Get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline path.density").length`))
 	caveats := testutil.Get(t, ctx, chromedp.Text(chromedp.CSS("#caveats")))
 	line := testutil.Get(t, ctx, chromedp.Text(chromedp.CSS("#event-line")))
 	if pwned || title != bad || !strings.Contains(line, bad) {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -33,8 +34,8 @@ type page struct {
 	Span      float64    `json:"span"`
 	Live      bool       `json:"live"`
 	Diff      bool       `json:"diff"`
-	Lanes     []pageLane `json:"lanes"`
-	Events    []pageEv   `json:"events"`
+	Lanes     []pageLane `json:"lanes,omitempty"`  // written one by one
+	Events    []pageEv   `json:"events,omitempty"` // written one by one
 	Notes     []pageNote `json:"notes"`
 	Sizes     [][2]int   `json:"sizes"`
 	Summary   string     `json:"summary"`
@@ -266,7 +267,10 @@ func selector(l *lane) string {
 // Write renders the page to w: an HTML5 document with its style, script
 // and data inline. Errors are w's.
 func (r *Report) Write(w io.Writer) error {
-	data, err := json.Marshal(r.build(time.Now()))
+	p := r.build(time.Now())
+	lanes, events := p.Lanes, p.Events
+	p.Lanes, p.Events = nil, nil
+	meta, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
@@ -282,14 +286,35 @@ func (r *Report) Write(w io.Writer) error {
 		"{{SCRIPT}}", pageJS,
 	).Replace(pageHTML)
 	before, after, _ := strings.Cut(out, "{{DATA}}")
-	if _, err := io.WriteString(w, before); err != nil {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(before)
+	// The data is one JSON object; its lanes and events are encoded one
+	// at a time, so that the page is never all in memory at once.
+	bw.Write(meta[:len(meta)-1])
+	if err := writeArray(bw, `,"lanes":[`, lanes); err != nil {
 		return err
 	}
-	if _, err := w.Write(data); err != nil {
+	if err := writeArray(bw, `],"events":[`, events); err != nil {
 		return err
 	}
-	_, err = io.WriteString(w, after)
-	return err
+	bw.WriteString("]}")
+	bw.WriteString(after)
+	return bw.Flush()
+}
+
+func writeArray[T any](bw *bufio.Writer, open string, items []T) error {
+	bw.WriteString(open)
+	for i := range items {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+	}
+	return nil
 }
 
 // WriteFile writes the page to path through a temporary file in the same

@@ -33,7 +33,7 @@ const (
 	DefaultMaxMarks = 200000
 	// DefaultMaxDetailBytes bounds the bytes of events' objects (and
 	// diffs) kept for the page's event view, in bytes.
-	DefaultMaxDetailBytes = 24 << 20
+	DefaultMaxDetailBytes = 8 << 20
 	// DefaultMaxObjectBytes is the most of one object the page shows, in
 	// bytes; a longer one is cut with a note.
 	DefaultMaxObjectBytes = 16 << 10
@@ -711,20 +711,19 @@ func bucket(n int64) int {
 // lasts; past it the mark stays and its view says the details were not
 // kept.
 func (r *Report) detail(l *lane, e *record.Event, cs []carrier) *detail {
-	obj := string(e.Object)
-	cost := int64(min(len(obj), r.opt.MaxObjectBytes) + len(e.Diff) + 256 + 64*len(cs))
+	// Only what the page shows is copied: a slice of a longer string
+	// would keep all of it.
+	obj := string(e.Object[:min(len(e.Object), r.opt.MaxObjectBytes)])
+	cost := int64(len(obj) + len(e.Diff) + 256 + 64*len(cs))
 	if r.detailed+cost > r.opt.MaxDetailBytes {
 		r.dropped.details++
 		return nil
 	}
 	r.detailed += cost
 	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: e.Type, what: printer.EventWhat(e), carrier: printer.ChunkText(e),
-		offset: e.Offset, length: e.Length, format: e.Format, objLen: len(obj), changes: e.Changes, diff: string(e.Diff),
-		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != ""}
-	if len(obj) > r.opt.MaxObjectBytes {
-		obj = obj[:r.opt.MaxObjectBytes]
-	}
-	d.object = obj
+		offset: e.Offset, length: e.Length, format: e.Format, changes: e.Changes, diff: string(e.Diff),
+		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != "", object: obj}
+	d.objLen = len(e.Object)
 	return d
 }
 

@@ -97,7 +97,11 @@
   // Timeline
   var svg = document.getElementById("timeline");
   var tip = document.getElementById("tooltip");
-  function plotW() { return Math.max(200, svg.clientWidth - LABEL_W - 10); }
+  // The plot's width is read once per drawing: reading clientWidth after
+  // each change of the SVG would lay the page out again every time.
+  var plotWidth = 0;
+  function measure() { plotWidth = Math.max(200, (svg.clientWidth || 1000) - LABEL_W - 10); }
+  function plotW() { return plotWidth; }
   function x(ms) { return LABEL_W + (ms - state.from) / (state.to - state.from) * plotW(); }
   function msAt(px) { return state.from + (px - LABEL_W) / plotW() * (state.to - state.from); }
   function visible(ms) { return ms >= state.from && ms <= state.to; }
@@ -113,6 +117,7 @@
   }
 
   function draw() {
+    measure();
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     var w = svg.clientWidth || 1000, h = AXIS_H + lanes.length * LANE_H + 6;
     svg.setAttribute("height", h);
@@ -169,18 +174,23 @@
         denseDrawn++;
         var max = 1;
         l.bins.forEach(function (b) { var n = 0; for (var k = 1; k <= 6; k++) n += b[k]; if (n > max) max = n; });
+        // One path per event type: a rectangle per bin, stacked by type.
+        var d = ["", "", "", "", "", ""], shown = [0, 0, 0, 0, 0, 0];
         l.bins.forEach(function (b) {
           if (b[0] + l.binW < state.from || b[0] > state.to) return;
-          var n = 0, top = 0; for (var k = 1; k <= 6; k++) n += b[k];
-          var bx = x(b[0]), bw = Math.max(1, x(b[0] + l.binW) - bx);
+          var top = 0, bx = x(b[0]), bw = Math.max(1, x(b[0] + l.binW) - bx);
           for (var t = 0; t < 6; t++) {
             if (!b[t + 1]) continue;
-            var hh = (LANE_H - 6) * b[t + 1] / max;
-            titled(sv("rect", { "class": "density t-" + TYPES[t], x: bx, y: y + LANE_H - 3 - top - hh, width: bw, height: Math.max(hh, 0.5) }, plot),
-              fmtT(b[0]) + ": " + n + " events in " + l.binW + " ms");
+            var hh = Math.max((LANE_H - 6) * b[t + 1] / max, 0.5);
+            d[t] += "M" + bx.toFixed(1) + " " + (y + LANE_H - 3 - top - hh).toFixed(1) + "h" + bw.toFixed(1) + "v" + hh.toFixed(1) + "h" + (-bw).toFixed(1) + "z";
             top += hh;
+            shown[t] += b[t + 1];
           }
         });
+        for (var t = 0; t < 6; t++) {
+          if (!d[t]) continue;
+          titled(sv("path", { "class": "density t-" + TYPES[t], d: d[t] }, plot), shown[t] + " " + TYPES[t] + " events in view, drawn as density (bins of " + l.binW + " ms; the tallest holds " + max + " events)");
+        }
         // Over the density: the marks kept (a dense lane's first events)
         // while they fit, and always the ERROR and initial-events-end ones.
         if (visibleMarks.length > plotW() / 2) visibleMarks = visibleMarks.filter(function (m) { return m[2] & 5 || m[1] === 4; });
@@ -389,7 +399,9 @@
       t.appendChild(tr);
     });
     document.getElementById("events-range").textContent = state.brush ? "(" + fmtT(state.brush[0]) + " to " + fmtT(state.brush[1]) + ")" : "";
-    document.getElementById("events-more").textContent = inRange > shown ? "The first " + shown + " of " + inRange + " events are listed; choose a shorter time range to see others." : "";
+    var more = inRange > shown ? "The first " + shown + " of " + inRange + " events are listed; choose a shorter time range to see others." : "";
+    if (D.dropped.details) more += " The table lists the " + D.events.length + " events whose bytes the report kept, of " + D.eventCount + ".";
+    document.getElementById("events-more").textContent = more;
     t.setAttribute("data-rows", shown);
     t.setAttribute("data-in-range", inRange);
   }
