@@ -303,6 +303,7 @@
         row.appendChild(d);
       }
       if (ev.gz) {
+        total = c.n;
         part("this", c.n, c.n + " compressed bytes (" + c.k + (c.k === 1 ? " event" : " events") + (c.z ? ", inflating to " + c.z + " bytes" : "") + ")");
       } else {
         part("other", c.b, c.b + " bytes before (other events)");
