@@ -107,6 +107,15 @@ func TestBrowserCaptures(t *testing.T) {
 				t.Errorf("title %q", title)
 			}
 
+			// Hover the first mark: the tooltip is the event's line.
+			at := testutil.Get(t, ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector('#timeline rect.mark[data-ev="0"]').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()`))
+			testutil.Do(t, ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at[0], at[1]))
+			tip := testutil.Get(t, ctx, chromedp.Evaluate[string](`document.getElementById("tooltip").hidden ? "" : document.getElementById("tooltip").textContent`))
+			if !strings.Contains(tip, events[0]["type"].(string)) || !strings.Contains(tip, "rv "+fmt.Sprint(events[0]["resourceVersion"])) {
+				t.Errorf("hovering the first mark shows %q", tip)
+			}
+			testutil.Do(t, ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 5, 5))
+
 			// Choose the first event: its carrier's framing bytes.
 			first := events[0]
 			var want string
