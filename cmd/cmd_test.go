@@ -146,6 +146,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"stream", "cm", "pods", "--resource-version", "5", "--proxy", "127.0.0.1:1"}, "kwatch: --resource-version belongs to one resource type; watch several types without it\n"},
 		{[]string{"-v", "-1", "version"}, "kwatch: -v takes a log level from 0 up, not -1\n"},
 		{[]string{"version", "-o", "yaml"}, "kwatch: --output must be json (or left out), not \"yaml\"\n"},
+		{[]string{"pcap", "--report", "out.txt", watchCapture}, "kwatch: --report writes HTML: name the file FILE.html, not \"out.txt\"\n"},
+		{[]string{"pcap", "--report", "/nonexistent-dir/r.html", watchCapture}, "kwatch: --report /nonexistent-dir/r.html: the directory /nonexistent-dir does not exist\n"},
+		{[]string{"pcap", "--report", "/tmp", watchCapture}, "kwatch: --report writes HTML: name the file FILE.html, not \"/tmp\"\n"},
 	} {
 		_, errOut, _ := run(t, nil, nil, tc.args...)
 		if !strings.HasSuffix(errOut, tc.want) {
@@ -318,6 +321,42 @@ func TestPcapStdinCtrlC(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("kwatch pcap - did not end after Ctrl-C while its input stayed open")
+	}
+}
+
+// TestPcapStdinCtrlCReport: Ctrl-C on a capture still arriving writes
+// --report with what was decoded so far.
+func TestPcapStdinCtrlCReport(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "r.html")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Execute(ctx, IOStreams{In: pr, Out: &out, ErrOut: io.Discard,
+			Getenv: func(string) string { return "" }}, []string{"pcap", "--report", file, "-"})
+	}()
+	if _, err := pw.Write(data[:3000]); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "ADDED") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != ExitInterrupted {
+		t.Errorf("exit %d", code)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil || !bytes.Contains(page, []byte("<title>kwatch pcap -</title>")) || !bytes.Contains(page, []byte(`"ty":"ADDED"`)) {
+		t.Errorf("report after Ctrl-C: %v, %d bytes", err, len(page))
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".kwatch-report-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 

@@ -1,8 +1,12 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -53,8 +57,17 @@ func (o *outputOptions) validate() error {
 	default:
 		return fmt.Errorf("--output must be pretty or json, not %q", o.Output)
 	}
-	if o.Report != "" && !strings.HasSuffix(strings.ToLower(o.Report), ".html") && !strings.HasSuffix(strings.ToLower(o.Report), ".htm") {
-		return fmt.Errorf("--report writes HTML: name the file FILE.html, not %q", o.Report)
+	if o.Report != "" {
+		if !strings.HasSuffix(strings.ToLower(o.Report), ".html") && !strings.HasSuffix(strings.ToLower(o.Report), ".htm") {
+			return fmt.Errorf("--report writes HTML: name the file FILE.html, not %q", o.Report)
+		}
+		// Said now rather than after a long capture.
+		if fi, err := os.Stat(filepath.Dir(o.Report)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--report %s: the directory %s does not exist", o.Report, filepath.Dir(o.Report))
+		}
+		if fi, err := os.Stat(o.Report); err == nil && fi.IsDir() {
+			return fmt.Errorf("--report %s is a directory; name the report file, e.g. %s", o.Report, filepath.Join(o.Report, "report.html"))
+		}
 	}
 	switch o.Color {
 	case "auto", "always", "never":
@@ -112,7 +125,11 @@ func (o *outputOptions) writeReport() error {
 		return nil
 	}
 	if err := o.report.WriteFile(o.Report); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("--report: %w", err)}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is the temporary file's; name the report's
+		}
+		return &exitError{code: ExitUsage, err: fmt.Errorf("--report %s: %w", o.Report, err)}
 	}
 	return nil
 }
