@@ -371,7 +371,7 @@
       var tr = el("tr", { "data-lane": l.i });
       watchCols.forEach(function (c) {
         var v = c[1](l);
-        var td = el("td", { "class": typeof v === "number" ? "num" : "" }, c[2] ? c[2](v) : v);
+        var td = el("td", { "class": typeof v === "number" ? "num" : c[0] === "ended" || c[0] === "findings" ? "wide" : "" }, c[2] ? c[2](v) : v);
         tr.appendChild(td);
       });
       tr.title = laneTitle(l) + (l.health ? "\nhealth: " + l.health : "");
