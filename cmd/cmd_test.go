@@ -294,6 +294,33 @@ func TestPcapStdinShowsEventsBeforeWaiting(t *testing.T) {
 // TestPcapStdinCtrlC: Ctrl-C ends kwatch pcap - with its summary even when
 // the writer keeps the pipe open (the read waiting on it is given up).
 func TestPcapStdinCtrlC(t *testing.T) {
+	code, out := ctrlCOnStdin(t)
+	if code != ExitInterrupted || !strings.Contains(out, "summary: ") || strings.Contains(out, "problem:") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestPcapStdinCtrlCReport: Ctrl-C on a capture still arriving writes
+// --report with what was decoded so far.
+func TestPcapStdinCtrlCReport(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "r.html")
+	if code, _ := ctrlCOnStdin(t, "--report", file); code != ExitInterrupted {
+		t.Errorf("exit %d", code)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil || !bytes.Contains(page, []byte("<title>kwatch pcap -</title>")) || !bytes.Contains(page, []byte(`"ty":"ADDED"`)) {
+		t.Errorf("report after Ctrl-C: %v, %d bytes", err, len(page))
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".kwatch-report-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// ctrlCOnStdin runs kwatch pcap [args] - on the start of a capture whose
+// writer keeps the pipe open, cancels it (Ctrl-C) once an event is shown,
+// and returns its exit status and output.
+func ctrlCOnStdin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
 	data, err := os.ReadFile(watchCapture)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +332,7 @@ func TestPcapStdinCtrlC(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Execute(ctx, IOStreams{In: pr, Out: &out, ErrOut: io.Discard,
-			Getenv: func(string) string { return "" }}, []string{"pcap", "-"})
+			Getenv: func(string) string { return "" }}, append(append([]string{"pcap"}, args...), "-"))
 	}()
 	if _, err := pw.Write(data[:3000]); err != nil {
 		t.Fatal(err)
@@ -316,48 +343,11 @@ func TestPcapStdinCtrlC(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != ExitInterrupted || !strings.Contains(out.String(), "summary: ") || strings.Contains(out.String(), "problem:") {
-			t.Errorf("exit %d:\n%s", code, out.String())
-		}
+		return code, out.String()
 	case <-time.After(10 * time.Second):
 		t.Fatal("kwatch pcap - did not end after Ctrl-C while its input stayed open")
 	}
-}
-
-// TestPcapStdinCtrlCReport: Ctrl-C on a capture still arriving writes
-// --report with what was decoded so far.
-func TestPcapStdinCtrlCReport(t *testing.T) {
-	data, err := os.ReadFile(watchCapture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "r.html")
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Execute(ctx, IOStreams{In: pr, Out: &out, ErrOut: io.Discard,
-			Getenv: func(string) string { return "" }}, []string{"pcap", "--report", file, "-"})
-	}()
-	if _, err := pw.Write(data[:3000]); err != nil {
-		t.Fatal(err)
-	}
-	for !strings.Contains(out.String(), "ADDED") {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	if code := <-done; code != ExitInterrupted {
-		t.Errorf("exit %d", code)
-	}
-	page, err := os.ReadFile(file)
-	if err != nil || !bytes.Contains(page, []byte("<title>kwatch pcap -</title>")) || !bytes.Contains(page, []byte(`"ty":"ADDED"`)) {
-		t.Errorf("report after Ctrl-C: %v, %d bytes", err, len(page))
-	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".kwatch-report-*")); len(left) > 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
+	return 0, ""
 }
 
 // TestPcapFIFOCtrlC: Ctrl-C ends kwatch pcap on a named pipe (mkfifo, or

@@ -11,12 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/kwatch/kwatch/internal/browser"
 )
 
 func main() {
@@ -41,41 +41,20 @@ func run(report, png string, width, height, click, zoom int) error {
 	if err != nil {
 		return err
 	}
-	path, err := exec.LookPath("chromium")
+	ctx, stop, err := browser.New(context.Background(), width, height)
 	if err != nil {
-		return fmt.Errorf("chromium: %w (apt-get install chromium)", err)
+		return err
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.WindowSize(width, height))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	defer stop()
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	var problems []string
-	msgs := chromedp.Console(ctx)
-	go func() {
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
-				mu.Lock()
-				problems = append(problems, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
+	problems := browser.Problems(ctx)
 	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range problems {
+		for _, p := range problems() {
 			fmt.Fprintln(os.Stderr, "openreport: the page's console:", p)
 		}
-		if len(problems) > 0 {
+		if len(problems()) > 0 {
 			os.Exit(1)
 		}
 	}()

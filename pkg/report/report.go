@@ -99,26 +99,20 @@ type laneKey struct {
 
 // New returns a Report that passes records on to next (which may be nil).
 func New(next record.Sink, opt Options) *Report {
-	if opt.MaxLaneMarks <= 0 {
-		opt.MaxLaneMarks = DefaultMaxLaneMarks
-	}
-	if opt.MaxMarks <= 0 {
-		opt.MaxMarks = DefaultMaxMarks
-	}
-	if opt.MaxDetailBytes <= 0 {
-		opt.MaxDetailBytes = DefaultMaxDetailBytes
-	}
-	if opt.MaxObjectBytes <= 0 {
-		opt.MaxObjectBytes = DefaultMaxObjectBytes
-	}
-	if opt.MaxLanes <= 0 {
-		opt.MaxLanes = DefaultMaxLanes
-	}
-	if opt.MaxNotes <= 0 {
-		opt.MaxNotes = DefaultMaxNotes
-	}
+	orDefault(&opt.MaxLaneMarks, DefaultMaxLaneMarks)
+	orDefault(&opt.MaxMarks, DefaultMaxMarks)
+	orDefault(&opt.MaxDetailBytes, DefaultMaxDetailBytes)
+	orDefault(&opt.MaxObjectBytes, DefaultMaxObjectBytes)
+	orDefault(&opt.MaxLanes, DefaultMaxLanes)
+	orDefault(&opt.MaxNotes, DefaultMaxNotes)
 	return &Report{next: next, opt: opt, lanes: map[laneKey]*lane{}, conns: map[int]*connInfo{},
 		watchNo: map[laneKey]int{}, sizes: map[int]int{}}
+}
+
+func orDefault[T int | int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Flush flushes the next sink (record.Flusher).
