@@ -214,14 +214,27 @@ func (t *Tracker) event(e *record.Event) {
 	if w.lastRVOK {
 		switch {
 		case rv < w.lastRV:
-			h.Findings = append(h.Findings, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion went backwards",
+			addFinding(h, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion went backwards",
 				Detail: strconv.FormatInt(w.lastRV, 10) + " then " + e.ResourceVersion})
 		case rv == w.lastRV && e.Type != "BOOKMARK":
-			h.Findings = append(h.Findings, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion repeated",
+			addFinding(h, record.Finding{Conn: e.Conn, Seq: e.Seq, Kind: "resourceVersion repeated",
 				Detail: e.ResourceVersion})
 		}
 	}
 	w.lastRV, w.lastRVOK = rv, true
+}
+
+// MaxFindings is how many findings a health record lists; the others are
+// counted (a watch whose every event repeats its resourceVersion would
+// otherwise hold one per event).
+const MaxFindings = 100
+
+func addFinding(h *record.Health, f record.Finding) {
+	if len(h.Findings) >= MaxFindings {
+		h.FindingsNotListed++
+		return
+	}
+	h.Findings = append(h.Findings, f)
 }
 
 // bucket returns the histogram bucket of a chunk size in bytes.
@@ -266,7 +279,10 @@ func (t *Tracker) flush(now time.Time) {
 			all.MaxGap = w.h.MaxGap
 		}
 		all.Bookmarks.Count += w.h.Bookmarks.Count
-		all.Findings = append(all.Findings, w.h.Findings...)
+		for _, f := range w.h.Findings {
+			addFinding(all, f)
+		}
+		all.FindingsNotListed += w.h.FindingsNotListed
 		t.next.Emit(w.h)
 	}
 	// The overall intervals are those between bookmarks of one watch,

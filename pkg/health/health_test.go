@@ -153,3 +153,31 @@ func TestHealthOverallBookmarks(t *testing.T) {
 		t.Fatalf("overall bookmarks %+v, want 5, intervals 1s, 2s, 3s", overall.Bookmarks)
 	}
 }
+
+// TestFindingsBounded: a watch whose every event repeats its
+// resourceVersion lists the first MaxFindings findings and counts the rest,
+// in its own record and in the overall one.
+func TestFindingsBounded(t *testing.T) {
+	var got []*record.Health
+	tr := New(record.SinkFunc(func(r record.Record) {
+		if h, ok := r.(*record.Health); ok {
+			got = append(got, h)
+		}
+	}))
+	c := &record.Conn{ID: 1}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: t0, Watch: true})
+	const n = 5000
+	for i := range n {
+		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Time: t0, Type: "MODIFIED", ResourceVersion: "100"})
+	}
+	tr.Emit(&record.Summary{Time: t0})
+	if len(got) != 2 {
+		t.Fatalf("%d health records", len(got))
+	}
+	for _, h := range got {
+		if len(h.Findings) != MaxFindings || h.FindingsNotListed != n-1-MaxFindings {
+			t.Errorf("%s: %d findings listed, %d not, want %d and %d", h.Scope, len(h.Findings), h.FindingsNotListed, MaxFindings, n-1-MaxFindings)
+		}
+	}
+}

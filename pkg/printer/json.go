@@ -453,6 +453,7 @@ type jsonHealth struct {
 	Watches         int            `json:"watches,omitempty"`
 	Events          map[string]int `json:"events"`
 	Findings        []jsonFinding  `json:"findings"`
+	NotListed       int            `json:"findingsNotListed,omitempty"`
 	FirstEventS     float64        `json:"firstEventSeconds,omitempty"`
 	InitialEvents   int            `json:"initialEvents,omitempty"`
 	InitialEndS     float64        `json:"initialEventsEndSeconds,omitempty"`
@@ -472,7 +473,7 @@ type jsonHealth struct {
 
 func healthObject(h *record.Health) jsonHealth {
 	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
-		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{},
+		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{}, NotListed: h.FindingsNotListed,
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,

@@ -709,7 +709,7 @@ func HealthText(h *record.Health) string {
 			}
 			fs = append(fs, fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, Escape(f.Detail)))
 		}
-		parts = append(parts, plural(len(h.Findings), "finding")+": "+strings.Join(fs, "; "))
+		parts = append(parts, plural(len(h.Findings)+h.FindingsNotListed, "finding")+": "+strings.Join(fs, "; "))
 	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))

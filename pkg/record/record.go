@@ -529,8 +529,11 @@ type Health struct {
 	Watches int
 	// Events counts events by type.
 	Events map[string]int
-	// Findings are resourceVersions that went backwards or repeated.
-	Findings []Finding
+	// Findings are resourceVersions that went backwards or repeated: the
+	// first ones (pkg/health keeps 100 per watch and 100 in all);
+	// FindingsNotListed counts the others.
+	Findings          []Finding
+	FindingsNotListed int
 	// InitialEvents counts a watch-list's initial events (Event.Initial);
 	// InitialEnd is the time from the request to its initial-events-end
 	// BOOKMARK (0 when none came).
