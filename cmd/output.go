@@ -68,6 +68,16 @@ func (o *outputOptions) validate() error {
 		if fi, err := os.Stat(o.Report); err == nil && fi.IsDir() {
 			return fmt.Errorf("--report %s is a directory; name the report file, e.g. %s", o.Report, filepath.Join(o.Report, "report.html"))
 		}
+		f, err := os.CreateTemp(filepath.Dir(o.Report), ".kwatch-report-*.html")
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("--report %s: cannot write in %s (%v)", o.Report, filepath.Dir(o.Report), err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	switch o.Color {
 	case "auto", "always", "never":

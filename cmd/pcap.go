@@ -138,6 +138,13 @@ func (o *pcapOptions) validate() error {
 	if o.follow && o.file == "-" {
 		return fmt.Errorf("--follow reads a file that grows; stdin is already read as it comes")
 	}
+	if o.output.Report != "" && o.file != "-" {
+		in, err1 := os.Stat(o.file)
+		out, err2 := os.Stat(o.output.Report)
+		if err1 == nil && err2 == nil && os.SameFile(in, out) {
+			return fmt.Errorf("--report %s is the capture being read; name another file", o.output.Report)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -254,11 +261,13 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		}
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
 	}
-	if err := p.Close(); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
-	}
+	closeErr := p.Close()
+	// The report does not depend on stdout: written even when it failed.
 	if err := o.output.writeReport(); err != nil {
 		return err
+	}
+	if closeErr != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
 	if o.port != 0 && stats.TCP == 0 && len(stats.OtherPorts) > 0 {
 		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",

@@ -575,11 +575,13 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 		}
 	}
 	shared.Emit(sum)
-	if err := p.Close(); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
-	}
+	closeErr := p.Close()
+	// The report does not depend on stdout: written even when it failed.
 	if err := o.output.writeReport(); err != nil {
 		return err
+	}
+	if closeErr != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
 	if rec != nil && rec.Err() != nil {
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
@@ -748,11 +750,13 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
 		WatchesOpened: stats.Opened, Relists: stats.Relists, Retries: stats.Retries,
 		Bytes: client.WireBytes(), Duration: time.Since(start)})
-	if err := p.Close(); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", err)}
-	}
+	closeErr := p.Close()
+	// The report does not depend on stdout: written even when it failed.
 	if err := o.output.writeReport(); err != nil {
 		return err
+	}
+	if closeErr != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
 	if rec != nil && rec.Err() != nil {
 		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}

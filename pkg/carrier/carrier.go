@@ -66,6 +66,10 @@ type Carrier struct {
 	Inflated int64
 	// Events counts the watch events with bytes in it, as far as known.
 	Events int
+	// Data is the offset in the body's data (de-chunked, as Event.Offset)
+	// of its first data byte; -1 for a compressed body, whose events are
+	// counted in inflated bytes. Set by Start.
+	Data int64
 	// Meta is the protocol's own record of the carrier (record.Chunk,
 	// record.Frame), handed back with the events it carried.
 	Meta any
@@ -298,6 +302,10 @@ func (b *Body) Start(c Carrier) {
 	}
 	b.framer.ChunkStart()
 	c.Events, c.Inflated, c.firstSerial, c.lastSerial = 0, 0, 0, 0
+	c.Data = -1
+	if b.inf == nil {
+		c.Data = b.framer.Offset()
+	}
 	// Once the event in progress lists as many carriers as it may, the
 	// carrier just left is needed by no event unless it is listed: take
 	// its place, so that an event cut into a million tiny carriers keeps

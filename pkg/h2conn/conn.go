@@ -1071,7 +1071,7 @@ func attachFrames(ev *record.Event, carried []carrier.Carried) {
 	for _, cd := range carried {
 		f := cd.Carrier.Meta.(record.Frame)
 		f.Events, f.Inflated = cd.Carrier.Events, cd.Carrier.Inflated
-		f.Bytes, f.Ordinal = cd.Bytes, cd.Ordinal
+		f.Bytes, f.Ordinal, f.DataAt = cd.Bytes, cd.Ordinal, cd.Carrier.Data
 		out = append(out, f)
 	}
 	ev.Frames = out

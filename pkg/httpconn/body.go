@@ -98,7 +98,7 @@ func attachChunks(ev *record.Event, carried []carrier.Carried) {
 	for _, cd := range carried {
 		rc := cd.Carrier.Meta.(record.Chunk)
 		rc.Events, rc.Inflated = cd.Carrier.Events, cd.Carrier.Inflated
-		rc.Bytes, rc.Ordinal = cd.Bytes, cd.Ordinal
+		rc.Bytes, rc.Ordinal, rc.DataAt = cd.Bytes, cd.Ordinal, cd.Carrier.Data
 		out = append(out, rc)
 	}
 	ev.Chunks = out

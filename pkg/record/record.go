@@ -157,6 +157,10 @@ type Chunk struct {
 	Inflated int64 `json:"inflated,omitempty"`
 	// Ordinal is which of the chunk's events the event at hand is, from 1.
 	Ordinal int `json:"-"`
+	// DataAt is the offset of its first data byte in the body's data
+	// (de-chunked, as Event.Offset), -1 in a compressed body; with Bytes
+	// and Event.Offset it places an event among the others it carried.
+	DataAt int64 `json:"-"`
 }
 
 // Frame is one HTTP/2 DATA frame that carried body bytes (RFC 9113 §6.1).
@@ -183,6 +187,10 @@ type Frame struct {
 	Inflated int64 `json:"inflated,omitempty"`
 	// Ordinal is which of the frame's events the event at hand is, from 1.
 	Ordinal int `json:"-"`
+	// DataAt is the offset of its first data byte in the body's data
+	// (de-chunked, as Event.Offset), -1 in a compressed body; with Bytes
+	// and Event.Offset it places an event among the others it carried.
+	DataAt int64 `json:"-"`
 }
 
 // Data is how many data bytes the frame carried.

@@ -107,6 +107,11 @@ func TestBrowserCaptures(t *testing.T) {
 				t.Errorf("title %q", title)
 			}
 
+			// Every event's bytes add up in each of its carriers.
+			if bad := testutil.Get(t, ctx, chromedp.Evaluate[[]string](`kwatchReport.data.events.filter(ev => !ev.gz && !ev.cs.every(c => c.b >= 0 && c.a >= 0 && c.b + c.e + c.a === c.n)).map(ev => ev.ts)`)); len(bad) > 0 {
+				t.Errorf("events whose carriers do not add up: %v", bad)
+			}
+
 			// Hover the first mark: the tooltip is the event's line.
 			at := testutil.Get(t, ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector('#timeline rect.mark[data-ev="0"]').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()`))
 			testutil.Do(t, ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at[0], at[1]))

@@ -52,6 +52,8 @@ type dropped struct {
 	Lanes   int `json:"lanes"`
 	Details int `json:"details"`
 	Marks   int `json:"marks"`
+	// Events counts the events of watches not kept, by type.
+	Events [nTypes]int `json:"events"`
 }
 
 type pageLane struct {
@@ -76,7 +78,6 @@ type pageLane struct {
 	Format   string       `json:"format"`
 	Counts   [nTypes]int  `json:"counts"`
 	Dense    bool         `json:"dense"`
-	Drawn    bool         `json:"drawn"`
 	Marks    [][4]float64 `json:"m"`
 	BinWidth float64      `json:"binW"`
 	Bins     [][]float64  `json:"bins"`
@@ -107,7 +108,6 @@ type pageEv struct {
 	Object  string    `json:"obj"`
 	ObjLen  int       `json:"ol"`
 	Changes []string  `json:"ch,omitempty"`
-	Diff    string    `json:"df,omitempty"`
 	Carrs   []carrier `json:"cs"`
 	Frames  bool      `json:"fr,omitempty"`
 	More    int       `json:"more,omitempty"`
@@ -140,7 +140,7 @@ func (r *Report) msp(t time.Time) *float64 {
 func (r *Report) build(now time.Time) *page {
 	p := &page{Title: r.opt.Title, Generated: now.UTC().Format(time.RFC3339), Live: r.live, Diff: r.diffSeen,
 		Span: r.ms(r.t1), Events0: r.counted, MaxMarks: r.opt.MaxLaneMarks,
-		Dropped: dropped{Notes: r.dropped.notes, Lanes: r.dropped.lanes, Details: r.dropped.details, Marks: r.dropped.marks},
+		Dropped: dropped{Notes: r.dropped.notes, Lanes: r.dropped.lanes, Details: r.dropped.details, Marks: r.dropped.marks, Events: r.hidden},
 		Lanes:   []pageLane{}, Events: []pageEv{}, Notes: []pageNote{}, Sizes: [][2]int{}, Lists: []string{}, Retries: []pageNote{}}
 	if !r.t0.IsZero() {
 		p.T0 = r.t0.UTC().Format(time.RFC3339Nano)
@@ -149,7 +149,7 @@ func (r *Report) build(now time.Time) *page {
 	for _, l := range r.order {
 		pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Start: r.ms(l.start),
 			First: r.msp(l.first), Last: r.msp(l.last), How: l.endHow, Clean: l.endClean, Status: l.status,
-			Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense, Drawn: l.drawn,
+			Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense,
 			Findings: l.findings, WatchNo: l.watchNo, Reason: l.reason, Link: links[l.idx], Stream: l.stream,
 			Marks: make([][4]float64, 0, len(l.marks)), BinWidth: float64(l.binWidth.Microseconds()) / 1000}
 		if pl.Findings == nil {
@@ -201,7 +201,7 @@ func (r *Report) build(now time.Time) *page {
 		}
 		p.Events = append(p.Events, pageEv{Lane: d.lane, Seq: d.seq, T: r.ms(d.t), Time: d.t.UTC().Format("2006-01-02T15:04:05.000000Z"),
 			Type: d.typ, What: d.what, Carrier: d.carrier, Offset: d.offset, Length: d.length, Format: d.format, Object: d.object,
-			ObjLen: d.objLen, Changes: d.changes, Diff: d.diff, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
+			ObjLen: d.objLen, Changes: d.changes, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
 	}
 	for _, i := range r.waiting {
 		// A re-list with no watch after it: drawn on the last one.
@@ -235,8 +235,8 @@ func (r *Report) build(now time.Time) *page {
 		if !s.Live {
 			parts = append(parts, plural(int(s.Packets), "packet", "packets"), plural(s.Connections, "TCP connection", "TCP connections"))
 		}
-		parts = append(parts, plural(len(r.order), "watch", "watches"), plural(r.counted, "event", "events"),
-			fmt.Sprintf("%d problems, %d warnings", s.Problems, s.Warnings))
+		parts = append(parts, plural(len(r.order)+r.dropped.lanes, "watch", "watches"), plural(r.counted, "event", "events"),
+			plural(r.problems, "problem", "problems")+", "+plural(r.warnings, "warning", "warnings"))
 		p.Summary = strings.Join(parts, " · ")
 	}
 	return p
@@ -319,24 +319,22 @@ func writeArray[T any](bw *bufio.Writer, open string, items []T) error {
 
 // WriteFile writes the page to path through a temporary file in the same
 // directory renamed into place, so that a report being rewritten is never
-// seen half written.
+// seen half written. The file's mode is 0600, as kwatch stream --record's:
+// the page holds the objects of the capture.
 func (r *Report) WriteFile(path string) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".kwatch-report-*.html")
 	if err != nil {
 		return err
 	}
-	if err := r.Write(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
+	err = r.Write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
+	if err == nil {
+		err = os.Rename(f.Name(), path)
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
+	if err != nil {
 		os.Remove(f.Name())
-		return err
 	}
-	return os.Rename(f.Name(), path)
+	return err
 }

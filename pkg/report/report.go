@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -37,7 +38,8 @@ const (
 	// DefaultMaxObjectBytes is the most of one object the page shows, in
 	// bytes; a longer one is cut with a note.
 	DefaultMaxObjectBytes = 16 << 10
-	// DefaultMaxLanes bounds the watches drawn; the table counts the rest.
+	// DefaultMaxLanes bounds the watches kept (drawn and listed); the
+	// others are counted with their events.
 	DefaultMaxLanes = 2000
 	// DefaultMaxNotes bounds the notes and problems drawn on lanes.
 	DefaultMaxNotes = 20000
@@ -45,6 +47,16 @@ const (
 	maxBins = 2048
 	// maxCarriers bounds the chunks or DATA frames listed for one event.
 	maxCarriers = 64
+	// maxSpecialMarks bounds the ERROR, 410 and initial-events-end marks a
+	// dense lane keeps past its marks, and maxSpecialMarksTotal those of
+	// all lanes past DefaultMaxMarks.
+	maxSpecialMarks      = 1000
+	maxSpecialMarksTotal = 20000
+	// maxWhat bounds the line text kept for one event, note or end
+	// (bytes): a name may be as long as an event; maxText bounds a
+	// request target.
+	maxWhat = 512
+	maxText = 2048
 )
 
 // Options shape a report. Zero values take the defaults above.
@@ -90,6 +102,10 @@ type Report struct {
 	// notes (indices) of re-lists not yet drawn on the watch that follows.
 	relists int
 	waiting []int
+	// problems and warnings count the Problem records (the Summary's
+	// counts are the printer's, not set in the record).
+	problems, warnings int
+	hidden             [nTypes]int // events of watches not kept
 }
 
 type laneKey struct {
@@ -138,44 +154,39 @@ type connInfo struct {
 // lane is one watch: an exchange (an HTTP/1.1 request and its response, or
 // an HTTP/2 stream) whose response streams watch events.
 type lane struct {
-	idx      int
-	key      laneKey
-	conn     *connInfo
-	stream   int // HTTP/2 stream ID, 0 on HTTP/1.1
-	target   string
-	path     string
-	query    url.Values
-	ua       string
-	start    time.Time
-	first    time.Time
-	last     time.Time
-	end      time.Time
-	endHow   string
-	endClean bool
-	ended    bool
-	status   int
-	encoding string
-	format   string
-	counts   [nTypes]int
-	marks    []mark
-	dense    bool
-	bins     map[int64]*[nTypes]int32
-	binWidth time.Duration
-	findings []string
-	health   *record.Health
-	watchNo  int
-	reason   string
-	after    time.Duration
-	// chunk tracks where the last chunk (or DATA frame) seen starts in
-	// the body's data, to place events that share it.
-	chunkIdx   int
-	chunkStart int64
-	chunkKnown bool
-	sizeIdx    int // the last carrier counted in the size histogram
-	lastRV     string
-	requestRV  string
-	drawn      bool
-	relists    int // the session's re-lists before this watch began
+	idx       int
+	key       laneKey
+	conn      *connInfo
+	stream    int // HTTP/2 stream ID, 0 on HTTP/1.1
+	target    string
+	path      string
+	query     url.Values
+	ua        string
+	start     time.Time
+	first     time.Time
+	last      time.Time
+	end       time.Time
+	endHow    string
+	endClean  bool
+	ended     bool
+	status    int
+	encoding  string
+	format    string
+	counts    [nTypes]int
+	marks     []mark
+	dense     bool
+	bins      map[int64]*[nTypes]int32
+	binWidth  time.Duration
+	findings  []string
+	health    *record.Health
+	watchNo   int
+	reason    string
+	after     time.Duration
+	sizeIdx   int // the last carrier counted in the size histogram
+	lastRV    string
+	requestRV string
+	relists   int // the session's re-lists before this watch began
+	specials  int // ERROR, 410 and initial-events-end marks kept
 }
 
 const (
@@ -243,7 +254,6 @@ type detail struct {
 	object  string
 	objLen  int
 	changes []string
-	diff    string
 	chunks  []carrier
 	frames  bool
 	more    int
@@ -313,15 +323,14 @@ func (r *Report) laneFor(c *record.Conn, exchange int, t time.Time) *lane {
 	if l := r.lanes[k]; l != nil {
 		return l
 	}
+	if len(r.order) >= r.opt.MaxLanes {
+		return nil // counted by the caller, kept nowhere
+	}
 	ci := r.conn(c)
 	l := &lane{idx: len(r.order), key: k, conn: ci, start: t, binWidth: 10 * time.Millisecond,
-		bins: map[int64]*[nTypes]int32{}, chunkIdx: -1, sizeIdx: -1}
+		bins: map[int64]*[nTypes]int32{}, sizeIdx: -1}
 	if ci.http2 {
 		l.stream = exchange
-	}
-	l.drawn = len(r.order) < r.opt.MaxLanes
-	if !l.drawn {
-		r.dropped.lanes++
 	}
 	r.lanes[k] = l
 	r.order = append(r.order, l)
@@ -337,24 +346,22 @@ func (r *Report) observe(rec record.Record) {
 		r.pending = v
 	case *record.Request:
 		r.see(v.Time)
-		ci := r.conn(v.Conn)
-		if ua := header(v.Header, "User-Agent"); ua != "" && ci != nil {
-			ci.ua = ua
-		}
 		if !v.Watch {
 			return
 		}
 		l := r.laneFor(v.Conn, v.Exchange, v.Time)
 		if l == nil {
+			r.dropped.lanes++
 			return
 		}
 		l.start = v.Time
-		l.target = v.Target
+		l.target = clip(v.Target, maxText)
 		l.path, l.query = splitTarget(v.Target)
-		l.requestRV = l.query.Get("resourceVersion")
-		l.ua = header(v.Header, "User-Agent")
+		l.path = clip(l.path, maxText)
+		l.requestRV = clip(l.query.Get("resourceVersion"), 64)
+		l.ua = clip(header(v.Header, "User-Agent"), maxWhat)
 		if p := r.pending; p != nil {
-			l.watchNo, l.reason, l.after = p.Number, p.Reason, p.After
+			l.watchNo, l.reason, l.after = p.Number, clip(p.Reason, maxWhat), p.After
 			r.pending = nil
 		}
 		l.relists = r.relists
@@ -364,15 +371,18 @@ func (r *Report) observe(rec record.Record) {
 		r.waiting = nil
 	case *record.Response:
 		r.see(v.Time)
-		if !v.Watch && r.lanes[laneKey{connID(v.Conn), v.Exchange}] == nil {
-			return
+		l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]
+		if l == nil && v.Watch {
+			// A watch whose request the capture missed.
+			if l = r.laneFor(v.Conn, v.Exchange, v.Time); l == nil {
+				r.dropped.lanes++
+			}
 		}
-		l := r.laneFor(v.Conn, v.Exchange, v.Time)
 		if l == nil {
 			return
 		}
 		l.status = v.StatusCode
-		l.encoding = v.ContentEncoding
+		l.encoding = clip(v.ContentEncoding, 64)
 		l.format = v.Format
 	case *record.Event:
 		r.event(v)
@@ -390,9 +400,12 @@ func (r *Report) observe(rec record.Record) {
 		if v.Status != nil {
 			l.endHow += " (" + printer.StatusText(v.Status) + ")"
 		}
+		l.endHow = clip(l.endHow, maxWhat)
 	case *record.ConnNote:
+		// Drawn on the lanes of its connection: a connection without
+		// a watch kept has none to be drawn on.
 		r.see(v.Time)
-		ci := r.conn(v.Conn)
+		ci := r.conns[connID(v.Conn)]
 		if ci == nil {
 			return
 		}
@@ -401,18 +414,35 @@ func (r *Report) observe(rec record.Record) {
 			return
 		}
 		if kind == "closed" || kind == "reset" || kind == "capture-ended" {
-			ci.closed = v.Message
+			ci.closed = clip(v.Message, maxWhat)
 		}
-		r.addNote(note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: v.Message})
+		n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: clip(v.Message, maxWhat)}
+		if id := streamOf(kind, v.Message); id > 0 {
+			// A RST_STREAM, or a stall of one stream: that stream's
+			// lane (none: a stream kwatch did not follow).
+			l := r.lanes[laneKey{ci.id, id}]
+			if l == nil {
+				return
+			}
+			n.lane = l.idx
+		}
+		r.addNote(n)
 	case *record.Problem:
 		r.see(v.Time)
-		n := note{lane: -1, t: v.Time, kind: "problem", text: printer.ProblemText(v)}
+		if v.Warning {
+			r.warnings++
+		} else {
+			r.problems++
+		}
+		n := note{lane: -1, t: v.Time, kind: "problem", text: clip(printer.ProblemText(v), maxWhat)}
 		if v.Warning {
 			n.kind = "warning"
 		}
 		if v.Conn != nil {
+			if r.conns[v.Conn.ID] == nil {
+				return
+			}
 			n.conn = v.Conn.ID
-			r.conn(v.Conn)
 			if l := r.lanes[laneKey{v.Conn.ID, v.Exchange}]; l != nil && v.Exchange != 0 {
 				n.lane = l.idx
 			}
@@ -496,6 +526,27 @@ func noteKind(kind, msg string) string {
 	return ""
 }
 
+// streamOf returns the stream a RST_STREAM note or a stream's flow-control
+// note names ("RST_STREAM from the server: stream 3, CANCEL", "flow
+// control: stream 5's window …"), 0 for a note of the whole connection.
+func streamOf(kind, msg string) int {
+	if kind != "rst_stream" && kind != "stall" {
+		return 0
+	}
+	_, rest, ok := strings.Cut(msg, "stream ")
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, c := range []byte(rest) {
+		if c < '0' || c > '9' || n > 1<<30 {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
 func header(h map[string][]string, name string) string {
 	for k, v := range h {
 		if strings.EqualFold(k, name) && len(v) > 0 {
@@ -517,12 +568,13 @@ func splitTarget(target string) (string, url.Values) {
 
 func (r *Report) event(e *record.Event) {
 	r.see(e.Time)
-	l := r.laneFor(e.Conn, e.Exchange, e.Time)
-	if l == nil {
-		return
-	}
 	r.counted++
 	typ := typeCode(e.Type)
+	l := r.laneFor(e.Conn, e.Exchange, e.Time)
+	if l == nil {
+		r.hidden[typ]++
+		return
+	}
 	l.counts[typ]++
 	if l.first.IsZero() {
 		l.first = e.Time
@@ -530,6 +582,9 @@ func (r *Report) event(e *record.Event) {
 	l.last = e.Time
 	if e.ResourceVersion != "" {
 		l.lastRV = e.ResourceVersion
+	}
+	if len(e.Diff) > 0 {
+		r.diffSeen = true
 	}
 	l.bin(e.Time, typ)
 	flags := 0
@@ -543,20 +598,19 @@ func (r *Report) event(e *record.Event) {
 		flags |= flagExpired
 	}
 	carriers := r.carriers(l, e)
-	if len(e.Diff) > 0 {
-		r.diffSeen = true
-	}
+	// Past a lane's (or all lanes') marks the lane is drawn as density;
+	// ERROR, 410 and initial-events-end marks are kept further, within
+	// bounds of their own.
 	special := flags&(flagInitialEnd|flagExpired) != 0 || typ == tError
-	keepMark := l.drawn && !l.dense && r.marks < r.opt.MaxMarks && len(l.marks) < r.opt.MaxLaneMarks
-	if l.drawn && !keepMark && !special {
-		if !l.dense {
-			l.dense = true
+	if r.marks >= r.opt.MaxMarks || len(l.marks) >= r.opt.MaxLaneMarks {
+		l.dense = true
+		if !special || l.specials >= maxSpecialMarks || r.marks >= r.opt.MaxMarks+maxSpecialMarksTotal {
+			r.dropped.marks++
+			return
 		}
-		r.dropped.marks++
-		return
 	}
-	if !l.drawn {
-		return
+	if special {
+		l.specials++
 	}
 	m := mark{t: e.Time, typ: typ, flags: flags, ev: -1}
 	if d := r.detail(l, e, carriers); d != nil {
@@ -603,54 +657,39 @@ func (l *lane) bin(t time.Time, typ int) {
 // carriers lays out the chunks or DATA frames that carried e: where in
 // each the event's bytes sit among other events' (RFC 9112 §7.1 chunks;
 // RFC 9113 §6.1 DATA frames, whose header is 9 bytes and whose padding,
-// when PADDED is set, follows a 1-byte pad length). A chunk's data start is
-// known from the events before it in the same chunk; a compressed body's
-// bytes cannot be placed (events are counted in inflated bytes).
+// when PADDED is set, follows a 1-byte pad length), from each carrier's
+// data offset in the body and the event's. A compressed body's bytes
+// cannot be placed: its events are counted in inflated bytes.
 func (r *Report) carriers(l *lane, e *record.Event) []carrier {
-	gz := l.encoding != ""
 	var out []carrier
-	n := len(e.Chunks) + len(e.Frames)
-	pos := 0
-	place := func(idx int, size, bytes int64) (before, after int64) {
-		if gz {
+	place := func(dataAt, size, bytes int64) (before, after int64) {
+		if dataAt < 0 {
 			return 0, 0
 		}
-		switch {
-		case n > 1 && pos == 0:
-			before = size - bytes
-			l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset-before, true
-		case n > 1 && pos < n-1:
-		case n > 1:
-			after = size - bytes
-			l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset+e.Length-bytes, true
-		default:
-			if !l.chunkKnown || l.chunkIdx != idx {
-				l.chunkIdx, l.chunkStart, l.chunkKnown = idx, e.Offset, true
-			}
-			before = e.Offset - l.chunkStart
-			after = size - before - bytes
-		}
-		return max(before, 0), max(after, 0)
+		before = min(max(e.Offset-dataAt, 0), size)
+		return before, max(size-before-bytes, 0)
 	}
 	for _, c := range e.Chunks {
 		if c.Index != l.sizeIdx {
 			l.sizeIdx = c.Index
 			r.sizes[bucket(c.Size)]++
 		}
-		b, a := place(c.Index, c.Size, c.Bytes)
-		pos++
-		if len(out) < maxCarriers {
-			out = append(out, carrier{Index: c.Index, Offset: c.Offset, Head: spaced(hex.EncodeToString(c.Header)),
-				HeadText: fmt.Sprintf("%q", c.Header), Size: c.Size, Before: b, Bytes: c.Bytes, After: a,
-				Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
+		if len(out) == maxCarriers {
+			continue
 		}
+		b, a := place(c.DataAt, c.Size, c.Bytes)
+		out = append(out, carrier{Index: c.Index, Offset: c.Offset, Head: spaced(hex.EncodeToString(c.Header)),
+			HeadText: fmt.Sprintf("%q", c.Header), Size: c.Size, Before: b, Bytes: c.Bytes, After: a,
+			Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
 	}
 	for _, f := range e.Frames {
 		if f.Index != l.sizeIdx {
 			l.sizeIdx = f.Index
 			r.sizes[bucket(f.Length)]++
 		}
-		data := f.Length
+		if len(out) == maxCarriers {
+			continue
+		}
 		var head [9]byte
 		head[0], head[1], head[2] = byte(f.Length>>16), byte(f.Length>>8), byte(f.Length)
 		if f.EndStream {
@@ -658,25 +697,21 @@ func (r *Report) carriers(l *lane, e *record.Event) []carrier {
 		}
 		if f.Padded {
 			head[4] |= 0x8
-			data -= 1 + f.Padding
 		}
 		head[5], head[6], head[7], head[8] = byte(f.Stream>>24&0x7f), byte(f.Stream>>16), byte(f.Stream>>8), byte(f.Stream)
 		hb := head[:]
 		if f.Padded {
 			hb = append(hb, byte(f.Padding))
 		}
-		b, a := place(f.Index, data, f.Bytes)
-		pos++
-		if len(out) < maxCarriers {
-			tail := ""
-			if f.Padding > 0 {
-				tail = fmt.Sprintf("%d bytes of padding", f.Padding)
-			}
-			out = append(out, carrier{Index: f.Index, Stream: f.Stream, Offset: f.Offset, Head: spaced(hex.EncodeToString(hb)),
-				HeadText: fmt.Sprintf("DATA frame: length %d, flags 0x%02x, stream %d", f.Length, head[4], f.Stream),
-				Size:     data, Before: b, Bytes: f.Bytes, After: a, Tail: tail, Events: f.Events, Inflated: f.Inflated,
-				Padding: f.Padding, End: f.EndStream})
+		tail := ""
+		if f.Padding > 0 {
+			tail = fmt.Sprintf("%d bytes of padding", f.Padding)
 		}
+		b, a := place(f.DataAt, f.Data(), f.Bytes)
+		out = append(out, carrier{Index: f.Index, Stream: f.Stream, Offset: f.Offset, Head: spaced(hex.EncodeToString(hb)),
+			HeadText: fmt.Sprintf("DATA frame: length %d, flags 0x%02x, stream %d", f.Length, head[4], f.Stream),
+			Size:     f.Data(), Before: b, Bytes: f.Bytes, After: a, Tail: tail, Events: f.Events, Inflated: f.Inflated,
+			Padding: f.Padding, End: f.EndStream})
 	}
 	return out
 }
@@ -708,14 +743,29 @@ func (r *Report) detail(l *lane, e *record.Event, cs []carrier) *detail {
 	// Only what the page shows is copied: a slice of a longer string
 	// would keep all of it.
 	obj := string(e.Object[:min(len(e.Object), r.opt.MaxObjectBytes)])
-	cost := int64(len(obj) + len(e.Diff) + 256 + 64*len(cs))
+	what, carried := clip(printer.EventWhat(e), maxWhat), clip(printer.ChunkText(e), maxWhat)
+	var changes []string
+	for i, c := range e.Changes {
+		if i == 50 {
+			changes = append(changes, fmt.Sprintf("… %d more changes", len(e.Changes)-50))
+			break
+		}
+		changes = append(changes, clip(c, maxWhat))
+	}
+	cost := int64(len(obj) + len(what) + len(carried) + 256)
+	for _, c := range cs {
+		cost += int64(len(c.Head) + len(c.HeadText) + 64)
+	}
+	for _, c := range changes {
+		cost += int64(len(c))
+	}
 	if r.detailed+cost > r.opt.MaxDetailBytes {
 		r.dropped.details++
 		return nil
 	}
 	r.detailed += cost
-	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: e.Type, what: printer.EventWhat(e), carrier: printer.ChunkText(e),
-		offset: e.Offset, length: e.Length, format: e.Format, changes: e.Changes, diff: string(e.Diff),
+	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: clip(e.Type, 32), what: what, carrier: carried,
+		offset: e.Offset, length: e.Length, format: e.Format, changes: changes,
 		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != "", object: obj}
 	d.objLen = len(e.Object)
 	return d
@@ -761,6 +811,17 @@ func followKind(prev, l *lane) string {
 		return "resume"
 	}
 	return "follows"
+}
+
+// clip cuts s to at most n bytes, at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func hostOf(addr string) string {

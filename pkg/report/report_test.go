@@ -54,14 +54,14 @@ func TestSharedChunks(t *testing.T) {
 			n = 99
 		}
 		r.Emit(ev(c, 1, i+1, "ADDED", fmt.Sprint(10+i), t0.Add(time.Second), int64(101*i), n,
-			record.Chunk{Index: 0, Size: 300, SizeLine: "12c", Header: []byte("12c\r\n"), Offset: 0, Events: 3, Bytes: n, Ordinal: i + 1}))
+			record.Chunk{Index: 0, Size: 300, SizeLine: "12c", Header: []byte("12c\r\n"), Offset: 0, Events: 3, Bytes: n, Ordinal: i + 1, DataAt: 0}))
 	}
 	// an event of 70000 bytes over chunks 1 to 3 (32768 each), the last
 	// chunk holding another event after it.
 	r.Emit(ev(c, 1, 4, "MODIFIED", "13", t0.Add(2*time.Second), 300, 70000,
-		record.Chunk{Index: 1, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768},
-		record.Chunk{Index: 2, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768},
-		record.Chunk{Index: 3, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 2, Bytes: 70000 - 2*32768}))
+		record.Chunk{Index: 1, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768, DataAt: 300},
+		record.Chunk{Index: 2, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 1, Bytes: 32768, DataAt: 300 + 32768},
+		record.Chunk{Index: 3, Size: 32768, SizeLine: "8000", Header: []byte("8000\r\n"), Events: 2, Bytes: 70000 - 2*32768, DataAt: 300 + 2*32768}))
 	p := pageOf(t, r)
 	if len(p.Events) != 4 {
 		t.Fatalf("%d events", len(p.Events))
@@ -158,6 +158,23 @@ func TestFollowKind(t *testing.T) {
 	} {
 		if got := followKind(prev, &c.l); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.l, got, c.want)
+		}
+	}
+}
+
+// TestStreamOf: RST_STREAM and stream stalls go to their stream's lane.
+func TestStreamOf(t *testing.T) {
+	for _, c := range []struct {
+		kind, msg string
+		want      int
+	}{
+		{"rst_stream", "RST_STREAM from the server: stream 3, INTERNAL_ERROR", 3},
+		{"stall", "flow control: stream 15's window at the client was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +65535", 15},
+		{"stall", "flow control: the client's connection window was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +1", 0},
+		{"goaway", "GOAWAY from the server: last stream 3, NO_ERROR", 0},
+	} {
+		if got := streamOf(c.kind, c.msg); got != c.want {
+			t.Errorf("%q: %d, want %d", c.msg, got, c.want)
 		}
 	}
 }

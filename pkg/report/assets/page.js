@@ -7,7 +7,14 @@
   var SVG = "http://www.w3.org/2000/svg";
   var TYPES = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "other"];
   var LABEL_W = 260, LANE_H = 24, AXIS_H = 22, MARK_W = 3;
-  var lanes = D.lanes.filter(function (l) { return l.drawn; });
+  var lanes = D.lanes;
+  // Notes by the lane they belong to, and by connection for those of a
+  // whole connection (drawn on each of its lanes).
+  var notesOfLane = {}, notesOfConn = {};
+  D.notes.forEach(function (n) {
+    var m = n.l >= 0 ? notesOfLane : notesOfConn, k = n.l >= 0 ? n.l : n.c;
+    (m[k] = m[k] || []).push(n);
+  });
   var span = Math.max(D.span, 1);
   var state = { from: 0, to: span * 1.02, brush: null, chosen: -1, quiet: 30 };
   var drag = null;
@@ -83,7 +90,7 @@
   function caveat(t) { caveats.appendChild(el("li", {}, t)); }
   var denseN = lanes.filter(function (l) { return l.dense; }).length;
   if (denseN) caveat(denseN + " watches have more events than the report draws one by one (" + D.maxLaneMarks + " per watch, " + D.dropped.marks + " events in all): they are drawn as density, events per time bin; their first events keep their marks.");
-  if (D.dropped.lanes) caveat(D.dropped.lanes + " watches are not drawn (the report draws " + lanes.length + "); the table lists them.");
+  if (D.dropped.lanes) caveat(D.dropped.lanes + " more watches are neither drawn nor listed (the report keeps the first " + lanes.length + "); their " + D.dropped.events.reduce(function (a, b) { return a + b; }, 0) + " events are counted in the summary only.");
   if (D.dropped.details) caveat(D.dropped.details + " events keep their mark but not their bytes and object: the report's detail budget was used up (kwatch pcap -o json has them all).");
   if (D.dropped.notes) caveat(D.dropped.notes + " notes and problems are not drawn (too many).");
   if (!lanes.length) caveat("No watch in this " + (D.live ? "session" : "capture") + ".");
@@ -163,7 +170,7 @@
       // resumes and re-lists: a dashed line from the watch before
       if (l.link) {
         var parts = l.link.split("|"), prev = D.lanes[+parts[0]];
-        var prow = lanes.indexOf(prev);
+        var prow = prev ? lanes.indexOf(prev) : -1;
         if (prow >= 0 && prev.end !== null) {
           var py = AXIS_H + prow * LANE_H + 12;
           titled(sv("path", { "class": "link", "data-kind": parts[1], d: "M" + x(prev.end) + " " + py + " L" + x(l.start) + " " + (y + 12) }, plot), parts[1] + " after " + laneName(prev) + (parts[2] ? " (" + parts.slice(2).join("|") + ")" : ""));
@@ -205,10 +212,14 @@
         drawnMarks++;
       });
       // notes of this watch, and of its connection
-      D.notes.forEach(function (n) {
-        if (!(n.l === l.i || (n.l < 0 && n.c === l.conn))) return;
+      // At most one glyph per kind and 3 pixels: a connection with 10 000
+      // PINGs draws a row of them, not 10 000.
+      var seen = {};
+      (notesOfLane[l.i] || []).concat(notesOfConn[l.conn] || []).forEach(function (n) {
         if (!visible(n.t)) return;
-        if (n.k === "rst_stream" && n.l < 0 && l.h2 && n.x.indexOf("stream " + l.stream + ",") < 0) return;
+        var col = n.k + Math.round(x(n.t) / 3);
+        if (seen[col]) return;
+        seen[col] = true;
         var nx = x(n.t), ny = y + LANE_H - 4, shape;
         switch (n.k) {
           case "ping": shape = sv("circle", { cx: nx, cy: y + 5, r: 2.5 }, plot); break;
@@ -239,7 +250,9 @@
 
   function zoom(factor, centerMs) {
     var c = centerMs === undefined ? (state.from + state.to) / 2 : centerMs;
-    var range = Math.max((state.to - state.from) * factor, 0.01);
+    // Between 10 µs and a hundred times the capture's span.
+    var range = Math.min(Math.max((state.to - state.from) * factor, 0.01), span * 100);
+    factor = range / (state.to - state.from);
     state.from = c - (c - state.from) * factor;
     state.to = state.from + range;
     draw();
@@ -415,7 +428,7 @@
     var N = 120, step = span / N, maxRate = 0;
     var series = lanes.map(function (l) {
       var c = new Array(N).fill(0);
-      l.bins.forEach(function (b) { var n = 0; for (var k = 1; k <= 6; k++) n += b[k]; c[Math.min(N - 1, Math.floor(b[0] / step))] += n; });
+      l.bins.forEach(function (b) { var n = 0; for (var k = 1; k <= 6; k++) n += b[k]; c[Math.max(0, Math.min(N - 1, Math.floor(b[0] / step)))] += n; });
       return c.map(function (n, i) { var r = n / (step / 1000); if (r > maxRate) maxRate = r; return [i * step, r]; });
     });
     sv("text", { x: 2, y: 10 }, rate).textContent = maxRate.toFixed(maxRate < 10 ? 1 : 0) + "/s";
