@@ -487,7 +487,7 @@ func healthObject(h *record.Health) jsonHealth {
 	}
 	for i, n := range h.ChunkSizes {
 		if n > 0 {
-			j.ChunkSizes[chunkBucketNames[i]] = n
+			j.ChunkSizes[ChunkBucketNames[i]] = n
 		}
 	}
 	return j

@@ -684,8 +684,9 @@ func carriersText(t *Tally) []string {
 	return parts
 }
 
-// chunkBucketNames name the buckets of record.ChunkBuckets.
-var chunkBucketNames = [...]string{"<1KiB", "1-4KiB", "4-16KiB", "16-32KiB", ">=32KiB"}
+// ChunkBucketNames name the buckets of record.ChunkBuckets, as the health
+// lines and records show them.
+var ChunkBucketNames = [...]string{"<1KiB", "1-4KiB", "4-16KiB", "16-32KiB", ">=32KiB"}
 
 // HealthText formats a watch's (or the run's) health on one line.
 func HealthText(h *record.Health) string {
@@ -738,7 +739,7 @@ func HealthText(h *record.Health) string {
 	var hist []string
 	for i, n := range h.ChunkSizes {
 		if n > 0 {
-			hist = append(hist, fmt.Sprintf("%s %d", chunkBucketNames[i], n))
+			hist = append(hist, fmt.Sprintf("%s %d", ChunkBucketNames[i], n))
 		}
 	}
 	if len(hist) > 0 {

@@ -37,7 +37,8 @@ type page struct {
 	Lanes     []pageLane `json:"lanes,omitempty"`  // written one by one
 	Events    []pageEv   `json:"events,omitempty"` // written one by one
 	Notes     []pageNote `json:"notes"`
-	Sizes     [][2]int   `json:"sizes"`
+	Sizes     []sizeBar  `json:"sizes"`
+	Problems  []pageNote `json:"problems"`
 	Summary   string     `json:"summary"`
 	Health    string     `json:"health"`
 	Lists     []string   `json:"lists"`
@@ -45,6 +46,13 @@ type page struct {
 	Dropped   dropped    `json:"dropped"`
 	Events0   int        `json:"eventCount"`
 	MaxMarks  int        `json:"maxLaneMarks"`
+}
+
+// sizeBar is one bucket of the histogram of chunk and DATA frame sizes
+// that carried events, as the health records count them.
+type sizeBar struct {
+	Name string `json:"name"`
+	N    int    `json:"n"`
 }
 
 type dropped struct {
@@ -58,6 +66,8 @@ type dropped struct {
 
 type pageLane struct {
 	Idx      int          `json:"i"`
+	Label    string       `json:"label"`
+	ByClient bool         `json:"byClient"`
 	Conn     int          `json:"conn"`
 	Client   string       `json:"client"`
 	Server   string       `json:"server"`
@@ -140,8 +150,8 @@ func (r *Report) msp(t time.Time) *float64 {
 func (r *Report) build(now time.Time) *page {
 	p := &page{Title: r.opt.Title, Generated: now.UTC().Format(time.RFC3339), Live: r.live, Diff: r.diffSeen,
 		Span: r.ms(r.t1), Events0: r.counted, MaxMarks: r.opt.MaxLaneMarks,
-		Dropped: dropped{Notes: r.dropped.notes, Lanes: r.dropped.lanes, Details: r.dropped.details, Marks: r.dropped.marks, Events: r.hidden},
-		Lanes:   []pageLane{}, Events: []pageEv{}, Notes: []pageNote{}, Sizes: [][2]int{}, Lists: []string{}, Retries: []pageNote{}}
+		Dropped: dropped{Notes: r.dropped.notes, Lanes: r.dropped.lanes, Marks: r.dropped.marks, Events: r.hidden},
+		Lanes:   []pageLane{}, Events: []pageEv{}, Notes: []pageNote{}, Sizes: []sizeBar{}, Lists: []string{}, Retries: []pageNote{}, Problems: []pageNote{}}
 	if !r.t0.IsZero() {
 		p.T0 = r.t0.UTC().Format(time.RFC3339Nano)
 	}
@@ -158,6 +168,7 @@ func (r *Report) build(now time.Time) *page {
 		if l.after > 0 {
 			pl.After = l.after.Round(time.Millisecond).String()
 		}
+		pl.Label, pl.ByClient = r.label(l), l.byClient
 		if l.ended {
 			pl.End = r.msp(l.end)
 		}
@@ -194,7 +205,14 @@ func (r *Report) build(now time.Time) *page {
 		}
 		p.Lanes = append(p.Lanes, pl)
 	}
-	for _, d := range r.events {
+	// Details thinned out (see thin) leave holes: number the kept ones.
+	index := make([]int, len(r.events))
+	for i, d := range r.events {
+		index[i] = -1
+		if d == nil {
+			continue
+		}
+		index[i] = len(p.Events)
 		cs := d.chunks
 		if cs == nil {
 			cs = []carrier{}
@@ -203,6 +221,16 @@ func (r *Report) build(now time.Time) *page {
 			Type: d.typ, What: d.what, Carrier: d.carrier, Offset: d.offset, Length: d.length, Format: d.format, Object: d.object,
 			ObjLen: d.objLen, Changes: d.changes, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
 	}
+	marks := 0
+	for i := range p.Lanes {
+		for k, m := range p.Lanes[i].Marks {
+			if m[3] >= 0 {
+				p.Lanes[i].Marks[k][3] = float64(index[int(m[3])])
+			}
+			marks++
+		}
+	}
+	p.Dropped.Details = marks - len(p.Events)
 	for _, i := range r.waiting {
 		// A re-list with no watch after it: drawn on the last one.
 		if len(r.order) > 0 {
@@ -216,10 +244,14 @@ func (r *Report) build(now time.Time) *page {
 	for _, n := range r.retries {
 		p.Retries = append(p.Retries, pageNote{Lane: -1, T: r.ms(n.t), Kind: n.kind, Text: n.text})
 	}
-	for b, n := range r.sizes {
-		p.Sizes = append(p.Sizes, [2]int{b, n})
+	if r.overall != nil {
+		for i, n := range r.overall.ChunkSizes {
+			p.Sizes = append(p.Sizes, sizeBar{Name: printer.ChunkBucketNames[i], N: n})
+		}
 	}
-	sort.Slice(p.Sizes, func(i, j int) bool { return p.Sizes[i][0] < p.Sizes[j][0] })
+	for _, n := range r.problemList {
+		p.Problems = append(p.Problems, pageNote{Lane: -1, Conn: n.conn, T: r.ms(n.t), Kind: n.kind, Text: n.text})
+	}
 	for _, li := range r.lists {
 		s := fmt.Sprintf("+%.3f s  LIST: %d items at resourceVersion %s in %s", r.ms(li.t)/1000, li.items, li.rv, li.dur.Round(time.Millisecond))
 		if li.reason != "" {
@@ -240,6 +272,23 @@ func (r *Report) build(now time.Time) *page {
 		p.Summary = strings.Join(parts, " · ")
 	}
 	return p
+}
+
+// label names a watch as the terminal does: "#1", "#1 s3" (an HTTP/2
+// stream), "#1 watch 2" (the second watch of an HTTP/1.1 connection), and
+// for kwatch stream after its watch number: "watch 4 #3".
+func (r *Report) label(l *lane) string {
+	s := fmt.Sprintf("#%d", l.key.conn)
+	switch {
+	case l.conn != nil && l.conn.http2 && l.key.exchange > 0:
+		s += fmt.Sprintf(" s%d", l.key.exchange)
+	case r.perConn[l.key.conn] > 1 && l.onConn > 0:
+		s += fmt.Sprintf(" watch %d", l.onConn)
+	}
+	if l.watchNo > 0 {
+		s = fmt.Sprintf("watch %d %s", l.watchNo, s)
+	}
+	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

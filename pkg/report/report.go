@@ -57,6 +57,8 @@ const (
 	// request target.
 	maxWhat = 512
 	maxText = 2048
+	// maxProblems bounds the problems and warnings the page lists.
+	maxProblems = 500
 )
 
 // Options shape a report. Zero values take the defaults above.
@@ -75,23 +77,19 @@ type Options struct {
 // record on to the next sink unchanged. Write renders the page. A Report is
 // not safe for concurrent use; records arrive from one goroutine.
 type Report struct {
-	next  record.Sink
-	opt   Options
-	lanes map[laneKey]*lane
-	order []*lane
-	conns map[int]*connInfo
-	// pending is kwatch stream's announcement of the next watch, which
-	// its request then carries out.
-	pending  *record.WatchStart
+	next     record.Sink
+	opt      Options
+	lanes    map[laneKey]*lane
+	order    []*lane
+	conns    map[int]*connInfo
 	watchNo  map[laneKey]int
 	marks    int
 	detailed int64
 	events   []*detail
 	notes    []note
-	dropped  struct{ notes, lanes, details, marks int }
+	dropped  struct{ notes, lanes, marks int }
 	overall  *record.Health
 	summary  *record.Summary
-	sizes    map[int]int // chunk or DATA frame sizes, by power-of-two bucket
 	lists    []listInfo
 	retries  []note
 	t0, t1   time.Time
@@ -106,6 +104,17 @@ type Report struct {
 	// counts are the printer's, not set in the record).
 	problems, warnings int
 	hidden             [nTypes]int // events of watches not kept
+	// stride: an ordinary event keeps its details when its number is a
+	// multiple of stride (doubled by thin).
+	stride int
+	// problemList keeps the first problems and warnings for the page's
+	// list, all of them, watch or not.
+	problemList []note
+	// watchStarts are kwatch stream's announcements of watches whose
+	// request has not come yet (several resources: several at once).
+	watchStarts []*record.WatchStart
+	// labels numbers the watches of each HTTP/1.1 connection.
+	perConn map[int]int
 }
 
 type laneKey struct {
@@ -122,7 +131,7 @@ func New(next record.Sink, opt Options) *Report {
 	orDefault(&opt.MaxLanes, DefaultMaxLanes)
 	orDefault(&opt.MaxNotes, DefaultMaxNotes)
 	return &Report{next: next, opt: opt, lanes: map[laneKey]*lane{}, conns: map[int]*connInfo{},
-		watchNo: map[laneKey]int{}, sizes: map[int]int{}}
+		watchNo: map[laneKey]int{}, stride: 1, perConn: map[int]int{}}
 }
 
 func orDefault[T int | int64](v *T, def T) {
@@ -182,11 +191,12 @@ type lane struct {
 	watchNo   int
 	reason    string
 	after     time.Duration
-	sizeIdx   int // the last carrier counted in the size histogram
 	lastRV    string
 	requestRV string
 	relists   int // the session's re-lists before this watch began
 	specials  int // ERROR, 410 and initial-events-end marks kept
+	onConn    int // which watch of its connection (HTTP/1.1), from 1
+	byClient  bool
 }
 
 const (
@@ -258,6 +268,12 @@ type detail struct {
 	frames  bool
 	more    int
 	gzip    bool
+	// ord is the event's number among all events; special marks an
+	// ERROR, 410 or initial-events-end event; cost is its share of the
+	// detail budget (see thin).
+	ord     int
+	special bool
+	cost    int64
 }
 
 // carrier is one chunk or DATA frame as the byte strip draws it: its
@@ -328,7 +344,7 @@ func (r *Report) laneFor(c *record.Conn, exchange int, t time.Time) *lane {
 	}
 	ci := r.conn(c)
 	l := &lane{idx: len(r.order), key: k, conn: ci, start: t, binWidth: 10 * time.Millisecond,
-		bins: map[int64]*[nTypes]int32{}, sizeIdx: -1}
+		bins: map[int64]*[nTypes]int32{}}
 	if ci.http2 {
 		l.stream = exchange
 	}
@@ -343,7 +359,9 @@ func (r *Report) observe(rec record.Record) {
 	case *record.WatchStart:
 		r.live = true
 		r.see(v.Time)
-		r.pending = v
+		if len(r.watchStarts) < 64 {
+			r.watchStarts = append(r.watchStarts, v)
+		}
 	case *record.Request:
 		r.see(v.Time)
 		if !v.Watch {
@@ -360,10 +378,11 @@ func (r *Report) observe(rec record.Record) {
 		l.path = clip(l.path, maxText)
 		l.requestRV = clip(l.query.Get("resourceVersion"), 64)
 		l.ua = clip(header(v.Header, "User-Agent"), maxWhat)
-		if p := r.pending; p != nil {
+		if p := r.startOf(v.Target); p != nil {
 			l.watchNo, l.reason, l.after = p.Number, clip(p.Reason, maxWhat), p.After
-			r.pending = nil
 		}
+		r.perConn[l.key.conn]++
+		l.onConn = r.perConn[l.key.conn]
 		l.relists = r.relists
 		for _, i := range r.waiting {
 			r.notes[i].lane, r.notes[i].conn = l.idx, l.key.conn
@@ -401,6 +420,9 @@ func (r *Report) observe(rec record.Record) {
 			l.endHow += " (" + printer.StatusText(v.Status) + ")"
 		}
 		l.endHow = clip(l.endHow, maxWhat)
+		// The client ending its own watch (Ctrl-C, an informer
+		// stopping) is no failure of the stream.
+		l.byClient = strings.HasPrefix(v.How, "closed by the client") || strings.HasSuffix(v.Detail, "from the client")
 	case *record.ConnNote:
 		// Drawn on the lanes of its connection: a connection without
 		// a watch kept has none to be drawn on.
@@ -438,6 +460,14 @@ func (r *Report) observe(rec record.Record) {
 		if v.Warning {
 			n.kind = "warning"
 		}
+		if len(r.problemList) < maxProblems {
+			p := n
+			if v.Conn != nil {
+				p.conn = v.Conn.ID
+				p.text = clip(fmt.Sprintf("#%d %s", v.Conn.ID, n.text), maxWhat)
+			}
+			r.problemList = append(r.problemList, p)
+		}
 		if v.Conn != nil {
 			if r.conns[v.Conn.ID] == nil {
 				return
@@ -456,7 +486,7 @@ func (r *Report) observe(rec record.Record) {
 		if l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]; l != nil {
 			l.health = v
 			for _, f := range v.Findings {
-				l.findings = append(l.findings, f.Kind+": "+f.Detail)
+				l.findings = append(l.findings, clip(fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, f.Detail), maxWhat))
 			}
 		}
 	case *record.Summary:
@@ -464,7 +494,18 @@ func (r *Report) observe(rec record.Record) {
 		r.live = r.live || v.Live
 	case *record.List:
 		r.see(v.Time)
-		r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: v.Reason, dur: v.Duration})
+		if len(r.lists) < r.opt.MaxNotes {
+			r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: clip(v.Reason, maxWhat), dur: v.Duration})
+		}
+		if strings.Contains(v.Reason, "re-list") {
+			// kwatch stream --list-mode list lists again after 410:
+			// drawn on the watch that follows.
+			r.relists++
+			text := fmt.Sprintf("LIST: %s at resourceVersion %s (%s)", plural(v.Items, "item", "items"), v.ResourceVersion, v.Reason)
+			if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: clip(text, maxWhat)}) {
+				r.waiting = append(r.waiting, len(r.notes)-1)
+			}
+		}
 	case *record.Relist:
 		// Drawn on the watch that follows the re-list.
 		r.see(v.Time)
@@ -479,6 +520,28 @@ func (r *Report) observe(rec record.Record) {
 				text: fmt.Sprintf("retry in %s: %s", v.Wait.Round(time.Millisecond), v.Error)})
 		}
 	}
+}
+
+// startOf takes the announcement of the watch whose request has target:
+// the same path and query, else the same path, else the oldest.
+func (r *Report) startOf(target string) *record.WatchStart {
+	if len(r.watchStarts) == 0 {
+		return nil
+	}
+	path, _, _ := strings.Cut(target, "?")
+	k := 0
+	for i, w := range r.watchStarts {
+		if w.Path == target {
+			k = i
+			break
+		}
+		if p, _, _ := strings.Cut(w.Path, "?"); p == path && k == 0 {
+			k = i
+		}
+	}
+	w := r.watchStarts[k]
+	r.watchStarts = append(r.watchStarts[:k], r.watchStarts[k+1:]...)
+	return w
 }
 
 func connID(c *record.Conn) int {
@@ -613,7 +676,7 @@ func (r *Report) event(e *record.Event) {
 		l.specials++
 	}
 	m := mark{t: e.Time, typ: typ, flags: flags, ev: -1}
-	if d := r.detail(l, e, carriers); d != nil {
+	if d := r.detail(l, e, carriers, special); d != nil {
 		m.ev = len(r.events)
 		r.events = append(r.events, d)
 	}
@@ -670,10 +733,6 @@ func (r *Report) carriers(l *lane, e *record.Event) []carrier {
 		return before, max(size-before-bytes, 0)
 	}
 	for _, c := range e.Chunks {
-		if c.Index != l.sizeIdx {
-			l.sizeIdx = c.Index
-			r.sizes[bucket(c.Size)]++
-		}
 		if len(out) == maxCarriers {
 			continue
 		}
@@ -683,10 +742,6 @@ func (r *Report) carriers(l *lane, e *record.Event) []carrier {
 			Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
 	}
 	for _, f := range e.Frames {
-		if f.Index != l.sizeIdx {
-			l.sizeIdx = f.Index
-			r.sizes[bucket(f.Length)]++
-		}
 		if len(out) == maxCarriers {
 			continue
 		}
@@ -727,19 +782,10 @@ func spaced(h string) string {
 	return sb.String()
 }
 
-// bucket is the power of two at or above n (bytes), 0 for 0.
-func bucket(n int64) int {
-	b := 0
-	for int64(1)<<b < n {
-		b++
-	}
-	return b
-}
-
 // detail keeps what the event view shows of e, while the detail budget
 // lasts; past it the mark stays and its view says the details were not
 // kept.
-func (r *Report) detail(l *lane, e *record.Event, cs []carrier) *detail {
+func (r *Report) detail(l *lane, e *record.Event, cs []carrier, special bool) *detail {
 	// Only what the page shows is copied: a slice of a longer string
 	// would keep all of it.
 	obj := string(e.Object[:min(len(e.Object), r.opt.MaxObjectBytes)])
@@ -759,16 +805,42 @@ func (r *Report) detail(l *lane, e *record.Event, cs []carrier) *detail {
 	for _, c := range changes {
 		cost += int64(len(c))
 	}
-	if r.detailed+cost > r.opt.MaxDetailBytes {
-		r.dropped.details++
+	if !special && r.counted%r.stride != 0 {
 		return nil
+	}
+	for r.detailed+cost > r.opt.MaxDetailBytes {
+		if !r.thin() {
+			return nil
+		}
+		if !special && r.counted%r.stride != 0 {
+			return nil
+		}
 	}
 	r.detailed += cost
 	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: clip(e.Type, 32), what: what, carrier: carried,
 		offset: e.Offset, length: e.Length, format: e.Format, changes: changes,
-		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != "", object: obj}
+		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != "", object: obj,
+		ord: r.counted, special: special, cost: cost}
 	d.objLen = len(e.Object)
 	return d
+}
+
+// thin makes room in the detail budget by keeping the details of every
+// other event kept so far (ERROR, 410 and initial-events-end ones stay),
+// so that the events with bytes spread over the whole capture instead of
+// being its first ones. It returns false when nothing is left to drop.
+func (r *Report) thin() bool {
+	if r.stride >= 1<<30 {
+		return false
+	}
+	r.stride *= 2
+	for i, d := range r.events {
+		if d != nil && !d.special && d.ord%r.stride != 0 {
+			r.detailed -= d.cost
+			r.events[i] = nil
+		}
+	}
+	return true
 }
 
 // sortedLanes is the table's default order: by resource, then client,

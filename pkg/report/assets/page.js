@@ -41,16 +41,14 @@
     var m = Math.floor(s / 60);
     return "+" + m + "m" + (s - 60 * m).toFixed(0).padStart(2, "0") + "s";
   }
+  function bytes(n) { return n === 1 ? "1 byte" : n + " bytes"; }
+  function fmtMs(ms) { return ms === null || ms === undefined ? "" : "+" + (ms / 1000).toFixed(3) + " s"; }
   function absT(ms) {
     if (!D.t0) return fmtT(ms);
     var d = new Date(Date.parse(D.t0) + ms);
     return d.toISOString().replace("T", " ").replace("Z", " UTC");
   }
-  function laneName(l) {
-    var s = "#" + l.conn + (l.h2 ? " s" + l.stream : "");
-    if (l.watch) s = "watch " + l.watch + " " + s;
-    return s;
-  }
+  function laneName(l) { return l.label; }
   // "configmaps in kube-system", "deployments.apps (all namespaces)"
   function shortPath(path) {
     if (!path) return "(request not captured)";
@@ -79,7 +77,7 @@
   }
   function markLine(l, m) {
     if (m[3] >= 0) return eventLine(D.events[m[3]]);
-    return absT(m[0]) + " " + laneName(l) + " " + TYPES[m[1]] + " (details not kept: the report's detail budget was used up)";
+    return absT(m[0]) + " " + laneName(l) + " " + TYPES[m[1]] + " (its bytes were not kept: past the detail budget the report keeps those of events spread over the capture)";
   }
 
   // Header
@@ -91,14 +89,19 @@
   var denseN = lanes.filter(function (l) { return l.dense; }).length;
   if (denseN) caveat(denseN + " watches have more events than the report draws one by one (" + D.maxLaneMarks + " per watch, " + D.dropped.marks + " events in all): they are drawn as density, events per time bin; their first events keep their marks.");
   if (D.dropped.lanes) caveat(D.dropped.lanes + " more watches are neither drawn nor listed (the report keeps the first " + lanes.length + "); their " + D.dropped.events.reduce(function (a, b) { return a + b; }, 0) + " events are counted in the summary only.");
-  if (D.dropped.details) caveat(D.dropped.details + " events keep their mark but not their bytes and object: the report's detail budget was used up (kwatch pcap -o json has them all).");
+  if (D.dropped.details) caveat(D.dropped.details + " events keep their mark but not their bytes and object: past the report's detail budget it keeps those of events spread evenly over the capture (kwatch pcap -o json has them all).");
   if (D.dropped.notes) caveat(D.dropped.notes + " notes and problems are not drawn (too many).");
   if (!lanes.length) caveat("No watch in this " + (D.live ? "session" : "capture") + ".");
 
   var legend = document.getElementById("legend");
   TYPES.forEach(function (t) { var s = el("span"); var i = el("i", { "class": "t-" + t }); s.appendChild(i); s.appendChild(document.createTextNode(t)); legend.appendChild(s); });
-  [["initial-events-end bookmark", "outlined mark"], ["ERROR 410", "black outline"], ["quiet gap", "orange band"], ["PING ○, RST_STREAM ✕, GOAWAY ■, flow-control stall ▲, TCP reset ✕ red, closed |", ""]].forEach(function (p) {
-    legend.appendChild(el("span", {}, p[0] + (p[1] ? " (" + p[1] + ")" : "")));
+  // The other glyphs, drawn as on the timeline.
+  [["initial-events-end bookmark", "initial-end"], ["ERROR 410", "expired"], ["quiet gap", "quiet"], ["PING", "ping"], ["RST_STREAM", "rst_stream"],
+   ["GOAWAY", "goaway"], ["flow-control stall", "stall"], ["TCP reset", "reset"], ["connection closed", "closed"], ["problem", "problem"], ["warning", "warning"], ["re-list", "relist"]].forEach(function (p) {
+    var span = el("span"), g = document.createElementNS(SVG, "svg");
+    g.setAttribute("width", 12); g.setAttribute("height", 14); g.style.verticalAlign = "middle"; g.style.marginRight = "3px";
+    glyph(g, p[1], 6, 0, 14);
+    span.appendChild(g); span.appendChild(document.createTextNode(p[0])); legend.appendChild(span);
   });
 
   // Timeline
@@ -149,9 +152,9 @@
       titled(label, laneTitle(l));
       var plot = sv("g", { "clip-path": "url(#plot-clip)" }, g);
       var end = l.end !== null ? l.end : span;
-      titled(sv("line", { "class": "lane-life" + (l.end !== null && !l.clean ? " unclean" : ""), x1: x(l.start), x2: x(end), y1: y + 12, y2: y + 12 }, plot), laneTitle(l));
+      titled(sv("line", { "class": "lane-life" + (l.end !== null && !l.clean && !l.byClient ? " unclean" : ""), x1: x(l.start), x2: x(end), y1: y + 12, y2: y + 12 }, plot), laneTitle(l));
       if (l.end !== null) {
-        titled(sv("rect", { "class": "lane-end" + (l.clean ? "" : " unclean"), x: x(l.end) - 1, y: y + 4, width: 2, height: LANE_H - 8 }, plot), fmtT(l.end) + "  ended: " + l.how);
+        titled(sv("rect", { "class": "lane-end" + (l.clean || l.byClient ? "" : " unclean"), x: x(l.end) - 1, y: y + 4, width: 2, height: LANE_H - 8 }, plot), fmtT(l.end) + "  ended: " + l.how);
       }
       // quiet gaps: no event for longer than the threshold while the watch was open
       if (quietMs > 0) {
@@ -220,15 +223,7 @@
         var col = n.k + Math.round(x(n.t) / 3);
         if (seen[col]) return;
         seen[col] = true;
-        var nx = x(n.t), ny = y + LANE_H - 4, shape;
-        switch (n.k) {
-          case "ping": shape = sv("circle", { cx: nx, cy: y + 5, r: 2.5 }, plot); break;
-          case "goaway": shape = sv("rect", { x: nx - 3, y: y + 2, width: 6, height: 6 }, plot); break;
-          case "stall": shape = sv("path", { d: "M" + (nx - 4) + " " + ny + " L" + nx + " " + (ny - 7) + " L" + (nx + 4) + " " + ny + " Z" }, plot); break;
-          case "closed": case "capture-ended": shape = sv("rect", { x: nx - 1, y: y + 2, width: 2, height: LANE_H - 4 }, plot); break;
-          default: shape = sv("path", { d: "M" + (nx - 4) + " " + (y + 2) + " l8 8 m0 -8 l-8 8", "stroke-width": 2, fill: "none", stroke: NOTE_STROKE[n.k] || "#d00" }, plot);
-        }
-        shape.setAttribute("class", "note k-" + n.k);
+        var shape = glyph(plot, n.k, x(n.t), y, LANE_H);
         shape.setAttribute("data-kind", n.k);
         shape.addEventListener("mouseenter", function (e) { showTip(e, fmtT(n.t) + "  " + n.x); });
         shape.addEventListener("mouseleave", hideTip);
@@ -245,6 +240,24 @@
     document.getElementById("range").setAttribute("data-to", state.to);
   }
 
+  // glyph draws a note of kind k at x in a lane from y of height h, or a
+  // legend swatch; it returns the element.
+  function glyph(parent, k, nx, y, h) {
+    var shape, ny = y + h - 4;
+    switch (k) {
+      case "ping": shape = sv("circle", { cx: nx, cy: y + 5, r: 2.5 }, parent); break;
+      case "goaway": shape = sv("rect", { x: nx - 3, y: y + 2, width: 6, height: 6 }, parent); break;
+      case "stall": shape = sv("path", { d: "M" + (nx - 4) + " " + ny + " L" + nx + " " + (ny - 7) + " L" + (nx + 4) + " " + ny + " Z" }, parent); break;
+      case "closed": case "capture-ended": shape = sv("rect", { x: nx - 1, y: y + 2, width: 2, height: h - 4 }, parent); break;
+      case "problem": case "warning": shape = sv("path", { d: "M" + nx + " " + (y + 1) + " l4 5 l-4 5 l-4 -5 z" }, parent); break;
+      case "initial-end": shape = sv("rect", { x: nx - 1.5, y: y + 1, width: 3, height: h - 2, "class": "mark t-BOOKMARK initial-end" }, parent); return shape;
+      case "expired": shape = sv("rect", { x: nx - 1.5, y: y + 1, width: 3, height: h - 2, "class": "mark t-ERROR expired" }, parent); return shape;
+      case "quiet": shape = sv("rect", { x: nx - 5, y: y + 2, width: 10, height: h - 4, "class": "quiet" }, parent); return shape;
+      default: shape = sv("path", { d: "M" + (nx - 4) + " " + (y + 2) + " l8 8 m0 -8 l-8 8", "stroke-width": 2, fill: "none", stroke: NOTE_STROKE[k] || "#d00" }, parent);
+    }
+    shape.setAttribute("class", "note k-" + k);
+    return shape;
+  }
   function showTip(e, text) { tip.textContent = text; tip.hidden = false; tip.style.left = (e.clientX + 12) + "px"; tip.style.top = (e.clientY + 12) + "px"; }
   function hideTip() { tip.hidden = true; }
 
@@ -319,9 +332,9 @@
         total = c.n;
         part("this", c.n, c.n + " compressed bytes (" + c.k + (c.k === 1 ? " event" : " events") + (c.z ? ", inflating to " + c.z + " bytes" : "") + ")");
       } else {
-        part("other", c.b, c.b + " bytes before (other events)");
-        part("this", c.e, c.e + " bytes of this event" + (c.z ? " (inflated " + c.z + ")" : ""));
-        part("other", c.a, c.a + " bytes after" + (c.k > 1 ? " (" + (c.k - 1) + " other " + (c.k === 2 ? "event" : "events") + " share it)" : " (the newline)"));
+        part("other", c.b, bytes(c.b) + " before");
+        part("this", c.e, bytes(c.e) + " of this event" + (c.z ? " (inflated " + c.z + ")" : ""));
+        part("other", c.a, bytes(c.a) + " after" + (c.k > 1 ? " (" + (c.k - 1) + " other " + (c.k === 2 ? "event" : "events") + " share it)" : ""));
       }
       if (c.t) row.appendChild(el("div", { "class": "frame-tail", title: ev.fr ? "padding" : "the CRLF that ends the chunk data" }, c.t));
       row.setAttribute("data-size", c.n);
@@ -348,20 +361,20 @@
   }
   var sortBy = { col: -1, dir: 1 };
   var watchCols = [
-    ["watch", function (l) { return laneName(l); }],
+    ["watch", function (l) { return l.i; }, function (v) { return laneName(D.lanes[v]); }],
     ["client", function (l) { return l.client; }],
     ["User-Agent", function (l) { return l.ua; }],
     ["resource", function (l) { return l.path; }],
     ["selectors", function (l) { return l.sel; }],
-    ["first event", function (l) { return l.first; }, fmtT],
-    ["last event", function (l) { return l.last; }, fmtT],
+    ["opened", function (l) { return (l.reason || (l.link ? l.link.split("|")[1] : "")).split(":")[0]; }],
+    ["first event", function (l) { return l.first; }, fmtMs],
+    ["last event", function (l) { return l.last; }, fmtMs],
     ["ADDED", function (l) { return counts(l)[0]; }],
     ["MODIFIED", function (l) { return counts(l)[1]; }],
     ["DELETED", function (l) { return counts(l)[2]; }],
     ["BOOKMARK", function (l) { return counts(l)[3]; }],
     ["ERROR", function (l) { return counts(l)[4]; }],
     ["ended", function (l) { return l.how || (l.end === null ? "open at the end" : ""); }],
-    ["restarts", function (l) { return l.restarts; }],
     ["findings", function (l) { return l.findings.join("; "); }]
   ];
   function watchesTable() {
@@ -384,7 +397,7 @@
       var tr = el("tr", { "data-lane": l.i });
       watchCols.forEach(function (c) {
         var v = c[1](l);
-        var td = el("td", { "class": typeof v === "number" ? "num" : c[0] === "ended" || c[0] === "findings" ? "wide" : "" }, c[2] ? c[2](v) : v);
+        var td = el("td", { "class": typeof v === "number" && !c[2] ? "num" : c[0] === "ended" || c[0] === "findings" ? "wide" : "" }, c[2] ? c[2](v) : v);
         tr.appendChild(td);
       });
       tr.title = laneTitle(l) + (l.health ? "\nhealth: " + l.health : "");
@@ -414,7 +427,7 @@
     });
     document.getElementById("events-range").textContent = state.brush ? "(" + fmtT(state.brush[0]) + " to " + fmtT(state.brush[1]) + ")" : "";
     var more = inRange > shown ? "The first " + shown + " of " + inRange + " events are listed; choose a shorter time range to see others." : "";
-    if (D.dropped.details) more += " The table lists the " + D.events.length + " events whose bytes the report kept, of " + D.eventCount + ".";
+    if (D.dropped.details) more += " The table lists the " + D.events.length + " events whose bytes the report kept (spread over the capture, ERROR and initial-events-end ones first), of " + D.eventCount + ".";
     document.getElementById("events-more").textContent = more;
     t.setAttribute("data-rows", shown);
     t.setAttribute("data-in-range", inRange);
@@ -440,15 +453,15 @@
       titled(sv("polyline", { points: pts.join(" "), fill: "none", stroke: colors[i % colors.length], "stroke-width": 1.2, "data-lane": lanes[i].i }, rate), laneName(lanes[i]) + " " + lanes[i].path);
     });
     var sizes = document.getElementById("sizes");
-    var maxN = 1; D.sizes.forEach(function (s) { if (s[1] > maxN) maxN = s[1]; });
+    // The health records' buckets: chunks and DATA frames that carried events.
+    var maxN = 1; D.sizes.forEach(function (s) { if (s.n > maxN) maxN = s.n; });
     var bw = D.sizes.length ? (W - 2 * P) / D.sizes.length : 0;
     D.sizes.forEach(function (s, i) {
-      var hh = s[1] / maxN * (H - 40);
-      titled(sv("rect", { x: P + i * bw + 2, y: H - 20 - hh, width: Math.max(bw - 4, 1), height: hh, fill: "#4a90e2", "data-bucket": s[0], "data-count": s[1] }, sizes),
-        s[1] + " chunks or DATA frames of " + (s[0] ? (1 << (s[0] - 1)) + 1 : 0) + " to " + (1 << s[0]) + " bytes");
-      var lbl = s[0] >= 20 ? (1 << (s[0] - 20)) + "Mi" : s[0] >= 10 ? (1 << (s[0] - 10)) + "Ki" : String(1 << s[0]);
-      sv("text", { x: P + i * bw + 2, y: H - 6 }, sizes).textContent = "≤" + lbl;
-      sv("text", { x: P + i * bw + 2, y: H - 23 - hh }, sizes).textContent = String(s[1]);
+      var hh = s.n / maxN * (H - 40);
+      titled(sv("rect", { x: P + i * bw + 2, y: H - 20 - hh, width: Math.max(bw - 4, 1), height: hh, fill: "#4a90e2", "data-bucket": s.name, "data-count": s.n }, sizes),
+        s.n + " chunks or DATA frames of " + s.name + " carried events");
+      sv("text", { x: P + i * bw + 2, y: H - 6 }, sizes).textContent = s.name;
+      sv("text", { x: P + i * bw + 2, y: H - 23 - hh }, sizes).textContent = String(s.n);
     });
     var bt = document.getElementById("bookmarks"), bh = el("tr");
     ["watch", "resource", "bookmarks", "shortest interval", "median", "longest"].forEach(function (h) { bh.appendChild(el("th", {}, h)); });
@@ -474,6 +487,17 @@
       D.lists.forEach(function (s) { lu.appendChild(el("li", {}, s)); });
       D.retries.forEach(function (n) { lu.appendChild(el("li", {}, fmtT(n.t) + "  " + n.x)); });
     }
+  }
+
+  // Every problem and warning (the first 500), a watch's or not: a
+  // connection kwatch could not decrypt has no lane to be drawn on.
+  if (D.problems.length) {
+    document.getElementById("problems-section").hidden = false;
+    var pl = document.getElementById("problems");
+    D.problems.forEach(function (n) {
+      var li = el("li", { "class": "k-" + n.k }, fmtMs(n.t) + "  " + (n.k === "warning" ? "warning: " : "") + n.x);
+      pl.appendChild(li);
+    });
   }
 
   draw();
