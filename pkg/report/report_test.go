@@ -178,3 +178,37 @@ func TestStreamOf(t *testing.T) {
 		}
 	}
 }
+
+// TestDetailsSpread: past the detail budget the events that keep their
+// bytes are spread over the capture (every 2^k-th), not its first ones,
+// and an ERROR late in it keeps its own.
+func TestDetailsSpread(t *testing.T) {
+	c := &record.Conn{ID: 1}
+	r := New(nil, Options{MaxLaneMarks: 50000, MaxDetailBytes: 64 << 10})
+	r.Emit(watchReq(c, 1, "/api/v1/pods?watch=1", "x", t0))
+	const n = 20000
+	for i := range n {
+		e := ev(c, 1, i+1, "MODIFIED", fmt.Sprint(i), t0.Add(time.Duration(i)*time.Millisecond), 0, 10)
+		if i == n-7 {
+			e.Type = "ERROR"
+		}
+		r.Emit(e)
+	}
+	p := pageOf(t, r)
+	var last, errSeq int
+	for _, e := range p.Events {
+		last = max(last, e.Seq)
+		if e.Type == "ERROR" {
+			errSeq = e.Seq
+		}
+	}
+	if len(p.Events) < 50 || last < n*9/10 || errSeq != n-6 || p.Dropped.Details != n-len(p.Events) {
+		t.Errorf("%d details kept, the last of event %d, ERROR's %d, %d dropped", len(p.Events), last, errSeq, p.Dropped.Details)
+	}
+	// Marks point at their own details after the holes are closed.
+	for _, m := range p.Lanes[0].Marks {
+		if m[3] >= 0 && p.Events[int(m[3])].T != m[0] {
+			t.Fatalf("mark at %v points at the details of the event at %v", m[0], p.Events[int(m[3])].T)
+		}
+	}
+}
