@@ -62,8 +62,10 @@ func (o *outputOptions) validate() error {
 			return fmt.Errorf("--report writes HTML: name the file FILE.html, not %q", o.Report)
 		}
 		// Said now rather than after a long capture.
-		if fi, err := os.Stat(filepath.Dir(o.Report)); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(filepath.Dir(o.Report)); err != nil {
 			return fmt.Errorf("--report %s: the directory %s does not exist", o.Report, filepath.Dir(o.Report))
+		} else if !fi.IsDir() {
+			return fmt.Errorf("--report %s: %s is not a directory", o.Report, filepath.Dir(o.Report))
 		}
 		if fi, err := os.Stat(o.Report); err == nil && fi.IsDir() {
 			return fmt.Errorf("--report %s is a directory; name the report file, e.g. %s", o.Report, filepath.Join(o.Report, "report.html"))

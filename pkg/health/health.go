@@ -179,7 +179,7 @@ func (t *Tracker) event(e *record.Event) {
 	for _, c := range e.Chunks {
 		// A chunk shared by several events is counted once.
 		if c.Index > w.lastChunk || !w.chunkSeen {
-			h.ChunkSizes[bucket(c.Size)]++
+			h.ChunkSizes[record.ChunkBucket(c.Size)]++
 			w.lastChunk, w.chunkSeen = c.Index, true
 		}
 	}
@@ -235,16 +235,6 @@ func addFinding(h *record.Health, f record.Finding) {
 		return
 	}
 	h.Findings = append(h.Findings, f)
-}
-
-// bucket returns the histogram bucket of a chunk size in bytes.
-func bucket(n int64) int {
-	for i, limit := range record.ChunkBuckets {
-		if n < limit {
-			return i
-		}
-	}
-	return len(record.ChunkBuckets)
 }
 
 func appendCount(m map[string]int, reason string) map[string]int {

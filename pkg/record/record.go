@@ -527,6 +527,17 @@ func (r *Retry) When() time.Time { return r.Time }
 // buckets of Health.ChunkSizes; the last bucket holds larger chunks.
 var ChunkBuckets = [...]int64{1 << 10, 4 << 10, 16 << 10, 32 << 10}
 
+// ChunkBucket returns the index in Health.ChunkSizes of a chunk (or DATA
+// frame) of n bytes.
+func ChunkBucket(n int64) int {
+	for i, limit := range ChunkBuckets {
+		if n < limit {
+			return i
+		}
+	}
+	return len(ChunkBuckets)
+}
+
 // Health judges one watch (Scope "watch") or the whole run (Scope "all").
 type Health struct {
 	Time     time.Time

@@ -244,10 +244,11 @@ func (r *Report) build(now time.Time) *page {
 	for _, n := range r.retries {
 		p.Retries = append(p.Retries, pageNote{Lane: -1, T: r.ms(n.t), Kind: n.kind, Text: n.text})
 	}
-	if r.overall != nil {
-		for i, n := range r.overall.ChunkSizes {
-			p.Sizes = append(p.Sizes, sizeBar{Name: printer.ChunkBucketNames[i], N: n})
+	for i, n := range r.frameSizes {
+		if r.overall != nil {
+			n += r.overall.ChunkSizes[i]
 		}
+		p.Sizes = append(p.Sizes, sizeBar{Name: printer.ChunkBucketNames[i], N: n})
 	}
 	for _, n := range r.problemList {
 		p.Problems = append(p.Problems, pageNote{Lane: -1, Conn: n.conn, T: r.ms(n.t), Kind: n.kind, Text: n.text})
@@ -266,6 +267,9 @@ func (r *Report) build(now time.Time) *page {
 		parts := []string{}
 		if !s.Live {
 			parts = append(parts, plural(int(s.Packets), "packet", "packets"), plural(s.Connections, "TCP connection", "TCP connections"))
+			if r.undecoded > 0 {
+				parts = append(parts, fmt.Sprintf("%d not decoded", r.undecoded))
+			}
 		}
 		parts = append(parts, plural(len(r.order)+r.dropped.lanes, "watch", "watches"), plural(r.counted, "event", "events"),
 			plural(r.problems, "problem", "problems")+", "+plural(r.warnings, "warning", "warnings"))

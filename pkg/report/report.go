@@ -115,6 +115,12 @@ type Report struct {
 	watchStarts []*record.WatchStart
 	// labels numbers the watches of each HTTP/1.1 connection.
 	perConn map[int]int
+	// frameSizes counts the DATA frames that carried events, in the
+	// buckets of Health.ChunkSizes.
+	frameSizes [len(record.ChunkBuckets) + 1]int
+	// undecoded counts the connections kwatch did not decode (TLS
+	// without a key, HTTP/2 it could not follow, not HTTP).
+	undecoded int
 }
 
 type laneKey struct {
@@ -197,6 +203,8 @@ type lane struct {
 	specials  int // ERROR, 410 and initial-events-end marks kept
 	onConn    int // which watch of its connection (HTTP/1.1), from 1
 	byClient  bool
+	lastFrame int
+	frameSeen bool
 }
 
 const (
@@ -392,10 +400,9 @@ func (r *Report) observe(rec record.Record) {
 		r.see(v.Time)
 		l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]
 		if l == nil && v.Watch {
-			// A watch whose request the capture missed.
-			if l = r.laneFor(v.Conn, v.Exchange, v.Time); l == nil {
-				r.dropped.lanes++
-			}
+			// A watch whose request the capture missed (one past the
+			// lanes kept was counted at its request).
+			l = r.laneFor(v.Conn, v.Exchange, v.Time)
 		}
 		if l == nil {
 			return
@@ -428,11 +435,18 @@ func (r *Report) observe(rec record.Record) {
 		// a watch kept has none to be drawn on.
 		r.see(v.Time)
 		ci := r.conns[connID(v.Conn)]
-		if ci == nil {
-			return
-		}
 		kind := noteKind(v.Kind, v.Message)
-		if kind == "" {
+		switch v.Kind {
+		case "tls", "http2", "not-http":
+			r.undecoded++
+		}
+		if kind == "conn" && len(r.problemList) < maxProblems {
+			// Listed with the problems: a connection kwatch did not
+			// decode (TLS without a key, not HTTP) has no lane.
+			r.problemList = append(r.problemList, note{lane: -1, conn: connID(v.Conn), t: v.Time, kind: "note",
+				text: clip(fmt.Sprintf("#%d %s %s", connID(v.Conn), v.Conn, v.Message), maxWhat)})
+		}
+		if kind == "" || ci == nil {
 			return
 		}
 		if kind == "closed" || kind == "reset" || kind == "capture-ended" {
@@ -583,7 +597,7 @@ func noteKind(kind, msg string) string {
 		case strings.HasPrefix(msg, "flow control"):
 			return "stall"
 		}
-	case "tls", "not-http", "mid-stream", "no-syn":
+	case "tls", "http2", "not-http", "mid-stream", "no-syn":
 		return "conn"
 	}
 	return ""
@@ -742,6 +756,12 @@ func (r *Report) carriers(l *lane, e *record.Event) []carrier {
 			Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
 	}
 	for _, f := range e.Frames {
+		// The health records count chunks only: DATA frames are counted
+		// here, each once (a frame shared by events comes again).
+		if f.Index > l.lastFrame || !l.frameSeen {
+			r.frameSizes[record.ChunkBucket(f.Length)]++
+			l.lastFrame, l.frameSeen = f.Index, true
+		}
 		if len(out) == maxCarriers {
 			continue
 		}

@@ -427,7 +427,7 @@
     });
     document.getElementById("events-range").textContent = state.brush ? "(" + fmtT(state.brush[0]) + " to " + fmtT(state.brush[1]) + ")" : "";
     var more = inRange > shown ? "The first " + shown + " of " + inRange + " events are listed; choose a shorter time range to see others." : "";
-    if (D.dropped.details) more += " The table lists the " + D.events.length + " events whose bytes the report kept (spread over the capture, ERROR and initial-events-end ones first), of " + D.eventCount + ".";
+    if (D.events.length < D.eventCount) more += " The table lists the " + D.events.length + " events whose bytes the report kept (spread over the capture, ERROR and initial-events-end ones first), of " + D.eventCount + ".";
     document.getElementById("events-more").textContent = more;
     t.setAttribute("data-rows", shown);
     t.setAttribute("data-in-range", inRange);
@@ -437,12 +437,14 @@
   // Health
   function healthCharts() {
     var rate = document.getElementById("rate"), W = 560, H = 200, P = 30;
-    // Each watch's events re-binned into about 120 steps across the capture.
-    var N = 120, step = span / N, maxRate = 0;
+    // Each watch's events re-binned into at most 120 steps across the
+    // capture, none narrower than the watch's own bins.
+    var binW = 0; lanes.forEach(function (l) { if (l.bins.length && l.binW > binW) binW = l.binW; });
+    var step = Math.max(span / 120, binW || 1), N = Math.max(1, Math.ceil(span / step)), maxRate = 0;
     var series = lanes.map(function (l) {
       var c = new Array(N).fill(0);
       l.bins.forEach(function (b) { var n = 0; for (var k = 1; k <= 6; k++) n += b[k]; c[Math.max(0, Math.min(N - 1, Math.floor(b[0] / step)))] += n; });
-      return c.map(function (n, i) { var r = n / (step / 1000); if (r > maxRate) maxRate = r; return [i * step, r]; });
+      return c.map(function (n, i) { var r = n / (step / 1000); if (r > maxRate) maxRate = r; return [(i + 0.5) * step, r]; });
     });
     sv("text", { x: 2, y: 10 }, rate).textContent = maxRate.toFixed(maxRate < 10 ? 1 : 0) + "/s";
     sv("text", { x: P, y: H - 4 }, rate).textContent = "+0 s";
@@ -495,7 +497,7 @@
     document.getElementById("problems-section").hidden = false;
     var pl = document.getElementById("problems");
     D.problems.forEach(function (n) {
-      var li = el("li", { "class": "k-" + n.k }, fmtMs(n.t) + "  " + (n.k === "warning" ? "warning: " : "") + n.x);
+      var li = el("li", { "class": "k-" + n.k }, fmtMs(n.t) + "  " + (n.k === "warning" ? "warning: " : n.k === "note" ? "not decoded: " : "") + n.x);
       pl.appendChild(li);
     });
   }
