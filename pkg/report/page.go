@@ -174,9 +174,6 @@ func (r *Report) build(now time.Time) *page {
 		}
 		if l.conn != nil {
 			pl.Conn, pl.Client, pl.Server, pl.HTTP2, pl.Closed = l.conn.id, l.conn.client, l.conn.server, l.conn.http2, l.conn.closed
-			if pl.UA == "" {
-				pl.UA = l.conn.ua
-			}
 		}
 		if l.health != nil {
 			pl.Health = printer.HealthText(l.health)

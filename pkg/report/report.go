@@ -82,7 +82,6 @@ type Report struct {
 	lanes    map[laneKey]*lane
 	order    []*lane
 	conns    map[int]*connInfo
-	watchNo  map[laneKey]int
 	marks    int
 	detailed int64
 	events   []*detail
@@ -137,7 +136,7 @@ func New(next record.Sink, opt Options) *Report {
 	orDefault(&opt.MaxLanes, DefaultMaxLanes)
 	orDefault(&opt.MaxNotes, DefaultMaxNotes)
 	return &Report{next: next, opt: opt, lanes: map[laneKey]*lane{}, conns: map[int]*connInfo{},
-		watchNo: map[laneKey]int{}, stride: 1, perConn: map[int]int{}}
+		stride: 1, perConn: map[int]int{}}
 }
 
 func orDefault[T int | int64](v *T, def T) {
@@ -157,12 +156,12 @@ func (r *Report) Emit(rec record.Record) {
 	}
 }
 
+// connInfo is a TCP connection with a watch kept: its addresses, HTTP/2
+// or not, and how it ended.
 type connInfo struct {
 	id             int
 	client, server string
 	http2          bool
-	ua             string
-	lanes          []*lane
 	closed         string
 }
 
@@ -358,7 +357,6 @@ func (r *Report) laneFor(c *record.Conn, exchange int, t time.Time) *lane {
 	}
 	r.lanes[k] = l
 	r.order = append(r.order, l)
-	ci.lanes = append(ci.lanes, l)
 	return l
 }
 
@@ -863,8 +861,9 @@ func (r *Report) thin() bool {
 	return true
 }
 
-// sortedLanes is the table's default order: by resource, then client,
-// then start.
+// laneLinks joins each watch to the one before it on the same resource from
+// the same client and User-Agent, when that one had ended by then:
+// "index|kind|reason" by lane index (kind from followKind).
 func (r *Report) laneLinks() map[int]string {
 	links := map[int]string{}
 	type group struct{ path, client string }
