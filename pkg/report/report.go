@@ -672,7 +672,14 @@ func (r *Report) event(e *record.Event) {
 	if e.Status != nil && e.Status.Code == 410 {
 		flags |= flagExpired
 	}
-	carriers := r.carriers(l, e)
+	// The health records count chunks only: DATA frames are counted
+	// here, each once (a frame shared by events comes again).
+	for _, f := range e.Frames {
+		if f.Index > l.lastFrame || !l.frameSeen {
+			r.frameSizes[record.ChunkBucket(f.Length)]++
+			l.lastFrame, l.frameSeen = f.Index, true
+		}
+	}
 	// Past a lane's (or all lanes') marks the lane is drawn as density;
 	// ERROR, 410 and initial-events-end marks are kept further, within
 	// bounds of their own.
@@ -688,7 +695,7 @@ func (r *Report) event(e *record.Event) {
 		l.specials++
 	}
 	m := mark{t: e.Time, typ: typ, flags: flags, ev: -1}
-	if d := r.detail(l, e, carriers, special); d != nil {
+	if d := r.detail(l, e, special); d != nil {
 		m.ev = len(r.events)
 		r.events = append(r.events, d)
 	}
@@ -735,7 +742,7 @@ func (l *lane) bin(t time.Time, typ int) {
 // when PADDED is set, follows a 1-byte pad length), from each carrier's
 // data offset in the body and the event's. A compressed body's bytes
 // cannot be placed: its events are counted in inflated bytes.
-func (r *Report) carriers(l *lane, e *record.Event) []carrier {
+func carriers(e *record.Event) []carrier {
 	var out []carrier
 	place := func(dataAt, size, bytes int64) (before, after int64) {
 		if dataAt < 0 {
@@ -754,12 +761,6 @@ func (r *Report) carriers(l *lane, e *record.Event) []carrier {
 			Tail: "0d 0a", Events: c.Events, Inflated: c.Inflated})
 	}
 	for _, f := range e.Frames {
-		// The health records count chunks only: DATA frames are counted
-		// here, each once (a frame shared by events comes again).
-		if f.Index > l.lastFrame || !l.frameSeen {
-			r.frameSizes[record.ChunkBucket(f.Length)]++
-			l.lastFrame, l.frameSeen = f.Index, true
-		}
 		if len(out) == maxCarriers {
 			continue
 		}
@@ -803,7 +804,11 @@ func spaced(h string) string {
 // detail keeps what the event view shows of e, while the detail budget
 // lasts; past it the mark stays and its view says the details were not
 // kept.
-func (r *Report) detail(l *lane, e *record.Event, cs []carrier, special bool) *detail {
+func (r *Report) detail(l *lane, e *record.Event, special bool) *detail {
+	if !special && r.counted%r.stride != 0 {
+		return nil // thinned out (see thin): nothing to lay out or copy
+	}
+	cs := carriers(e)
 	// Only what the page shows is copied: a slice of a longer string
 	// would keep all of it.
 	obj := string(e.Object[:min(len(e.Object), r.opt.MaxObjectBytes)])
@@ -822,9 +827,6 @@ func (r *Report) detail(l *lane, e *record.Event, cs []carrier, special bool) *d
 	}
 	for _, c := range changes {
 		cost += int64(len(c))
-	}
-	if !special && r.counted%r.stride != 0 {
-		return nil
 	}
 	for r.detailed+cost > r.opt.MaxDetailBytes {
 		if !r.thin() {
