@@ -110,19 +110,27 @@ func startConfigMapInformer(t *testing.T, client kubernetes.Interface, ns string
 	}); err != nil {
 		t.Fatal(err)
 	}
-	stopCh := make(chan struct{})
-	factory.Start(stopCh)
-	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
-	return log, inf, func() {
-		close(stopCh)
-		factory.Shutdown()
-	}
+	return log, inf, runInformer(t, factory.Start, factory.Shutdown, inf)
 }
 
 // changeConfigMaps makes three changes in ns, after pre-a and pre-b were
 // created: creates "later", patches pre-a, deletes pre-b.
+// runInformer starts an informer factory (start, shutdown: its Start and
+// Shutdown) and waits until inf has synced; the function it returns stops
+// the factory.
+func runInformer(t *testing.T, start func(<-chan struct{}), shutdown func(), inf cache.SharedIndexInformer) func() {
+	t.Helper()
+	stopCh := make(chan struct{})
+	start(stopCh)
+	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	return func() {
+		close(stopCh)
+		shutdown()
+	}
+}
+
 func changeConfigMaps(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
 	ctx := context.Background()
@@ -450,17 +458,12 @@ func TestPcapMetadataInformer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	stopCh := make(chan struct{})
-	factory.Start(stopCh)
-	if !cache.WaitForCacheSync(stopCh, inf.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
+	stop := runInformer(t, factory.Start, factory.Shutdown, inf)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	log.wait(t, 2)
-	close(stopCh)
-	factory.Shutdown()
+	stop()
 	data := capture()
 	var decoded []string
 	sink := record.SinkFunc(func(r record.Record) {
