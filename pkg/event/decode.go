@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -145,21 +146,26 @@ func streamSerializer(mediaType string) runtime.Decoder {
 // way client-go's watch decoder does, and extracts the object's identity.
 // It returns an error when the bytes are not a watch event.
 func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
-	typ, raw, err := watchEvent(f, data)
+	mp := memberPool.Get().(*[]member)
+	defer func() {
+		clear((*mp)[:cap(*mp)]) // hold no event's bytes in the pool
+		memberPool.Put(mp)
+	}()
+	x, err := watchEvent(f, data, (*mp)[:0])
 	if err != nil {
 		return nil, fmt.Errorf("not a watch event: %w", err)
 	}
-	if typ == "" {
+	if x.typ == "" {
 		return nil, fmt.Errorf("not a watch event: no \"type\"")
 	}
-	ev := &Event{Type: typ}
+	ev := &Event{Type: x.typ}
 	switch f {
 	case FormatProtobuf:
-		err = ev.fromProtobuf(raw)
+		err = ev.fromProtobuf(x.obj)
 	case FormatCBOR:
-		err = ev.fromCBOR(raw)
+		err = ev.fromCBOR(x.obj)
 	default:
-		err = ev.fromJSON(raw)
+		err = ev.fromJSON(x.obj, x.members, x.indexed)
 	}
 	// Redact before anything else sees the object, also when its metadata
 	// did not decode: the event is still printed.
@@ -171,15 +177,19 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	return ev, err
 }
 
+// memberPool holds the arrays indexEvent lists an object's members in
+// (reused: each is only read while its event decodes).
+var memberPool = sync.Pool{New: func() any { m := make([]member, 0, 16); return &m }}
+
 // watchEvent returns the type and the object's bytes of the
-// metav1.WatchEvent in data. A JSON event real servers send is split
-// without unmarshalling its object (splitJSONEvent); anything else is
-// decoded by apimachinery, as client-go's watch decoder does, whose error
-// is returned.
-func watchEvent(f Format, data []byte) (typ string, object []byte, err error) {
+// metav1.WatchEvent in data. A JSON event real servers send is read in one
+// pass without unmarshalling its object (indexEvent, which also lists the
+// object's members); anything else is decoded by apimachinery, as
+// client-go's watch decoder does, whose error is returned.
+func watchEvent(f Format, data []byte, members []member) (eventIndex, error) {
 	if f == FormatJSON {
-		if typ, object, ok := splitJSONEvent(data); ok {
-			return typ, object, nil
+		if x, ok := indexEvent(data, members); ok {
+			return x, nil
 		}
 	}
 	var we metav1.WatchEvent
@@ -191,9 +201,9 @@ func watchEvent(f Format, data []byte) (typ string, object []byte, err error) {
 		dec = cborStream
 	}
 	if _, _, err := dec.Decode(data, nil, &we); err != nil {
-		return "", nil, err
+		return eventIndex{}, err
 	}
-	return we.Type, we.Object.Raw, nil
+	return eventIndex{typ: we.Type, obj: we.Object.Raw}, nil
 }
 
 // objectMeta is the part of an object kwatch prints.
@@ -211,12 +221,18 @@ type objectMeta struct {
 	Rows string
 }
 
-// fromJSON sets the event's object and the identity read from it. Fields
-// read before a metadata error are kept, and the error returned.
-func (ev *Event) fromJSON(raw []byte) error {
+// fromJSON sets the event's object raw and the identity read from it
+// (from its members when indexed). Fields read before a metadata error are
+// kept, and the error returned.
+func (ev *Event) fromJSON(raw []byte, members []member, indexed bool) error {
 	ev.Object = raw
 	var m objectMeta
-	err := readMeta(raw, &m)
+	var err error
+	if indexed {
+		err = readMetaMembers(members, &m)
+	} else {
+		err = readMeta(raw, &m)
+	}
 	ev.APIVersion, ev.Kind = m.APIVersion, m.Kind
 	ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 	ev.ResourceVersion = m.ResourceVersion
@@ -332,7 +348,7 @@ func (ev *Event) fromCBOR(raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("watch event object to JSON: %w", err)
 	}
-	return ev.fromJSON(js)
+	return ev.fromJSON(js, nil, false)
 }
 
 func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind) {

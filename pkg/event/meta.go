@@ -28,59 +28,93 @@ var errMalformed = errors.New("malformed JSON object")
 // that is not an object or a field of the wrong JSON type; the fields read
 // before the error are kept.
 func readMeta(raw []byte, m *objectMeta) error {
-	return eachField(raw, func(key, v []byte) error {
-		if bytes.EqualFold(key, []byte("kind")) {
-			// client-go's typed decoding finds the kind with a
-			// case-insensitive reading (json.DefaultMetaFactory); any
-			// key that could be the kind can make the object a Secret.
-			var k string
-			_ = stringField(&k, v, "kind")
-			if strings.EqualFold(k, "Secret") {
-				m.MaybeSecret = true
-			}
+	return eachField(raw, m.field)
+}
+
+// readMetaMembers is readMeta for an object whose members indexEvent has
+// listed (validated, in order): it reads them without walking the object.
+func readMetaMembers(members []member, m *objectMeta) error {
+	var first error
+	for _, mb := range members {
+		key, ok := fieldKey(mb.key)
+		if !ok {
+			return errMalformed
 		}
-		switch string(key) {
-		case "rows":
-			m.Rows = string(v)
+		if err := m.field(key, mb.value); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// field reads one member of an object (key with escapes undone, value raw
+// JSON) into m, as readMeta describes.
+func (m *objectMeta) field(key, v []byte) error {
+	if bytes.EqualFold(key, []byte("kind")) {
+		// client-go's typed decoding finds the kind with a
+		// case-insensitive reading (json.DefaultMetaFactory); any
+		// key that could be the kind can make the object a Secret.
+		var k string
+		_ = stringField(&k, v, "kind")
+		if strings.EqualFold(k, "Secret") {
+			m.MaybeSecret = true
+		}
+	}
+	switch string(key) {
+	case "rows":
+		m.Rows = string(v)
+		return nil
+	case "apiVersion":
+		return stringField(&m.APIVersion, v, "apiVersion")
+	case "kind":
+		return stringField(&m.Kind, v, "kind")
+	case "metadata":
+		if string(v) == "null" {
 			return nil
-		case "apiVersion":
-			return stringField(&m.APIVersion, v, "apiVersion")
-		case "kind":
-			return stringField(&m.Kind, v, "kind")
-		case "metadata":
-			if string(v) == "null" {
-				return nil
-			}
-			return eachField(v, func(key, v []byte) error {
-				switch string(key) {
-				case "name":
-					return stringField(&m.Name, v, "metadata.name")
-				case "namespace":
-					return stringField(&m.Namespace, v, "metadata.namespace")
-				case "uid":
-					return stringField(&m.UID, v, "metadata.uid")
-				case "resourceVersion":
-					return stringField(&m.ResourceVersion, v, "metadata.resourceVersion")
-				case "annotations":
-					if string(v) == "null" { // a null map is an empty one
-						m.InitialEventsEnd = false
+		}
+		return eachField(v, func(key, v []byte) error {
+			switch string(key) {
+			case "name":
+				return stringField(&m.Name, v, "metadata.name")
+			case "namespace":
+				return stringField(&m.Namespace, v, "metadata.namespace")
+			case "uid":
+				return stringField(&m.UID, v, "metadata.uid")
+			case "resourceVersion":
+				return stringField(&m.ResourceVersion, v, "metadata.resourceVersion")
+			case "annotations":
+				if string(v) == "null" { // a null map is an empty one
+					m.InitialEventsEnd = false
+					return nil
+				}
+				return eachField(v, func(key, v []byte) error {
+					if string(key) != InitialEventsEndAnnotation {
 						return nil
 					}
-					return eachField(v, func(key, v []byte) error {
-						if string(key) != InitialEventsEndAnnotation {
-							return nil
-						}
-						var s string
-						err := stringField(&s, v, "metadata.annotations")
-						m.InitialEventsEnd = s == "true"
-						return err
-					})
-				}
-				return nil
-			})
-		}
-		return nil
-	})
+					var s string
+					err := stringField(&s, v, "metadata.annotations")
+					m.InitialEventsEnd = s == "true"
+					return err
+				})
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// fieldKey returns a key as written between its quotes with its escapes
+// undone (and invalid UTF-8 replaced) as encoding/json reads it; ok is
+// false when it is not a valid JSON string's contents.
+func fieldKey(key []byte) (out []byte, ok bool) {
+	if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
+		return key, true
+	}
+	var s string
+	if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }
 
 // eachField calls fn with each key (escapes undone) and value (raw JSON)
@@ -90,12 +124,9 @@ func readMeta(raw []byte, m *objectMeta) error {
 func eachField(data []byte, fn func(key, value []byte) error) error {
 	var first error
 	_, err := walkObject(data, func(key, v []byte) bool {
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-			var s string
-			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s) != nil {
-				return false
-			}
-			key = []byte(s)
+		key, ok := fieldKey(key)
+		if !ok {
+			return false
 		}
 		if err := fn(key, v); err != nil && first == nil {
 			first = err

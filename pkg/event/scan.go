@@ -66,26 +66,6 @@ func indexSpecial(p []byte, nl bool) int {
 	return -1
 }
 
-// hasControl reports whether p holds a byte below 0x20, eight bytes at a
-// time (a byte of x is below n where (x - n*lsb) &^ x has its high bit set,
-// for n up to 0x80). JSON allows such bytes only as whitespace between
-// tokens (tab, newline, carriage return), and kube-apiserver writes none.
-func hasControl(p []byte) bool {
-	i := 0
-	for ; i+8 <= len(p); i += 8 {
-		w := binary.LittleEndian.Uint64(p[i:])
-		if (w-lsb*0x20)&^w&msb != 0 {
-			return true
-		}
-	}
-	for ; i < len(p); i++ {
-		if p[i] < 0x20 {
-			return true
-		}
-	}
-	return false
-}
-
 // zeroBytes returns x with the high bit set in each byte that is zero and
 // every other bit clear. Unlike (x - lsb) &^ x it is exact in every byte
 // (no borrow crosses a byte: the low seven bits of each byte plus 0x7f

@@ -3,116 +3,12 @@ package event
 import (
 	"bytes"
 	"unicode/utf8"
-
-	"github.com/valyala/fastjson"
 )
 
 // maxNestingDepth is the deepest nesting of arrays and objects the
 // reference decoder accepts (encoding/json, and sigs.k8s.io/json after it,
-// stop at 10000); splitJSONEvent leaves deeper documents to it.
+// stop at 10000); indexEvent leaves deeper documents to it.
 const maxNestingDepth = 10000
-
-// splitJSONEvent reads a JSON watch event, {"type": …, "object": …},
-// without unmarshalling its object: it validates the document (RFC 8259)
-// with fastjson, walks its top-level keys, and returns the type and the
-// object's bytes as a sub-slice of data (nil when the event has no object
-// or a null one). A document with a control character (below 0x20,
-// whitespace included) is left to apimachinery too.
-//
-// It gives the answer apimachinery's decoding into metav1.WatchEvent would
-// give (keys matched case-sensitively, the last of duplicate keys wins, a
-// null leaves a field as it was, other keys are ignored) for the events
-// real servers send. ok is false for anything else (not valid JSON, not an
-// object, a key written with escapes, a type that is not a plain string of valid
-// UTF-8 (encoding/json would replace invalid bytes with U+FFFD),
-// nesting deeper than the reference accepts): the caller then decodes with
-// apimachinery, which also words the error. FuzzSplitJSONEvent holds the
-// two to the same result.
-func splitJSONEvent(data []byte) (typ string, obj []byte, ok bool) {
-	if typ, obj, ok := splitObjectLast(data); ok {
-		return typ, obj, true
-	}
-	return splitWalk(data)
-}
-
-// splitObjectLast is splitJSONEvent for events whose object is their last
-// member, as kube-apiserver writes every event ({"type":…,"object":…}):
-// the object then runs from its key to the event's closing brace, so
-// fastjson validates it as one value and nothing walks it (a value
-// followed by a comma is never valid on its own, so an object that is not
-// last fails that validation). ok is false for any other shape, and when
-// the object holds 10000 or more brackets (bytes.Count bounds its nesting
-// depth before fastjson recurses into it); splitWalk then decides.
-func splitObjectLast(data []byte) (typ string, obj []byte, ok bool) {
-	d := trimSpaceRight(data)
-	if len(d) == 0 || d[len(d)-1] != '}' || hasControl(data) {
-		return "", nil, false
-	}
-	body := d[:len(d)-1] // without the event's closing brace
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return "", nil, false
-	}
-	i = skipSpace(body, i+1)
-	for {
-		key, vStart, ok := memberKey(body, i)
-		if !ok || bytes.IndexByte(key, '\\') >= 0 {
-			return "", nil, false
-		}
-		if string(key) == "object" {
-			v := trimSpaceRight(body[vStart:])
-			if len(v) == 0 || bytes.Count(v, []byte{'{'})+bytes.Count(v, []byte{'['}) >= maxNestingDepth ||
-				fastjson.ValidateBytes(v) != nil {
-				return "", nil, false
-			}
-			if string(v) != "null" {
-				obj = v
-			}
-			return typ, obj, true
-		}
-		vEnd, ok := valueEnd(body, vStart)
-		if !ok || vEnd == vStart || fastjson.ValidateBytes(body[vStart:vEnd]) != nil ||
-			(string(key) == "type" && !eventType(body[vStart:vEnd], &typ)) {
-			return "", nil, false
-		}
-		next, closed, ok := memberNext(body, vEnd)
-		if !ok || closed { // a brace before the event's own: not one object
-			return "", nil, false
-		}
-		i = next
-	}
-}
-
-// splitWalk is splitJSONEvent for any shape: it walks every top-level
-// member, then validates the whole document.
-func splitWalk(data []byte) (typ string, obj []byte, ok bool) {
-	// Walk the top level first: it bounds the nesting depth before
-	// fastjson's recursive validation sees the document.
-	end, err := walkObject(data, func(key, v []byte) bool {
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return false
-		}
-		switch string(key) {
-		case "type":
-			return eventType(v, &typ)
-		case "object":
-			if string(v) != "null" {
-				obj = v
-			}
-		}
-		return true
-	})
-	if err != nil || skipSpace(data, end) != len(data) {
-		return "", nil, false
-	}
-	// fastjson does not check for control characters the part of a
-	// string before its last escape (found by FuzzSplitJSONEvent): leave
-	// any document with one to apimachinery.
-	if hasControl(data) || fastjson.ValidateBytes(data) != nil {
-		return "", nil, false
-	}
-	return typ, obj, true
-}
 
 // eventType sets *typ from the raw value v of an event's "type" key as
 // encoding/json would (a null leaves it as it was) and reports whether v
@@ -201,19 +97,6 @@ func memberNext(data []byte, vEnd int) (next int, closed, ok bool) {
 		return skipSpace(data, i+1), false, true
 	}
 	return 0, false, false
-}
-
-// trimSpaceRight returns p without the JSON whitespace at its end.
-func trimSpaceRight(p []byte) []byte {
-	for len(p) > 0 && isSpace(p[len(p)-1]) {
-		p = p[:len(p)-1]
-	}
-	return p
-}
-
-// isSpace reports whether b is JSON whitespace (RFC 8259 §2).
-func isSpace(b byte) bool {
-	return b == ' ' || b == '\t' || b == '\n' || b == '\r'
 }
 
 // skipSpace returns the index of the first byte at or after i that is not

@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,39 +46,76 @@ var splitSeeds = []string{
 	`{}`, `[]`, `null`, `"ADDED"`, ``, `{`, `{"type"`,
 }
 
-// FuzzSplitJSONEvent holds both ways splitJSONEvent splits an event
-// (splitObjectLast, splitWalk) to apimachinery's decoding: when one accepts
-// an event, apimachinery must accept it too, with the same type and the
-// same object bytes.
+// FuzzSplitJSONEvent holds indexEvent to apimachinery's decoding: when it
+// accepts an event, apimachinery must accept it too, with the same type
+// and the same object bytes, and the object's metadata read from the
+// members it listed must equal readMeta's walk of the object.
 func FuzzSplitJSONEvent(f *testing.F) {
 	for _, s := range splitSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// Both ways of splitting, each on its own: most events take the
-		// first, so the second is checked here rather than through it.
-		for _, split := range []struct {
-			name string
-			fn   func([]byte) (string, []byte, bool)
-		}{{"splitObjectLast", splitObjectLast}, {"splitWalk", splitWalk}} {
-			typ, obj, ok := split.fn(data)
-			if !ok {
-				continue
-			}
-			wantTyp, wantObj, err := referenceWatchEvent(data)
-			if err != nil {
-				t.Fatalf("%s accepted %q, apimachinery: %v", split.name, data, err)
-			}
-			if typ != wantTyp || !bytes.Equal(obj, wantObj) {
-				t.Fatalf("%s %q: type %q object %q, apimachinery: type %q object %q", split.name, data, typ, obj, wantTyp, wantObj)
-			}
-		}
+		checkIndexEvent(t, data)
 	})
 }
 
-// TestSplitJSONEvent checks which events take the split (the ones real
-// servers send must, or the fast path is not used) and that the rest fall
-// back.
+// checkIndexEvent compares indexEvent's reading of data with
+// apimachinery's and readMeta's.
+func checkIndexEvent(t *testing.T, data []byte) {
+	t.Helper()
+	x, ok := indexEvent(data, nil)
+	if !ok {
+		return
+	}
+	wantTyp, wantObj, err := referenceWatchEvent(data)
+	if err != nil {
+		t.Fatalf("indexEvent accepted %q, apimachinery: %v", data, err)
+	}
+	if x.typ != wantTyp || !bytes.Equal(x.obj, wantObj) {
+		t.Fatalf("indexEvent %q: type %q object %q, apimachinery: type %q object %q", data, x.typ, x.obj, wantTyp, wantObj)
+	}
+	if !x.indexed {
+		return
+	}
+	var got, want objectMeta
+	gotErr, wantErr := readMetaMembers(x.members, &got), readMeta(x.obj, &want)
+	if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("object %q: from its members %+v, %v; walked %+v, %v", x.obj, got, gotErr, want, wantErr)
+	}
+}
+
+// FuzzIndexEventValid holds indexEvent's validation to encoding/json's:
+// any value as an event's object is accepted exactly when the event is
+// valid JSON (nesting aside, which TestSplitJSONEventDepth checks).
+func FuzzIndexEventValid(f *testing.F) {
+	for _, s := range validitySeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if bytes.Count(v, []byte{'{'})+bytes.Count(v, []byte{'['}) >= maxNestingDepth-1 {
+			return
+		}
+		data := append(append([]byte(`{"type":"ADDED","object":`), v...), '}')
+		if _, ok := indexEvent(data, nil); ok != json.Valid(data) {
+			t.Fatalf("indexEvent(%q) ok = %v, json.Valid = %v", data, ok, !ok)
+		}
+		checkIndexEvent(t, data)
+	})
+}
+
+// validitySeeds are values valid and not, at the edges of RFC 8259's
+// grammar.
+var validitySeeds = []string{
+	`{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `-0.5e+10`, `1E9`, `1.`, `.5`, `01`, `-`, `1e`, `1e+`, `+1`,
+	`"a\"b\\"`, `"\u00e9\ud800"`, `"\u00zz"`, `"\x"`, "\"a\x01\"", "\"a\x7f\"", "\"\xff\xfe\"", `"\/"`,
+	`{"a":1,"b":[1,2,{"c":null}]}`, `{"a":1,}`, `[1,]`, `{"a" 1}`, `{"a":1 "b":2}`, `{1:2}`, `[1 2]`,
+	` { "a" : [ 1 , 2 ] } `, "{\"a\":\t1\r\n}", `tru`, `nul`, `falsey`, `{"a":nulll}`, `"abc`, `{"a"`, `[`,
+	`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{"k":"` + strings.Repeat("x", 40) + `"}}`,
+}
+
+// TestSplitJSONEvent checks which events take the one-pass reading (the
+// ones real servers send must, or the fast path is not used) and that the
+// rest fall back.
 func TestSplitJSONEvent(t *testing.T) {
 	for _, tc := range []struct {
 		in      string
@@ -88,72 +126,88 @@ func TestSplitJSONEvent(t *testing.T) {
 	}{
 		{evA, true, "ADDED", evA[len(`{"type":"ADDED","object":`) : len(evA)-1], "a real event"},
 		{` {"object" : {"kind":"Pod"} , "type" : "DELETED" } `, true, "DELETED", `{"kind":"Pod"}`, "order and spaces"},
+		{"{\"type\":\t\"ADDED\",\r\n\"object\":{\"a\":[1]}}\n", true, "ADDED", `{"a":[1]}`, "whitespace between tokens"},
 		{`{"type":"ADDED","type":"MODIFIED","object":{"a":1},"object":{"b":2}}`, true, "MODIFIED", `{"b":2}`, "last key wins"},
 		{`{"type":"ADDED","type":null,"object":{"a":1},"object":null}`, true, "ADDED", `{"a":1}`, "null keeps the value"},
+		{`{"type":"ADDED","object":null}`, true, "ADDED", "", "null object"},
 		{`{"Type":"ADDED","OBJECT":{}}`, true, "", "", "keys are case-sensitive"},
 		{`{"\u0074ype":"ADDED","object":{}}`, false, "", "", "escaped key: apimachinery decides"},
 		{`{"type":"ADD\u0045D","object":{}}`, false, "", "", "escaped type: apimachinery decides"},
 		{`{"type":1,"object":{}}`, false, "", "", "type not a string"},
 		{`{"type":"ADDED","object":{"n":01}}`, false, "", "", "invalid number in the object"},
+		{"{\"type\":\"ADDED\",\"object\":{\"s\":\"a\x01\"}}", false, "", "", "control byte in a string"},
+		{`{"type":"ADDED","object":{"a":1},}`, false, "", "", "trailing comma"},
+		{`{"type":"ADDED","object":{"a":1}`, false, "", "", "not closed"},
+		{`{"type":"ADDED","object":{"a":1}}}`, false, "", "", "closed twice"},
 		{`{"type":"ADDED","object":{}} {}`, false, "", "", "two values"},
 		{`[]`, false, "", "", "not an object"},
 	} {
-		typ, obj, ok := splitJSONEvent([]byte(tc.in))
-		if ok != tc.ok || typ != tc.typ || string(obj) != tc.object {
-			t.Errorf("%s: splitJSONEvent(%q) = %q, %q, %v; want %q, %q, %v", tc.comment, tc.in, typ, obj, ok, tc.typ, tc.object, tc.ok)
+		x, ok := indexEvent([]byte(tc.in), nil)
+		if ok != tc.ok || x.typ != tc.typ || string(x.obj) != tc.object {
+			t.Errorf("%s: indexEvent(%q) = %q, %q, %v; want %q, %q, %v", tc.comment, tc.in, x.typ, x.obj, ok, tc.typ, tc.object, tc.ok)
 		}
 		if !tc.ok {
 			continue
 		}
 		rt, ro, err := referenceWatchEvent([]byte(tc.in))
-		if err != nil || rt != typ || !bytes.Equal(ro, obj) {
+		if err != nil || rt != x.typ || !bytes.Equal(ro, x.obj) {
 			t.Errorf("%s: apimachinery reads %q as %q, %q, %v", tc.comment, tc.in, rt, ro, err)
 		}
 	}
 }
 
-// TestSplitObjectLast checks which events take the fast path: those shaped
-// as kube-apiserver writes them do; one whose object is not its last
-// member goes to splitWalk.
-func TestSplitObjectLast(t *testing.T) {
-	for _, tc := range []struct {
-		in     string
-		ok     bool
-		typ    string
-		object string
-	}{
-		{evA, true, "ADDED", evA[len(`{"type":"ADDED","object":`) : len(evA)-1]},
-		{" {\"type\" : \"BOOKMARK\" , \"object\" : {\"a\":[1]} } ", true, "BOOKMARK", `{"a":[1]}`},
-		{`{"type":"ADDED","object":null}`, true, "ADDED", ""},
-		{`{"object":{"kind":"Pod"},"type":"DELETED"}`, false, "", ""},
-		{`{"type":"ADDED","object":{"a":1},"object":{"b":2}}`, false, "", ""},
-		{`{"type":"ADDED","object":{"a":1},}`, false, "", ""},
-		{`{"type":"ADDED","object":{"a":1}`, false, "", ""},
-		{`{"type":"ADDED","object":{"a":1}}}`, false, "", ""},
-	} {
-		typ, obj, ok := splitObjectLast([]byte(tc.in))
-		if ok != tc.ok || typ != tc.typ || string(obj) != tc.object {
-			t.Errorf("splitObjectLast(%q) = %q, %q, %v; want %q, %q, %v", tc.in, typ, obj, ok, tc.typ, tc.object, tc.ok)
+// TestIndexEventMembers checks the object's members indexEvent lists: in
+// order, values as written, none for an object past maxIndexedMembers or
+// an object that is not one.
+func TestIndexEventMembers(t *testing.T) {
+	x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"kind":"Pod", "metadata" : {"name":"a"},"data":{"k":[1,{"x":2}]},"z":null}}`), nil)
+	if !ok || !x.indexed {
+		t.Fatalf("indexEvent: ok %v, indexed %v", ok, x.indexed)
+	}
+	var got []string
+	for _, m := range x.members {
+		got = append(got, string(m.key)+"="+string(m.value))
+	}
+	if want := []string{`kind="Pod"`, `metadata={"name":"a"}`, `data={"k":[1,{"x":2}]}`, `z=null`}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("members %q, want %q", got, want)
+	}
+	var many strings.Builder
+	many.WriteString(`{"type":"ADDED","object":{`)
+	for i := range maxIndexedMembers + 1 {
+		fmt.Fprintf(&many, `"k%d":%d,`, i, i)
+	}
+	many.WriteString(`"kind":"Pod"}}`)
+	if x, ok := indexEvent([]byte(many.String()), nil); !ok || x.indexed {
+		t.Errorf("%d members: ok %v, indexed %v; want true, false", maxIndexedMembers+2, ok, x.indexed)
+	}
+	for _, in := range []string{`{"type":"ADDED","object":[{"a":1}]}`, `{"type":"ADDED","object":"x"}`} {
+		if x, ok := indexEvent([]byte(in), nil); !ok || x.indexed {
+			t.Errorf("%s: ok %v, indexed %v; want true, false", in, ok, x.indexed)
 		}
+	}
+	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":{}}`), nil); !ok || !x.indexed || len(x.members) != 0 {
+		t.Errorf("last object empty: ok %v, indexed %v, members %q", ok, x.indexed, x.members)
+	}
+	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":null}`), nil); !ok || !x.indexed || len(x.members) != 1 || string(x.members[0].value) != "1" {
+		t.Errorf("a null object after one: ok %v, indexed %v, members %q; want the first object's", ok, x.indexed, x.members)
 	}
 }
 
-// TestSplitJSONEventDepth: the split leaves a document nested deeper than
-// apimachinery accepts (10000 levels, counting the event) to apimachinery,
-// and never recurses that deep itself.
+// TestSplitJSONEventDepth: indexEvent leaves a document nested deeper than
+// apimachinery accepts (10000 levels, counting the event) to apimachinery.
 func TestSplitJSONEventDepth(t *testing.T) {
 	nested := func(levels int) []byte {
 		return []byte(`{"type":"ADDED","object":` + strings.Repeat("[", levels) + strings.Repeat("]", levels) + `}`)
 	}
 	for _, levels := range []int{maxNestingDepth - 2, maxNestingDepth - 1, maxNestingDepth, 1 << 20} {
 		data := nested(levels)
-		_, _, ok := splitJSONEvent(data)
+		_, ok := indexEvent(data, nil)
 		_, _, err := referenceWatchEvent(data)
 		if ok && err != nil {
-			t.Errorf("%d levels: split accepted what apimachinery rejects: %v", levels, err)
+			t.Errorf("%d levels: indexEvent accepted what apimachinery rejects: %v", levels, err)
 		}
 		if want := levels < maxNestingDepth; ok != want {
-			t.Errorf("%d levels: split ok = %v, want %v", levels, ok, want)
+			t.Errorf("%d levels: indexEvent ok = %v, want %v", levels, ok, want)
 		}
 	}
 }
@@ -301,16 +355,64 @@ func checkScanString(t *testing.T, p []byte, start int) {
 	}
 }
 
-// TestHasControl compares hasControl with a plain loop around every byte
-// value near the bound, at every position.
-func TestHasControl(t *testing.T) {
-	for n := 0; n < 20; n++ {
-		for pos := 0; pos < n; pos++ {
-			for _, b := range []byte{0x00, 0x09, 0x0a, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x9f, 0xa0, 0xff} {
-				p := bytes.Repeat([]byte{'a'}, n)
-				p[pos] = b
-				if got, want := hasControl(p), b < 0x20; got != want {
-					t.Fatalf("hasControl(%q) = %v, want %v", p, got, want)
+// naiveStrictString is strictString one byte at a time, as encoding/json's
+// scanner reads a string.
+func naiveStrictString(p []byte, i int) (int, bool, bool) {
+	esc := false
+	for ; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == '"':
+			return i, esc, true
+		case b < 0x20:
+			return 0, false, false
+		case b == '\\':
+			esc = true
+			if i+1 >= len(p) {
+				return 0, false, false
+			}
+			switch p[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+6 > len(p) {
+					return 0, false, false
+				}
+				for _, h := range p[i+2 : i+6] {
+					if !strings.ContainsRune("0123456789abcdefABCDEF", rune(h)) {
+						return 0, false, false
+					}
+				}
+				i += 5
+			default:
+				return 0, false, false
+			}
+		}
+	}
+	return 0, false, false
+}
+
+// TestStrictString compares strictString with naiveStrictString from every
+// start of inputs with quotes, escapes, control bytes and the bytes one
+// off from them.
+func TestStrictString(t *testing.T) {
+	alphabet := []string{"a", `"`, `\\`, `\"`, `\u00e9`, `\u0G00`, `\x`, `\`, "\x00", "\x1f", "\x20", "\x21", "\x5b", "\x5d", "\x7f", "\x80", "\xe0", "\xff", "\n"}
+	rng := uint64(11)
+	for n := 0; n < 120; n += 1 + n/20 {
+		for trial := 0; trial < 60; trial++ {
+			var p []byte
+			for len(p) < n {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				if rng>>56 < 200 {
+					p = append(p, 'a')
+				} else {
+					p = append(p, alphabet[(rng>>32)%uint64(len(alphabet))]...)
+				}
+			}
+			for start := 0; start <= len(p); start++ {
+				j, esc, ok := strictString(p, start)
+				wj, wesc, wok := naiveStrictString(p, start)
+				if j != wj || esc != wesc || ok != wok {
+					t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
 				}
 			}
 		}

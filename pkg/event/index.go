@@ -1,0 +1,364 @@
+package event
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
+
+// member is one member of a JSON object: its key (the bytes between its
+// quotes, escapes as written) and its value (raw JSON), both sub-slices of
+// the document.
+type member struct {
+	key, value []byte
+}
+
+// maxIndexedMembers bounds how many members of an event's object
+// indexEvent lists (an object of a real server has a handful; past the
+// bound readMeta walks the object itself).
+const maxIndexedMembers = 64
+
+// eventIndex is what indexEvent reads of a JSON watch event.
+type eventIndex struct {
+	// typ is the event's "type" (empty when absent or null).
+	typ string
+	// obj is the raw value of the event's "object", a sub-slice of the
+	// event; nil when absent or null.
+	obj []byte
+	// members are obj's members in order when indexed is true: obj is an
+	// object of at most maxIndexedMembers members.
+	members []member
+	indexed bool
+}
+
+// indexEvent reads a JSON watch event, {"type": …, "object": …}, in one
+// pass over its bytes: it validates the whole document as encoding/json's
+// scanner does (RFC 8259: the grammar, strings without bytes below 0x20
+// and with valid escapes, numbers as in §6, nesting of at most
+// maxNestingDepth arrays and objects, nothing but whitespace after the
+// value), takes the event's type and object as apimachinery's decoding
+// into metav1.WatchEvent would (keys matched case-sensitively, the last of
+// duplicate keys wins, a null leaves a field as it was, other keys are
+// ignored), and lists the object's own members on the way (appended to
+// members[:0], whose array the caller may keep on its stack), so that its
+// metadata is read without walking the object again (readMetaMembers).
+//
+// ok is false for anything else: not valid JSON, not an object, a key of
+// the event written with escapes, a type that is not null or a plain
+// string of valid UTF-8 (encoding/json would replace invalid bytes with
+// U+FFFD), nesting deeper than the reference accepts. The caller then
+// decodes with apimachinery, which also words the error.
+// FuzzSplitJSONEvent holds the two to the same result.
+//
+// One pass, because kwatch reads every byte of every event: validating
+// with a library (which cannot say where an object's members are), then
+// walking the object for its metadata, read each byte three to five times.
+func indexEvent(data []byte, members []member) (eventIndex, bool) {
+	x, ok := readEvent(data, members)
+	if !ok {
+		return eventIndex{}, false
+	}
+	return x, true
+}
+
+// readEvent is indexEvent, whose x is only meaningful when ok.
+func readEvent(data []byte, members []member) (x eventIndex, ok bool) {
+	const (
+		wantValue        = iota // a value: after ':', or after ',' in an array
+		wantValueOrClose        // after '['
+		wantKey                 // after ',' in an object
+		wantKeyOrClose          // after '{'
+		wantNext                // after a value: ',' or the container's close
+	)
+	var stackBuf [32]bool
+	stack := stackBuf[:0] // the open containers: true for an object
+	var (
+		key1  []byte // the key of the event's member being read
+		val1  int    // where its value starts
+		inObj bool   // the event's "object" is an object, being read
+		key2  []byte // the key of the object's member being read
+		val2  int
+		over  bool // the object has more than maxIndexedMembers
+	)
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return x, false
+	}
+	state := wantValue
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return x, false // the event's object never closes
+		}
+		c := data[i]
+		switch state {
+		case wantKeyOrClose, wantKey:
+			if c == '}' && state == wantKeyOrClose {
+				i++
+				stack = stack[:len(stack)-1]
+				break
+			}
+			if c != '"' {
+				return x, false
+			}
+			end, esc, ok := strictString(data, i+1)
+			if !ok {
+				return x, false
+			}
+			key := data[i+1 : end]
+			i = skipSpace(data, end+1)
+			if i >= len(data) || data[i] != ':' {
+				return x, false
+			}
+			i = skipSpace(data, i+1)
+			switch d := len(stack); {
+			case d == 1:
+				if esc {
+					return x, false // an escaped key of the event: apimachinery decides
+				}
+				key1, val1 = key, i
+				if string(key) == "object" {
+					inObj = i < len(data) && data[i] == '{'
+					members, over = members[:0], false
+				}
+			case d == 2 && inObj:
+				key2, val2 = key, i
+			}
+			state = wantValue
+			continue
+		case wantNext:
+			isObj := stack[len(stack)-1]
+			switch {
+			case c == ',':
+				i++
+				state = wantValue
+				if isObj {
+					state = wantKey
+				}
+				continue
+			case c == '}' && isObj, c == ']' && !isObj:
+				i++
+				stack = stack[:len(stack)-1]
+			default:
+				return x, false
+			}
+		case wantValueOrClose, wantValue:
+			switch {
+			case c == ']' && state == wantValueOrClose:
+				i++
+				stack = stack[:len(stack)-1]
+			case c == '{' || c == '[':
+				if len(stack) >= maxNestingDepth {
+					return x, false // deeper than the reference decodes
+				}
+				stack = append(stack, c == '{')
+				i++
+				state = wantValueOrClose
+				if c == '{' {
+					state = wantKeyOrClose
+				}
+				continue
+			case c == '"':
+				end, _, ok := strictString(data, i+1)
+				if !ok {
+					return x, false
+				}
+				i = end + 1
+			case c == 't':
+				if !bytes.HasPrefix(data[i:], []byte("true")) {
+					return x, false
+				}
+				i += 4
+			case c == 'f':
+				if !bytes.HasPrefix(data[i:], []byte("false")) {
+					return x, false
+				}
+				i += 5
+			case c == 'n':
+				if !bytes.HasPrefix(data[i:], []byte("null")) {
+					return x, false
+				}
+				i += 4
+			case c == '-' || '0' <= c && c <= '9':
+				if i, ok = numberEnd(data, i); !ok {
+					return x, false
+				}
+			default:
+				return x, false
+			}
+		}
+		// A value ended at i, in the container at depth len(stack).
+		switch d := len(stack); {
+		case d == 0: // the event itself
+			return x, skipSpace(data, i) == len(data)
+		case d == 1:
+			v := data[val1:i]
+			switch string(key1) {
+			case "type":
+				if !eventType(v, &x.typ) {
+					return x, false
+				}
+			case "object":
+				if string(v) != "null" { // a null leaves the object as it was
+					x.obj = v
+					x.members, x.indexed = members, inObj && !over
+				}
+				inObj = false
+			}
+		case d == 2 && inObj:
+			if len(members) < maxIndexedMembers {
+				members = append(members, member{key2, data[val2:i]})
+			} else {
+				over = true
+			}
+		}
+		state = wantNext
+	}
+}
+
+// strictString scans the contents of a JSON string from p[i] (just after
+// its opening quote) as encoding/json's scanner does (RFC 8259 §7): it
+// returns the index of the closing quote, and esc when the string holds
+// an escape; ok is false for a byte below 0x20, an escape that is not one
+// of §7's, or a string that does not close. Bytes of 0x80 and above are
+// taken as they are (the reference replaces invalid UTF-8 when it
+// decodes, and accepts it). Eight bytes at a time: a long run of plain
+// text costs a few instructions per word.
+func strictString(p []byte, i int) (end int, esc, ok bool) {
+	for {
+		for plain := 0; i+8 <= len(p); plain++ {
+			m := stringSpecial(binary.LittleEndian.Uint64(p[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+			if plain == 3 {
+				// A long plain run: the vectorised search finds the next
+				// quote, and the run up to it is checked for the other two.
+				i += plainRun(p[i:])
+				plain = 0
+			}
+		}
+		if i >= len(p) {
+			return 0, false, false
+		}
+		switch c := p[i]; {
+		case c == '"':
+			return i, esc, true
+		case c == '\\':
+			esc = true
+			if i+1 >= len(p) {
+				return 0, false, false
+			}
+			switch p[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(p) || !isHex(p[i+2]) || !isHex(p[i+3]) || !isHex(p[i+4]) || !isHex(p[i+5]) {
+					return 0, false, false
+				}
+				i += 6
+			default:
+				return 0, false, false
+			}
+		case c < 0x20:
+			return 0, false, false
+		default: // one of the last seven bytes, plain
+			i++
+		}
+	}
+}
+
+// plainRun returns the length of the run at the start of p up to its
+// first '"', '\\' or byte below 0x20 (len(p) when there is none), found
+// with bytes.IndexByte's vector search for the quote, then for a backslash
+// before it, and a check of the bytes before that for control bytes.
+func plainRun(p []byte) int {
+	k := bytes.IndexByte(p, '"')
+	if k < 0 {
+		k = len(p)
+	}
+	if b := bytes.IndexByte(p[:k], '\\'); b >= 0 {
+		k = b
+	}
+	i := 0
+	for ; i+32 <= k; i += 32 {
+		q := p[i : i+32]
+		w0, w1 := binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:])
+		w2, w3 := binary.LittleEndian.Uint64(q[16:]), binary.LittleEndian.Uint64(q[24:])
+		if ((w0-lsb*0x20)&^w0|(w1-lsb*0x20)&^w1|(w2-lsb*0x20)&^w2|(w3-lsb*0x20)&^w3)&msb != 0 {
+			break // a control byte within these 32: found below
+		}
+	}
+	for ; i+8 <= k; i += 8 {
+		w := binary.LittleEndian.Uint64(p[i:])
+		if (w-lsb*0x20)&^w&msb != 0 {
+			break
+		}
+	}
+	for ; i < k; i++ {
+		if p[i] < 0x20 {
+			return i
+		}
+	}
+	return k
+}
+
+// stringSpecial returns w (eight bytes of a string, little-endian) with
+// the high bit set in the byte of the first '"', '\\' or byte below 0x20,
+// and possibly in bytes after it (a borrow runs upwards from a match, never
+// downwards: the lowest bit set is exact), or 0 when there is none.
+func stringSpecial(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	b := w ^ (lsb * '\\')
+	return ((q-lsb)&^q | (b-lsb)&^b | (w-lsb*0x20)&^w) & msb
+}
+
+// isHex reports whether b is a hexadecimal digit.
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
+// isDigit reports whether b is a decimal digit.
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
+// numberEnd returns the index just past the JSON number at p[i] (RFC 8259
+// §6: a minus, an integer part without leading zeros, a fraction, an
+// exponent); ok is false when p[i:] does not start with one.
+func numberEnd(p []byte, i int) (end int, ok bool) {
+	if p[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(p):
+		return 0, false
+	case p[i] == '0':
+		i++
+	case '1' <= p[i] && p[i] <= '9':
+		for i++; i < len(p) && isDigit(p[i]); i++ {
+		}
+	default:
+		return 0, false
+	}
+	if i < len(p) && p[i] == '.' {
+		i++
+		if i >= len(p) || !isDigit(p[i]) {
+			return 0, false
+		}
+		for i++; i < len(p) && isDigit(p[i]); i++ {
+		}
+	}
+	if i < len(p) && (p[i] == 'e' || p[i] == 'E') {
+		i++
+		if i < len(p) && (p[i] == '+' || p[i] == '-') {
+			i++
+		}
+		if i >= len(p) || !isDigit(p[i]) {
+			return 0, false
+		}
+		for i++; i < len(p) && isDigit(p[i]); i++ {
+		}
+	}
+	return i, true
+}
