@@ -23,6 +23,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -149,6 +150,7 @@ type Framer struct {
 	off     int64 // de-chunked offset of the next byte
 	in      bool  // inside a frame
 	cur     Frame
+	direct  bool      // take counts the bytes of an event whole in one write, without keeping them
 	buf     []byte    // the current frame's first bytes, up to maxKeptBuffer
 	more    []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
 	curLen  int64     // bytes of the current frame so far, kept or not
@@ -434,12 +436,14 @@ func (fr *Framer) take(p []byte, c int) {
 				fr.curLen+n, fr.budget.Max())})
 		fr.drop()
 	}
-	if !fr.cur.Oversize {
-		fr.keep(p)
-		fr.held += n
-	}
 	fr.curLen += n
 	fr.off += n
+	if !fr.cur.Oversize {
+		fr.held += n
+		if !fr.direct {
+			fr.keep(p)
+		}
+	}
 }
 
 // oversize reports the current frame as larger than the bound and stops
@@ -451,11 +455,20 @@ func (fr *Framer) oversize(detail string) {
 }
 
 func (fr *Framer) finish() {
+	var data []byte
+	if !fr.cur.Oversize {
+		data = fr.kept() // the frame owns its bytes
+	}
+	fr.finishWith(data)
+}
+
+// finishWith ends the current frame with data, its bytes (the frame's own
+// copy; nil when oversize), and calls onFrame.
+func (fr *Framer) finishWith(data []byte) {
 	f := fr.cur
 	f.Length = fr.curLen
 	f.Damaged = fr.damaged
 	if !f.Oversize {
-		data := fr.kept() // the frame owns its bytes
 		if fr.format == FormatProtobuf && len(data) >= 4 {
 			data = data[4:]
 		}
@@ -506,6 +519,17 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 		}
 		end, nl := fr.scanJSON(p)
 		switch {
+		case end >= 0 && fr.curLen == 0:
+			// The whole event is in p: copied once, not kept first.
+			fr.direct = true
+			fr.take(p[:end], c)
+			fr.direct = false
+			if fr.cur.Oversize {
+				fr.finish()
+			} else {
+				fr.finishWith(bytes.Clone(p[:end]))
+			}
+			p = p[end:]
 		case end >= 0:
 			fr.take(p[:end], c)
 			p = p[end:]
