@@ -15,7 +15,6 @@
 package h2conn
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -213,12 +212,12 @@ type side struct {
 
 	hdr      [9]byte
 	nhdr     int
-	payload  []byte // the frame in progress, header included
-	need     int    // its length, header included
-	frameAt  int64  // offset of its header
-	held     int64  // bytes of payload reserved from the budget
-	skip     int    // payload bytes of a frame passed over (no budget for it)
-	rd       bytes.Reader
+	payload  []byte     // the frame in progress, header included
+	need     int        // its length, header included
+	frameAt  int64      // offset of its header
+	held     int64      // bytes of payload reserved from the budget
+	skip     int        // payload bytes of a frame passed over (no budget for it)
+	frd      frameBytes // what the Framer reads: the frame in progress
 	fr       *http2.Framer
 	dec      *hpack.Decoder
 	fields   []hpack.HeaderField
@@ -295,7 +294,7 @@ const defaultWindow = 65535
 
 func newSide(c *Conn, isServer bool) *side {
 	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
-	s.fr = http2.NewFramer(io.Discard, &s.rd)
+	s.fr = http2.NewFramer(io.Discard, &s.frd)
 	s.fr.SetMaxReadFrameSize(maxFrameBytes)
 	s.dec = hpack.NewDecoder(4096, s.onField)
 	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
@@ -391,6 +390,20 @@ func (s *side) feed(p []byte, t time.Time) {
 				s.held = int64(length)
 			}
 		}
+		if len(s.payload) == 9 && len(p) >= s.need-9 {
+			// The whole payload is in p: the frame is read from there,
+			// not copied first.
+			k := s.need - 9
+			s.frd = frameBytes{hdr: s.payload, payload: p[:k]}
+			s.off += int64(k)
+			p = p[k:]
+			s.nhdr = 0
+			s.frame(t)
+			s.payload = s.payload[:0]
+			s.c.opt.Events.Budget.Release(s.held)
+			s.held = 0
+			continue
+		}
 		k := min(len(p), s.need-len(s.payload))
 		s.payload = append(s.payload, p[:k]...)
 		s.off += int64(k)
@@ -399,6 +412,7 @@ func (s *side) feed(p []byte, t time.Time) {
 			return
 		}
 		s.nhdr = 0
+		s.frd = frameBytes{payload: s.payload}
 		s.frame(t)
 		s.c.opt.Events.Budget.Release(s.held)
 		s.held = 0
@@ -406,10 +420,30 @@ func (s *side) feed(p []byte, t time.Time) {
 			// Keep no buffer sized for one large frame: the frame's
 			// copy, and the Framer's read buffer of that size.
 			s.payload = nil
-			s.fr = http2.NewFramer(io.Discard, &s.rd)
+			s.fr = http2.NewFramer(io.Discard, &s.frd)
 			s.fr.SetMaxReadFrameSize(maxFrameBytes)
 		}
 	}
+}
+
+// frameBytes is an io.Reader of one frame held in two parts, its header
+// and its payload (where the payload came, when it came whole), so that
+// the two need not be joined into one slice first.
+type frameBytes struct{ hdr, payload []byte }
+
+// Read implements io.Reader: the header's bytes, then the payload's.
+func (r *frameBytes) Read(p []byte) (int, error) {
+	if len(r.hdr) > 0 {
+		n := copy(p, r.hdr)
+		r.hdr = r.hdr[n:]
+		return n, nil
+	}
+	if len(r.payload) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.payload)
+	r.payload = r.payload[n:]
+	return n, nil
 }
 
 // setting returns the value this side advertised for id, or def.
@@ -420,13 +454,12 @@ func (s *side) setting(id http2.SettingID, def uint32) uint32 {
 	return def
 }
 
-// frame handles the complete frame in s.payload.
+// frame handles the complete frame in s.frd.
 func (s *side) frame(t time.Time) {
 	s.frames++
 	if s.c.opt.ListFrames {
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2-frame", Message: s.frameText()})
 	}
-	s.rd.Reset(s.payload)
 	f, err := s.fr.ReadFrame()
 	if err != nil {
 		s.frameError(err, t)
@@ -496,7 +529,7 @@ func (s *side) frameError(err error, t time.Time) {
 	}
 	// The Framer remembers the last frame to check CONTINUATION order:
 	// start it afresh.
-	s.fr = http2.NewFramer(io.Discard, &s.rd)
+	s.fr = http2.NewFramer(io.Discard, &s.frd)
 	s.fr.SetMaxReadFrameSize(maxFrameBytes)
 	if s.inBlock {
 		s.inBlock = false
@@ -504,7 +537,7 @@ func (s *side) frameError(err error, t time.Time) {
 	}
 }
 
-// frameText describes the frame in s.payload from its header: "server
+// frameText describes the frame in progress from its header: "server
 // DATA stream 1, 16384 bytes, flags END_STREAM, @1234".
 func (s *side) frameText() string {
 	h := s.hdr
@@ -526,7 +559,7 @@ func (s *side) frameText() string {
 			names = append(names, f.name)
 		}
 	}
-	text := fmt.Sprintf("%s %s stream %d, %d bytes", s.name(), ft, streamOf(h), len(s.payload)-9)
+	text := fmt.Sprintf("%s %s stream %d, %d bytes", s.name(), ft, streamOf(h), s.need-9)
 	if len(names) > 0 {
 		text += ", flags " + strings.Join(names, "|")
 	}
