@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -53,4 +54,27 @@ func FuzzEventLine(f *testing.F) {
 			t.Fatalf("appendEventLine:\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestTimeText holds the events' time text, which keeps the last second's
+// text, to rfc3339 (time.Format) across seconds, zones, years of other
+// widths, and times before 1970.
+func TestTimeText(t *testing.T) {
+	var c timeText
+	for _, tm := range []time.Time{
+		time.Date(2026, 1, 1, 0, 0, 0, 50000, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 999999999, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC),
+		time.Date(2026, 1, 1, 1, 0, 1, 7, time.FixedZone("CET", 3600)), // the same second as the one before
+		time.Date(1969, 12, 31, 23, 59, 59, 5, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 58, 5, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 1, time.UTC),
+		{},
+	} {
+		if got, want := c.rfc3339(tm), rfc3339(tm); got != want {
+			t.Errorf("%v: %q, want %q", tm, got, want)
+		}
+	}
 }
