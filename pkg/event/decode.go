@@ -146,12 +146,13 @@ func streamSerializer(mediaType string) runtime.Decoder {
 // way client-go's watch decoder does, and extracts the object's identity.
 // It returns an error when the bytes are not a watch event.
 func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
-	mp := memberPool.Get().(*[]member)
+	mp := memberPool.Get().(*memberArrays)
 	defer func() {
-		clear((*mp)[:cap(*mp)]) // hold no event's bytes in the pool
+		clearMembers(mp.members) // hold no event's bytes in the pool
+		clearMembers(mp.metas)
 		memberPool.Put(mp)
 	}()
-	x, err := watchEvent(f, data, (*mp)[:0])
+	x, err := watchEvent(f, data, mp.members[:0], mp.metas[:0])
 	if err != nil {
 		return nil, fmt.Errorf("not a watch event: %w", err)
 	}
@@ -177,18 +178,36 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	return ev, err
 }
 
-// memberPool holds the arrays indexEvent lists an object's members in
-// (reused: each is only read while its event decodes).
-var memberPool = sync.Pool{New: func() any { m := make([]member, 0, 16); return &m }}
+// memberArrays are the arrays indexEvent lists an object's members and
+// its metadata's in.
+type memberArrays struct{ members, metas []member }
+
+// memberPool holds memberArrays (reused: each is only read while its event
+// decodes).
+var memberPool = sync.Pool{New: func() any {
+	return &memberArrays{make([]member, 0, 16), make([]member, 0, 16)}
+}}
+
+// clearMembers zeroes the members in m's array, which indexEvent fills
+// from the start: up to the first never filled (its key nil).
+func clearMembers(m []member) {
+	m = m[:cap(m)]
+	for i := range m {
+		if m[i].key == nil {
+			return
+		}
+		m[i] = member{}
+	}
+}
 
 // watchEvent returns the type and the object's bytes of the
 // metav1.WatchEvent in data. A JSON event real servers send is read in one
 // pass without unmarshalling its object (indexEvent, which also lists the
 // object's members); anything else is decoded by apimachinery, as
 // client-go's watch decoder does, whose error is returned.
-func watchEvent(f Format, data []byte, members []member) (eventIndex, error) {
+func watchEvent(f Format, data []byte, members, metas []member) (eventIndex, error) {
 	if f == FormatJSON {
-		if x, ok := indexEvent(data, members); ok {
+		if x, ok := indexEvent(data, members, metas); ok {
 			return x, nil
 		}
 	}

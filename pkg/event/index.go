@@ -11,6 +11,11 @@ import (
 // the document.
 type member struct {
 	key, value []byte
+	keyEsc     bool // the key is written with escapes
+	// sub lists the value's own members when subIndexed (the object's
+	// metadata, an object of at most maxIndexedMembers members).
+	sub        []member
+	subIndexed bool
 }
 
 // maxIndexedMembers bounds how many members of an event's object
@@ -26,7 +31,8 @@ type eventIndex struct {
 	// event; nil when absent or null.
 	obj []byte
 	// members are obj's members in order when indexed is true: obj is an
-	// object of at most maxIndexedMembers members.
+	// object of at most maxIndexedMembers members. The members of its
+	// "metadata" are listed too (member.sub).
 	members []member
 	indexed bool
 }
@@ -39,9 +45,10 @@ type eventIndex struct {
 // value), takes the event's type and object as apimachinery's decoding
 // into metav1.WatchEvent would (keys matched case-sensitively, the last of
 // duplicate keys wins, a null leaves a field as it was, other keys are
-// ignored), and lists the object's own members on the way (appended to
-// members[:0], whose array the caller may keep on its stack), so that its
-// metadata is read without walking the object again (readMetaMembers).
+// ignored), and lists the object's own members and its metadata's on the
+// way (appended to members[:0] and metas[:0], arrays the caller may reuse),
+// so that the metadata is read without walking the object again
+// (readMetaMembers).
 //
 // ok is false for anything else: not valid JSON, not an object, a key of
 // the event written with escapes, a type that is not null or a plain
@@ -53,8 +60,8 @@ type eventIndex struct {
 // One pass, because kwatch reads every byte of every event: validating
 // with a library (which cannot say where an object's members are), then
 // walking the object for its metadata, read each byte three to five times.
-func indexEvent(data []byte, members []member) (eventIndex, bool) {
-	x, ok := readEvent(data, members)
+func indexEvent(data []byte, members, metas []member) (eventIndex, bool) {
+	x, ok := readEvent(data, members, metas)
 	if !ok {
 		return eventIndex{}, false
 	}
@@ -62,7 +69,7 @@ func indexEvent(data []byte, members []member) (eventIndex, bool) {
 }
 
 // readEvent is indexEvent, whose x is only meaningful when ok.
-func readEvent(data []byte, members []member) (x eventIndex, ok bool) {
+func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 	const (
 		wantValue        = iota // a value: after ':', or after ',' in an array
 		wantValueOrClose        // after '['
@@ -77,8 +84,16 @@ func readEvent(data []byte, members []member) (x eventIndex, ok bool) {
 		val1  int    // where its value starts
 		inObj bool   // the event's "object" is an object, being read
 		key2  []byte // the key of the object's member being read
+		esc2  bool
 		val2  int
 		over  bool // the object has more than maxIndexedMembers
+		// The same for the members of the object's "metadata".
+		inMeta    bool
+		key3      []byte
+		esc3      bool
+		val3      int
+		metaStart int
+		metaOver  bool
 	)
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -119,10 +134,16 @@ func readEvent(data []byte, members []member) (x eventIndex, ok bool) {
 				key1, val1 = key, i
 				if string(key) == "object" {
 					inObj = i < len(data) && data[i] == '{'
-					members, over = members[:0], false
+					members, over, metas = members[:0], false, metas[:0]
 				}
 			case d == 2 && inObj:
-				key2, val2 = key, i
+				key2, esc2, val2 = key, esc, i
+				if string(key) == "metadata" {
+					inMeta = i < len(data) && data[i] == '{'
+					metaStart, metaOver = len(metas), false
+				}
+			case d == 3 && inMeta:
+				key3, esc3, val3 = key, esc, i
 			}
 			state = wantValue
 			continue
@@ -206,10 +227,21 @@ func readEvent(data []byte, members []member) (x eventIndex, ok bool) {
 				inObj = false
 			}
 		case d == 2 && inObj:
+			mb := member{key: key2, keyEsc: esc2, value: data[val2:i]}
+			if inMeta {
+				mb.sub, mb.subIndexed = metas[metaStart:], !metaOver
+				inMeta = false
+			}
 			if len(members) < maxIndexedMembers {
-				members = append(members, member{key2, data[val2:i]})
+				members = append(members, mb)
 			} else {
 				over = true
+			}
+		case d == 3 && inMeta:
+			if len(metas)-metaStart < maxIndexedMembers {
+				metas = append(metas, member{key: key3, keyEsc: esc3, value: data[val3:i]})
+			} else {
+				metaOver = true
 			}
 		}
 		state = wantNext

@@ -32,15 +32,43 @@ func readMeta(raw []byte, m *objectMeta) error {
 }
 
 // readMetaMembers is readMeta for an object whose members indexEvent has
-// listed (validated, in order): it reads them without walking the object.
+// listed (validated, in order): it reads them, and the metadata's when
+// listed too, without walking the object.
 func readMetaMembers(members []member, m *objectMeta) error {
 	var first error
 	for _, mb := range members {
-		key, ok := fieldKey(mb.key)
+		key, ok := mb.key, true
+		if mb.keyEsc || !utf8.Valid(key) {
+			key, ok = fieldKey(key)
+		}
 		if !ok {
 			return errMalformed
 		}
-		if err := m.field(key, mb.value); err != nil && first == nil {
+		var err error
+		if mb.subIndexed && string(key) == "metadata" {
+			err = eachMember(mb.sub, m.metadataField)
+		} else {
+			err = m.field(key, mb.value)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// eachMember is eachField over members indexEvent listed.
+func eachMember(members []member, fn func(key, value []byte) error) error {
+	var first error
+	for _, mb := range members {
+		key, ok := mb.key, true
+		if mb.keyEsc || !utf8.Valid(key) {
+			key, ok = fieldKey(key)
+		}
+		if !ok {
+			return errMalformed
+		}
+		if err := fn(key, mb.value); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -72,32 +100,35 @@ func (m *objectMeta) field(key, v []byte) error {
 		if string(v) == "null" {
 			return nil
 		}
-		return eachField(v, func(key, v []byte) error {
-			switch string(key) {
-			case "name":
-				return stringField(&m.Name, v, "metadata.name")
-			case "namespace":
-				return stringField(&m.Namespace, v, "metadata.namespace")
-			case "uid":
-				return stringField(&m.UID, v, "metadata.uid")
-			case "resourceVersion":
-				return stringField(&m.ResourceVersion, v, "metadata.resourceVersion")
-			case "annotations":
-				if string(v) == "null" { // a null map is an empty one
-					m.InitialEventsEnd = false
-					return nil
-				}
-				return eachField(v, func(key, v []byte) error {
-					if string(key) != InitialEventsEndAnnotation {
-						return nil
-					}
-					var s string
-					err := stringField(&s, v, "metadata.annotations")
-					m.InitialEventsEnd = s == "true"
-					return err
-				})
-			}
+		return eachField(v, m.metadataField)
+	}
+	return nil
+}
+
+// metadataField reads one member of an object's metadata into m.
+func (m *objectMeta) metadataField(key, v []byte) error {
+	switch string(key) {
+	case "name":
+		return stringField(&m.Name, v, "metadata.name")
+	case "namespace":
+		return stringField(&m.Namespace, v, "metadata.namespace")
+	case "uid":
+		return stringField(&m.UID, v, "metadata.uid")
+	case "resourceVersion":
+		return stringField(&m.ResourceVersion, v, "metadata.resourceVersion")
+	case "annotations":
+		if string(v) == "null" { // a null map is an empty one
+			m.InitialEventsEnd = false
 			return nil
+		}
+		return eachField(v, func(key, v []byte) error {
+			if string(key) != InitialEventsEndAnnotation {
+				return nil
+			}
+			var s string
+			err := stringField(&s, v, "metadata.annotations")
+			m.InitialEventsEnd = s == "true"
+			return err
 		})
 	}
 	return nil
@@ -151,9 +182,11 @@ func stringField(dst *string, v []byte, field string) error {
 			*dst = string(body)
 			return nil
 		}
-		if err := json.Unmarshal(v, dst); err != nil {
+		var s string // not dst: what Unmarshal is given escapes to the heap
+		if err := json.Unmarshal(v, &s); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
+		*dst = s
 		return nil
 	}
 	kind := "a number"

@@ -18,11 +18,29 @@ func eventType(v []byte, typ *string) bool {
 	switch {
 	case string(v) == "null":
 	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
-		*typ = string(v[1 : len(v)-1])
+		*typ = typeName(v[1 : len(v)-1])
 	default:
 		return false
 	}
 	return true
+}
+
+// typeName returns t as a string, without allocating for the types
+// servers send.
+func typeName(t []byte) string {
+	switch string(t) {
+	case "ADDED":
+		return "ADDED"
+	case "MODIFIED":
+		return "MODIFIED"
+	case "DELETED":
+		return "DELETED"
+	case "BOOKMARK":
+		return "BOOKMARK"
+	case "ERROR":
+		return "ERROR"
+	}
+	return string(t)
 }
 
 // walkObject calls fn with each key (the bytes between its quotes, escapes

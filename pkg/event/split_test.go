@@ -44,6 +44,9 @@ var splitSeeds = []string{
 	`{"type":"ADDED","object":{},}`,
 	`{"type":"ADDED" "object":{}}`,
 	`{}`, `[]`, `null`, `"ADDED"`, ``, `{`, `{"type"`,
+	`{"type":"ADDED","object":{"metadata":{"name":"a","uid":"u"},"metadata":{"uid":null,"n\u0061me":"b"},"kind":"K\u0069nd"}}`,
+	`{"type":"ADDED","object":{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"name":1}}}`,
+	`{"type":"ADDED","object":{"metadata":null,"metadata":{"name":"a"},"metadata":[]}}`,
 }
 
 // FuzzSplitJSONEvent holds indexEvent to apimachinery's decoding: when it
@@ -63,7 +66,7 @@ func FuzzSplitJSONEvent(f *testing.F) {
 // apimachinery's and readMeta's.
 func checkIndexEvent(t *testing.T, data []byte) {
 	t.Helper()
-	x, ok := indexEvent(data, nil)
+	x, ok := indexEvent(data, nil, nil)
 	if !ok {
 		return
 	}
@@ -96,7 +99,7 @@ func FuzzIndexEventValid(f *testing.F) {
 			return
 		}
 		data := append(append([]byte(`{"type":"ADDED","object":`), v...), '}')
-		if _, ok := indexEvent(data, nil); ok != json.Valid(data) {
+		if _, ok := indexEvent(data, nil, nil); ok != json.Valid(data) {
 			t.Fatalf("indexEvent(%q) ok = %v, json.Valid = %v", data, ok, !ok)
 		}
 		checkIndexEvent(t, data)
@@ -142,7 +145,7 @@ func TestSplitJSONEvent(t *testing.T) {
 		{`{"type":"ADDED","object":{}} {}`, false, "", "", "two values"},
 		{`[]`, false, "", "", "not an object"},
 	} {
-		x, ok := indexEvent([]byte(tc.in), nil)
+		x, ok := indexEvent([]byte(tc.in), nil, nil)
 		if ok != tc.ok || x.typ != tc.typ || string(x.obj) != tc.object {
 			t.Errorf("%s: indexEvent(%q) = %q, %q, %v; want %q, %q, %v", tc.comment, tc.in, x.typ, x.obj, ok, tc.typ, tc.object, tc.ok)
 		}
@@ -157,19 +160,26 @@ func TestSplitJSONEvent(t *testing.T) {
 }
 
 // TestIndexEventMembers checks the object's members indexEvent lists: in
-// order, values as written, none for an object past maxIndexedMembers or
-// an object that is not one.
+// order, values as written, the metadata's too (each "metadata" its own),
+// none for an object past maxIndexedMembers or an object that is not one.
 func TestIndexEventMembers(t *testing.T) {
-	x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"kind":"Pod", "metadata" : {"name":"a"},"data":{"k":[1,{"x":2}]},"z":null}}`), nil)
+	x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"kind":"Pod", "metadata" : {"name":"a", "uid":"u"},"data":{"k":[1,{"x":2}]},"z":null,"metadata":{"namespace":{"n":1}}}}`), nil, nil)
 	if !ok || !x.indexed {
 		t.Fatalf("indexEvent: ok %v, indexed %v", ok, x.indexed)
 	}
 	var got []string
 	for _, m := range x.members {
 		got = append(got, string(m.key)+"="+string(m.value))
+		for _, s := range m.sub {
+			got = append(got, "  "+string(s.key)+"="+string(s.value))
+		}
+		if m.subIndexed != (string(m.key) == "metadata") {
+			t.Errorf("member %s: subIndexed %v", m.key, m.subIndexed)
+		}
 	}
-	if want := []string{`kind="Pod"`, `metadata={"name":"a"}`, `data={"k":[1,{"x":2}]}`, `z=null`}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("members %q, want %q", got, want)
+	if want := []string{`kind="Pod"`, `metadata={"name":"a", "uid":"u"}`, `  name="a"`, `  uid="u"`, `data={"k":[1,{"x":2}]}`, `z=null`,
+		`metadata={"namespace":{"n":1}}`, `  namespace={"n":1}`}; strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("members\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var many strings.Builder
 	many.WriteString(`{"type":"ADDED","object":{`)
@@ -177,19 +187,23 @@ func TestIndexEventMembers(t *testing.T) {
 		fmt.Fprintf(&many, `"k%d":%d,`, i, i)
 	}
 	many.WriteString(`"kind":"Pod"}}`)
-	if x, ok := indexEvent([]byte(many.String()), nil); !ok || x.indexed {
+	if x, ok := indexEvent([]byte(many.String()), nil, nil); !ok || x.indexed {
 		t.Errorf("%d members: ok %v, indexed %v; want true, false", maxIndexedMembers+2, ok, x.indexed)
 	}
+	meta := strings.Replace(strings.Replace(many.String(), `{"type":"ADDED","object":{`, `{"type":"ADDED","object":{"metadata":{`, 1), `}}`, `}}}`, 1)
+	if x, ok := indexEvent([]byte(meta), nil, nil); !ok || !x.indexed || len(x.members) != 1 || x.members[0].subIndexed {
+		t.Errorf("metadata of %d members: ok %v, indexed %v; want true, true, and the metadata not indexed", maxIndexedMembers+2, ok, x.indexed)
+	}
 	for _, in := range []string{`{"type":"ADDED","object":[{"a":1}]}`, `{"type":"ADDED","object":"x"}`} {
-		if x, ok := indexEvent([]byte(in), nil); !ok || x.indexed {
+		if x, ok := indexEvent([]byte(in), nil, nil); !ok || x.indexed {
 			t.Errorf("%s: ok %v, indexed %v; want true, false", in, ok, x.indexed)
 		}
 	}
-	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":{}}`), nil); !ok || !x.indexed || len(x.members) != 0 {
-		t.Errorf("last object empty: ok %v, indexed %v, members %q", ok, x.indexed, x.members)
+	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":{}}`), nil, nil); !ok || !x.indexed || len(x.members) != 0 {
+		t.Errorf("last object empty: ok %v, indexed %v, %d members", ok, x.indexed, len(x.members))
 	}
-	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":null}`), nil); !ok || !x.indexed || len(x.members) != 1 || string(x.members[0].value) != "1" {
-		t.Errorf("a null object after one: ok %v, indexed %v, members %q; want the first object's", ok, x.indexed, x.members)
+	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":null}`), nil, nil); !ok || !x.indexed || len(x.members) != 1 || string(x.members[0].value) != "1" {
+		t.Errorf("a null object after one: ok %v, indexed %v, %d members; want the first object's", ok, x.indexed, len(x.members))
 	}
 }
 
@@ -201,7 +215,7 @@ func TestSplitJSONEventDepth(t *testing.T) {
 	}
 	for _, levels := range []int{maxNestingDepth - 2, maxNestingDepth - 1, maxNestingDepth, 1 << 20} {
 		data := nested(levels)
-		_, ok := indexEvent(data, nil)
+		_, ok := indexEvent(data, nil, nil)
 		_, _, err := referenceWatchEvent(data)
 		if ok && err != nil {
 			t.Errorf("%d levels: indexEvent accepted what apimachinery rejects: %v", levels, err)
