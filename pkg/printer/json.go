@@ -29,14 +29,14 @@ type JSON struct {
 	// connection.
 	lastConn     *record.Conn
 	lastConnText string
-	// times formats the events' times.
+	// times formats the events' times (rfc3339's text).
 	times timeText
 }
 
 // NewJSON returns a JSON Lines printer writing to w.
 func NewJSON(w io.Writer, opt Options) *JSON {
 	ew := &errWriter{w: w}
-	j := &JSON{filter: newFilter(opt), w: ew, lines: validUTF8Writer{w: ew}}
+	j := &JSON{filter: newFilter(opt), w: ew, lines: validUTF8Writer{w: ew}, times: newTimeText(timeFormat, false)}
 	j.enc = json.NewEncoder(&j.lines)
 	j.enc.SetEscapeHTML(false)
 	return j
@@ -126,9 +126,17 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 		j.lastConn, j.lastConnText = v.Conn, v.Conn.String()
 	}
 	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks, Frames: v.Frames,
-		Connection: j.lastConnText, Time: j.times.rfc3339(v.Time), Exchange: v.Exchange, Seq: v.Seq,
+		Connection: j.lastConnText, Time: j.time(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
 		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
+}
+
+// time is rfc3339(t), from j.times.
+func (j *JSON) time(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return j.times.format(t)
 }
 
 // Close returns the first write error.
@@ -153,37 +161,6 @@ func rfc3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(timeFormat)
-}
-
-// timeText formats times as rfc3339 does, keeping the text of the last
-// second: events come many to a second, and time.Format costs more than
-// the rest of an event's line but its object.
-type timeText struct {
-	sec    int64  // the Unix second of prefix
-	prefix string // "2006-01-02T15:04:05." of sec, in UTC; "" at first
-}
-
-// rfc3339 returns rfc3339(t).
-func (c *timeText) rfc3339(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	t = t.UTC()
-	if sec := t.Unix(); sec != c.sec || c.prefix == "" {
-		c.sec, c.prefix = sec, t.Format("2006-01-02T15:04:05.")
-	}
-	var b [len("2006-01-02T15:04:05.000000000Z")]byte
-	if len(c.prefix) != len("2006-01-02T15:04:05.") { // a year past 9999 or before 0
-		return rfc3339(t)
-	}
-	n := copy(b[:], c.prefix)
-	ns := t.Nanosecond()
-	for i := n + 8; i >= n; i-- {
-		b[i] = byte('0' + ns%10)
-		ns /= 10
-	}
-	b[n+9] = 'Z'
-	return string(b[:n+10])
 }
 
 type jsonConn struct {

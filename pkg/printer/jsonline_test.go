@@ -56,12 +56,11 @@ func FuzzEventLine(f *testing.F) {
 	})
 }
 
-// TestTimeText holds the events' time text, which keeps the last second's
-// text, to rfc3339 (time.Format) across seconds, zones, years of other
-// widths, and times before 1970.
+// TestTimeText holds timeText, which keeps the last second's text, to
+// time.Format in the layouts the printers use, across seconds, zones,
+// years of other widths, and times before 1970.
 func TestTimeText(t *testing.T) {
-	var c timeText
-	for _, tm := range []time.Time{
+	times := []time.Time{
 		time.Date(2026, 1, 1, 0, 0, 0, 50000, time.UTC),
 		time.Date(2026, 1, 1, 0, 0, 0, 999999999, time.UTC),
 		time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC),
@@ -71,10 +70,20 @@ func TestTimeText(t *testing.T) {
 		time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC),
 		time.Date(10000, 1, 1, 0, 0, 0, 1, time.UTC),
 		time.Date(-1, 1, 1, 0, 0, 0, 1, time.UTC),
-		{},
-	} {
-		if got, want := c.rfc3339(tm), rfc3339(tm); got != want {
-			t.Errorf("%v: %q, want %q", tm, got, want)
+	}
+	for _, tc := range []struct {
+		layout string
+		local  bool
+	}{{timeFormat, false}, {"2006-01-02T15:04:05.000000Z07:00", false}, {"15:04:05.000000", true}} {
+		c := newTimeText(tc.layout, tc.local)
+		for _, tm := range times {
+			want := tm.UTC().Format(tc.layout)
+			if tc.local {
+				want = tm.Local().Format(tc.layout)
+			}
+			if got := c.format(tm); got != want {
+				t.Errorf("%s: %v: %q, want %q", tc.layout, tm, got, want)
+			}
 		}
 	}
 }

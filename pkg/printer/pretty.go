@@ -66,8 +66,9 @@ func (s scheme) forType(t string) *color.Color {
 // request and response before them and how the body ended after them.
 type Pretty struct {
 	filter
-	w  *errWriter
-	cs scheme
+	w     *errWriter
+	cs    scheme
+	times timeText // the lines' times
 	// quiet holds the labels of watches whose health has nothing to say
 	// (no event, no finding), printed as one line before the run's.
 	quiet []quietWatch
@@ -78,7 +79,11 @@ type quietWatch struct{ label, text string }
 
 // NewPretty returns a Pretty printer writing to w.
 func NewPretty(w io.Writer, opt Options) *Pretty {
-	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color)}
+	times := newTimeText("2006-01-02T15:04:05.000000Z07:00", false)
+	if opt.Terminal {
+		times = newTimeText("15:04:05.000000", true)
+	}
+	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color), times: times}
 }
 
 // Emit prints r if the filter passes it.
@@ -99,10 +104,7 @@ func (p *Pretty) ts(t time.Time) string {
 	if t.IsZero() {
 		return strings.Repeat(" ", 15)
 	}
-	if p.opt.Terminal {
-		return t.Local().Format("15:04:05.000000")
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+	return p.times.format(t)
 }
 
 func (p *Pretty) id(c *record.Conn) string {
