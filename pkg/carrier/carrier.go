@@ -155,6 +155,7 @@ func New(env Env, opt Options, attach AttachFunc, conn *record.Conn, exchange in
 	b.framer = event.NewFramer(f, opt.MaxEventBytes, b.onFrame, b.onFrameProblem)
 	b.framer.LimitSpans(opt.MaxEventCarriers)
 	b.framer.SetBudget(opt.Budget)
+	b.framer.DecodeWith(opt.Decode)
 	return b
 }
 
@@ -552,7 +553,10 @@ func (b *Body) attachCarriers(ev *record.Event) {
 
 // decode turns a frame into an event record, or reports why it cannot.
 func (b *Body) decode(f *event.Frame) *record.Event {
-	ev, err := event.Decode(b.format, f.Data, b.opt.Decode)
+	ev, err := f.Decoded, f.DecodeErr
+	if ev == nil && err == nil {
+		ev, err = event.Decode(b.format, f.Data, b.opt.Decode)
+	}
 	if err != nil {
 		if b.tentative && b.seq == 0 {
 			// The response only looked like a watch. Its record was

@@ -413,8 +413,8 @@ func FuzzCBORFramer(f *testing.F) {
 		}
 		rng := rand.New(rand.NewSource(seed))
 		fc := cutChunks(data, rng, gapAt, gapLen)
-		w := fc.run(t, FormatCBOR, limit, 0, nil)
-		s := fc.run(t, FormatCBOR, limit, 0, rng)
+		w := fc.run(t, FormatCBOR, limit, 0, nil, nil)
+		s := fc.run(t, FormatCBOR, limit, 0, rng, nil)
 		if d := diffLines(w.lines, s.lines); d != "" {
 			t.Fatalf("chunks split into writes: framing differs from one write per chunk at %s", d)
 		}

@@ -146,20 +146,45 @@ func streamSerializer(mediaType string) runtime.Decoder {
 // way client-go's watch decoder does, and extracts the object's identity.
 // It returns an error when the bytes are not a watch event.
 func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
+	if f == FormatJSON {
+		if ev, ok, err := decodeIndexed(data, opt); ok {
+			return ev, err
+		}
+	}
+	x, err := watchEvent(f, data)
+	if err != nil {
+		return nil, fmt.Errorf("not a watch event: %w", err)
+	}
+	return decodeFrom(f, x, opt)
+}
+
+// decodeIndexed is Decode for a JSON event real servers send, read in one
+// pass without unmarshalling its object (indexEvent, which also lists the
+// object's members and its metadata's); ok is false for any other event,
+// which Decode leaves to apimachinery.
+func decodeIndexed(data []byte, opt DecodeOptions) (ev *Event, ok bool, err error) {
 	mp := memberPool.Get().(*memberArrays)
 	defer func() {
 		clearMembers(mp.members) // hold no event's bytes in the pool
 		clearMembers(mp.metas)
 		memberPool.Put(mp)
 	}()
-	x, err := watchEvent(f, data, mp.members[:0], mp.metas[:0])
-	if err != nil {
-		return nil, fmt.Errorf("not a watch event: %w", err)
+	x, ok := indexEvent(data, mp.members[:0], mp.metas[:0])
+	if !ok {
+		return nil, false, nil
 	}
+	ev, err = decodeFrom(FormatJSON, x, opt)
+	return ev, true, err
+}
+
+// decodeFrom makes the Event of a watch event whose type and object x
+// holds (with the object's members when x.indexed).
+func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	if x.typ == "" {
 		return nil, fmt.Errorf("not a watch event: no \"type\"")
 	}
 	ev := &Event{Type: x.typ}
+	var err error
 	switch f {
 	case FormatProtobuf:
 		err = ev.fromProtobuf(x.obj)
@@ -201,16 +226,9 @@ func clearMembers(m []member) {
 }
 
 // watchEvent returns the type and the object's bytes of the
-// metav1.WatchEvent in data. A JSON event real servers send is read in one
-// pass without unmarshalling its object (indexEvent, which also lists the
-// object's members); anything else is decoded by apimachinery, as
-// client-go's watch decoder does, whose error is returned.
-func watchEvent(f Format, data []byte, members, metas []member) (eventIndex, error) {
-	if f == FormatJSON {
-		if x, ok := indexEvent(data, members, metas); ok {
-			return x, nil
-		}
-	}
+// metav1.WatchEvent in data as apimachinery decodes it, as client-go's
+// watch decoder does, or its error.
+func watchEvent(f Format, data []byte) (eventIndex, error) {
 	var we metav1.WatchEvent
 	dec := jsonStream
 	switch f {

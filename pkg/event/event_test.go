@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -400,8 +401,8 @@ func TestFramerLargeEvents(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			fc := cutChunks(data, rng, 0, 0)
 			for _, max := range []int64{0, 300_000} {
-				w := fc.run(t, format, max, 0, nil)
-				s := fc.run(t, format, max, 0, rng)
+				w := fc.run(t, format, max, 0, nil, nil)
+				s := fc.run(t, format, max, 0, rng, &DecodeOptions{})
 				if d := diffLines(w.lines, s.lines); d != "" {
 					t.Fatalf("proto=%v seed %d max %d: framing differs with other writes at %s", proto, seed, max, d)
 				}
@@ -414,6 +415,51 @@ func TestFramerLargeEvents(t *testing.T) {
 						t.Errorf("proto=%v seed %d max %d: frame %d of %d bytes: oversize %v, %d bytes of data", proto, seed, max, i, fr.Length, fr.Oversize, len(fr.Data))
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestFramerDecodeWith: with DecodeWith, an event whole in one write up to
+// its newline is decoded as it is framed, exactly as Decode decodes it;
+// one cut by the end of a write, one written over several lines and one
+// not read in one pass are framed the same and left to the receiver.
+func TestFramerDecodeWith(t *testing.T) {
+	pretty := "{\"type\":\"DELETED\",\n \"object\":{\"kind\":\"Pod\"}}\n"
+	escaped := `{"type":"ADD\u0045D","object":{"kind":"Pod"}}` + "\n"
+	for _, tc := range []struct {
+		name    string
+		writes  []string
+		decoded []bool
+	}{
+		{"whole", []string{evA + "\n" + evB + "\r\n"}, []bool{true, true}},
+		{"cut", []string{evA[:10], evA[10:] + "\n" + evB}, []bool{false, false}},
+		{"no newline yet", []string{evA, "\n"}, []bool{false}},
+		{"several lines", []string{pretty + evB + "\n"}, []bool{false, true}},
+		{"escaped type", []string{escaped + evA + "\n"}, []bool{false, true}},
+	} {
+		var frames []*Frame
+		fr := NewFramer(FormatJSON, 0, func(f *Frame) { frames = append(frames, f) }, func(p FrameProblem) {
+			t.Errorf("%s: problem %+v", tc.name, p)
+		})
+		fr.DecodeWith(DecodeOptions{})
+		for _, w := range tc.writes {
+			fr.Write([]byte(w), -1)
+		}
+		fr.Close()
+		if len(frames) != len(tc.decoded) {
+			t.Fatalf("%s: %d frames, want %d", tc.name, len(frames), len(tc.decoded))
+		}
+		for i, f := range frames {
+			if got := f.Decoded != nil; got != tc.decoded[i] {
+				t.Errorf("%s: frame %d decoded as framed: %v, want %v", tc.name, i, got, tc.decoded[i])
+			}
+			want, err := Decode(FormatJSON, f.Data, DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s: frame %d %q: %v", tc.name, i, f.Data, err)
+			}
+			if f.Decoded != nil && !reflect.DeepEqual(f.Decoded, want) {
+				t.Errorf("%s: frame %d decoded as framed %+v, Decode %+v", tc.name, i, f.Decoded, want)
 			}
 		}
 	}

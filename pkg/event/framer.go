@@ -97,6 +97,11 @@ type Frame struct {
 	// UnlistedBytes the bytes they carried.
 	UnlistedChunks int
 	UnlistedBytes  int64
+	// Decoded and DecodeErr, when either is set, are what Decode(format,
+	// Data, opt) returns, found as the frame was framed (see
+	// Framer.DecodeWith): the receiver need not decode Data again.
+	Decoded   *Event
+	DecodeErr error
 }
 
 // DefaultMaxSpans bounds the chunks listed for one event (Frame.Spans):
@@ -146,15 +151,18 @@ type Framer struct {
 
 	maxSpans int
 
-	serial  int   // frames started
-	off     int64 // de-chunked offset of the next byte
-	in      bool  // inside a frame
-	cur     Frame
-	direct  bool      // take counts the bytes of an event whole in one write, without keeping them
-	buf     []byte    // the current frame's first bytes, up to maxKeptBuffer
-	more    []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
-	curLen  int64     // bytes of the current frame so far, kept or not
-	damaged bool
+	serial int   // frames started
+	off    int64 // de-chunked offset of the next byte
+	in     bool  // inside a frame
+	cur    Frame
+	direct bool // take counts the bytes of an event whole in one write, without keeping them
+	// decode and decodeOpt: see DecodeWith.
+	decode    bool
+	decodeOpt DecodeOptions
+	buf       []byte    // the current frame's first bytes, up to maxKeptBuffer
+	more      []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
+	curLen    int64     // bytes of the current frame so far, kept or not
+	damaged   bool
 
 	// JSON scanner state.
 	depth  int
@@ -219,6 +227,13 @@ func (fr *Framer) LimitSpans(n int) {
 // fit is skipped and reported (KindBudget); its bytes are released when
 // it is handed over (onFrame) or dropped.
 func (fr *Framer) SetBudget(b *Budget) { fr.budget = b }
+
+// DecodeWith makes the Framer decode, with opt, each JSON event that comes
+// whole in one write up to a newline (as kube-apiserver ends every event):
+// it reads the event once (indexEvent) both to frame and to decode it,
+// instead of scanning it for its end and then decoding it, and sets
+// Frame.Decoded. Other events are framed as before, Decoded nil.
+func (fr *Framer) DecodeWith(opt DecodeOptions) { fr.decode, fr.decodeOpt = true, opt }
 
 // Discard drops the event in progress without reporting it, for a caller
 // that stops using the Framer.
@@ -516,6 +531,10 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 			}
 			fr.start(c)
 			fr.depth, fr.inStr, fr.escape = 0, false, false
+			if n := fr.decodeWhole(p, c); n > 0 {
+				p = p[n:]
+				continue
+			}
 		}
 		end, nl := fr.scanJSON(p)
 		switch {
@@ -543,6 +562,41 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 			return
 		}
 	}
+}
+
+// decodeWhole frames and decodes the event that starts p, as DecodeWith
+// describes, when p holds all of it before a newline and indexEvent reads
+// it; it returns how many bytes of p it framed, 0 when it did not (the
+// event is then scanned as usual). The event it frames is the one scanJSON
+// would: a JSON object followed by nothing but whitespace ends at its own
+// closing brace.
+func (fr *Framer) decodeWhole(p []byte, c int) int {
+	if !fr.decode || fr.format != FormatJSON || fr.resync || fr.cand >= 0 {
+		return 0
+	}
+	nl := bytes.IndexByte(p, '\n')
+	end := nl
+	for end > 0 && (p[end-1] == ' ' || p[end-1] == '\t' || p[end-1] == '\r') {
+		end--
+	}
+	if nl < 0 || end == 0 || p[end-1] != '}' || int64(end) > fr.max {
+		return 0
+	}
+	data := bytes.Clone(p[:end]) // the frame owns its bytes
+	ev, ok, err := decodeIndexed(data, fr.decodeOpt)
+	if !ok {
+		return 0
+	}
+	fr.direct = true
+	fr.take(p[:end], c) // counted and bounded, not kept
+	fr.direct = false
+	if fr.cur.Oversize {
+		fr.finish()
+		return end
+	}
+	fr.cur.Decoded, fr.cur.DecodeErr = ev, err
+	fr.finishWith(data)
+	return end
 }
 
 // scanJSON advances the JSON scanner over p. It returns the length of p up

@@ -7,6 +7,7 @@ import (
 	"github.com/kwatch/kwatch/internal/testutil"
 	"io"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -82,10 +83,14 @@ func cutChunks(data []byte, rng *rand.Rand, gapAt, gapLen uint16) fuzzChunks {
 }
 
 // run feeds the chunks, each in writes chosen by split (nil: one write per
-// chunk), and closes the Framer.
-func (fc fuzzChunks) run(t *testing.T, f Format, max int64, spans int, split *rand.Rand) *frameLog {
+// chunk), and closes the Framer. decode, when not nil, is given to
+// DecodeWith.
+func (fc fuzzChunks) run(t *testing.T, f Format, max int64, spans int, split *rand.Rand, decode *DecodeOptions) *frameLog {
 	l := newFrameLog(t, f, max)
 	l.fr.LimitSpans(spans)
+	if decode != nil {
+		l.fr.DecodeWith(*decode)
+	}
 	for i, c := range fc.chunks {
 		if i == fc.gapAt {
 			l.fr.Gap(fc.gapLen)
@@ -134,16 +139,31 @@ func FuzzFramer(f *testing.F) {
 		if seed&2 != 0 {
 			spans = 1 + int(seed>>2&3)
 		}
-		w := fc.run(t, format, limit, spans, nil)
-		s := fc.run(t, format, limit, spans, rng)
+		opt := DecodeOptions{ShowSecrets: seed&1 == 0}
+		w := fc.run(t, format, limit, spans, nil, nil)
+		s := fc.run(t, format, limit, spans, rng, &opt)
 		if d := diffLines(w.lines, s.lines); d != "" {
-			t.Fatalf("chunks split into writes: framing differs from one write per chunk at %s", d)
+			t.Fatalf("chunks split into writes, events decoded as framed: framing differs from one write per chunk at %s", d)
+		}
+		d := fc.run(t, format, limit, spans, nil, &opt)
+		if diff := diffLines(w.lines, d.lines); diff != "" {
+			t.Fatalf("events decoded as framed: framing differs at %s", diff)
 		}
 		checkFrames(t, data, fc, w, format)
-		// Whatever a frame holds, decoding it must not panic.
+		// Whatever a frame holds, decoding it must not panic; an event
+		// decoded as it was framed is decoded as Decode does.
 		for _, fr := range w.frames {
 			if fr.Data != nil {
-				_, _ = Decode(format, fr.Data, DecodeOptions{ShowSecrets: seed&1 == 0})
+				_, _ = Decode(format, fr.Data, opt)
+			}
+		}
+		for _, fr := range append(d.frames, s.frames...) {
+			if fr.Decoded == nil && fr.DecodeErr == nil {
+				continue
+			}
+			ev, err := Decode(format, fr.Data, opt)
+			if !reflect.DeepEqual(ev, fr.Decoded) || fmt.Sprint(err) != fmt.Sprint(fr.DecodeErr) {
+				t.Fatalf("frame %q decoded as framed: %+v, %v; Decode: %+v, %v", fr.Data, fr.Decoded, fr.DecodeErr, ev, err)
 			}
 		}
 	})
