@@ -161,6 +161,7 @@ type Framer struct {
 	decodeOpt DecodeOptions
 	buf       []byte    // the current frame's first bytes, up to maxKeptBuffer
 	more      []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
+	parts     [][]byte  // reused by kept
 	curLen    int64     // bytes of the current frame so far, kept or not
 	damaged   bool
 
@@ -311,15 +312,17 @@ func (fr *Framer) keep(p []byte) {
 // kept returns an exact copy of the bytes of the event in progress and
 // empties the buffers for the next event.
 func (fr *Framer) kept() []byte {
-	n := len(fr.buf)
+	// bytes.Join allocates without zeroing first what it copies over.
+	parts := append(fr.parts[:0], fr.buf)
 	for _, b := range fr.more {
-		n += len(*b)
+		parts = append(parts, *b)
 	}
-	out := make([]byte, 0, n)
-	out = append(out, fr.buf...)
-	for _, b := range fr.more {
-		out = append(out, *b...)
+	out := bytes.Join(parts, nil)
+	if out == nil {
+		out = []byte{}
 	}
+	clear(parts)
+	fr.parts = parts[:0]
 	fr.buf = fr.buf[:0]
 	fr.putBlocks()
 	return out
