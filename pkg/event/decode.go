@@ -147,7 +147,7 @@ func streamSerializer(mediaType string) runtime.Decoder {
 // It returns an error when the bytes are not a watch event.
 func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	if f == FormatJSON {
-		if ev, ok, err := decodeIndexed(data, opt); ok {
+		if ev, ok, err := decodeIndexed(data, opt, nil); ok {
 			return ev, err
 		}
 	}
@@ -161,8 +161,11 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 // decodeIndexed is Decode for a JSON event real servers send, read in one
 // pass without unmarshalling its object (indexEvent, which also lists the
 // object's members and its metadata's); ok is false for any other event,
-// which Decode leaves to apimachinery.
-func decodeIndexed(data []byte, opt DecodeOptions) (ev *Event, ok bool, err error) {
+// which Decode leaves to apimachinery. With keep set, and only when it
+// reads the event, it copies data into *keep and takes the event's object
+// from that copy: a caller reading bytes it does not own copies only what
+// turns out to be an event.
+func decodeIndexed(data []byte, opt DecodeOptions, keep *[]byte) (ev *Event, ok bool, err error) {
 	mp := memberPool.Get().(*memberArrays)
 	defer func() {
 		clearMembers(mp.members) // hold no event's bytes in the pool
@@ -172,6 +175,12 @@ func decodeIndexed(data []byte, opt DecodeOptions) (ev *Event, ok bool, err erro
 	x, ok := indexEvent(data, mp.members[:0], mp.metas[:0])
 	if !ok {
 		return nil, false, nil
+	}
+	if keep != nil {
+		*keep = bytes.Clone(data)
+		if x.obj != nil {
+			x.obj = (*keep)[x.objAt : x.objAt+len(x.obj)]
+		}
 	}
 	ev, err = decodeFrom(FormatJSON, x, opt)
 	return ev, true, err

@@ -159,11 +159,14 @@ type Framer struct {
 	// decode and decodeOpt: see DecodeWith.
 	decode    bool
 	decodeOpt DecodeOptions
-	buf       []byte    // the current frame's first bytes, up to maxKeptBuffer
-	more      []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
-	parts     [][]byte  // reused by kept
-	curLen    int64     // bytes of the current frame so far, kept or not
-	damaged   bool
+	// nlAt is the body offset of the last newline newline found (-1:
+	// none); [nlFrom, nlNone) a range it found none in.
+	nlAt, nlFrom, nlNone int64
+	buf                  []byte    // the current frame's first bytes, up to maxKeptBuffer
+	more                 []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
+	parts                [][]byte  // reused by kept
+	curLen               int64     // bytes of the current frame so far, kept or not
+	damaged              bool
 
 	// JSON scanner state.
 	depth  int
@@ -211,7 +214,7 @@ func NewFramer(f Format, maxEventBytes int64, onFrame func(*Frame), onProblem fu
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	return &Framer{format: f, max: maxEventBytes, maxSpans: DefaultMaxSpans, onFrame: onFrame, onProb: onProblem, cand: -1}
+	return &Framer{format: f, max: maxEventBytes, maxSpans: DefaultMaxSpans, onFrame: onFrame, onProb: onProblem, cand: -1, nlAt: -1}
 }
 
 // LimitSpans sets how many chunks are listed for one event (n ≥ 1; the
@@ -577,7 +580,7 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	if !fr.decode || fr.format != FormatJSON || fr.resync || fr.cand >= 0 {
 		return 0
 	}
-	nl := bytes.IndexByte(p, '\n')
+	nl := fr.newline(p)
 	end := nl
 	for end > 0 && (p[end-1] == ' ' || p[end-1] == '\t' || p[end-1] == '\r') {
 		end--
@@ -585,8 +588,11 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	if nl < 0 || end == 0 || p[end-1] != '}' || int64(end) > fr.max {
 		return 0
 	}
-	data := bytes.Clone(p[:end]) // the frame owns its bytes
-	ev, ok, err := decodeIndexed(data, fr.decodeOpt)
+	// Read where it came, and copied (the frame owns its bytes) only
+	// when it is an event: a line of many events, read from each one's
+	// start, is rejected at the first one's end, with nothing copied.
+	var data []byte
+	ev, ok, err := decodeIndexed(p[:end], fr.decodeOpt, &data)
 	if !ok {
 		return 0
 	}
@@ -600,6 +606,27 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	fr.cur.Decoded, fr.cur.DecodeErr = ev, err
 	fr.finishWith(data)
 	return end
+}
+
+// newline returns the index of the first '\n' in p, or -1. p starts at
+// the body's offset fr.off; what an earlier call found in the same write
+// is remembered, so that the events of one long line do not each search
+// the rest of it again.
+func (fr *Framer) newline(p []byte) int {
+	base, end := fr.off, fr.off+int64(len(p))
+	switch {
+	case fr.nlAt >= base && fr.nlAt < end:
+		return int(fr.nlAt - base)
+	case fr.nlAt < base && fr.nlNone >= end && fr.nlFrom <= base:
+		return -1 // searched already, none
+	}
+	k := bytes.IndexByte(p, '\n')
+	if k < 0 {
+		fr.nlAt, fr.nlFrom, fr.nlNone = -1, base, end
+		return -1
+	}
+	fr.nlAt = base + int64(k)
+	return k
 }
 
 // scanJSON advances the JSON scanner over p. It returns the length of p up

@@ -23,13 +23,20 @@ type member struct {
 // bound readMeta walks the object itself).
 const maxIndexedMembers = 64
 
+// maxIndexedMetas bounds the members of all the object's "metadata" keys
+// indexEvent lists together (a duplicate key starts a list of its own;
+// past the bound a metadata is walked instead): hostile events made of
+// many small metadata cost no more than this.
+const maxIndexedMetas = 2 * maxIndexedMembers
+
 // eventIndex is what indexEvent reads of a JSON watch event.
 type eventIndex struct {
 	// typ is the event's "type" (empty when absent or null).
 	typ string
 	// obj is the raw value of the event's "object", a sub-slice of the
-	// event; nil when absent or null.
-	obj []byte
+	// event from byte objAt; nil when absent or null.
+	obj   []byte
+	objAt int
 	// members are obj's members in order when indexed is true: obj is an
 	// object of at most maxIndexedMembers members. The members of its
 	// "metadata" are listed too (member.sub).
@@ -139,7 +146,8 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 			case d == 2 && inObj:
 				key2, esc2, val2 = key, esc, i
 				if string(key) == "metadata" {
-					inMeta = i < len(data) && data[i] == '{'
+					// Listed only for a member that is listed itself.
+					inMeta = i < len(data) && data[i] == '{' && len(members) < maxIndexedMembers
 					metaStart, metaOver = len(metas), false
 				}
 			case d == 3 && inMeta:
@@ -221,7 +229,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 				}
 			case "object":
 				if string(v) != "null" { // a null leaves the object as it was
-					x.obj = v
+					x.obj, x.objAt = v, val1
 					x.members, x.indexed = members, inObj && !over
 				}
 				inObj = false
@@ -238,7 +246,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 				over = true
 			}
 		case d == 3 && inMeta:
-			if len(metas)-metaStart < maxIndexedMembers {
+			if len(metas)-metaStart < maxIndexedMembers && len(metas) < maxIndexedMetas {
 				metas = append(metas, member{key: key3, keyEsc: esc3, value: data[val3:i]})
 			} else {
 				metaOver = true
