@@ -35,32 +35,22 @@ func readMeta(raw []byte, m *objectMeta) error {
 // listed (validated, in order): it reads them, and the metadata's when
 // listed too, without walking the object.
 func readMetaMembers(members []member, m *objectMeta) error {
-	var first error
-	for _, mb := range members {
-		key, ok := mb.key, true
-		if mb.keyEsc || !utf8.Valid(key) {
-			key, ok = fieldKey(key)
-		}
-		if !ok {
-			return errMalformed
-		}
-		var err error
+	return eachMember(members, func(key []byte, mb *member) error {
 		if mb.subIndexed && string(key) == "metadata" {
-			err = eachMember(mb.sub, m.metadataField)
-		} else {
-			err = m.field(key, mb.value)
+			return eachMember(mb.sub, func(key []byte, sub *member) error {
+				return m.metadataField(key, sub.value)
+			})
 		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+		return m.field(key, mb.value)
+	})
 }
 
-// eachMember is eachField over members indexEvent listed.
-func eachMember(members []member, fn func(key, value []byte) error) error {
+// eachMember is eachField over members indexEvent listed: fn is called
+// with each one's key, escapes undone.
+func eachMember(members []member, fn func(key []byte, mb *member) error) error {
 	var first error
-	for _, mb := range members {
+	for i := range members {
+		mb := &members[i]
 		key, ok := mb.key, true
 		if mb.keyEsc || !utf8.Valid(key) {
 			key, ok = fieldKey(key)
@@ -68,7 +58,7 @@ func eachMember(members []member, fn func(key, value []byte) error) error {
 		if !ok {
 			return errMalformed
 		}
-		if err := fn(key, mb.value); err != nil && first == nil {
+		if err := fn(key, mb); err != nil && first == nil {
 			first = err
 		}
 	}
