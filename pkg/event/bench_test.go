@@ -22,3 +22,18 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFramerLongLine frames one write of a line of 16 000 small events
+// ending in 256 KiB of spaces, with DecodeWith, in MB/s of the write: the
+// line's newline is found, and its whitespace stepped over, once for all
+// its events.
+func BenchmarkFramerLongLine(b *testing.B) {
+	line := []byte(strings.Repeat(`{"type":"ADDED","object":{}}`, 16000) + strings.Repeat(" ", 256<<10) + "\n")
+	b.SetBytes(int64(len(line)))
+	for i := 0; i < b.N; i++ {
+		fr := NewFramer(FormatJSON, 0, func(*Frame) {}, func(FrameProblem) {})
+		fr.DecodeWith(DecodeOptions{})
+		fr.Write(line, -1)
+		fr.Close()
+	}
+}

@@ -528,3 +528,34 @@ func TestIndexEventManyMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestFramerDecodeWithTrailingSpace: a line of events whose newline comes
+// after much whitespace is framed as without DecodeWith, its last event
+// decoded as framed (the whitespace is stepped over once per line, not
+// once per event: BenchmarkFramerLongLine).
+func TestFramerDecodeWithTrailingSpace(t *testing.T) {
+	const n = 2000
+	ev := `{"type":"ADDED","object":{}}`
+	body := []byte(strings.Repeat(ev, n) + strings.Repeat(" \t\r", 20000) + "\n" + evA + " \r\n")
+	frame := func(decode bool) (lines []string) {
+		fr := NewFramer(FormatJSON, 0, func(f *Frame) {
+			lines = append(lines, fmt.Sprintf("%d+%d %q decoded=%v", f.Offset, f.Length, f.Data, f.Decoded != nil))
+		}, func(p FrameProblem) { t.Errorf("problem %+v", p) })
+		if decode {
+			fr.DecodeWith(DecodeOptions{})
+		}
+		fr.Write(body, -1)
+		fr.Close()
+		return lines
+	}
+	plain, decoded := frame(false), frame(true)
+	if len(decoded) != n+1 || len(plain) != n+1 {
+		t.Fatalf("%d and %d frames, want %d", len(plain), len(decoded), n+1)
+	}
+	for i := range decoded {
+		want := strings.Replace(plain[i], "decoded=false", fmt.Sprintf("decoded=%v", i >= n-1), 1)
+		if decoded[i] != want {
+			t.Fatalf("frame %d: %s, want %s", i, decoded[i], want)
+		}
+	}
+}

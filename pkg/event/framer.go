@@ -159,14 +159,15 @@ type Framer struct {
 	// decode and decodeOpt: see DecodeWith.
 	decode    bool
 	decodeOpt DecodeOptions
-	// nlAt is the body offset of the last newline newline found (-1:
-	// none); [nlFrom, nlNone) a range it found none in.
-	nlAt, nlFrom, nlNone int64
-	buf                  []byte    // the current frame's first bytes, up to maxKeptBuffer
-	more                 []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
-	parts                [][]byte  // reused by kept
-	curLen               int64     // bytes of the current frame so far, kept or not
-	damaged              bool
+	// nlAt is the body offset of the last newline lineEnd found (-1:
+	// none), nlTrim that of the end of its line's text; [nlFrom, nlNone)
+	// a range it found none in.
+	nlAt, nlTrim, nlFrom, nlNone int64
+	buf                          []byte    // the current frame's first bytes, up to maxKeptBuffer
+	more                         []*[]byte // its bytes after buf, in blocks of eventBlock bytes (blockPool)
+	parts                        [][]byte  // reused by kept
+	curLen                       int64     // bytes of the current frame so far, kept or not
+	damaged                      bool
 
 	// JSON scanner state.
 	depth  int
@@ -580,12 +581,8 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	if !fr.decode || fr.format != FormatJSON || fr.resync || fr.cand >= 0 {
 		return 0
 	}
-	nl := fr.newline(p)
-	end := nl
-	for end > 0 && (p[end-1] == ' ' || p[end-1] == '\t' || p[end-1] == '\r') {
-		end--
-	}
-	if nl < 0 || end == 0 || p[end-1] != '}' || int64(end) > fr.max {
+	end := fr.lineEnd(p)
+	if end <= 0 || p[end-1] != '}' || int64(end) > fr.max {
 		return 0
 	}
 	// Read where it came, and copied (the frame owns its bytes) only
@@ -608,15 +605,17 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	return end
 }
 
-// newline returns the index of the first '\n' in p, or -1. p starts at
-// the body's offset fr.off; what an earlier call found in the same write
-// is remembered, so that the events of one long line do not each search
-// the rest of it again.
-func (fr *Framer) newline(p []byte) int {
+// lineEnd returns the index in p of the end of its first line without the
+// whitespace before the line's '\n' (spaces, tabs, CRs), 0 when that is
+// p's start or before, or -1 when p holds no '\n'. p starts at the body's
+// offset fr.off; what an earlier call found in the same write is
+// remembered, so that the events of one long line do not each search the
+// rest of it, or step back over its whitespace, again.
+func (fr *Framer) lineEnd(p []byte) int {
 	base, end := fr.off, fr.off+int64(len(p))
 	switch {
 	case fr.nlAt >= base && fr.nlAt < end:
-		return int(fr.nlAt - base)
+		return int(max(fr.nlTrim, base) - base)
 	case fr.nlAt < base && fr.nlNone >= end && fr.nlFrom <= base:
 		return -1 // searched already, none
 	}
@@ -625,8 +624,12 @@ func (fr *Framer) newline(p []byte) int {
 		fr.nlAt, fr.nlFrom, fr.nlNone = -1, base, end
 		return -1
 	}
-	fr.nlAt = base + int64(k)
-	return k
+	t := k
+	for t > 0 && (p[t-1] == ' ' || p[t-1] == '\t' || p[t-1] == '\r') {
+		t--
+	}
+	fr.nlAt, fr.nlTrim = base+int64(k), base+int64(t)
+	return t
 }
 
 // scanJSON advances the JSON scanner over p. It returns the length of p up
