@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Media types of watch bodies (Kubernetes API concepts: alternate
@@ -291,8 +292,10 @@ func (ev *Event) fromJSON(raw []byte, members []member, indexed bool) error {
 		ev.fromTableRows([]byte(m.Rows))
 	}
 	if ev.Kind == "Status" {
+		// Case-sensitive, as client-go decodes it: a "Code" beside
+		// "code" is not the code.
 		var st metav1.Status
-		if err := json.Unmarshal(raw, &st); err == nil {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &st); err == nil {
 			ev.Status = &st
 		}
 	}
@@ -300,29 +303,32 @@ func (ev *Event) fromJSON(raw []byte, members []member, indexed bool) error {
 }
 
 // fromTableRows takes the identity of a Table's object from its first row's
-// object (a watch event's Table has one row). A row object that may be a
-// Secret marks the event for redaction.
+// "object" (a watch event's Table has one row; the key matched
+// case-sensitively, as client-go decodes it). A row member whose key is
+// "object" in any letter case and that may hold a Secret marks the event
+// for redaction (redactTable redacts them all: it fails closed).
 func (ev *Event) fromTableRows(raw []byte) {
-	var rows []struct {
-		Object json.RawMessage `json:"object"`
-	}
+	var rows []map[string]json.RawMessage
 	if json.Unmarshal(raw, &rows) != nil {
 		return
 	}
 	for i, r := range rows {
-		if len(r.Object) == 0 || string(r.Object) == "null" {
-			continue
-		}
-		var m objectMeta
-		_ = readMeta(r.Object, &m)
-		if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret || m.Kind == "PartialObjectMetadata" {
-			// A row's metadata may be a Secret's (kubectl get secrets
-			// -w): its last-applied-configuration holds the data.
-			ev.maybeSecret = true
-		}
-		if i == 0 {
-			ev.RowKind = m.Kind
-			ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
+		for k, obj := range r {
+			if !strings.EqualFold(k, "object") || len(obj) == 0 || string(obj) == "null" {
+				continue
+			}
+			var m objectMeta
+			_ = readMeta(obj, &m)
+			if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret || m.Kind == "PartialObjectMetadata" {
+				// A row's metadata may be a Secret's (kubectl get
+				// secrets -w): its last-applied-configuration holds
+				// the data.
+				ev.maybeSecret = true
+			}
+			if i == 0 && k == "object" {
+				ev.RowKind = m.Kind
+				ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
+			}
 		}
 	}
 }
@@ -492,9 +498,12 @@ func (ev *Event) redactTable() {
 	}
 	changed := false
 	for _, r := range rows {
-		if obj, ok := r["object"]; ok {
+		for k, obj := range r {
+			if !strings.EqualFold(k, "object") { // any letter case: fail closed
+				continue
+			}
 			if red := RedactObject(obj); !bytes.Equal(red, obj) {
-				r["object"] = red
+				r[k] = red
 				changed = true
 			}
 		}

@@ -55,3 +55,26 @@ func TestTableMetadataRowRedacted(t *testing.T) {
 		t.Errorf("%+v %v: %s", ev, err, ev.Object)
 	}
 }
+
+// TestCaseSensitiveReads: a Table row's "object" and an ERROR's Status are
+// read with keys matched case-sensitively, as client-go decodes them (found
+// by a hostile-input trial: "Object" and "Code" beside them won before),
+// while a row member "Object" holding a Secret is still redacted.
+func TestCaseSensitiveReads(t *testing.T) {
+	table := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"rows":[{"cells":[],` +
+		`"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns"}},` +
+		`"Object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"b","namespace":"ns"},"data":{"password":"aHVudGVyMg=="}}}]}}`
+	ev, err := Decode(FormatJSON, []byte(table), DecodeOptions{})
+	if err != nil || ev.Name != "a" || ev.RowKind != "PartialObjectMetadata" {
+		t.Errorf("table: %+v, %v; want the row's \"object\", ns/a", ev, err)
+	}
+	if strings.Contains(string(ev.Object), "aHVudGVyMg==") || !ev.Redacted {
+		t.Errorf("table: a Secret under \"Object\" not redacted: %s", ev.Object)
+	}
+	status := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +
+		`"reason":"Expired","code":410,"Code":500,"REASON":"Gone"}}`
+	ev, err = Decode(FormatJSON, []byte(status), DecodeOptions{})
+	if err != nil || ev.Status == nil || ev.Status.Code != 410 || ev.Status.Reason != "Expired" {
+		t.Errorf("status: %+v, %v; want 410 Expired", ev.Status, err)
+	}
+}
