@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
-	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -107,14 +106,14 @@ type DecodeOptions struct {
 const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 
 var (
-	// jsonStream is apimachinery's JSON serializer, as client-go's watch
-	// decoder uses it, with one change: its MetaFactory does not look for
-	// apiVersion and kind. A watch event has neither (the object inside has,
-	// and keeps them as raw bytes), so the default MetaFactory's extra
-	// encoding/json pass over the whole event, megabytes for a large object,
-	// finds nothing; the type comes from the metav1.WatchEvent decoded into.
-	jsonStream  runtime.Decoder = kjson.NewSerializerWithOptions(noKindMeta{}, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
-	protoStream                 = streamSerializer(runtime.ContentTypeProtobuf)
+	// jsonStream is apimachinery's JSON serializer as client-go's watch
+	// decoder uses it. Its MetaFactory reads the event's own apiVersion and
+	// kind (keys matched in any letter case) in an extra encoding/json pass:
+	// client-go rejects an event with a kind that is not a string, or one
+	// not registered. Only the events indexEvent leaves to it pay that
+	// pass (it leaves it any event with such a key).
+	jsonStream  = streamSerializer(runtime.ContentTypeJSON)
+	protoStream = streamSerializer(runtime.ContentTypeProtobuf)
 	// cborStream decodes a CBOR watch event as client-go's CBOR stream
 	// serializer does (no transcoding: the object stays raw CBOR), and
 	// cborObject the object in it (client-go: rest.Config's codec factory
@@ -123,15 +122,6 @@ var (
 	cborObject runtime.Decoder = cbor.NewSerializer(scheme.Scheme, scheme.Scheme)
 	universal                  = scheme.Codecs.UniversalDeserializer()
 )
-
-// noKindMeta is a json.MetaFactory for documents without apiVersion and
-// kind of their own (watch events).
-type noKindMeta struct{}
-
-// Interpret returns an empty GroupVersionKind without reading data.
-func (noKindMeta) Interpret([]byte) (*schema.GroupVersionKind, error) {
-	return &schema.GroupVersionKind{}, nil
-}
 
 // streamSerializer returns the serializer client-go uses for watch events
 // of a media type (rest/watch.NewDecoder's streaming decoder).

@@ -58,10 +58,12 @@ type eventIndex struct {
 // (readMetaMembers).
 //
 // ok is false for anything else: not valid JSON, not an object, a key of
-// the event written with escapes, a type that is not null or a plain
-// string of valid UTF-8 (encoding/json would replace invalid bytes with
-// U+FFFD), nesting deeper than the reference accepts. The caller then
-// decodes with apimachinery, which also words the error.
+// the event written with escapes or named kind or apiVersion in any
+// letter case (client-go reads the event's own type from those), a type
+// that is not null or a plain string of valid UTF-8 (encoding/json would
+// replace invalid bytes with U+FFFD), nesting deeper than the reference
+// accepts. The caller then decodes with apimachinery, which also words
+// the error.
 // FuzzSplitJSONEvent holds the two to the same result.
 //
 // One pass, because kwatch reads every byte of every event: validating
@@ -135,8 +137,11 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 			i = skipSpace(data, i+1)
 			switch d := len(stack); {
 			case d == 1:
-				if esc {
-					return x, false // an escaped key of the event: apimachinery decides
+				if esc || bytes.EqualFold(key, []byte("kind")) || bytes.EqualFold(key, []byte("apiVersion")) {
+					// An escaped key of the event, or one client-go's
+					// decoder reads the event's own type from:
+					// apimachinery decides.
+					return x, false
 				}
 				key1, val1 = key, i
 				if string(key) == "object" {

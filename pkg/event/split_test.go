@@ -47,6 +47,9 @@ var splitSeeds = []string{
 	`{"type":"ADDED","object":{"metadata":{"name":"a","uid":"u"},"metadata":{"uid":null,"n\u0061me":"b"},"kind":"K\u0069nd"}}`,
 	`{"type":"ADDED","object":{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"name":1}}}`,
 	`{"type":"ADDED","object":{"metadata":null,"metadata":{"name":"a"},"metadata":[]}}`,
+	`{"type":"ADDED","object":{"a":1},"kind":5}`, `{"type":"ADDED","object":{"a":1},"kind":"Foo"}`,
+	`{"type":"ADDED","object":{},"Kind":"WatchEvent","apiVersion":"v1"}`, `{"type":"ADDED","object":{},"\u212Aind":"Foo"}`,
+	`{"type":"ADDED","object":{},"APIVERSION":null}`,
 }
 
 // FuzzSplitJSONEvent holds indexEvent to apimachinery's decoding: when it
@@ -144,6 +147,8 @@ func TestSplitJSONEvent(t *testing.T) {
 		{`{"type":"ADDED","object":{"a":1}}}`, false, "", "", "closed twice"},
 		{`{"type":"ADDED","object":{}} {}`, false, "", "", "two values"},
 		{`[]`, false, "", "", "not an object"},
+		{`{"type":"ADDED","object":{"a":1},"kind":5}`, false, "", "", "a kind of the event's own: apimachinery decides (client-go rejects this one)"},
+		{`{"type":"ADDED","object":{},"ApiVersion":"v1"}`, false, "", "", "an apiVersion of the event's own, any letter case"},
 	} {
 		x, ok := indexEvent([]byte(tc.in), nil, nil)
 		if ok != tc.ok || x.typ != tc.typ || string(x.obj) != tc.object {
