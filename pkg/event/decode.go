@@ -256,6 +256,9 @@ type objectMeta struct {
 	// Rows is the raw "rows" value of a Table (a string, so that
 	// objectMeta stays comparable).
 	Rows string
+	// OtherRows is true when a key other than "rows" matches it in another
+	// letter case (a client ignores it; redaction checks it all the same).
+	OtherRows bool
 }
 
 // fromJSON sets the event's object raw and the identity read from it
@@ -280,6 +283,9 @@ func (ev *Event) fromJSON(raw []byte, members []member, indexed bool) error {
 	}
 	if m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/") && len(m.Rows) > 0 {
 		ev.fromTableRows([]byte(m.Rows))
+	}
+	if m.Kind == "Table" && m.OtherRows {
+		ev.maybeSecret = true // rows no client reads may hold Secrets: redact fails closed
 	}
 	if ev.Kind == "Status" {
 		// Case-sensitive, as client-go decodes it: a "Code" beside
@@ -479,33 +485,64 @@ func redactedJSON(v []byte) []byte {
 // cannot read is replaced whole (it fails closed, as redact does).
 func (ev *Event) redactTable() {
 	var table map[string]json.RawMessage
-	var rows []map[string]json.RawMessage
-	if json.Unmarshal(ev.Object, &table) != nil || json.Unmarshal(table["rows"], &rows) != nil {
-		ev.Object, _ = json.Marshal(map[string]any{"kind": "Table", "apiVersion": ev.APIVersion,
-			"rows": Redacted + ": a Table whose rows may hold Secrets and could not be read"})
-		ev.Redacted = true
+	if json.Unmarshal(ev.Object, &table) != nil {
+		ev.redactTableWhole()
 		return
 	}
-	changed := false
-	for _, r := range rows {
-		for k, obj := range r {
-			if !strings.EqualFold(k, "object") { // any letter case: fail closed
-				continue
-			}
-			if red := RedactObject(obj); !bytes.Equal(red, obj) {
-				r[k] = red
-				changed = true
+	changed, found := false, false
+	// The rows, and their objects, under any letter case: a client reads
+	// only "rows" and "object", but the bytes show them all (fail closed).
+	for tk, raw := range table {
+		if !strings.EqualFold(tk, "rows") {
+			continue
+		}
+		if found = true; string(raw) == "null" {
+			continue
+		}
+		var rows []map[string]json.RawMessage
+		if json.Unmarshal(raw, &rows) != nil {
+			ev.redactTableWhole()
+			return
+		}
+		rowsChanged := false
+		for _, r := range rows {
+			for k, obj := range r {
+				if !strings.EqualFold(k, "object") {
+					continue
+				}
+				if red := RedactObject(obj); !bytes.Equal(red, obj) {
+					r[k] = red
+					rowsChanged = true
+				}
 			}
 		}
+		if rowsChanged {
+			out, err := json.Marshal(rows)
+			if err != nil {
+				ev.redactTableWhole()
+				return
+			}
+			table[tk] = out
+			changed = true
+		}
+	}
+	if !found {
+		ev.redactTableWhole() // no rows to redact: what may hold a Secret is unknown
+		return
 	}
 	if !changed {
 		return // the bytes as sent
 	}
 	ev.Redacted = true
-	if out, err := json.Marshal(rows); err == nil {
-		table["rows"] = out
-		ev.Object, _ = json.Marshal(table)
-	}
+	ev.Object, _ = json.Marshal(table)
+}
+
+// redactTableWhole replaces a Table that may hold Secrets and could not be
+// read whole.
+func (ev *Event) redactTableWhole() {
+	ev.Object, _ = json.Marshal(map[string]any{"kind": "Table", "apiVersion": ev.APIVersion,
+		"rows": Redacted + ": a Table whose rows may hold Secrets and could not be read"})
+	ev.Redacted = true
 }
 
 // redactSecret returns obj rewritten by redact's rules, and whether a

@@ -78,6 +78,9 @@ func (m *objectMeta) field(key, v []byte) error {
 			m.MaybeSecret = true
 		}
 	}
+	if string(key) != "rows" && bytes.EqualFold(key, []byte("rows")) {
+		m.OtherRows = true
+	}
 	switch string(key) {
 	case "rows":
 		m.Rows = string(v)

@@ -78,3 +78,21 @@ func TestCaseSensitiveReads(t *testing.T) {
 		t.Errorf("status: %+v, %v; want 410 Expired", ev.Status, err)
 	}
 }
+
+// TestTableOtherRowsRedacted: rows under "Rows" (another letter case, which
+// a client ignores) are still checked for Secrets and redacted, as the
+// bytes show them; the Table's identity comes from "rows".
+func TestTableOtherRowsRedacted(t *testing.T) {
+	raw := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},` +
+		`"rows":[{"cells":[],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a"}}}],` +
+		`"Rows":[{"cells":[],"object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"b"},"data":{"password":"aHVudGVyMg=="}}}]}}`
+	for _, show := range []bool{false, true} {
+		ev, err := Decode(FormatJSON, []byte(raw), DecodeOptions{ShowSecrets: show})
+		if err != nil || ev.Name != "a" {
+			t.Fatalf("%+v, %v", ev, err)
+		}
+		if leaked := strings.Contains(string(ev.Object), "aHVudGVyMg=="); leaked != show || ev.Redacted == show {
+			t.Errorf("show secrets %v: redacted %v, object %s", show, ev.Redacted, ev.Object)
+		}
+	}
+}
