@@ -11,7 +11,6 @@ import (
 // the document.
 type member struct {
 	key, value []byte
-	keyEsc     bool // the key is written with escapes
 	// sub lists the value's own members when subIndexed (the object's
 	// metadata, an object of at most maxIndexedMembers members).
 	sub        []member
@@ -93,13 +92,11 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 		val1  int    // where its value starts
 		inObj bool   // the event's "object" is an object, being read
 		key2  []byte // the key of the object's member being read
-		esc2  bool
 		val2  int
 		over  bool // the object has more than maxIndexedMembers
 		// The same for the members of the object's "metadata".
 		inMeta    bool
 		key3      []byte
-		esc3      bool
 		val3      int
 		metaStart int
 		metaOver  bool
@@ -149,14 +146,14 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 					members, over, metas = members[:0], false, metas[:0]
 				}
 			case d == 2 && inObj:
-				key2, esc2, val2 = key, esc, i
+				key2, val2 = key, i
 				if string(key) == "metadata" {
 					// Listed only for a member that is listed itself.
 					inMeta = i < len(data) && data[i] == '{' && len(members) < maxIndexedMembers
 					metaStart, metaOver = len(metas), false
 				}
 			case d == 3 && inMeta:
-				key3, esc3, val3 = key, esc, i
+				key3, val3 = key, i
 			}
 			state = wantValue
 			continue
@@ -240,7 +237,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 				inObj = false
 			}
 		case d == 2 && inObj:
-			mb := member{key: key2, keyEsc: esc2, value: data[val2:i]}
+			mb := member{key: key2, value: data[val2:i]}
 			if inMeta {
 				mb.sub, mb.subIndexed = metas[metaStart:], !metaOver
 				inMeta = false
@@ -252,7 +249,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 			}
 		case d == 3 && inMeta:
 			if len(metas)-metaStart < maxIndexedMembers && len(metas) < maxIndexedMetas {
-				metas = append(metas, member{key: key3, keyEsc: esc3, value: data[val3:i]})
+				metas = append(metas, member{key: key3, value: data[val3:i]})
 			} else {
 				metaOver = true
 			}

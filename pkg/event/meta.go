@@ -51,10 +51,7 @@ func eachMember(members []member, fn func(key []byte, mb *member) error) error {
 	var first error
 	for i := range members {
 		mb := &members[i]
-		key, ok := mb.key, true
-		if mb.keyEsc || !utf8.Valid(key) {
-			key, ok = fieldKey(key)
-		}
+		key, ok := fieldKey(mb.key)
 		if !ok {
 			return errMalformed
 		}
