@@ -8,13 +8,18 @@ import (
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
-func TestHealth(t *testing.T) {
-	var got []*record.Health
-	tr := New(record.SinkFunc(func(r record.Record) {
+// collectHealth returns a Tracker and the health records it emits.
+func collectHealth() (*Tracker, *[]*record.Health) {
+	var recs []*record.Health
+	return New(record.SinkFunc(func(r record.Record) {
 		if h, ok := r.(*record.Health); ok {
-			got = append(got, h)
+			recs = append(recs, h)
 		}
-	}))
+	})), &recs
+}
+
+func TestHealth(t *testing.T) {
+	tr, recs := collectHealth()
 	c := &record.Conn{ID: 1}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -39,6 +44,7 @@ func TestHealth(t *testing.T) {
 	}
 	tr.Emit(&record.End{Conn: c, Exchange: 1, Time: at(6000), How: "last-chunk", Watch: true, Bytes: 43500, Data: 43300})
 	tr.Emit(&record.Summary{Time: at(6001)})
+	got := *recs
 	if len(got) != 2 {
 		t.Fatalf("%d health records, want the watch's and the run's", len(got))
 	}
@@ -158,12 +164,7 @@ func TestHealthOverallBookmarks(t *testing.T) {
 // resourceVersion lists the first MaxFindings findings and counts the rest,
 // in its own record and in the overall one.
 func TestFindingsBounded(t *testing.T) {
-	var got []*record.Health
-	tr := New(record.SinkFunc(func(r record.Record) {
-		if h, ok := r.(*record.Health); ok {
-			got = append(got, h)
-		}
-	}))
+	tr, recs := collectHealth()
 	c := &record.Conn{ID: 1}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: t0, Watch: true})
@@ -172,6 +173,7 @@ func TestFindingsBounded(t *testing.T) {
 		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Time: t0, Type: "MODIFIED", ResourceVersion: "100"})
 	}
 	tr.Emit(&record.Summary{Time: t0})
+	got := *recs
 	if len(got) != 2 {
 		t.Fatalf("%d health records", len(got))
 	}
