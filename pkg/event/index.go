@@ -267,6 +267,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 // decodes, and accepts it). Eight bytes at a time: a long run of plain
 // text costs a few instructions per word.
 func strictString(p []byte, i int) (end int, esc, ok bool) {
+	var next runEnds
 	for {
 		for plain := 0; i+8 <= len(p); plain++ {
 			m := stringSpecial(binary.LittleEndian.Uint64(p[i:]))
@@ -278,7 +279,7 @@ func strictString(p []byte, i int) (end int, esc, ok bool) {
 			if plain == 3 {
 				// A long plain run: the vectorised search finds the next
 				// quote, and the run up to it is checked for the other two.
-				i += plainRun(p[i:])
+				i = next.plainRun(p, i)
 				plain = 0
 			}
 		}
@@ -312,19 +313,39 @@ func strictString(p []byte, i int) (end int, esc, ok bool) {
 	}
 }
 
-// plainRun returns the length of the run at the start of p up to its
-// first '"', '\\' or byte below 0x20 (len(p) when there is none), found
+// runEnds remembers, within one string, where the vector searches of
+// plainRun stopped: quote is the offset of the next '"' at or after the
+// runs still to read (len(p) when there is none), backslash that of the
+// next '\\' before it (quote when there is none). Each search starts
+// past where the last one ended, so a string is searched once in all,
+// however many escapes cut it into runs (a file's lines in a ConfigMap,
+// each ending in an escaped newline, would otherwise have the rest of the
+// string searched for its quote once per line). The zero value knows
+// nothing yet.
+type runEnds struct {
+	quote, backslash int
+	known            bool
+}
+
+// plainRun returns the end of the run that starts at p[i] and goes up to
+// the first '"', '\\' or byte below 0x20 (len(p) when there is none), found
 // with bytes.IndexByte's vector search for the quote, then for a backslash
 // before it, and a check of the bytes before that for control bytes.
-func plainRun(p []byte) int {
-	k := bytes.IndexByte(p, '"')
-	if k < 0 {
-		k = len(p)
+func (r *runEnds) plainRun(p []byte, i int) int {
+	if !r.known || r.quote < i {
+		r.quote = len(p)
+		if k := bytes.IndexByte(p[i:], '"'); k >= 0 {
+			r.quote = i + k
+		}
+		r.backslash, r.known = -1, true
 	}
-	if b := bytes.IndexByte(p[:k], '\\'); b >= 0 {
-		k = b
+	if r.backslash < i {
+		r.backslash = r.quote
+		if b := bytes.IndexByte(p[i:r.quote], '\\'); b >= 0 {
+			r.backslash = i + b
+		}
 	}
-	i := 0
+	k := r.backslash
 	for ; i+32 <= k; i += 32 {
 		q := p[i : i+32]
 		w0, w1 := binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:])

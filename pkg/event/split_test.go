@@ -436,4 +436,26 @@ func TestStrictString(t *testing.T) {
 			}
 		}
 	}
+	// Long strings whose plain runs reach the vector search, cut by
+	// escapes, escaped quotes and control bytes at any distance: the
+	// search's remembered quote and backslash must never skip one.
+	long := []string{strings.Repeat("a", 40), strings.Repeat("b", 300), `\n`, `\"`, `\\`, `\u0041`, `"`, "\x01", "\x80", "a", `\`}
+	for trial := 0; trial < 3000; trial++ {
+		var p []byte
+		for n := 1 + int(rng>>40)%1500; len(p) < n; {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			if rng>>56 < 40 {
+				p = append(p, long[(rng>>32)%3]...)
+			} else {
+				p = append(p, long[(rng>>32)%uint64(len(long))]...)
+			}
+		}
+		for start := 0; start <= len(p); start += 1 + start/8 {
+			j, esc, ok := strictString(p, start)
+			wj, wesc, wok := naiveStrictString(p, start)
+			if j != wj || esc != wesc || ok != wok {
+				t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
+			}
+		}
+	}
 }
