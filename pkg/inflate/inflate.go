@@ -198,61 +198,86 @@ func (z *Inflater) Close() {
 // need (they would wrap it in a bufio.Reader otherwise), and the offset of
 // every byte is known.
 type input struct {
-	z       *Inflater
-	cur     []byte
-	carrier int
-	off     int64 // compressed bytes read
+	z *Inflater
+	// piece is the Write being read, pos how many of its bytes are read,
+	// noted how many of those are listed in read (see note): ReadByte,
+	// called once per compressed byte, only moves pos.
+	piece      []byte
+	pos, noted int
+	carrier    int
+	// base is the offset of piece in the compressed bytes: the bytes
+	// before it, read or lost.
+	base    int64
 	eof     bool
 	started bool
-	// read lists the carriers of the bytes read since the last output.
+	// read lists the carriers of the bytes read since the last output,
+	// up to noted.
 	read []Span
 	// gapped: peek passed over lost bytes (the bytes after them, up to
 	// the next member, belong to a member whose start was lost).
 	gapped bool
 }
 
-// note records n bytes read from the current carrier.
-func (r *input) note(n int) {
-	r.off += int64(n)
-	if k := len(r.read); k > 0 && r.read[k-1].Carrier == r.carrier {
-		r.read[k-1].Bytes += int64(n)
+// off is the offset of the next byte to read in the compressed bytes.
+func (r *input) off() int64 { return r.base + int64(r.pos) }
+
+// note lists in read the bytes of the current piece read since the last
+// note, as bytes of its carrier.
+func (r *input) note() {
+	n := int64(r.pos - r.noted)
+	if n == 0 {
 		return
 	}
-	r.read = append(r.read, Span{Carrier: r.carrier, Bytes: int64(n)})
+	r.noted = r.pos
+	if k := len(r.read); k > 0 && r.read[k-1].Carrier == r.carrier {
+		r.read[k-1].Bytes += n
+		return
+	}
+	r.read = append(r.read, Span{Carrier: r.carrier, Bytes: n})
+}
+
+// dropRead forgets the bytes read so far: they produce no output.
+func (r *input) dropRead() {
+	r.noted = r.pos
+	r.read = r.read[:0]
 }
 
 // fill waits for the next piece: nil when there are bytes to read, errEnd
 // once the body has ended, errGap (once) when bytes were lost.
 func (r *input) fill() error {
-	for len(r.cur) == 0 {
+	for r.pos == len(r.piece) {
 		if r.eof {
 			return errEnd
 		}
 		if r.started {
+			r.note()               // before the piece goes back to its writer
 			r.z.idle <- struct{}{} // all of the last piece is used up
 		}
 		r.started = true
 		pc := <-r.z.in
+		r.base += int64(len(r.piece))
+		r.piece, r.pos, r.noted = nil, 0, 0
 		switch {
 		case pc.eof:
 			r.eof = true
 			return errEnd
 		case pc.gap > 0:
-			r.off += pc.gap
+			r.base += pc.gap
 			return errGap
 		}
-		r.cur, r.carrier = pc.p, pc.carrier
+		r.piece, r.carrier = pc.p, pc.carrier
 	}
 	return nil
 }
 
 func (r *input) ReadByte() (byte, error) {
-	if err := r.fill(); err != nil {
-		return 0, err
+	if r.pos == len(r.piece) {
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
 	}
-	c := r.cur[0]
-	r.cur = r.cur[1:]
-	r.note(1)
+	c := r.piece[r.pos]
+	r.pos++
 	return c, nil
 }
 
@@ -263,9 +288,8 @@ func (r *input) Read(p []byte) (int, error) {
 	if err := r.fill(); err != nil {
 		return 0, err
 	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	r.note(n)
+	n := copy(p, r.piece[r.pos:])
+	r.pos += n
 	return n, nil
 }
 
@@ -275,7 +299,7 @@ func (r *input) peek() (byte, bool) {
 	for {
 		switch err := r.fill(); err {
 		case nil:
-			return r.cur[0], true
+			return r.piece[r.pos], true
 		case errGap:
 			r.gapped = true
 			continue
@@ -288,8 +312,7 @@ func (r *input) peek() (byte, bool) {
 // skipAll reads and drops everything until the body ends.
 func (r *input) skipAll() {
 	for r.fill() != errEnd {
-		r.off += int64(len(r.cur))
-		r.cur = nil
+		r.pos, r.noted = len(r.piece), len(r.piece) // skipped, not listed
 	}
 	if r.started && !r.eof {
 		r.z.idle <- struct{}{}
@@ -310,6 +333,7 @@ type worker struct {
 
 // out hands inflated bytes on with the carriers read to produce them.
 func (w *worker) out(p []byte) {
+	w.r.note()
 	w.h.Inflated(p, w.r.read)
 	w.r.read = w.r.read[:0]
 }
@@ -349,7 +373,7 @@ func (w *worker) gzip() {
 // and returns its offset; bytes skipped are reported. false when the body
 // has ended.
 func (w *worker) nextMember() (int64, bool) {
-	from := w.r.off
+	from := w.r.off()
 	for {
 		c, ok := w.r.peek()
 		if w.r.gapped {
@@ -359,19 +383,19 @@ func (w *worker) nextMember() (int64, bool) {
 			w.r.gapped, w.resync = false, true
 		}
 		if !ok {
-			if w.r.off > from && !w.resync {
-				w.h.Problem(KindJunk, fmt.Sprintf("%d bytes that do not start a gzip member, then the body ended", w.r.off-from), from)
+			if w.r.off() > from && !w.resync {
+				w.h.Problem(KindJunk, fmt.Sprintf("%d bytes that do not start a gzip member, then the body ended", w.r.off()-from), from)
 			}
 			return 0, false
 		}
 		if c == 0x1f {
-			if w.r.off > from && !w.resync {
-				w.h.Problem(KindJunk, fmt.Sprintf("%d bytes that do not start a gzip member", w.r.off-from), from)
+			if w.r.off() > from && !w.resync {
+				w.h.Problem(KindJunk, fmt.Sprintf("%d bytes that do not start a gzip member", w.r.off()-from), from)
 			}
 			// The last member's trailer, and bytes between members,
 			// produce no output of this one.
-			w.r.read = w.r.read[:0]
-			return w.r.off, true
+			w.r.dropRead()
+			return w.r.off(), true
 		}
 		_, _ = w.r.ReadByte()
 	}
@@ -397,7 +421,7 @@ func (w *worker) deflate() {
 		rc = flate.NewReader(w.r)
 	}
 	if w.inflate(rc, "deflate stream", 0) && !w.resync && w.r.fill() == nil {
-		w.h.Problem(KindJunk, "bytes after the end of the deflate stream", w.r.off)
+		w.h.Problem(KindJunk, "bytes after the end of the deflate stream", w.r.off())
 	}
 }
 
@@ -411,7 +435,7 @@ func (w *worker) inflate(rd io.Reader, what string, start int64) bool {
 				n = int(w.max - out)
 				w.out(w.buf[:n])
 				w.h.Problem(KindBomb, fmt.Sprintf("%s %d inflates past %d bytes (from %d compressed bytes so far); the rest of it is skipped",
-					what, w.n, w.max, w.r.off-start), start)
+					what, w.n, w.max, w.r.off()-start), start)
 				w.resync = true
 				return true
 			}
@@ -422,7 +446,7 @@ func (w *worker) inflate(rd io.Reader, what string, start int64) bool {
 		case err == nil:
 			continue
 		case err == io.EOF:
-			w.h.Member(Member{N: w.n, Offset: start, In: w.r.off - start, Out: out})
+			w.h.Member(Member{N: w.n, Offset: start, In: w.r.off() - start, Out: out})
 			return true
 		case errors.Is(err, errGap):
 			w.h.Problem(KindGap, fmt.Sprintf("%s %d (from offset %d) cannot be inflated past the lost bytes: what it carried after its first %d inflated bytes is lost",
@@ -430,7 +454,7 @@ func (w *worker) inflate(rd io.Reader, what string, start int64) bool {
 			w.resync = true
 			return true
 		case errors.Is(err, errEnd):
-			w.h.Problem(KindCut, fmt.Sprintf("%s %d: the body ended after %d compressed bytes of it (%d inflated)", what, w.n, w.r.off-start, out), start)
+			w.h.Problem(KindCut, fmt.Sprintf("%s %d: the body ended after %d compressed bytes of it (%d inflated)", what, w.n, w.r.off()-start, out), start)
 			return false
 		default:
 			next := "; looking for the next member"
@@ -438,7 +462,7 @@ func (w *worker) inflate(rd io.Reader, what string, start int64) bool {
 				next = "; the rest of the body is not decoded"
 			}
 			w.h.Problem(KindCorrupt, fmt.Sprintf("%s %d: %v after %d compressed bytes (%d inflated)%s",
-				what, w.n, describe(err), w.r.off-start, out, next), w.r.off)
+				what, w.n, describe(err), w.r.off()-start, out, next), w.r.off())
 			w.resync = true
 			return true
 		}
