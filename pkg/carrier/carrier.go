@@ -89,7 +89,8 @@ type Carried struct {
 }
 
 // AttachFunc sets an event's carriers in the protocol's terms (Event.Chunks,
-// Event.Frames) just before it is emitted.
+// Event.Frames) just before it is emitted. carried is only valid during
+// the call (the Body reuses its array).
 type AttachFunc func(ev *record.Event, carried []Carried)
 
 // Body follows the watch events of one message body. Create it with New;
@@ -114,6 +115,8 @@ type Body struct {
 	// window holds the carriers events may still refer to, by increasing
 	// index: those of the event in progress and the current carrier.
 	window []Carrier
+	// carried is attachCarriers' array, reused from event to event.
+	carried []Carried
 	// pending holds decoded events waiting for their last carrier's data,
 	// and the problems found after them, to be emitted in order;
 	// pendBytes counts the bytes of those events and pendHeld those
@@ -540,7 +543,7 @@ func (b *Body) emitPending() {
 func (b *Body) attachCarriers(ev *record.Event) {
 	spans := ev.Chunks
 	ev.Chunks = nil
-	out := make([]Carried, 0, len(spans))
+	out := b.carried[:0]
 	for _, sp := range spans {
 		w := b.find(sp.Index)
 		if sp.Index < 0 || w == nil {
@@ -549,6 +552,11 @@ func (b *Body) attachCarriers(ev *record.Event) {
 		out = append(out, Carried{Carrier: *w, Bytes: sp.Bytes, Ordinal: sp.Ordinal - w.firstSerial + 1})
 	}
 	b.attach(ev, out)
+	clear(out) // hold no carrier's Meta past its event
+	if cap(out) > 64 {
+		out = nil // an event of many carriers does not size the array for good
+	}
+	b.carried = out
 }
 
 // decode turns a frame into an event record, or reports why it cannot.
