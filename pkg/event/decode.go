@@ -158,17 +158,21 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 // turns out to be an event.
 func decodeIndexed(data []byte, opt DecodeOptions, keep *[]byte) (ev *Event, ok bool, err error) {
 	mp := memberPool.Get().(*memberArrays)
-	defer func() {
-		clearMembers(mp.members) // hold no event's bytes in the pool
-		clearMembers(mp.metas)
-		memberPool.Put(mp)
-	}()
+	defer memberPool.Put(mp)
 	x, ok := indexEvent(data, mp.members[:0], mp.metas[:0])
 	if !ok {
 		return nil, false, nil
 	}
+	// Keep the arrays indexEvent grew for the next event.
+	if cap(x.members) > cap(mp.members) {
+		mp.members = x.members[:0]
+	}
+	if cap(x.metas) > cap(mp.metas) {
+		mp.metas = x.metas[:0]
+	}
 	if keep != nil {
 		*keep = bytes.Clone(data)
+		x.doc = *keep
 		if x.obj != nil {
 			x.obj = (*keep)[x.objAt : x.objAt+len(x.obj)]
 		}
@@ -191,7 +195,7 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	case FormatCBOR:
 		err = ev.fromCBOR(x.obj)
 	default:
-		err = ev.fromJSON(x.obj, x.members, x.indexed)
+		err = ev.fromJSON(x.obj, &x)
 	}
 	// Redact before anything else sees the object, also when its metadata
 	// did not decode: the event is still printed.
@@ -207,23 +211,12 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 // its metadata's in.
 type memberArrays struct{ members, metas []member }
 
-// memberPool holds memberArrays (reused: each is only read while its event
-// decodes).
+// memberPool holds memberArrays, reused from event to event: a member is
+// offsets, so an array in the pool holds no event's bytes; each grows to
+// what the events need, up to maxIndexedMembers and maxIndexedMetas.
 var memberPool = sync.Pool{New: func() any {
 	return &memberArrays{make([]member, 0, 16), make([]member, 0, 16)}
 }}
-
-// clearMembers zeroes the members in m's array, which indexEvent fills
-// from the start: up to the first never filled (its key nil).
-func clearMembers(m []member) {
-	m = m[:cap(m)]
-	for i := range m {
-		if m[i].key == nil {
-			return
-		}
-		m[i] = member{}
-	}
-}
 
 // watchEvent returns the type and the object's bytes of the
 // metav1.WatchEvent in data as apimachinery decodes it, as client-go's
@@ -262,14 +255,14 @@ type objectMeta struct {
 }
 
 // fromJSON sets the event's object raw and the identity read from it
-// (from its members when indexed). Fields read before a metadata error are
-// kept, and the error returned.
-func (ev *Event) fromJSON(raw []byte, members []member, indexed bool) error {
+// (from the members x lists when x is not nil and x.indexed). Fields read
+// before a metadata error are kept, and the error returned.
+func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 	ev.Object = raw
 	var m objectMeta
 	var err error
-	if indexed {
-		err = readMetaMembers(members, &m)
+	if x != nil && x.indexed {
+		err = readMetaMembers(x, &m)
 	} else {
 		err = readMeta(raw, &m)
 	}
@@ -396,7 +389,7 @@ func (ev *Event) fromCBOR(raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("watch event object to JSON: %w", err)
 	}
-	return ev.fromJSON(js, nil, false)
+	return ev.fromJSON(js, nil)
 }
 
 func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind) {

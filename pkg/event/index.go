@@ -6,16 +6,24 @@ import (
 	"math/bits"
 )
 
-// member is one member of a JSON object: its key (the bytes between its
-// quotes, escapes as written) and its value (raw JSON), both sub-slices of
-// the document.
+// member is one member of a JSON object, located in the document doc it
+// was read from: its key (the bytes between its quotes, escapes as
+// written) is doc[keyAt:keyEnd], its value (raw JSON) doc[valAt:valEnd].
+// Offsets, not slices: a member holds no pointer, so listing one costs no
+// write barrier and a pooled array keeps no event's bytes alive.
 type member struct {
-	key, value []byte
-	// sub lists the value's own members when subIndexed (the object's
-	// metadata, an object of at most maxIndexedMembers members).
-	sub        []member
-	subIndexed bool
+	keyAt, keyEnd, valAt, valEnd int
+	// metas[sub:subEnd] are the value's own members when subIndexed (the
+	// object's metadata, an object of at most maxIndexedMembers members).
+	sub, subEnd int
+	subIndexed  bool
 }
+
+// key returns the member's key in doc, escapes as written.
+func (m *member) key(doc []byte) []byte { return doc[m.keyAt:m.keyEnd] }
+
+// value returns the member's raw JSON value in doc.
+func (m *member) value(doc []byte) []byte { return doc[m.valAt:m.valEnd] }
 
 // maxIndexedMembers bounds how many members of an event's object
 // indexEvent lists (an object of a real server has a handful; past the
@@ -38,9 +46,11 @@ type eventIndex struct {
 	objAt int
 	// members are obj's members in order when indexed is true: obj is an
 	// object of at most maxIndexedMembers members. The members of its
-	// "metadata" are listed too (member.sub).
-	members []member
-	indexed bool
+	// "metadata" are listed too, in metas (member.sub). Their offsets are
+	// in doc, the event's bytes (or a copy of them).
+	members, metas []member
+	indexed        bool
+	doc            []byte
 }
 
 // indexEvent reads a JSON watch event, {"type": …, "object": …}, in one
@@ -73,6 +83,7 @@ func indexEvent(data []byte, members, metas []member) (eventIndex, bool) {
 	if !ok {
 		return eventIndex{}, false
 	}
+	x.doc = data
 	return x, true
 }
 
@@ -91,15 +102,15 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 		key1  []byte // the key of the event's member being read
 		val1  int    // where its value starts
 		inObj bool   // the event's "object" is an object, being read
-		key2  []byte // the key of the object's member being read
-		val2  int
-		over  bool // the object has more than maxIndexedMembers
+		// Where the key of the object's member being read starts and
+		// ends, and where its value starts.
+		key2, key2End, val2 int
+		over                bool // the object has more than maxIndexedMembers
 		// The same for the members of the object's "metadata".
-		inMeta    bool
-		key3      []byte
-		val3      int
-		metaStart int
-		metaOver  bool
+		inMeta              bool
+		key3, key3End, val3 int
+		metaStart           int
+		metaOver            bool
 	)
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -122,6 +133,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 			if c != '"' {
 				return x, false
 			}
+			i0 := i
 			end, esc, ok := strictString(data, i+1)
 			if !ok {
 				return x, false
@@ -146,14 +158,14 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 					members, over, metas = members[:0], false, metas[:0]
 				}
 			case d == 2 && inObj:
-				key2, val2 = key, i
+				key2, key2End, val2 = i0+1, end, i
 				if string(key) == "metadata" {
 					// Listed only for a member that is listed itself.
 					inMeta = i < len(data) && data[i] == '{' && len(members) < maxIndexedMembers
 					metaStart, metaOver = len(metas), false
 				}
 			case d == 3 && inMeta:
-				key3, val3 = key, i
+				key3, key3End, val3 = i0+1, end, i
 			}
 			state = wantValue
 			continue
@@ -233,13 +245,14 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 				if string(v) != "null" { // a null leaves the object as it was
 					x.obj, x.objAt = v, val1
 					x.members, x.indexed = members, inObj && !over
+					x.metas = metas
 				}
 				inObj = false
 			}
 		case d == 2 && inObj:
-			mb := member{key: key2, value: data[val2:i]}
+			mb := member{keyAt: key2, keyEnd: key2End, valAt: val2, valEnd: i}
 			if inMeta {
-				mb.sub, mb.subIndexed = metas[metaStart:], !metaOver
+				mb.sub, mb.subEnd, mb.subIndexed = metaStart, len(metas), !metaOver
 				inMeta = false
 			}
 			if len(members) < maxIndexedMembers {
@@ -249,7 +262,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 			}
 		case d == 3 && inMeta:
 			if len(metas)-metaStart < maxIndexedMembers && len(metas) < maxIndexedMetas {
-				metas = append(metas, member{key: key3, value: data[val3:i]})
+				metas = append(metas, member{keyAt: key3, keyEnd: key3End, valAt: val3, valEnd: i})
 			} else {
 				metaOver = true
 			}

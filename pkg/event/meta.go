@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,24 +35,24 @@ func readMeta(raw []byte, m *objectMeta) error {
 // readMetaMembers is readMeta for an object whose members indexEvent has
 // listed (validated, in order): it reads them, and the metadata's when
 // listed too, without walking the object.
-func readMetaMembers(members []member, m *objectMeta) error {
-	return eachMember(members, func(key []byte, mb *member) error {
+func readMetaMembers(x *eventIndex, m *objectMeta) error {
+	return eachMember(x.doc, x.members, func(key []byte, mb *member) error {
 		if mb.subIndexed && string(key) == "metadata" {
-			return eachMember(mb.sub, func(key []byte, sub *member) error {
-				return m.metadataField(key, sub.value)
+			return eachMember(x.doc, x.metas[mb.sub:mb.subEnd], func(key []byte, sub *member) error {
+				return m.metadataField(key, sub.value(x.doc))
 			})
 		}
-		return m.field(key, mb.value)
+		return m.field(key, mb.value(x.doc))
 	})
 }
 
-// eachMember is eachField over members indexEvent listed: fn is called
-// with each one's key, escapes undone.
-func eachMember(members []member, fn func(key []byte, mb *member) error) error {
+// eachMember is eachField over members indexEvent listed in doc: fn is
+// called with each one's key, escapes undone.
+func eachMember(doc []byte, members []member, fn func(key []byte, mb *member) error) error {
 	var first error
 	for i := range members {
 		mb := &members[i]
-		key, ok := fieldKey(mb.key)
+		key, ok := fieldKey(mb.key(doc))
 		if !ok {
 			return errMalformed
 		}
@@ -70,9 +71,15 @@ func (m *objectMeta) field(key, v []byte) error {
 		// case-insensitive reading (json.DefaultMetaFactory); any
 		// key that could be the kind can make the object a Secret.
 		var k string
-		_ = stringField(&k, v, "kind")
+		err := stringField(&k, v, "kind")
 		if strings.EqualFold(k, "Secret") {
 			m.MaybeSecret = true
+		}
+		if string(key) == "kind" {
+			if err == nil && string(v) != "null" { // a null leaves the kind as it was
+				m.Kind = k
+			}
+			return err
 		}
 	}
 	if string(key) != "rows" && bytes.EqualFold(key, []byte("rows")) {
@@ -84,8 +91,6 @@ func (m *objectMeta) field(key, v []byte) error {
 		return nil
 	case "apiVersion":
 		return stringField(&m.APIVersion, v, "apiVersion")
-	case "kind":
-		return stringField(&m.Kind, v, "kind")
 	case "metadata":
 		if string(v) == "null" {
 			return nil
@@ -124,11 +129,37 @@ func (m *objectMeta) metadataField(key, v []byte) error {
 	return nil
 }
 
+// plainText reports whether the contents of a JSON string read as they
+// are written: no escape, and valid UTF-8 (which encoding/json would
+// otherwise replace). Keys and metadata strings are short and nearly
+// always ASCII: eight bytes at a time are checked for a backslash or a
+// byte of 0x80 and above, without a call; only those with the latter are
+// checked as UTF-8.
+func plainText(b []byte) bool {
+	var hi uint64
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		s := w ^ (lsb * '\\')
+		if (s-lsb)&^s&msb != 0 {
+			return false
+		}
+		hi |= w
+	}
+	for ; i < len(b); i++ {
+		if b[i] == '\\' {
+			return false
+		}
+		hi |= uint64(b[i])
+	}
+	return hi&msb == 0 || utf8.Valid(b)
+}
+
 // fieldKey returns a key as written between its quotes with its escapes
 // undone (and invalid UTF-8 replaced) as encoding/json reads it; ok is
 // false when it is not a valid JSON string's contents.
 func fieldKey(key []byte) (out []byte, ok bool) {
-	if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
+	if plainText(key) {
 		return key, true
 	}
 	var s string
@@ -168,7 +199,7 @@ func stringField(dst *string, v []byte, field string) error {
 	case string(v) == "null":
 		return nil
 	case len(v) >= 2 && v[0] == '"':
-		if body := v[1 : len(v)-1]; bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		if body := v[1 : len(v)-1]; plainText(body) {
 			*dst = string(body)
 			return nil
 		}

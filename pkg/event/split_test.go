@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -84,7 +85,7 @@ func checkIndexEvent(t *testing.T, data []byte) {
 		return
 	}
 	var got, want objectMeta
-	gotErr, wantErr := readMetaMembers(x.members, &got), readMeta(x.obj, &want)
+	gotErr, wantErr := readMetaMembers(&x, &got), readMeta(x.obj, &want)
 	if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 		t.Fatalf("object %q: from its members %+v, %v; walked %+v, %v", x.obj, got, gotErr, want, wantErr)
 	}
@@ -174,12 +175,12 @@ func TestIndexEventMembers(t *testing.T) {
 	}
 	var got []string
 	for _, m := range x.members {
-		got = append(got, string(m.key)+"="+string(m.value))
-		for _, s := range m.sub {
-			got = append(got, "  "+string(s.key)+"="+string(s.value))
+		got = append(got, string(m.key(x.doc))+"="+string(m.value(x.doc)))
+		for _, s := range x.metas[m.sub:m.subEnd] {
+			got = append(got, "  "+string(s.key(x.doc))+"="+string(s.value(x.doc)))
 		}
-		if m.subIndexed != (string(m.key) == "metadata") {
-			t.Errorf("member %s: subIndexed %v", m.key, m.subIndexed)
+		if m.subIndexed != (string(m.key(x.doc)) == "metadata") {
+			t.Errorf("member %s: subIndexed %v", m.key(x.doc), m.subIndexed)
 		}
 	}
 	if want := []string{`kind="Pod"`, `metadata={"name":"a", "uid":"u"}`, `  name="a"`, `  uid="u"`, `data={"k":[1,{"x":2}]}`, `z=null`,
@@ -207,7 +208,7 @@ func TestIndexEventMembers(t *testing.T) {
 	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":{}}`), nil, nil); !ok || !x.indexed || len(x.members) != 0 {
 		t.Errorf("last object empty: ok %v, indexed %v, %d members", ok, x.indexed, len(x.members))
 	}
-	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":null}`), nil, nil); !ok || !x.indexed || len(x.members) != 1 || string(x.members[0].value) != "1" {
+	if x, ok := indexEvent([]byte(`{"type":"ADDED","object":{"a":1},"object":null}`), nil, nil); !ok || !x.indexed || len(x.members) != 1 || string(x.members[0].value(x.doc)) != "1" {
 		t.Errorf("a null object after one: ok %v, indexed %v, %d members; want the first object's", ok, x.indexed, len(x.members))
 	}
 }
@@ -455,6 +456,30 @@ func TestStrictString(t *testing.T) {
 			wj, wesc, wok := naiveStrictString(p, start)
 			if j != wj || esc != wesc || ok != wok {
 				t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
+			}
+		}
+	}
+}
+
+// TestPlainText holds plainText to what it stands for: no backslash, and
+// valid UTF-8, on strings of every length around its eight-byte steps.
+func TestPlainText(t *testing.T) {
+	alphabet := []string{"a", "Z", `\`, "\x7f", "\x80", "\xc3\xa9", "\xc3", "\xe2\x82\xac", "\xff", "\x00", `"`}
+	rng := uint64(5)
+	for n := 0; n < 40; n++ {
+		for trial := 0; trial < 200; trial++ {
+			var b []byte
+			for len(b) < n {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				if rng>>56 < 160 {
+					b = append(b, 'a')
+				} else {
+					b = append(b, alphabet[(rng>>32)%uint64(len(alphabet))]...)
+				}
+			}
+			want := bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b)
+			if got := plainText(b); got != want {
+				t.Fatalf("plainText(%q) = %v, want %v", b, got, want)
 			}
 		}
 	}
