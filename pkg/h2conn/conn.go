@@ -292,10 +292,20 @@ func (c *Conn) healthLine(t time.Time) {
 // §6.9.2), for the connection and for every stream until SETTINGS change it.
 const defaultWindow = 65535
 
+// newFramer returns x/net/http2's Framer reading frames from r, up to
+// maxFrameBytes of payload each. Its DataFrames are reused from frame to
+// frame (SetReuseFrames): a frame is handled whole before the next is read,
+// and none is kept.
+func newFramer(r io.Reader) *http2.Framer {
+	fr := http2.NewFramer(io.Discard, r)
+	fr.SetMaxReadFrameSize(maxFrameBytes)
+	fr.SetReuseFrames()
+	return fr
+}
+
 func newSide(c *Conn, isServer bool) *side {
 	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
-	s.fr = http2.NewFramer(io.Discard, &s.frd)
-	s.fr.SetMaxReadFrameSize(maxFrameBytes)
+	s.fr = newFramer(&s.frd)
 	s.dec = hpack.NewDecoder(4096, s.onField)
 	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
 	if isServer {
@@ -420,8 +430,7 @@ func (s *side) feed(p []byte, t time.Time) {
 			// Keep no buffer sized for one large frame: the frame's
 			// copy, and the Framer's read buffer of that size.
 			s.payload = nil
-			s.fr = http2.NewFramer(io.Discard, &s.frd)
-			s.fr.SetMaxReadFrameSize(maxFrameBytes)
+			s.fr = newFramer(&s.frd)
 		}
 	}
 }
@@ -529,8 +538,7 @@ func (s *side) frameError(err error, t time.Time) {
 	}
 	// The Framer remembers the last frame to check CONTINUATION order:
 	// start it afresh.
-	s.fr = http2.NewFramer(io.Discard, &s.frd)
-	s.fr.SetMaxReadFrameSize(maxFrameBytes)
+	s.fr = newFramer(&s.frd)
 	if s.inBlock {
 		s.inBlock = false
 		s.hpackLost(t, "a header block was cut by a frame that did not decode")
