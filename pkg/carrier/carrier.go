@@ -121,7 +121,11 @@ type Body struct {
 	// and the problems found after them, to be emitted in order;
 	// pendBytes counts the bytes of those events and pendHeld those
 	// reserved from the budget.
-	pending   []record.Record
+	pending []record.Record
+	// spans holds the placeholders of the pending events' carriers
+	// (decode puts them in Event.Chunks, attachCarriers replaces them):
+	// one array for all of them, reused once they are emitted.
+	spans     []record.Chunk
 	pendBytes int64
 	pendHeld  int64
 	cur       int   // index of the current carrier, -1 before the first
@@ -532,6 +536,11 @@ func (b *Body) emitPending() {
 	}
 	clear(b.pending)
 	b.pending = b.pending[:0]
+	// Every placeholder was replaced by attachCarriers: the array is free.
+	b.spans = b.spans[:0]
+	if cap(b.spans) > 4096 {
+		b.spans = nil // do not keep an array sized for events of many carriers
+	}
 	b.pendBytes = 0
 	b.opt.Budget.Release(b.pendHeld)
 	b.pendHeld = 0
@@ -592,10 +601,14 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion, RowKind: ev.RowKind,
 		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status, Initial: b.initial && ev.Type == "ADDED",
 		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
+	from := len(b.spans)
 	for _, sp := range f.Spans {
 		if sp.Chunk >= 0 {
-			rec.Chunks = append(rec.Chunks, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
+			b.spans = append(b.spans, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
 		}
+	}
+	if n := len(b.spans); n > from {
+		rec.Chunks = b.spans[from:n:n]
 	}
 	if ev.Type != "ADDED" {
 		// The initial state is ADDED events, ended by the
