@@ -431,6 +431,13 @@ func (b *Body) drain() {
 			b.emitPending()
 		}
 	}
+	if b.framer != nil {
+		for _, out := range b.completed {
+			if out.frame != nil {
+				b.framer.Recycle(out.frame) // decoded: its record holds what it needs
+			}
+		}
+	}
 	clear(b.completed) // drop the frames' data
 	b.completed = b.completed[:0]
 }

@@ -155,6 +155,10 @@ type Framer struct {
 	off    int64 // de-chunked offset of the next byte
 	in     bool  // inside a frame
 	cur    Frame
+	// free holds Frames given back by Recycle, handed out again by emit;
+	// spare is the Spans array of the last one, for the next event.
+	free   []*Frame
+	spare  []Span
 	direct bool // take counts the bytes of an event whole in one write, without keeping them
 	// decode and decodeOpt: see DecodeWith.
 	decode    bool
@@ -419,7 +423,8 @@ func (fr *Framer) start(c int) {
 	fr.flushJunk()
 	fr.in = true
 	fr.serial++
-	fr.cur = Frame{Offset: fr.off, Serial: fr.serial}
+	fr.cur = Frame{Offset: fr.off, Serial: fr.serial, Spans: fr.spare}
+	fr.spare = nil
 	fr.buf = fr.buf[:0]
 	fr.putBlocks()
 	fr.curLen = 0
@@ -500,7 +505,43 @@ func (fr *Framer) finishWith(data []byte) {
 	fr.budget.Release(fr.held)
 	fr.held = 0
 	fr.cur = Frame{}
-	fr.onFrame(&f)
+	fr.emit(f)
+}
+
+// emit hands f over to onFrame, in a Frame given back by Recycle when
+// there is one (whose Spans array then goes to the next event).
+func (fr *Framer) emit(f Frame) {
+	var p *Frame
+	if n := len(fr.free); n > 0 {
+		p = fr.free[n-1]
+		fr.free[n-1] = nil
+		fr.free = fr.free[:n-1]
+		fr.spare = p.Spans[:0]
+	} else {
+		p = new(Frame)
+	}
+	*p = f
+	fr.onFrame(p)
+}
+
+// maxFreeFrames bounds the Frames Recycle keeps, and maxFreeSpans the
+// Spans array one of them may keep (an event of many chunks does not size
+// the arrays for good).
+const (
+	maxFreeFrames = 256
+	maxFreeSpans  = 64
+)
+
+// Recycle gives back a Frame that onFrame received, once the caller is
+// done with it and with its Spans: the Framer uses it again for a later
+// event. Its Data and Decoded stay the caller's (the Frame lets go of
+// them). A caller that keeps Frames simply does not call it.
+func (fr *Framer) Recycle(f *Frame) {
+	if len(fr.free) >= maxFreeFrames || cap(f.Spans) > maxFreeSpans {
+		return
+	}
+	*f = Frame{Spans: f.Spans[:0]}
+	fr.free = append(fr.free, f)
 }
 
 func (fr *Framer) writeJSON(p []byte, c int) {
@@ -768,7 +809,7 @@ func (fr *Framer) cutShort(how string) {
 	f := fr.cur
 	f.Length, f.Damaged = fr.curLen, true
 	fr.abandon()
-	fr.onFrame(&f)
+	fr.emit(f)
 }
 
 // protoTypes are the watch event types, by the length of their names.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,14 +22,24 @@ type frameLog struct {
 	fr       *Framer
 	// frames kept for the checks against the input.
 	frames []*Frame
+	// recycle: each frame is copied for the checks and given back to the
+	// Framer (Recycle), as the carrier does.
+	recycle bool
 }
 
 func newFrameLog(t *testing.T, f Format, max int64) *frameLog {
 	l := &frameLog{t: t}
 	l.fr = NewFramer(f, max, func(fr *Frame) {
-		l.frames = append(l.frames, fr)
 		l.lines = append(l.lines, fmt.Sprintf("frame %d off=%d len=%d spans=%v unlisted=%d/%d oversize=%v damaged=%v data=%q",
 			fr.Serial, fr.Offset, fr.Length, fr.Spans, fr.UnlistedChunks, fr.UnlistedBytes, fr.Oversize, fr.Damaged, fr.Data))
+		if !l.recycle {
+			l.frames = append(l.frames, fr)
+			return
+		}
+		kept := *fr
+		kept.Spans = slices.Clone(fr.Spans)
+		l.frames = append(l.frames, &kept)
+		l.fr.Recycle(fr)
 	}, func(p FrameProblem) {
 		l.problems++
 		l.lines = append(l.lines, fmt.Sprintf("problem %s @%d (%s)", p.Kind, p.Offset, p.Detail))
@@ -87,6 +98,7 @@ func cutChunks(data []byte, rng *rand.Rand, gapAt, gapLen uint16) fuzzChunks {
 // DecodeWith.
 func (fc fuzzChunks) run(t *testing.T, f Format, max int64, spans int, split *rand.Rand, decode *DecodeOptions) *frameLog {
 	l := newFrameLog(t, f, max)
+	l.recycle = split != nil
 	l.fr.LimitSpans(spans)
 	if decode != nil {
 		l.fr.DecodeWith(*decode)
