@@ -419,21 +419,9 @@ func TestStrictString(t *testing.T) {
 	rng := uint64(11)
 	for n := 0; n < 120; n += 1 + n/20 {
 		for trial := 0; trial < 60; trial++ {
-			var p []byte
-			for len(p) < n {
-				rng = rng*6364136223846793005 + 1442695040888963407
-				if rng>>56 < 200 {
-					p = append(p, 'a')
-				} else {
-					p = append(p, alphabet[(rng>>32)%uint64(len(alphabet))]...)
-				}
-			}
+			p := randomText(&rng, n, 200, []string{"a"}, alphabet)
 			for start := 0; start <= len(p); start++ {
-				j, esc, ok := strictString(p, start)
-				wj, wesc, wok := naiveStrictString(p, start)
-				if j != wj || esc != wesc || ok != wok {
-					t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
-				}
+				checkStrictString(t, p, start)
 			}
 		}
 	}
@@ -442,23 +430,37 @@ func TestStrictString(t *testing.T) {
 	// search's remembered quote and backslash must never skip one.
 	long := []string{strings.Repeat("a", 40), strings.Repeat("b", 300), `\n`, `\"`, `\\`, `\u0041`, `"`, "\x01", "\x80", "a", `\`}
 	for trial := 0; trial < 3000; trial++ {
-		var p []byte
-		for n := 1 + int(rng>>40)%1500; len(p) < n; {
-			rng = rng*6364136223846793005 + 1442695040888963407
-			if rng>>56 < 40 {
-				p = append(p, long[(rng>>32)%3]...)
-			} else {
-				p = append(p, long[(rng>>32)%uint64(len(long))]...)
-			}
-		}
+		p := randomText(&rng, 1+int(rng>>40)%1500, 40, long[:3], long)
 		for start := 0; start <= len(p); start += 1 + start/8 {
-			j, esc, ok := strictString(p, start)
-			wj, wesc, wok := naiveStrictString(p, start)
-			if j != wj || esc != wesc || ok != wok {
-				t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
-			}
+			checkStrictString(t, p, start)
 		}
 	}
+}
+
+// checkStrictString holds strictString to naiveStrictString on p from start.
+func checkStrictString(t *testing.T, p []byte, start int) {
+	t.Helper()
+	j, esc, ok := strictString(p, start)
+	wj, wesc, wok := naiveStrictString(p, start)
+	if j != wj || esc != wesc || ok != wok {
+		t.Fatalf("strictString(%q, %d) = %d, %v, %v; want %d, %v, %v", p, start, j, esc, ok, wj, wesc, wok)
+	}
+}
+
+// randomText returns at least n bytes of pieces drawn with rng (a linear
+// congruential generator's state): one of plain with odds plainOdds in
+// 256, else one of alphabet.
+func randomText(rng *uint64, n int, plainOdds uint64, plain, alphabet []string) []byte {
+	var p []byte
+	for len(p) < n {
+		*rng = *rng*6364136223846793005 + 1442695040888963407
+		if *rng>>56 < plainOdds {
+			p = append(p, plain[(*rng>>32)%uint64(len(plain))]...)
+		} else {
+			p = append(p, alphabet[(*rng>>32)%uint64(len(alphabet))]...)
+		}
+	}
+	return p
 }
 
 // TestPlainText holds plainText to what it stands for: no backslash, and
@@ -468,15 +470,7 @@ func TestPlainText(t *testing.T) {
 	rng := uint64(5)
 	for n := 0; n < 40; n++ {
 		for trial := 0; trial < 200; trial++ {
-			var b []byte
-			for len(b) < n {
-				rng = rng*6364136223846793005 + 1442695040888963407
-				if rng>>56 < 160 {
-					b = append(b, 'a')
-				} else {
-					b = append(b, alphabet[(rng>>32)%uint64(len(alphabet))]...)
-				}
-			}
+			b := randomText(&rng, n, 160, []string{"a"}, alphabet)
 			want := bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b)
 			if got := plainText(b); got != want {
 				t.Fatalf("plainText(%q) = %v, want %v", b, got, want)
