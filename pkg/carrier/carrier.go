@@ -476,6 +476,11 @@ func (b *Body) countIn(spans []event.Span, serial int) {
 	}
 }
 
+// maxKeptSpans bounds the arrays a Body keeps from event to event (spans
+// and carried, in entries): a few KiB per watch body, of which there may
+// be thousands.
+const maxKeptSpans = 64
+
 // maxPendingEvents bounds the events kept waiting for the end of their
 // carrier (see release); pendBytes is bounded by the largest event.
 const maxPendingEvents = 1024
@@ -545,8 +550,8 @@ func (b *Body) emitPending() {
 	b.pending = b.pending[:0]
 	// Every placeholder was replaced by attachCarriers: the array is free.
 	b.spans = b.spans[:0]
-	if cap(b.spans) > 4096 {
-		b.spans = nil // do not keep an array sized for events of many carriers
+	if cap(b.spans) > maxKeptSpans {
+		b.spans = nil // do not keep an array sized for many events or carriers
 	}
 	b.pendBytes = 0
 	b.opt.Budget.Release(b.pendHeld)
@@ -569,7 +574,7 @@ func (b *Body) attachCarriers(ev *record.Event) {
 	}
 	b.attach(ev, out)
 	clear(out) // hold no carrier's Meta past its event
-	if cap(out) > 64 {
+	if cap(out) > maxKeptSpans {
 		out = nil // an event of many carriers does not size the array for good
 	}
 	b.carried = out

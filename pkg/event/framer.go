@@ -525,11 +525,12 @@ func (fr *Framer) emit(f Frame) {
 }
 
 // maxFreeFrames bounds the Frames Recycle keeps, and maxFreeSpans the
-// Spans array one of them may keep (an event of many chunks does not size
-// the arrays for good).
+// Spans array one of them may keep: a Framer (one per watch body, and
+// there may be thousands) keeps at most about 10 KiB for them, however
+// many events one write completed or chunks one event spanned.
 const (
-	maxFreeFrames = 256
-	maxFreeSpans  = 64
+	maxFreeFrames = 32
+	maxFreeSpans  = 8
 )
 
 // Recycle gives back a Frame that onFrame received, once the caller is
