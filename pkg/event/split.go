@@ -1,10 +1,5 @@
 package event
 
-import (
-	"bytes"
-	"unicode/utf8"
-)
-
 // maxNestingDepth is the deepest nesting of arrays and objects the
 // reference decoder accepts (encoding/json, and sigs.k8s.io/json after it,
 // stop at 10000); indexEvent leaves deeper documents to it.
@@ -17,7 +12,7 @@ const maxNestingDepth = 10000
 func eventType(v []byte, typ *string) bool {
 	switch {
 	case string(v) == "null":
-	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+	case len(v) >= 2 && v[0] == '"' && plainText(v):
 		*typ = typeName(v[1 : len(v)-1])
 	default:
 		return false
