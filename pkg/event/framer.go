@@ -589,12 +589,7 @@ func (fr *Framer) writeJSON(p []byte, c int) {
 		switch {
 		case end >= 0 && fr.curLen == 0:
 			// The whole event is in p: copied once, not kept first.
-			fr.direct = true
-			fr.take(p[:end], c)
-			fr.direct = false
-			if fr.cur.Oversize {
-				fr.finish()
-			} else {
+			if fr.takeWhole(p[:end], c) {
 				fr.finishWith(bytes.Clone(p[:end]))
 			}
 			p = p[end:]
@@ -635,16 +630,26 @@ func (fr *Framer) decodeWhole(p []byte, c int) int {
 	if !ok {
 		return 0
 	}
+	if fr.takeWhole(p[:end], c) {
+		fr.cur.Decoded, fr.cur.DecodeErr = ev, err
+		fr.finishWith(data)
+	}
+	return end
+}
+
+// takeWhole takes p, all of the current event's bytes in one write:
+// counted and bounded by take, not kept (the caller hands over its own
+// copy with finishWith). It returns false when p is over a bound: the
+// event is then handed over as oversize.
+func (fr *Framer) takeWhole(p []byte, c int) bool {
 	fr.direct = true
-	fr.take(p[:end], c) // counted and bounded, not kept
+	fr.take(p, c)
 	fr.direct = false
 	if fr.cur.Oversize {
 		fr.finish()
-		return end
+		return false
 	}
-	fr.cur.Decoded, fr.cur.DecodeErr = ev, err
-	fr.finishWith(data)
-	return end
+	return true
 }
 
 // lineEnd returns the index in p of the end of its first line without the
