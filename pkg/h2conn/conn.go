@@ -405,24 +405,20 @@ func (s *side) feed(p []byte, t time.Time) {
 			// not copied first.
 			k := s.need - 9
 			s.frd = frameBytes{hdr: s.payload, payload: p[:k]}
+			s.payload = s.payload[:0] // nothing of the frame is held
 			s.off += int64(k)
 			p = p[k:]
-			s.nhdr = 0
-			s.frame(t)
-			s.payload = s.payload[:0]
-			s.c.opt.Events.Budget.Release(s.held)
-			s.held = 0
-			continue
-		}
-		k := min(len(p), s.need-len(s.payload))
-		s.payload = append(s.payload, p[:k]...)
-		s.off += int64(k)
-		p = p[k:]
-		if len(s.payload) < s.need {
-			return
+		} else {
+			k := min(len(p), s.need-len(s.payload))
+			s.payload = append(s.payload, p[:k]...)
+			s.off += int64(k)
+			p = p[k:]
+			if len(s.payload) < s.need {
+				return
+			}
+			s.frd = frameBytes{payload: s.payload}
 		}
 		s.nhdr = 0
-		s.frd = frameBytes{payload: s.payload}
 		s.frame(t)
 		s.c.opt.Events.Budget.Release(s.held)
 		s.held = 0
