@@ -143,6 +143,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"stream", "cm", "--request-timeout", "soon"}, "kwatch: --request-timeout \"soon\": want a duration such as 10s or 1m (0: never)\n"},
 		// Several resource types: types only, and no --resource-version.
 		{[]string{"stream", "cm,pods/web", "--proxy", "127.0.0.1:1"}, "kwatch: \"cm,pods/web\": with several resource types, give types only (e.g. pods,configmaps), no NAME\n"},
+		{[]string{"stream", "configmaps,", "--proxy", "127.0.0.1:1"}, "kwatch: \"configmaps,\": an empty resource type (a comma too many?); give types separated by commas, e.g. pods,configmaps\n"},
 		{[]string{"stream", "cm", "pods", "--resource-version", "5", "--proxy", "127.0.0.1:1"}, "kwatch: --resource-version belongs to one resource type; watch several types without it\n"},
 		{[]string{"-v", "-1", "version"}, "kwatch: -v takes a log level from 0 up, not -1\n"},
 		{[]string{"version", "-o", "yaml"}, "kwatch: --output must be json (or left out), not \"yaml\"\n"},

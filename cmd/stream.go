@@ -324,7 +324,10 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 		}
 	} else if len(types) > 1 {
 		for _, t := range types {
-			if t == "" || strings.Contains(t, "/") {
+			if t == "" {
+				return fmt.Errorf("%q: an empty resource type (a comma too many?); give types separated by commas, e.g. pods,configmaps", strings.Join(args, " "))
+			}
+			if strings.Contains(t, "/") {
 				return fmt.Errorf("%q: with several resource types, give types only (e.g. pods,configmaps), no NAME", strings.Join(args, " "))
 			}
 		}
