@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -168,21 +172,31 @@ func checkInformerEvents(t *testing.T, decoded, seen []string) {
 // function that stops it and returns the capture (see tcpdumpCapture).
 func startCapture(t *testing.T, proxy *testProxy) func() []byte {
 	t.Helper()
-	// A marker: a request to the proxy, an exchange of about 1.5 KB.
-	return tcpdumpCapture(t, fmt.Sprintf("tcp port %d", proxy.port), 1000, func() {
-		if resp, err := http.Get(proxy.url + "/version"); err == nil {
-			resp.Body.Close()
+	return tcpdumpCapture(t, fmt.Sprintf("tcp port %d", proxy.port), dialMarker(&net.Dialer{}, fmt.Sprintf("127.0.0.1:%d", proxy.port)))
+}
+
+// dialMarker returns a marker for tcpdumpCapture: a TCP connection to addr
+// from d, opened and closed, named by its local port (0 when the dial
+// failed).
+func dialMarker(d *net.Dialer, addr string) func() int {
+	return func() int {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			return 0
 		}
-	})
+		defer c.Close()
+		return c.LocalAddr().(*net.TCPAddr).Port
+	}
 }
 
 // tcpdumpCapture starts tcpdump on lo with filter and returns a function
 // that stops it and returns the capture. tcpdump says "listening" before it
-// captures, and holds packets back until they are processed: it is known
-// ready once marker's traffic (at least markBytes of the file) is in its
-// file (-U writes each packet), and complete once marker's traffic made
-// after the test's is.
-func tcpdumpCapture(t *testing.T, filter string, markBytes int64, marker func()) func() []byte {
+// captures, and may hold packets back until it has processed them, in the
+// order they came: it is known to capture once a packet of a marker
+// connection (which the filter must match; marker returns its local port)
+// is in its file (-U writes each packet), and to have written the test's
+// traffic once a marker's packet made after it is.
+func tcpdumpCapture(t *testing.T, filter string, marker func() (port int)) func() []byte {
 	t.Helper()
 	tcpdump, err := exec.LookPath("tcpdump")
 	if err != nil {
@@ -204,18 +218,16 @@ func tcpdumpCapture(t *testing.T, filter string, markBytes int64, marker func())
 		}
 	}
 	t.Cleanup(stop)
-	written := func() int64 {
-		fi, err := os.Stat(file)
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
 	mark := func(what string) {
-		before := written()
+		ports := map[int]bool{}
 		deadline := time.Now().Add(20 * time.Second)
-		for written() < before+markBytes {
-			marker()
+		for try := 0; ; try++ {
+			if try%5 == 0 { // a new marker connection every 250 ms
+				ports[marker()] = true
+			}
+			if capturedPort(file, ports) {
+				return
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("tcpdump did not capture %s: %s", what, tdErr.String())
 			}
@@ -226,11 +238,38 @@ func tcpdumpCapture(t *testing.T, filter string, markBytes int64, marker func())
 	return func() []byte {
 		mark("a last marker")
 		stop()
+		if m := regexp.MustCompile(`(\d+) packets? dropped by kernel`).FindStringSubmatch(tdErr.String()); m != nil && m[1] != "0" {
+			t.Logf("tcpdump: %s packets dropped by kernel: the capture misses some", m[1])
+		}
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return data
+	}
+}
+
+// capturedPort reports whether the pcap file tcpdump is writing holds a TCP
+// packet from or to one of ports; a packet it is still writing ends the
+// reading.
+func capturedPort(file string, ports map[int]bool) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return false
+	}
+	for {
+		pkt, _, err := r.ReadPacketData()
+		if err != nil {
+			return false
+		}
+		p := gopacket.NewPacket(pkt, r.LinkType(), gopacket.NoCopy)
+		if tcp, ok := p.TransportLayer().(*layers.TCP); ok && (ports[int(tcp.SrcPort)] || ports[int(tcp.DstPort)]) {
+			return true
+		}
 	}
 }
 
@@ -254,9 +293,12 @@ func TestPcapKubectlGetWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = kc.Process.Kill(); _ = kc.Wait() }()
+	// waitOut waits for a whole line holding text: kubectl's tabwriter
+	// may write a line's cells one by one.
 	waitOut := func(text string) {
+		line := regexp.MustCompile(`(?m)` + text + `.*\n`)
 		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(out.String(), text) {
+		for !line.MatchString(out.String()) {
 			if time.Now().After(deadline) {
 				t.Fatalf("kubectl did not print %q:\n%s", text, out.String())
 			}
@@ -270,7 +312,7 @@ func TestPcapKubectlGetWatch(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitOut("DELETED")
+	waitOut(`DELETED\s+later\s`)
 	_ = kc.Process.Kill()
 	_ = kc.Wait()
 	data := capture()

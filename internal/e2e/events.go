@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
 )
@@ -21,10 +22,16 @@ import (
 // Event is one watch event reduced to what ground-truth files record: the
 // event type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR), the object's name
 // (empty for BOOKMARK and ERROR) and its resourceVersion (empty for ERROR).
+//
+// InitialEventsEnd is true for the BOOKMARK that ends a watch-list's initial
+// events (annotation k8s.io/initial-events-end); the ground-truth files do
+// not record it: a test tells that bookmark from the others the API server
+// may send at any time.
 type Event struct {
-	Type            string `json:"type"`
-	Name            string `json:"name"`
-	ResourceVersion string `json:"resourceVersion"`
+	Type             string `json:"type"`
+	Name             string `json:"name"`
+	ResourceVersion  string `json:"resourceVersion"`
+	InitialEventsEnd bool   `json:"-"`
 }
 
 // codecs is client-go's scheme codecs with CBOR, as rest.Config builds them.
@@ -72,6 +79,7 @@ func DecodeWatchStream(mediaType string, body io.Reader) ([]Event, error) {
 			}
 			ev.Name = acc.GetName()
 			ev.ResourceVersion = acc.GetResourceVersion()
+			ev.InitialEventsEnd = typ == watch.Bookmark && acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 		}
 		events = append(events, ev)
 	}

@@ -45,11 +45,14 @@ func TestDecodeWatchStream(t *testing.T) {
 		{Type: watch.Added, Object: cm("a", "10")},
 		{Type: watch.Modified, Object: cm("a", "11")},
 		{Type: watch.Bookmark, Object: cm("", "12")},
+		{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "12",
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}},
 		{Type: watch.Deleted, Object: cm("a", "13")},
 		{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}},
 	}
 	want := []Event{
-		{"ADDED", "a", "10"}, {"MODIFIED", "a", "11"}, {"BOOKMARK", "", "12"}, {"DELETED", "a", "13"}, {"ERROR", "", ""},
+		{"ADDED", "a", "10", false}, {"MODIFIED", "a", "11", false}, {"BOOKMARK", "", "12", false}, {"BOOKMARK", "", "12", true},
+		{"DELETED", "a", "13", false}, {"ERROR", "", "", false},
 	}
 	for _, mt := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
 		t.Run(mt, func(t *testing.T) {
