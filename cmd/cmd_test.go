@@ -362,7 +362,8 @@ func TestPcapFIFOCtrlC(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip("no named pipes here:", err)
 	}
-	writerDone := make(chan struct{})
+	writerDone, hold := make(chan struct{}), make(chan struct{})
+	defer close(hold)
 	go func() {
 		defer close(writerDone)
 		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -371,7 +372,7 @@ func TestPcapFIFOCtrlC(t *testing.T) {
 		}
 		defer w.Close()
 		_, _ = w.Write(data)
-		<-time.After(20 * time.Second) // the writer lives on
+		<-hold // the writer lives on until the test ends
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
@@ -389,7 +390,7 @@ func TestPcapFIFOCtrlC(t *testing.T) {
 		if code != ExitInterrupted || !strings.Contains(out.String(), "summary: ") {
 			t.Errorf("exit %d:\n%s", code, out.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("kwatch pcap FIFO did not end after Ctrl-C while its writer kept it open")
 	}
 }

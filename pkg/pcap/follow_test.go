@@ -98,17 +98,24 @@ func TestFollowTruncated(t *testing.T) {
 	defer f.Close()
 	var problems []string
 	done := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	decoding, seen := make(chan struct{}), false
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	go func() {
 		_, err := pcap.Read(ctx, pcap.Follow(ctx, f), pcap.Options{Name: path}, record.SinkFunc(func(r record.Record) {
-			if p, ok := r.(*record.Problem); ok {
-				problems = append(problems, p.Kind+": "+p.Detail)
+			switch v := r.(type) {
+			case *record.Problem:
+				problems = append(problems, v.Kind+": "+v.Detail)
+			case *record.Event:
+				if !seen {
+					seen = true
+					close(decoding)
+				}
 			}
 		}))
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the whole file has been read
+	<-decoding // the follower has read past the first event, far beyond byte 100
 	// One truncate, not WriteFile's truncate-to-0-then-write, which the
 	// follower may catch in between.
 	if err := os.Truncate(path, 100); err != nil {

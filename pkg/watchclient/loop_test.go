@@ -61,6 +61,9 @@ type fakeServer struct {
 	seen    []string // watch resourceVersions asked for
 	accepts []string // watch requests' Accept headers
 	lists   int
+	// rest answers the watch requests that come after watches; nil holds
+	// them open.
+	rest func(w http.ResponseWriter, r *http.Request)
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +78,11 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.seen = append(f.seen, r.URL.Query().Get("resourceVersion"))
 	f.accepts = append(f.accepts, r.Header.Get("Accept"))
+	if len(f.watches) == 0 && f.rest != nil {
+		f.mu.Unlock()
+		f.rest(w, r)
+		return
+	}
 	if len(f.watches) == 0 {
 		f.mu.Unlock()
 		// Hold the last watch open, as a quiet server does.
@@ -727,10 +735,9 @@ func TestLoopTransientErrors(t *testing.T) {
 		t.Errorf("responses shown %v, want [503 429 200]", codes)
 	}
 
-	always := &fakeServer{t: t, list: []string{listBody("4")}}
-	for range 10 {
-		always.watches = append(always.watches, status(503, "ServiceUnavailable", "etcd is unavailable"))
-	}
+	// Every watch is refused, however many retries come before the
+	// cancel lands.
+	always := &fakeServer{t: t, list: []string{listBody("4")}, rest: status(503, "ServiceUnavailable", "etcd is unavailable")}
 	_, stats, err := runUntil(t, always, WatchOptions{Namespace: "default", Backoff: fast}, 3, ConnectOptions{})
 	if !errors.Is(err, ErrOnlyRetried) || !strings.Contains(err.Error(), "etcd is unavailable") || stats.Opened != 0 {
 		t.Errorf("Run = %v (opened %d), want ErrOnlyRetried naming the last error", err, stats.Opened)
