@@ -118,7 +118,13 @@ func setup() (*Env, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvFileVar, path, err)
 		}
-		if err := env.ping(); err != nil {
+		// The stack answered when hack/test.sh started it; give a slow
+		// answer (a loaded machine) time before failing every test.
+		err = env.ping()
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = env.ping() {
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s=%s names a stack that does not answer: %w%s", EnvFileVar, path, err, env.logTails())
 		}
 		return env, nil
@@ -465,10 +471,28 @@ func (e *Env) createCRD(t testing.TB, c CRD) {
 			t.Errorf("deleting CRD %s.%s: %v", c.Plural, c.Group, err)
 		}
 	})
-	// Wait for the API server to serve it: discovery and the resource.
+	// Wait for the API server to serve it: in the aggregated discovery
+	// document that kubectl and kwatch read (/apis, which the server
+	// updates after the group's own endpoint), and the resource itself.
 	dcl := discovery.NewDiscoveryClientForConfigOrDie(e.RESTConfig(t))
+	inDiscovery := func() bool {
+		// Another group failing discovery (a CRD being deleted) does
+		// not matter: the lists of the others are still returned.
+		_, lists, _ := dcl.ServerGroupsAndResources()
+		for _, l := range lists {
+			if l.GroupVersion != c.Group+"/v1" {
+				continue
+			}
+			for _, r := range l.APIResources {
+				if r.Name == c.Plural {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	for {
-		if _, err := dcl.ServerResourcesForGroupVersion(c.Group + "/v1"); err == nil {
+		if inDiscovery() {
 			if _, err := dc.Resource(c.GVR).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
 				return
 			}
