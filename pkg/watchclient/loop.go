@@ -223,7 +223,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.collecting = nil // what comes next is a LIST, then a plain watch
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "watch-list refused",
 				Detail: fmt.Sprintf("the API server refused a streaming list of %s: %v", l.resourceName(), err),
-				Hint:   "listing, then watching, as client-go falls back"})
+				Hint:   "listing, then watching, as client-go falls back; if the LIST is refused too, the request itself is at fault (a selector, a field), not streaming lists"})
 			reason = "initial (watch-list refused)"
 		case l.opt.Proto && apierrors.IsNotAcceptable(err):
 			// As client-go does for types served only as JSON (custom
