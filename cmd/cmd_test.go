@@ -99,6 +99,26 @@ func TestNotACapture(t *testing.T) {
 	}
 }
 
+// TestSwappedKeylogAndCapture: a key log given as the capture, or a capture
+// given as the key log, is named for what it is, with what to do.
+func TestSwappedKeylogAndCapture(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.log")
+	if err := os.WriteFile(keys, []byte("# SSLKEYLOGFILE\nCLIENT_HANDSHAKE_TRAFFIC_SECRET "+strings.Repeat("ab", 32)+" "+strings.Repeat("cd", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, nil, nil, "pcap", keys)
+	want := "kwatch: " + keys + ": not a pcap or pcapng file: it reads as a TLS key log (give it with --tls-keylog, and the capture as FILE)\n"
+	if code != ExitUsage || errOut != want {
+		t.Errorf("key log as the capture: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+	_, errOut, code = run(t, nil, nil, "pcap", "--tls-keylog", watchCapture, keys)
+	want = "kwatch: --tls-keylog " + watchCapture + ": a pcap file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog\n"
+	if code != ExitUsage || errOut != want {
+		t.Errorf("capture as the key log: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+}
+
 func TestMissingFile(t *testing.T) {
 	_, errOut, code := run(t, nil, nil, "pcap", "/nonexistent/x.pcap")
 	if code != ExitUsage || !strings.Contains(errOut, "no such file") {

@@ -208,6 +208,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	keys := keylog.New()
 	if path := o.tlsKeylog; path != "" {
+		if format := captureFormat(path); format != "" {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a %s file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog", path, format)}
+		}
 		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) && (o.follow || o.file == "-") {
 			// A client may be about to write it (kwatch pcap - from
 			// tcpdump, or --follow): read when it appears.
@@ -390,4 +393,24 @@ func portCounts(m map[uint16]int64) string {
 		parts[i] = fmt.Sprintf("%d (%d packets)", p, m[p])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// captureFormat names the capture format a regular file at path starts
+// with (pcap.CaptureFormat); "" for any other file, one that cannot be read
+// (AddFile then says why), and what is not a regular file (a pipe is not
+// opened here: its bytes would be gone).
+func captureFormat(path string) string {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var head [4]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return ""
+	}
+	return pcap.CaptureFormat(head[:])
 }

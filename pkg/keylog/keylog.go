@@ -38,6 +38,31 @@ const (
 	LabelServerTraffic0 = "SERVER_TRAFFIC_SECRET_0"
 )
 
+// allLabels are every label of RFC 9850 §2 (the NSS key log format), those
+// kwatch does not use included.
+var allLabels = []string{LabelClientRandom, "CLIENT_EARLY_TRAFFIC_SECRET", LabelClientHandshake, LabelServerHandshake,
+	LabelClientTraffic0, LabelServerTraffic0, "EARLY_EXPORTER_SECRET", "EXPORTER_SECRET", "ECH_SECRET", "ECH_CONFIG"}
+
+// LooksLikeKeyLog reports whether the start of a file reads as a key log
+// (RFC 9850 §2): after comment lines ("#"), a line that begins with one of
+// its labels and a space. It tells a key log given where a capture was
+// expected.
+func LooksLikeKeyLog(prefix []byte) bool {
+	for bytes.HasPrefix(prefix, []byte("#")) {
+		i := bytes.IndexByte(prefix, '\n')
+		if i < 0 {
+			return false
+		}
+		prefix = prefix[i+1:]
+	}
+	for _, l := range allLabels {
+		if bytes.HasPrefix(prefix, []byte(l+" ")) {
+			return true
+		}
+	}
+	return false
+}
+
 // maxSecretBytes bounds one secret: the longest any TLS hash gives is 48
 // bytes (SHA-384); 64 leaves room for SHA-512 and refuses a line that holds
 // something else.

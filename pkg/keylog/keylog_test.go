@@ -151,3 +151,25 @@ func TestForgetsOldest(t *testing.T) {
 		t.Errorf("%d connections kept, %d forgotten; want 4 and 2", conns, dropped)
 	}
 }
+
+// TestLooksLikeKeyLog: the start of a key log, comments first or not, reads
+// as one; a capture, text, or a label without its space does not.
+func TestLooksLikeKeyLog(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want bool
+	}{
+		{"CLIENT_RANDOM 00 11\n", true},
+		{"# keys of curl\n# more\nSERVER_TRAFFIC_SECRET_0 a b\n", true},
+		{"EXPORTER_SECRET a b", true},
+		{"# only a comment", false},
+		{"CLIENT_RANDOMX a b\n", false},
+		{"\xd4\xc3\xb2\xa1\x02\x00\x04\x00", false},
+		{"hello, world\n", false},
+		{"", false},
+	} {
+		if got := LooksLikeKeyLog([]byte(c.in)); got != c.want {
+			t.Errorf("LooksLikeKeyLog(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

@@ -35,6 +35,24 @@ const (
 // pcap or pcapng file.
 var ErrNotCapture = errors.New("not a pcap or pcapng file")
 
+// CaptureFormat names the format of a file from its first 4 bytes: "pcap",
+// "pcapng", "gzip'd data" (a compressed capture, or anything else
+// compressed), or "" for none of these.
+func CaptureFormat(prefix []byte) string {
+	if len(prefix) < 4 {
+		return ""
+	}
+	switch m := binary.BigEndian.Uint32(prefix); {
+	case m == magicPcapMicro || m == magicPcapNano || m == magicPcapMicroSwp || m == magicPcapNanoSwp:
+		return "pcap"
+	case m == magicPcapNG:
+		return "pcapng"
+	case prefix[0] == 0x1f && prefix[1] == 0x8b:
+		return "gzip'd data"
+	}
+	return ""
+}
+
 // source reads packets with their link type.
 type source struct {
 	pcap   *pcapgo.Reader
@@ -108,6 +126,9 @@ func openSource(r io.Reader, keys *keylog.Log) (*source, error) {
 		}
 		s.ng, s.link, s.format = rd, rd.LinkType(), "pcapng"
 	default:
+		if head, _ := br.Peek(256); !s.gz && keylog.LooksLikeKeyLog(head) {
+			return nil, fmt.Errorf("%w: it reads as a TLS key log (give it with --tls-keylog, and the capture as FILE)", ErrNotCapture)
+		}
 		return nil, fmt.Errorf("%w (magic 0x%08x)", ErrNotCapture, m)
 	}
 	if s.gz {
