@@ -169,6 +169,9 @@ type loop struct {
 	// until its initial-events-end bookmark: the state a LIST would have
 	// given, compared with the one known before (a re-list's diff).
 	collecting map[string]object
+	// saidAbsent is set once the object of RESOURCE/NAME was said to be
+	// missing from the first state (absent).
+	saidAbsent bool
 }
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
@@ -341,6 +344,23 @@ func (l *loop) resourceName() string {
 	return l.opt.Resource.String()
 }
 
+// absent warns, once, when the object of RESOURCE/NAME is not in the first
+// state the server gave (n objects): the watch goes on and shows it if it
+// is created, where kubectl get NAME -w stops with NotFound.
+func (l *loop) absent(n int) {
+	if l.opt.Name == "" || n > 0 || l.saidAbsent {
+		return
+	}
+	l.saidAbsent = true
+	where := ""
+	if l.opt.Resource.Namespaced && l.opt.Namespace != "" {
+		where = " in namespace " + l.opt.Namespace
+	}
+	l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "object not found",
+		Detail: fmt.Sprintf("no %s named %q%s", l.resourceName(), l.opt.Name, where),
+		Hint:   "watching for it to be created; check the name and -n if it should exist"})
+}
+
 // listPath is the LIST request's path, for messages.
 func (l *loop) listPath() string {
 	p := l.path(l.listOptions())
@@ -493,6 +513,9 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		}
 	}
 	l.emit(lr)
+	if strings.HasPrefix(reason, "initial") {
+		l.absent(len(fresh))
+	}
 	if !strings.HasPrefix(reason, "initial") {
 		// A re-list, whatever started it (after 410 Gone, also when the
 		// run began from --resource-version and has no state to compare).
@@ -737,6 +760,8 @@ func (l *loop) apply(ev watch.Event) error {
 		// server that sends none, at the first other event.
 		if l.listed {
 			l.emit(diffStates(l.known, l.collecting))
+		} else {
+			l.absent(len(l.collecting))
 		}
 		l.known, l.collecting, l.listed = l.collecting, nil, true
 		if ev.Type == watch.Bookmark {

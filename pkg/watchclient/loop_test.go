@@ -901,3 +901,49 @@ func TestLoopWatchListRetried(t *testing.T) {
 		t.Errorf("watches %q, relists %d, retries %d", paths, stats.Relists, stats.Retries)
 	}
 }
+
+// TestLoopNameAbsent: RESOURCE/NAME whose object is not in the first state
+// (a streaming list's initial events, or the LIST) is warned about once, and
+// watched for; a present object, or no NAME, is not warned about.
+func TestLoopNameAbsent(t *testing.T) {
+	initialEnd := `{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}`
+	added := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"web","namespace":"default","resourceVersion":"9"}}}`
+	for _, c := range []struct {
+		name      string
+		opt       WatchOptions
+		list      string
+		watches   []func(http.ResponseWriter, *http.Request)
+		responses int
+		want      string
+	}{
+		{"watch-list absent", WatchOptions{Name: "web", WatchList: true}, "",
+			[]func(http.ResponseWriter, *http.Request){events(initialEnd), events(added)}, 2,
+			`[object not found: no configmaps named "web" in namespace default]`},
+		{"watch-list present", WatchOptions{Name: "web", WatchList: true}, "",
+			[]func(http.ResponseWriter, *http.Request){events(added, initialEnd)}, 1, "[]"},
+		{"watch-list no name", WatchOptions{WatchList: true}, "",
+			[]func(http.ResponseWriter, *http.Request){events(initialEnd)}, 1, "[]"},
+		{"list absent", WatchOptions{Name: "web"}, listBody("4"),
+			[]func(http.ResponseWriter, *http.Request){events(added)}, 1,
+			`[object not found: no configmaps named "web" in namespace default]`},
+		{"list present", WatchOptions{Name: "web"}, listBody("4", "web"), nil, 1, "[]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := &fakeServer{t: t, list: []string{c.list}, watches: c.watches}
+			c.opt.Namespace = "default"
+			sink, _, err := runUntil(t, fs, c.opt, c.responses, ConnectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var warnings []string
+			for _, r := range sink.snapshot() {
+				if v, ok := r.(*record.Problem); ok {
+					warnings = append(warnings, v.Kind+": "+v.Detail)
+				}
+			}
+			if fmt.Sprint(warnings) != c.want {
+				t.Errorf("problems %v, want %s", warnings, c.want)
+			}
+		})
+	}
+}
