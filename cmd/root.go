@@ -99,8 +99,9 @@ func newRootCommand(streams IOStreams, prof *profiling) *cobra.Command {
 		Use:   "kwatch",
 		Short: "Show Kubernetes list-watch traffic as it travels on the wire",
 		Long: `kwatch shows Kubernetes watch traffic as it really travels: every watch event
-(ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with the HTTP/1.1 chunk(s) it arrived
-in, decoded from a packet capture or from a live watch.
+(ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with the HTTP/1.1 chunk(s) or HTTP/2
+DATA frames it arrived in (inflated from gzip, decrypted from TLS with a key
+log), decoded from a packet capture or from a live watch.
 
 Beyond the wire: a health line for every watch (resourceVersion order, first
 event, quiet gaps, bookmark intervals, chunk sizes, framing bytes, restarts),
@@ -127,7 +128,7 @@ tcpdump is still writing.`,
 	// -v as in kubectl: klog's verbosity for client-go's own logs
 	// (-v 6 shows each request, -v 8 the bodies); off by default.
 	var verbosity int32
-	root.PersistentFlags().Int32VarP(&verbosity, "v", "v", 0, "number for the log level verbosity of client-go's logs, as in kubectl (6: every request; 0: none)")
+	root.PersistentFlags().Int32VarP(&verbosity, "v", "v", 0, "kwatch stream: number for the log level verbosity of client-go's logs, as in kubectl (6: every request; 0: none)")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

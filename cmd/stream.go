@@ -97,8 +97,9 @@ connection, each watch a stream).
 
 Ctrl-C (or SIGTERM) ends with a summary. Exit status: 0 after Ctrl-C, 1 when the
 watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405, 406,
-415, 422; or the resource type does not exist), 2 for bad flags or an
-unusable kubeconfig.`,
+415, 422; the resource type does not exist; the API server or kubectl proxy
+refuses the connection before anything answered; a run that never opened a
+watch), 2 for bad flags or an unusable kubeconfig.`,
 		Example: `  # Through kubectl proxy (run "kubectl proxy" first)
   kwatch stream configmaps -n kube-system
 
