@@ -445,6 +445,43 @@ func TestPcapFIFONoWriterCtrlC(t *testing.T) {
 	}
 }
 
+// TestPcapFollowWaitsForFile: kwatch pcap --follow started before tcpdump
+// -w created its file says so and waits for it, as tail -F does; Ctrl-C
+// then ends it with what was decoded (0), and Ctrl-C before the file came
+// ends it at once (0, --follow's end).
+func TestPcapFollowWaitsForFile(t *testing.T) {
+	data, err := os.ReadFile(watchCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, create := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "later.pcap")
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errOut syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- Execute(ctx, IOStreams{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }}, []string{"pcap", "--follow", path})
+		}()
+		note := "kwatch: " + path + " does not exist yet; waiting for it to appear (tcpdump -w " + path + ")\n"
+		for errOut.String() != note {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if create {
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for !strings.Contains(out.String(), "DELETED") {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		cancel()
+		code := <-done
+		if code != ExitOK || create != strings.Contains(out.String(), "summary: 20 packets") || errOut.String() != note {
+			t.Errorf("file created %v: exit %d, stderr %q, stdout:\n%s", create, code, errOut.String(), out.String())
+		}
+	}
+}
+
 // TestPcapCtrlCBeforeInput: Ctrl-C before stdin's first byte is an
 // interruption (130), not "not a pcap file" (2).
 func TestPcapCtrlCBeforeInput(t *testing.T) {

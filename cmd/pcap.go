@@ -105,7 +105,7 @@ how it ends: 0 or 1).`,
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
-	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f (Ctrl-C ends)")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	fs.Var(newIntSize(&o.maxHeaderBytes, httpconn.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
 	fs.Var(newIntSize(&o.maxLineBytes, chunk.DefaultMaxLineBytes), "max-chunk-line-bytes", "longest chunk-size line (and trailer line), in bytes or as a quantity (e.g. 4Ki)")
 	fs.Var(newIntSize(&o.maxTrailer, chunk.DefaultMaxTrailerBytes), "max-trailer-bytes", "largest trailer section after the last chunk, in bytes or as a quantity (e.g. 64Ki)")
@@ -170,6 +170,17 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	var in io.Reader = &interruptible{ctx: cmd.Context(), r: streams.In}
 	name := o.file
 	if o.file != "-" {
+		if _, err := os.Stat(o.file); o.follow && errors.Is(err, fs.ErrNotExist) {
+			// kwatch pcap --follow started before tcpdump -w: wait, as
+			// tail -F does.
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s does not exist yet; waiting for it to appear (tcpdump -w %s)\n", o.file, o.file)
+			if err := pcap.WaitForFile(cmd.Context(), o.file); err != nil {
+				if cmd.Context().Err() != nil {
+					return o.interruptedBeforeInput()
+				}
+				return &exitError{code: ExitUsage, err: err}
+			}
+		}
 		f, err := openInterruptibly(cmd.Context(), o.file)
 		if err != nil {
 			if cmd.Context().Err() != nil { // Ctrl-C before a writer opened the pipe

@@ -2,8 +2,10 @@ package pcap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 )
@@ -47,6 +49,24 @@ func (f *follower) Read(p []byte) (int, error) {
 		select {
 		case <-f.ctx.Done():
 			return 0, io.EOF
+		case <-time.After(FollowPoll):
+		}
+	}
+}
+
+// WaitForFile waits until path exists, looking every FollowPoll, as `tail
+// -F` does for a file tcpdump -w has not created yet. It returns nil once
+// the file exists, ctx's error once ctx is done, and any error of looking
+// other than the file not existing.
+func WaitForFile(ctx context.Context, path string) error {
+	for {
+		_, err := os.Stat(path)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-time.After(FollowPoll):
 		}
 	}
