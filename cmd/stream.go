@@ -500,7 +500,7 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	shared := &syncSink{s: sink}
-	co.ConnIDs = new(atomic.Int64)
+	co.ConnIDs, co.WatchNumbers = new(atomic.Int64), new(atomic.Int64)
 	type run struct {
 		client *watchclient.Client
 		wo     watchclient.WatchOptions

@@ -1013,7 +1013,7 @@ func writeAndCheckFrames(t *testing.T, env *e2e.Env, s *session, ns, name string
 
 // TestStreamSeveralResources: kwatch stream configmaps,podtemplates runs
 // one list-watch per type, on connections of their own numbered as one
-// run, and sums them in one summary.
+// run, its watches numbered as one run too, and sums them in one summary.
 func TestStreamSeveralResources(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
@@ -1041,6 +1041,13 @@ func TestStreamSeveralResources(t *testing.T) {
 			t.Errorf("connection id %v given twice", c["id"])
 		}
 		ids[c["id"]] = true
+	}
+	numbers := map[any]bool{}
+	for _, w := range ofRecord(recs, "watch") {
+		if numbers[w["number"]] {
+			t.Errorf("watch number %v given twice", w["number"])
+		}
+		numbers[w["number"]] = true
 	}
 	if code := s.stop(t); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, s.errOut.String())

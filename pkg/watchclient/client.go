@@ -87,6 +87,11 @@ type ConnectOptions struct {
 	// shared by several Clients writing to one output (kwatch stream with
 	// several resources); otherwise each Client numbers from 1.
 	ConnIDs *atomic.Int64
+	// WatchNumbers, if set, numbers the watches started
+	// (record.WatchStart.Number), shared as ConnIDs is, so that kwatch
+	// stream pods,configmaps shows WATCH 1, 2, 3 … across its types;
+	// otherwise each Client numbers its watches from 1.
+	WatchNumbers *atomic.Int64
 }
 
 // Client holds what a list-watch needs: a client-go config for LIST and
@@ -107,6 +112,8 @@ type Client struct {
 	sink    *lockedSink
 	http2   bool
 	httpOpt httpconn.Options
+	// watchNos numbers the watches started (ConnectOptions.WatchNumbers).
+	watchNos *atomic.Int64
 }
 
 // watchReadBuffer is the watch connections' read buffer, in bytes. The
@@ -138,6 +145,10 @@ func ProxyAnswers(ctx context.Context, proxyURL string, timeout time.Duration) b
 func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	c := &Client{sink: newLockedSink(sink), http2: opt.HTTP2, httpOpt: opt.HTTP}
 	c.sink.ids = opt.ConnIDs
+	c.watchNos = opt.WatchNumbers
+	if c.watchNos == nil {
+		c.watchNos = new(atomic.Int64)
+	}
 	if c.httpOpt.HTTP2 == nil {
 		// A tapped connection that turns out to be HTTP/2 (--http2) is
 		// decoded frame by frame.

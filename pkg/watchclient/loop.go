@@ -615,7 +615,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	if l.opt.Raw != "" {
 		from = l.rawRV() // the version in the path, until one is seen
 	}
-	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: l.stats.Watches, Path: l.path(o), ResourceVersion: from,
+	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: int(l.c.watchNos.Add(1)), Path: l.path(o), ResourceVersion: from,
 		Reason: reason, After: after, Transport: l.c.Transport})
 	started := time.Now()
 	l.started = started
