@@ -249,8 +249,9 @@ type objectMeta struct {
 	// Rows is the raw "rows" value of a Table (a string, so that
 	// objectMeta stays comparable).
 	Rows string
-	// OtherRows is true when a key other than "rows" matches it in another
-	// letter case (a client ignores it; redaction checks it all the same).
+	// OtherRows is true when another member than the last "rows" matches
+	// it: in another letter case, or an earlier duplicate (a client
+	// ignores it; redaction checks it all the same).
 	OtherRows bool
 }
 
@@ -293,18 +294,22 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 
 // fromTableRows takes the identity of a Table's object from its first row's
 // "object" (a watch event's Table has one row; the key matched
-// case-sensitively, as client-go decodes it). A row member whose key is
-// "object" in any letter case and that may hold a Secret marks the event
-// for redaction (redactTable redacts them all: it fails closed).
+// case-sensitively, the last of duplicates, as client-go decodes it). A row
+// member whose key is "object" in any letter case (every copy of a
+// duplicate) and that may hold a Secret marks the event for redaction
+// (redactTable redacts them all: it fails closed). The event was validated
+// as JSON before: rows are walked, not parsed again.
 func (ev *Event) fromTableRows(raw []byte) {
-	var rows []map[string]json.RawMessage
-	if json.Unmarshal(raw, &rows) != nil {
-		return
-	}
-	for i, r := range rows {
-		for k, obj := range r {
-			if !strings.EqualFold(k, "object") || len(obj) == 0 || string(obj) == "null" {
-				continue
+	first := true
+	_ = eachElement(raw, func(row []byte) error {
+		isFirst := first
+		first = false
+		if string(row) == "null" {
+			return nil
+		}
+		return eachField(row, func(k, obj []byte) error {
+			if !bytes.EqualFold(k, []byte("object")) || string(obj) == "null" {
+				return nil
 			}
 			var m objectMeta
 			_ = readMeta(obj, &m)
@@ -314,12 +319,13 @@ func (ev *Event) fromTableRows(raw []byte) {
 				// the data.
 				ev.maybeSecret = true
 			}
-			if i == 0 && k == "object" {
+			if isFirst && string(k) == "object" {
 				ev.RowKind = m.Kind
 				ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 			}
-		}
-	}
+			return nil
+		})
+	})
 }
 
 // protobufMagic starts every object encoded by apimachinery's protobuf
@@ -475,59 +481,74 @@ func redactedJSON(v []byte) []byte {
 }
 
 // redactTable redacts the Secrets a Table's rows include whole; a Table it
-// cannot read is replaced whole (it fails closed, as redact does).
+// cannot read is replaced whole (it fails closed, as redact does). The rows,
+// and their objects, are found under any letter case and in every copy of a
+// duplicated key: a client reads only the last "rows" and "object", but the
+// printed bytes show them all. A Table with nothing to redact keeps its
+// bytes as sent; one with something keeps its members' order and copies.
 func (ev *Event) redactTable() {
-	var table map[string]json.RawMessage
-	if json.Unmarshal(ev.Object, &table) != nil {
-		ev.redactTableWhole()
-		return
-	}
-	changed, found := false, false
-	// The rows, and their objects, under any letter case: a client reads
-	// only "rows" and "object", but the bytes show them all (fail closed).
-	for tk, raw := range table {
-		if !strings.EqualFold(tk, "rows") {
-			continue
+	found, changed, unreadable := false, false, false
+	out, err := rewriteObject(ev.Object, func(key, v []byte) []byte {
+		if !bytes.EqualFold(key, []byte("rows")) {
+			return v
 		}
-		if found = true; string(raw) == "null" {
-			continue
+		if found = true; string(v) == "null" {
+			return v
 		}
-		var rows []map[string]json.RawMessage
-		if json.Unmarshal(raw, &rows) != nil {
-			ev.redactTableWhole()
-			return
-		}
-		rowsChanged := false
-		for _, r := range rows {
-			for k, obj := range r {
-				if !strings.EqualFold(k, "object") {
-					continue
-				}
-				if red := RedactObject(obj); !bytes.Equal(red, obj) {
-					r[k] = red
-					rowsChanged = true
-				}
-			}
-		}
-		if rowsChanged {
-			out, err := json.Marshal(rows)
-			if err != nil {
-				ev.redactTableWhole()
-				return
-			}
-			table[tk] = out
+		rows, rowsChanged, err := redactRows(v)
+		switch {
+		case err != nil:
+			unreadable = true
+		case rowsChanged:
 			changed = true
+			return rows
 		}
-	}
-	if !found {
-		ev.redactTableWhole() // no rows to redact: what may hold a Secret is unknown
+		return v
+	})
+	if err != nil || unreadable || !found {
+		// Unreadable, or no rows to redact: what may hold a Secret is
+		// unknown.
+		ev.redactTableWhole()
 		return
 	}
 	if !changed {
 		return // the bytes as sent
 	}
 	ev.Redacted = true
-	ev.Object, _ = json.Marshal(table)
+	ev.Object = out
+}
+
+// redactRows returns a Table's rows (a JSON array of objects, or nulls)
+// with the value of every member whose key is "object" in any letter case
+// passed through RedactObject, and whether one changed; an error when rows
+// is not such an array.
+func redactRows(rows []byte) (out []byte, changed bool, err error) {
+	out = append(make([]byte, 0, len(rows)+64), '[')
+	err = eachElement(rows, func(row []byte) error {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		if string(row) == "null" {
+			out = append(out, row...)
+			return nil
+		}
+		r, err := rewriteObject(row, func(k, obj []byte) []byte {
+			if !bytes.EqualFold(k, []byte("object")) {
+				return obj
+			}
+			red := RedactObject(obj)
+			if !bytes.Equal(red, obj) {
+				changed = true
+			}
+			return red
+		})
+		out = append(out, r...)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, ']'), changed, nil
 }
 
 // redactTableWhole replaces a Table that may hold Secrets and could not be
@@ -597,13 +618,12 @@ func redactValues(v []byte, changed *bool) []byte {
 // fn(key, value), keys re-encoded from their unescaped form, in order and
 // with duplicates kept; an error when obj is not an object.
 func rewriteObject(obj []byte, fn func(key, value []byte) []byte) ([]byte, error) {
-	out := []byte{'{'}
+	out := append(make([]byte, 0, len(obj)+16), '{')
 	err := eachField(obj, func(key, v []byte) error {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		k, _ := json.Marshal(string(key))
-		out = append(out, k...)
+		out = appendKey(out, key)
 		out = append(out, ':')
 		out = append(out, fn(key, v)...)
 		return nil
@@ -612,6 +632,22 @@ func rewriteObject(obj []byte, fn func(key, value []byte) []byte) ([]byte, error
 		return nil, err
 	}
 	return append(out, '}'), nil
+}
+
+// appendKey appends key (escapes undone) to out as encoding/json encodes a
+// string: as it is when it is printable ASCII with nothing to escape (no
+// quote, backslash, or the <, > and & that json.Marshal escapes), else
+// through json.Marshal.
+func appendKey(out, key []byte) []byte {
+	for _, c := range key {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			k, _ := json.Marshal(string(key))
+			return append(out, k...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, key...)
+	return append(out, '"')
 }
 
 // DecodeStatusProtobuf decodes a protobuf-encoded metav1.Status body (as the

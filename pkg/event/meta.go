@@ -18,6 +18,9 @@ var errNotObject = errors.New("not a JSON object")
 // JSON (readMeta only sees validated objects; this is its guard).
 var errMalformed = errors.New("malformed JSON object")
 
+// errNotArray is returned by eachElement for data that is not a JSON array.
+var errNotArray = errors.New("not a JSON array")
+
 // readMeta reads apiVersion, kind and metadata (name, namespace, uid,
 // resourceVersion and the InitialEventsEndAnnotation) of the JSON object
 // raw the way apimachinery decodes them into an object (keys matched
@@ -82,7 +85,7 @@ func (m *objectMeta) field(key, v []byte) error {
 			return err
 		}
 	}
-	if string(key) != "rows" && bytes.EqualFold(key, []byte("rows")) {
+	if bytes.EqualFold(key, []byte("rows")) && (string(key) != "rows" || m.Rows != "") {
 		m.OtherRows = true
 	}
 	switch string(key) {

@@ -74,6 +74,45 @@ func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err erro
 	}
 }
 
+// eachElement calls fn with each value (raw JSON) of the JSON array at the
+// start of data (after any whitespace), in order. It returns errNotArray
+// when data does not start with an array, errMalformed when its brackets
+// and commas are not well formed (values are only delimited, not
+// validated), or else the first error fn returned (fn is still called for
+// every element).
+func eachElement(data []byte, fn func(value []byte) error) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return errNotArray
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return nil
+	}
+	var first error
+	for {
+		end, ok := valueEnd(data, i)
+		if !ok || end == i {
+			return errMalformed
+		}
+		if err := fn(data[i:end]); err != nil && first == nil {
+			first = err
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return errMalformed
+		}
+		switch data[i] {
+		case ']':
+			return first
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return errMalformed
+		}
+	}
+}
+
 // memberKey reads the key of the object member at data[i] and the colon
 // after it: it returns the key (the bytes between its quotes, escapes as
 // written) and the index of the value's first byte; ok is false when
