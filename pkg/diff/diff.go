@@ -9,6 +9,7 @@
 package diff
 
 import (
+	"container/list"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -52,16 +53,25 @@ type Options struct {
 // Differ is a record.Sink that adds Diff to events and passes every record
 // on. Create it with New.
 type Differ struct {
-	next  record.Sink
-	opt   Options
-	last  map[string][]byte
-	order []string
+	next record.Sink
+	opt  Options
+	// last holds each object's last version, by key; order lists the
+	// keys from the first remembered to the last, so that forgetting
+	// the oldest, or any, takes constant time.
+	last  map[string]*list.Element // of *kept
+	order *list.List
 	bytes int
+}
+
+// kept is one object's last version (cleaned JSON) under its key.
+type kept struct {
+	key string
+	obj []byte
 }
 
 // New returns a Differ passing records on to next.
 func New(next record.Sink, opt Options) *Differ {
-	return &Differ{next: next, opt: opt, last: map[string][]byte{}}
+	return &Differ{next: next, opt: opt, last: map[string]*list.Element{}, order: list.New()}
 }
 
 // Flush flushes the next sink (record.Flusher).
@@ -103,7 +113,8 @@ func (d *Differ) event(e *record.Event) {
 	if err != nil {
 		return
 	}
-	if prev, ok := d.last[key]; ok && e.Type != "ADDED" {
+	if el, ok := d.last[key]; ok && e.Type != "ADDED" {
+		prev := el.Value.(*kept).obj
 		if patch, err := jsonpatch.CreateMergePatch(prev, cur); err == nil {
 			e.Diff = patch
 			e.Changes = Changes(prev, patch)
@@ -142,29 +153,28 @@ func (d *Differ) clean(obj []byte) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// remember keeps obj as the last version of key, then forgets the versions
+// remembered first while more than MaxObjects or MaxBytes are kept.
 func (d *Differ) remember(key string, obj []byte) {
-	if old, ok := d.last[key]; ok {
-		d.bytes -= len(old)
+	if el, ok := d.last[key]; ok {
+		k := el.Value.(*kept)
+		d.bytes += len(obj) - len(k.obj)
+		k.obj = obj
 	} else {
-		d.order = append(d.order, key)
+		d.last[key] = d.order.PushBack(&kept{key: key, obj: obj})
+		d.bytes += len(obj)
 	}
-	d.last[key] = obj
-	d.bytes += len(obj)
-	for (len(d.last) > MaxObjects || d.bytes > MaxBytes) && len(d.order) > 0 {
-		d.forget(d.order[0])
+	for (len(d.last) > MaxObjects || d.bytes > MaxBytes) && d.order.Len() > 0 {
+		d.forget(d.order.Front().Value.(*kept).key)
 	}
 }
 
+// forget drops what is kept of key.
 func (d *Differ) forget(key string) {
-	if old, ok := d.last[key]; ok {
-		d.bytes -= len(old)
+	if el, ok := d.last[key]; ok {
+		d.bytes -= len(el.Value.(*kept).obj)
+		d.order.Remove(el)
 		delete(d.last, key)
-	}
-	for i, k := range d.order {
-		if k == key {
-			d.order = append(d.order[:i], d.order[i+1:]...)
-			break
-		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package diff
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,5 +48,46 @@ func TestDiffer(t *testing.T) {
 	d.Emit(&record.Event{Type: "MODIFIED", Namespace: "n", Name: "a", UID: "u1", Object: obj("2", `{}`)})
 	if s := strings.Join(all[1].Changes, "\n"); !strings.Contains(s, `~ metadata.resourceVersion: "1" → "2"`) {
 		t.Errorf("--diff-all changes:\n%s", s)
+	}
+}
+
+// TestDifferForgetsOldest: past MaxObjects, the versions remembered first
+// are forgotten (their next change has nothing to diff with), the others
+// kept; a DELETED forgets its object, wherever it is in the order.
+func TestDifferForgetsOldest(t *testing.T) {
+	var last *record.Event
+	d := New(record.SinkFunc(func(r record.Record) { last = r.(*record.Event) }), Options{})
+	ev := func(typ string, i int) *record.Event {
+		name := fmt.Sprint("cm-", i)
+		return &record.Event{Type: typ, Namespace: "n", Name: name, UID: name,
+			Object: []byte(`{"kind":"ConfigMap","metadata":{"name":"` + name + `"},"data":{"k":"` + typ + `"}}`)}
+	}
+	for i := range MaxObjects + 2 {
+		d.Emit(ev("ADDED", i))
+	}
+	d.Emit(ev("DELETED", 5000))
+	if len(d.last) != MaxObjects-1 || d.order.Len() != MaxObjects-1 {
+		t.Fatalf("%d objects kept (%d in order), want %d", len(d.last), d.order.Len(), MaxObjects-1)
+	}
+	for _, c := range []struct {
+		i    int
+		diff bool
+	}{{2, true}, {MaxObjects + 1, true}, {5000, false}, {0, false}, {1, false}} { // each MODIFIED is remembered in turn
+		d.Emit(ev("MODIFIED", c.i))
+		if (last.Diff != nil) != c.diff {
+			t.Errorf("object %d: diff %s, want one: %v", c.i, last.Diff, c.diff)
+		}
+	}
+}
+
+// BenchmarkDifferManyObjects measures remembering ADDED events of more
+// distinct objects than MaxObjects (a watch of every pod of a large
+// cluster), per event: forgetting the oldest takes constant time.
+func BenchmarkDifferManyObjects(b *testing.B) {
+	d := New(record.SinkFunc(func(record.Record) {}), Options{All: true})
+	obj := []byte(`{"kind":"ConfigMap","metadata":{"name":"x"}}`)
+	for i := 0; i < b.N; i++ {
+		name := strconv.Itoa(i)
+		d.Emit(&record.Event{Type: "ADDED", Namespace: "n", Name: name, UID: name, Object: obj})
 	}
 }
