@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"strings"
@@ -89,9 +90,19 @@ type Event struct {
 	// Redacted is true when Secret values were replaced in Object.
 	Redacted bool
 
-	// maybeSecret is true when any reading of the object's kind says
-	// Secret (see objectMeta.MaybeSecret).
-	maybeSecret bool
+	// kinds is what any reading of the object's kind says it may be
+	// (objectMeta.Kinds); rowsSecret is set when a Table's rows may hold
+	// a Secret (fromTableRows). Either makes Decode redact the object
+	// unless ShowSecrets.
+	kinds      kindFlags
+	rowsSecret bool
+}
+
+// mayHoldSecret reports whether the object may hold a Secret's values and
+// is to be redacted: a Secret, a PartialObjectMetadata or a list by any
+// reading of its kind, a Table whose rows may hold one.
+func (ev *Event) mayHoldSecret() bool {
+	return ev.kinds&(kindSecret|kindMetadata|kindList) != 0 || ev.rowsSecret
 }
 
 // DecodeOptions tune Decode.
@@ -144,7 +155,7 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	}
 	x, err := watchEvent(f, data)
 	if err != nil {
-		return nil, fmt.Errorf("not a watch event: %w", err)
+		return nil, fmt.Errorf("not a watch event: %w", withoutData(err))
 	}
 	return decodeFrom(f, x, opt)
 }
@@ -201,7 +212,7 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	// did not decode: the event is still printed.
 	// A PartialObjectMetadata (a metadata-only watch) may be a Secret's:
 	// its last-applied-configuration annotation would hold the data.
-	if !opt.ShowSecrets && (ev.Kind == "Secret" || ev.maybeSecret || ev.Kind == "PartialObjectMetadata") {
+	if !opt.ShowSecrets && ev.mayHoldSecret() {
 		ev.redact()
 	}
 	return ev, err
@@ -242,10 +253,10 @@ type objectMeta struct {
 	Name, Namespace, UID, ResourceVersion string
 	// InitialEventsEnd is the InitialEventsEndAnnotation read as a bool.
 	InitialEventsEnd bool
-	// MaybeSecret is true when any top-level key that matches "kind" in
-	// any letter case (a duplicate, one apimachinery would not use) holds
-	// "Secret" in any letter case: redaction fails closed.
-	MaybeSecret bool
+	// Kinds is what any top-level key that matches "kind" in any letter
+	// case (a duplicate, one apimachinery would not use) says the object
+	// may be, its value read in any letter case: redaction fails closed.
+	Kinds kindFlags
 	// Rows is the raw "rows" value of a Table (a string, so that
 	// objectMeta stays comparable).
 	Rows string
@@ -271,15 +282,15 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 	ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 	ev.ResourceVersion = m.ResourceVersion
 	ev.InitialEventsEnd = m.InitialEventsEnd
-	ev.maybeSecret = m.MaybeSecret
+	ev.kinds = m.Kinds
 	if err != nil {
 		return fmt.Errorf("watch event object: %w", err)
 	}
-	if m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/") && len(m.Rows) > 0 {
-		ev.fromTableRows([]byte(m.Rows))
+	if m.Kinds&kindTable != 0 && len(m.Rows) > 0 {
+		ev.fromTableRows([]byte(m.Rows), m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/"))
 	}
-	if m.Kind == "Table" && m.OtherRows {
-		ev.maybeSecret = true // rows no client reads may hold Secrets: redact fails closed
+	if m.Kinds&kindTable != 0 && m.OtherRows {
+		ev.rowsSecret = true // rows no client reads may hold Secrets: redact fails closed
 	}
 	if ev.Kind == "Status" {
 		// Case-sensitive, as client-go decodes it: a "Code" beside
@@ -293,13 +304,13 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 }
 
 // fromTableRows takes the identity of a Table's object from its first row's
-// "object" (a watch event's Table has one row; the key matched
-// case-sensitively, the last of duplicates, as client-go decodes it). A row
-// member whose key is "object" in any letter case (every copy of a
-// duplicate) and that may hold a Secret marks the event for redaction
-// (redactTable redacts them all: it fails closed). The event was validated
-// as JSON before: rows are walked, not parsed again.
-func (ev *Event) fromTableRows(raw []byte) {
+// "object", when identity (a meta.k8s.io Table: a watch event's Table has
+// one row; the key matched case-sensitively, the last of duplicates, as
+// client-go decodes it). A row member whose key is "object" in any letter
+// case (every copy of a duplicate) and that may hold a Secret marks the
+// event for redaction (redactTable redacts them all: it fails closed). The
+// event was validated as JSON before: rows are walked, not parsed again.
+func (ev *Event) fromTableRows(raw []byte, identity bool) {
 	first := true
 	_ = eachElement(raw, func(row []byte) error {
 		isFirst := first
@@ -313,13 +324,13 @@ func (ev *Event) fromTableRows(raw []byte) {
 			}
 			var m objectMeta
 			_ = readMeta(obj, &m)
-			if strings.EqualFold(m.Kind, "Secret") || m.MaybeSecret || m.Kind == "PartialObjectMetadata" {
+			if m.Kinds != 0 {
 				// A row's metadata may be a Secret's (kubectl get
 				// secrets -w): its last-applied-configuration holds
-				// the data.
-				ev.maybeSecret = true
+				// the data; a row may also hold a Table or a list.
+				ev.rowsSecret = true
 			}
-			if isFirst && string(k) == "object" {
+			if identity && isFirst && string(k) == "object" {
 				ev.RowKind = m.Kind
 				ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 			}
@@ -355,13 +366,13 @@ func (ev *Event) fromProtobuf(raw []byte) error {
 					}
 				}
 			}
-			ev.APIVersion, ev.Kind = unk.APIVersion, unk.Kind
+			ev.APIVersion, ev.Kind = unk.APIVersion, unk.Kind // its bytes are not shown: nothing to redact
 			ev.Object, _ = json.Marshal(map[string]any{
 				"apiVersion": unk.APIVersion, "kind": unk.Kind, "rawBytes": len(unk.Raw),
 			})
 			return nil
 		}
-		return fmt.Errorf("watch event object: %w", err)
+		return fmt.Errorf("watch event object: %w", withoutData(err))
 	}
 	if gvk != nil {
 		obj.GetObjectKind().SetGroupVersionKind(*gvk)
@@ -384,7 +395,7 @@ func (ev *Event) fromCBOR(raw []byte) error {
 	if err != nil {
 		u := &unstructured.Unstructured{}
 		if _, _, uerr := cborObject.Decode(raw, nil, u); uerr != nil {
-			return fmt.Errorf("watch event object: %w", err)
+			return fmt.Errorf("watch event object: %w", withoutData(err))
 		}
 		obj, gvk = u, nil
 	}
@@ -401,6 +412,7 @@ func (ev *Event) fromCBOR(raw []byte) error {
 func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind) {
 	if gvk != nil {
 		ev.APIVersion, ev.Kind = gvk.GroupVersion().String(), gvk.Kind
+		ev.kinds = kindFlagsOf(gvk.Kind)
 	}
 	if st, ok := obj.(*metav1.Status); ok {
 		ev.Status = st
@@ -422,10 +434,10 @@ const Redacted = "REDACTED"
 func RedactObject(obj []byte) []byte {
 	var m objectMeta
 	_ = readMeta(obj, &m)
-	if m.Kind != "Secret" && !m.MaybeSecret && m.Kind != "PartialObjectMetadata" {
+	if m.Kinds == 0 {
 		return obj
 	}
-	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace}
+	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.Kinds}
 	ev.redact()
 	return ev.Object
 }
@@ -441,20 +453,71 @@ var secretAnnotations = []string{"kubectl.kubernetes.io/last-applied-configurati
 // merges duplicate objects, so an earlier copy may be the data client-go
 // sees), keys match in any letter case, and an object it cannot read is
 // replaced whole.
+//
+// What any reading of its kind says it may be is redacted, each in turn: a
+// Table's rows, a list's items, and the object's own data, stringData and
+// annotations when it may be a Secret or a PartialObjectMetadata.
 func (ev *Event) redact() {
-	if ev.Kind == "Table" {
+	if ev.kinds&kindTable != 0 {
 		ev.redactTable()
+	}
+	if ev.kinds&kindList != 0 {
+		ev.redactItems()
+	}
+	if ev.kinds&(kindSecret|kindMetadata) == 0 {
 		return
 	}
 	out, changed, err := redactSecret(ev.Object)
 	if err != nil {
-		ev.Object, _ = json.Marshal(map[string]any{"kind": "Secret", "apiVersion": ev.APIVersion,
-			"metadata": map[string]any{"name": ev.Name, "namespace": ev.Namespace},
-			"data":     Redacted + " (the object could not be read to redact it)"})
-		ev.Redacted = true
+		ev.redactWhole()
 		return
 	}
 	if changed {
+		ev.Object = out
+		ev.Redacted = true
+	}
+}
+
+// redactWhole replaces an object that may hold a Secret and could not be
+// read to redact it.
+func (ev *Event) redactWhole() {
+	ev.Object, _ = json.Marshal(map[string]any{"kind": ev.Kind, "apiVersion": ev.APIVersion,
+		"metadata": map[string]any{"name": ev.Name, "namespace": ev.Namespace},
+		"data":     Redacted + " (the object could not be read to redact it)"})
+	ev.Redacted = true
+}
+
+// redactItems redacts the objects of a list's items (under "items" in any
+// letter case, every copy) as RedactObject does: a list of Secrets, or of
+// anything that may hold one. A list that is not an object is replaced
+// whole; items that are not an array are left as they are (no client reads
+// objects from them).
+func (ev *Event) redactItems() {
+	changed := false
+	out, err := rewriteObject(ev.Object, func(key, v []byte) []byte {
+		if !bytes.EqualFold(key, []byte("items")) {
+			return v
+		}
+		items := append(make([]byte, 0, len(v)+64), '[')
+		itemsChanged := false
+		if eachElement(v, func(item []byte) error {
+			if len(items) > 1 {
+				items = append(items, ',')
+			}
+			red := RedactObject(item)
+			itemsChanged = itemsChanged || !bytes.Equal(red, item)
+			items = append(items, red...)
+			return nil
+		}) != nil || !itemsChanged {
+			return v
+		}
+		changed = true
+		return append(items, ']')
+	})
+	switch {
+	case err != nil:
+		ev.redactWhole()
+	case changed:
 		ev.Object = out
 		ev.Redacted = true
 	}
@@ -586,8 +649,14 @@ func redactSecret(obj []byte) (out []byte, changed bool, err error) {
 				}
 				return ann
 			})
-			if err != nil {
-				return v // not an object: it holds no annotations
+			switch {
+			case err != nil && string(v) == "null":
+				return v
+			case err != nil:
+				// Not an object (client-go cannot decode the Secret),
+				// but the output shows what it holds: replaced whole.
+				changed = true
+				return redactedJSON(v)
 			}
 			return md
 		}
@@ -648,6 +717,20 @@ func appendKey(out, key []byte) []byte {
 	out = append(out, '"')
 	out = append(out, key...)
 	return append(out, '"')
+}
+
+// withoutData returns err without the object apimachinery quotes in it:
+// its "Object 'Kind' is missing in '…'" and "Object 'apiVersion' is
+// missing in '…'" errors (runtime.NewMissingKindErr, NewMissingVersionErr)
+// hold the whole object, which may be a Secret's, and problems are printed.
+func withoutData(err error) error {
+	switch {
+	case runtime.IsMissingKind(err):
+		return errors.New("object 'Kind' is missing")
+	case runtime.IsMissingVersion(err):
+		return errors.New("object 'apiVersion' is missing")
+	}
+	return err
 }
 
 // DecodeStatusProtobuf decodes a protobuf-encoded metav1.Status body (as the

@@ -72,12 +72,11 @@ func (m *objectMeta) field(key, v []byte) error {
 	if bytes.EqualFold(key, []byte("kind")) {
 		// client-go's typed decoding finds the kind with a
 		// case-insensitive reading (json.DefaultMetaFactory); any
-		// key that could be the kind can make the object a Secret.
+		// key that could be the kind can make the object a Secret,
+		// a Table, …
 		var k string
 		err := stringField(&k, v, "kind")
-		if strings.EqualFold(k, "Secret") {
-			m.MaybeSecret = true
-		}
+		m.Kinds |= kindFlagsOf(k)
 		if string(key) == "kind" {
 			if err == nil && string(v) != "null" { // a null leaves the kind as it was
 				m.Kind = k
@@ -101,6 +100,42 @@ func (m *objectMeta) field(key, v []byte) error {
 		return eachField(v, m.metadataField)
 	}
 	return nil
+}
+
+// kindFlags says what an object's kind may make it, for redaction: each
+// bit is set by any value of any key that reads as "kind" (apimachinery
+// reads kind keys in any letter case, and the last of duplicates, so any of
+// them may be the kind a client uses).
+type kindFlags uint8
+
+const (
+	// kindSecret: a Secret, whose data and stringData are redacted.
+	kindSecret kindFlags = 1 << iota
+	// kindMetadata: a PartialObjectMetadata (a metadata-only watch), which
+	// may be a Secret's: its last-applied-configuration annotation holds
+	// the data.
+	kindMetadata
+	// kindTable: a meta.k8s.io Table, whose rows may hold objects.
+	kindTable
+	// kindList: a list (List, SecretList, …), whose items may hold objects.
+	kindList
+)
+
+// kindFlagsOf returns the flags of one kind value, matched in any letter
+// case (a kind "secret" is no Secret to apimachinery, but redaction fails
+// closed).
+func kindFlagsOf(kind string) kindFlags {
+	switch {
+	case strings.EqualFold(kind, "Secret"):
+		return kindSecret
+	case strings.EqualFold(kind, "PartialObjectMetadata"):
+		return kindMetadata
+	case strings.EqualFold(kind, "Table"):
+		return kindTable
+	case len(kind) >= 4 && strings.EqualFold(kind[len(kind)-4:], "List"):
+		return kindList
+	}
+	return 0
 }
 
 // metadataField reads one member of an object's metadata into m.

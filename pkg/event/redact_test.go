@@ -9,6 +9,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // redactSeeds are Secrets written the ways that once made kwatch print
@@ -165,5 +170,58 @@ func TestRedactTags(t *testing.T) {
 	a, a2, b := decode("aHVudGVyMg=="), decode("aHVudGVyMg=="), decode("bmV3cGFzcw==")
 	if a != a2 || a == b || !strings.Contains(a, `"password":"REDACTED`) || strings.Contains(a, "aHVudGVyMg") {
 		t.Errorf("same value: %s and %s; another: %s", a, a2, b)
+	}
+}
+
+// TestRedactEveryReadingOfKind: inputs a hostile-input trial made kwatch
+// print a Secret's value with (c2VjcmV0): every reading of an object's kind
+// (any key that reads as "kind", its value in any letter case) is redacted
+// as what it says, Table, PartialObjectMetadata, Secret and list alike, and
+// nested objects with them; decode errors do not quote the object.
+func TestRedactEveryReadingOfKind(t *testing.T) {
+	const value = "c2VjcmV0"
+	secret := `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"password":"` + value + `"}}`
+	lastApplied := `"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"password\":\"` + value + `\"}}"}`
+	for _, c := range []struct{ name, obj string }{
+		{"Table kind, Secret Kind", `{"kind":"Table","apiVersion":"v1","Kind":"Secret","metadata":{"name":"s"},"data":{"password":"` + value + `"},"rows":[]}`},
+		{"Table kind, Secret Kind, null rows", `{"kind":"Table","Kind":"Secret","data":{"password":"` + value + `"},"rows":null}`},
+		{"PartialObjectMetadata under Kind", `{"Kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"s",` + lastApplied + `}}`},
+		{"Table with ApiVersion", `{"kind":"Table","ApiVersion":"meta.k8s.io/v1","rows":[{"cells":["s"],"object":` + secret + `}]}`},
+		{"Table under Kind", `{"Kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"cells":["s"],"object":` + secret + `}]}`},
+		{"List of Secrets", `{"kind":"List","apiVersion":"v1","metadata":{},"items":[` + secret + `]}`},
+		{"SecretList, items twice", `{"kind":"SecretList","apiVersion":"v1","items":[` + secret + `],"Items":[` + secret + `]}`},
+		{"Table in a Table row", `{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":` + secret + `}]}}]}`},
+		{"Secret metadata not an object", `{"kind":"Secret","apiVersion":"v1","metadata":[{"name":"s",` + lastApplied + `}],"data":{"password":"` + value + `"}}`},
+	} {
+		ev, err := Decode(FormatJSON, []byte(`{"type":"ADDED","object":`+c.obj+`}`), DecodeOptions{})
+		if ev == nil || strings.Contains(string(ev.Object), value) || !ev.Redacted || (err != nil && strings.Contains(err.Error(), value)) {
+			t.Errorf("%s: printed %s (error %v)", c.name, ev.Object, err)
+		}
+		if !json.Valid(ev.Object) {
+			t.Errorf("%s: printed invalid JSON %s", c.name, ev.Object)
+		}
+	}
+
+	// apimachinery's "Object 'apiVersion' is missing in '…'" quotes the
+	// object: a protobuf watch event whose object is such JSON, and a
+	// CBOR one.
+	we := &metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: []byte(`{"kind":"Secret","metadata":{"name":"s"},"data":{"password":"` + value + `"}}`)}}
+	pb, err := we.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(FormatProtobuf, pb, DecodeOptions{}); err == nil || strings.Contains(err.Error(), value) || !strings.Contains(err.Error(), "apiVersion' is missing") {
+		t.Errorf("protobuf: error %v", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"kind": "Secret", "metadata": map[string]any{"name": "s"}, "data": map[string]any{"password": value}}}
+	var obj, ev bytes.Buffer
+	if err := cbor.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(u, &obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := cbor.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: obj.Bytes()}}, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(FormatCBOR, ev.Bytes(), DecodeOptions{}); err == nil || strings.Contains(err.Error(), value) {
+		t.Errorf("CBOR: error %v", err)
 	}
 }

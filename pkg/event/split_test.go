@@ -270,10 +270,10 @@ func FuzzReadMeta(f *testing.F) {
 		}
 		var got objectMeta
 		err := readMeta(raw, &got)
-		if got.Kind == "Secret" && !got.MaybeSecret {
-			t.Fatalf("readMeta(%q): kind Secret, but MaybeSecret is false", raw)
+		if f := kindFlagsOf(got.Kind); got.Kinds&f != f {
+			t.Fatalf("readMeta(%q): kind %q, but its flags %b are not in Kinds %b", raw, got.Kind, f, got.Kinds)
 		}
-		got.MaybeSecret = false // a superset of what apimachinery reads; FuzzRedact checks it
+		got.Kinds = 0 // a superset of what apimachinery reads; FuzzRedact checks it
 		var ref metav1.PartialObjectMetadata
 		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &ref) != nil {
 			return
@@ -281,7 +281,7 @@ func FuzzReadMeta(f *testing.F) {
 		want := objectMeta{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, Namespace: ref.Namespace,
 			UID: string(ref.UID), ResourceVersion: ref.ResourceVersion,
 			InitialEventsEnd: ref.Annotations[InitialEventsEndAnnotation] == "true"}
-		got.Rows = "" // a Table's rows, not in PartialObjectMetadata
+		got.Rows, got.OtherRows = "", false // a Table's rows, not in PartialObjectMetadata
 		if err != nil || got != want {
 			t.Fatalf("readMeta(%q) = %+v, %v; apimachinery reads %+v", raw, got, err, want)
 		}
