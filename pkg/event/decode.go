@@ -282,15 +282,17 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 	ev.Namespace, ev.Name, ev.UID = m.Namespace, m.Name, m.UID
 	ev.ResourceVersion = m.ResourceVersion
 	ev.InitialEventsEnd = m.InitialEventsEnd
-	ev.kinds = m.Kinds
-	if err != nil {
-		return fmt.Errorf("watch event object: %w", err)
-	}
+	ev.kinds = m.suspect(raw)
+	// A Table's rows are looked at for Secrets also when its metadata
+	// did not read: the event is printed all the same.
 	if m.Kinds&kindTable != 0 && len(m.Rows) > 0 {
-		ev.fromTableRows([]byte(m.Rows), m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/"))
+		ev.fromTableRows([]byte(m.Rows), err == nil && m.Kind == "Table" && strings.HasPrefix(m.APIVersion, "meta.k8s.io/"))
 	}
 	if m.Kinds&kindTable != 0 && m.OtherRows {
 		ev.rowsSecret = true // rows no client reads may hold Secrets: redact fails closed
+	}
+	if err != nil {
+		return fmt.Errorf("watch event object: %w", err)
 	}
 	if ev.Kind == "Status" {
 		// Case-sensitive, as client-go decodes it: a "Code" beside
@@ -324,7 +326,7 @@ func (ev *Event) fromTableRows(raw []byte, identity bool) {
 			}
 			var m objectMeta
 			_ = readMeta(obj, &m)
-			if m.Kinds != 0 {
+			if m.suspect(obj) != 0 {
 				// A row's metadata may be a Secret's (kubectl get
 				// secrets -w): its last-applied-configuration holds
 				// the data; a row may also hold a Table or a list.
@@ -371,6 +373,11 @@ func (ev *Event) fromProtobuf(raw []byte) error {
 				"apiVersion": unk.APIVersion, "kind": unk.Kind, "rawBytes": len(unk.Raw),
 			})
 			return nil
+		}
+		if !bytes.HasPrefix(raw, protobufMagic) && !runtime.IsMissingKind(err) && !runtime.IsMissingVersion(err) {
+			// apimachinery read it as JSON or YAML, whose errors quote
+			// the values they could not read (a Secret's too).
+			return fmt.Errorf("watch event object: not protobuf (no %q prefix), and not an object apimachinery reads as JSON or YAML", protobufMagic)
 		}
 		return fmt.Errorf("watch event object: %w", withoutData(err))
 	}
@@ -429,15 +436,16 @@ func (ev *Event) setFromObject(obj runtime.Object, gvk *schema.GroupVersionKind)
 const Redacted = "REDACTED"
 
 // RedactObject returns obj (an object as JSON) with the data of a Secret
-// replaced as Decode does unless ShowSecrets; other objects are returned
-// as they are.
+// replaced as Decode does unless ShowSecrets (as what any reading of its
+// kind says it is, and as a Secret when no kind can be read: it fails
+// closed); other objects are returned as they are.
 func RedactObject(obj []byte) []byte {
 	var m objectMeta
 	_ = readMeta(obj, &m)
-	if m.Kinds == 0 {
+	if m.suspect(obj) == 0 {
 		return obj
 	}
-	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.Kinds}
+	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.suspect(obj)}
 	ev.redact()
 	return ev.Object
 }

@@ -77,6 +77,9 @@ func (m *objectMeta) field(key, v []byte) error {
 		var k string
 		err := stringField(&k, v, "kind")
 		m.Kinds |= kindFlagsOf(k)
+		if err != nil {
+			m.Kinds |= kindSecret // a kind that cannot be read may be anything
+		}
 		if string(key) == "kind" {
 			if err == nil && string(v) != "null" { // a null leaves the kind as it was
 				m.Kind = k
@@ -120,6 +123,16 @@ const (
 	// kindList: a list (List, SecretList, …), whose items may hold objects.
 	kindList
 )
+
+// suspect returns what the object raw, read into m, may be for redaction:
+// Kinds, or, for a value with no kind at all (none a client could use to
+// tell its type) other than null, kindSecret: redaction fails closed.
+func (m *objectMeta) suspect(raw []byte) kindFlags {
+	if m.Kinds == 0 && m.Kind == "" && string(bytes.TrimSpace(raw)) != "null" {
+		return kindSecret
+	}
+	return m.Kinds
+}
 
 // kindFlagsOf returns the flags of one kind value, matched in any letter
 // case (a kind "secret" is no Secret to apimachinery, but redaction fails

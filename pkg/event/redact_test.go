@@ -192,6 +192,16 @@ func TestRedactEveryReadingOfKind(t *testing.T) {
 		{"SecretList, items twice", `{"kind":"SecretList","apiVersion":"v1","items":[` + secret + `],"Items":[` + secret + `]}`},
 		{"Table in a Table row", `{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":` + secret + `}]}}]}`},
 		{"Secret metadata not an object", `{"kind":"Secret","apiVersion":"v1","metadata":[{"name":"s",` + lastApplied + `}],"data":{"password":"` + value + `"}}`},
+		// A second trial: items and row objects without a kind (a typed
+		// list as JSON has none), a Table whose metadata does not read, a
+		// kind that is not a string, an object that is not an object.
+		{"SecretList, items without kind", `{"kind":"SecretList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"s"},"data":{"p":"` + value + `"}}]}`},
+		{"PartialObjectMetadataList, items without kind", `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","items":[{"metadata":{"name":"s",` + lastApplied + `}}]}`},
+		{"Table row object without kind", `{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":{"metadata":{"name":"s"},"data":{"p":"` + value + `"}}}]}`},
+		{"Table whose metadata does not read", `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"name":1},"rows":[{"object":` + secret + `}]}`},
+		{"kind not a string", `{"kind":["Secret"],"apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"` + value + `"}}`},
+		{"object an array", `[` + secret + `]`},
+		{"object a string", `"` + strings.ReplaceAll(secret, `"`, `\"`) + `"`},
 	} {
 		ev, err := Decode(FormatJSON, []byte(`{"type":"ADDED","object":`+c.obj+`}`), DecodeOptions{})
 		if ev == nil || strings.Contains(string(ev.Object), value) || !ev.Redacted || (err != nil && strings.Contains(err.Error(), value)) {
@@ -212,6 +222,32 @@ func TestRedactEveryReadingOfKind(t *testing.T) {
 	}
 	if _, err := Decode(FormatProtobuf, pb, DecodeOptions{}); err == nil || strings.Contains(err.Error(), value) || !strings.Contains(err.Error(), "apiVersion' is missing") {
 		t.Errorf("protobuf: error %v", err)
+	}
+	// YAML in a protobuf watch: the YAML decoder quotes what it cannot read.
+	for _, y := range []string{"kind: Secret\napiVersion: v1\nmetadata: {name: s}\ndata: {password: !!int " + value + "}",
+		"kind: Secret\napiVersion: v1\ndata: {~: {password: " + value + "}}"} {
+		pb, err := (&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: []byte(y)}}).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(FormatProtobuf, pb, DecodeOptions{}); err == nil || strings.Contains(err.Error(), value) {
+			t.Errorf("protobuf, YAML object %q: error %v", y, err)
+		}
+	}
+	// A typed SecretList from protobuf: client-go's JSON of it gives its
+	// items no kind.
+	list := &corev1.SecretList{TypeMeta: metav1.TypeMeta{Kind: "SecretList", APIVersion: "v1"},
+		Items: []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Data: map[string][]byte{"p": []byte("secret")}}}}
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	raw, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb, err = (&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: raw}}).Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := Decode(FormatProtobuf, pb, DecodeOptions{}); err != nil || strings.Contains(string(ev.Object), value) || !ev.Redacted {
+		t.Errorf("protobuf SecretList: %v, printed %s", err, ev.Object)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"kind": "Secret", "metadata": map[string]any{"name": "s"}, "data": map[string]any{"password": value}}}
 	var obj, ev bytes.Buffer
