@@ -155,7 +155,7 @@ func Decode(f Format, data []byte, opt DecodeOptions) (*Event, error) {
 	}
 	x, err := watchEvent(f, data)
 	if err != nil {
-		return nil, fmt.Errorf("not a watch event: %w", withoutData(err))
+		return nil, fmt.Errorf("not a watch event: %w", WithoutData(err))
 	}
 	return decodeFrom(f, x, opt)
 }
@@ -379,7 +379,7 @@ func (ev *Event) fromProtobuf(raw []byte) error {
 			// the values they could not read (a Secret's too).
 			return fmt.Errorf("watch event object: not protobuf (no %q prefix), and not an object apimachinery reads as JSON or YAML", protobufMagic)
 		}
-		return fmt.Errorf("watch event object: %w", withoutData(err))
+		return fmt.Errorf("watch event object: %w", WithoutData(err))
 	}
 	if gvk != nil {
 		obj.GetObjectKind().SetGroupVersionKind(*gvk)
@@ -402,7 +402,7 @@ func (ev *Event) fromCBOR(raw []byte) error {
 	if err != nil {
 		u := &unstructured.Unstructured{}
 		if _, _, uerr := cborObject.Decode(raw, nil, u); uerr != nil {
-			return fmt.Errorf("watch event object: %w", withoutData(err))
+			return fmt.Errorf("watch event object: %w", WithoutData(err))
 		}
 		obj, gvk = u, nil
 	}
@@ -727,16 +727,23 @@ func appendKey(out, key []byte) []byte {
 	return append(out, '"')
 }
 
-// withoutData returns err without the object apimachinery quotes in it:
+// WithoutData returns err without the object apimachinery quotes in it:
 // its "Object 'Kind' is missing in '…'" and "Object 'apiVersion' is
 // missing in '…'" errors (runtime.NewMissingKindErr, NewMissingVersionErr)
 // hold the whole object, which may be a Secret's, and problems are printed.
-func withoutData(err error) error {
+// Wrapped in another error (client-go's), the text is cut where the quote
+// begins; nil and other errors are returned as they are.
+func WithoutData(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case runtime.IsMissingKind(err):
 		return errors.New("object 'Kind' is missing")
 	case runtime.IsMissingVersion(err):
 		return errors.New("object 'apiVersion' is missing")
+	}
+	if msg := err.Error(); strings.Contains(msg, "' is missing in '") {
+		return errors.New(msg[:strings.Index(msg, "' is missing in '")] + "' is missing")
 	}
 	return err
 }

@@ -374,6 +374,7 @@ func (l *loop) listPath() string {
 // errors worth retrying: connection failures once kwatch has reached the
 // server, 429 Too Many Requests, other 5xx, a body cut short.
 func (l *loop) permanent(err error, what string) error {
+	err = event.WithoutData(err) // a LIST body without a kind is quoted whole
 	code := 0
 	var se apierrors.APIStatus
 	if errors.As(err, &se) {
@@ -432,8 +433,8 @@ func (l *loop) retry(ctx context.Context, err error, b *wait.Backoff) {
 		d = max(d, time.Duration(s)*time.Second)
 	}
 	l.stats.Retries++
-	l.lastErr = err.Error()
-	l.emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
+	l.lastErr = event.WithoutData(err).Error()
+	l.emit(&record.Retry{Time: time.Now(), Error: l.lastErr, Wait: d})
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -947,3 +947,25 @@ func TestLoopNameAbsent(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopListErrorWithoutData: a LIST body client-go cannot decode for
+// want of a kind is not quoted in the retry shown (apimachinery's error
+// quotes it whole, and it may be a list of Secrets); found by a
+// hostile-input trial.
+func TestLoopListErrorWithoutData(t *testing.T) {
+	bad := `{"apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"s"},"data":{"p":"c2VjcmV0"}}]}`
+	fs := &fakeServer{t: t, list: []string{bad, listBody("4")}}
+	sink, stats, err := runUntil(t, fs, WatchOptions{Namespace: "default", Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}}, 1, ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retries []string
+	for _, r := range sink.snapshot() {
+		if v, ok := r.(*record.Retry); ok {
+			retries = append(retries, v.Error)
+		}
+	}
+	if stats.Retries != 1 || len(retries) != 1 || strings.Contains(retries[0], "c2VjcmV0") || !strings.Contains(retries[0], "is missing") {
+		t.Errorf("retries %d: %q", stats.Retries, retries)
+	}
+}
