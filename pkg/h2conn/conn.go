@@ -975,6 +975,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 			hdr[k] = append(hdr[k], f.Value)
 		}
 	}
+	httpconn.RedactCredentials(hdr)
 	resp := &record.Response{Conn: c.rec, Exchange: int(id), Time: t, Proto: "HTTP/2.0", StatusCode: code,
 		Reason: httpReason(code), Header: hdr, Request: st.req, ContentType: hdr.Get("Content-Type"), Framing: "http2"}
 	if cl := hdr.Get("Content-Length"); cl != "" {

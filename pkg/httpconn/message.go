@@ -111,6 +111,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 				"a server or proxy that sends a response nobody asked for (response smuggling), or a capture that lost the request; its events are shown, and a live watch does not act on them", false, t)
 		}
 	}
+	RedactCredentials(hdr)
 	resp := &record.Response{Conn: s.c.rec, Exchange: exchange, Time: t, Proto: parts[0],
 		StatusCode: code, Reason: reason, Header: hdr, Request: req,
 		ContentType: hdr.Get("Content-Type")}
@@ -462,12 +463,21 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// credentialFields are request header fields that carry credentials; their
-// values never leave the decoder.
-var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Remote-User", "Impersonate-User"}
+// credentialFields are header fields that carry credentials, in requests
+// (Authorization, Cookie, the user a front proxy vouches for) and responses
+// (Set-Cookie: an authenticating proxy's session); their values never leave
+// the decoder.
+var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Remote-User", "Impersonate-User"}
 
-// RedactCredentials replaces the values of credential header fields with
-// "REDACTED" (keeping the scheme word of Authorization, e.g. "Bearer").
+// bearerProtocol starts the WebSocket subprotocol that carries a bearer
+// token to kube-apiserver (base64url-encoded after it), for clients that
+// cannot set Authorization on a WebSocket, such as browsers.
+const bearerProtocol = "base64url.bearer.authorization.k8s.io."
+
+// RedactCredentials replaces the values of credential header fields of a
+// request or a response with "REDACTED" (keeping the scheme word of
+// Authorization, e.g. "Bearer"), and the token of a bearer WebSocket
+// subprotocol in Sec-WebSocket-Protocol (its other protocols kept).
 func RedactCredentials(h textproto.MIMEHeader) {
 	for _, f := range credentialFields {
 		vs := h[f]
@@ -479,5 +489,15 @@ func RedactCredentials(h textproto.MIMEHeader) {
 				vs[i] = "REDACTED"
 			}
 		}
+	}
+	vs := h["Sec-Websocket-Protocol"]
+	for i, v := range vs {
+		protos := strings.Split(v, ",")
+		for j, p := range protos {
+			if t := strings.TrimSpace(p); len(t) >= len(bearerProtocol) && strings.EqualFold(t[:len(bearerProtocol)], bearerProtocol) {
+				protos[j] = strings.Replace(p, t, t[:len(bearerProtocol)]+"REDACTED", 1)
+			}
+		}
+		vs[i] = strings.Join(protos, ",")
 	}
 }
