@@ -264,15 +264,19 @@ func TestProfileWriteFails(t *testing.T) {
 // TestStreamRecordSecretsRefused: a recording holds the bytes as received,
 // so recording a watch of Secrets needs --show-secrets; the refusal comes
 // before any connection and leaves no file.
+// The path is judged as it will be sent: decoded and cleaned (a
+// percent-encoded "secrets" went through, found by a hostile-input trial).
 func TestStreamRecordSecretsRefused(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "s.pcap")
-	_, errOut, code := run(t, nil, nil, "stream", "--raw", "/api/v1/namespaces/default/secrets?watch=1",
-		"--proxy", "http://127.0.0.1:1", "--record", file)
-	if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well to record a watch of Secrets") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
-	}
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Errorf("%s was created (%v)", file, err)
+	for _, raw := range []string{"/api/v1/namespaces/default/secrets?watch=1", "/api/v1/namespaces/default/%73ecrets?watch=1",
+		"/api/v1/namespaces/default/x/../secrets?watch=1", "/api/v1/secrets"} {
+		_, errOut, code := run(t, nil, nil, "stream", "--raw", raw, "--proxy", "http://127.0.0.1:1", "--record", file)
+		if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well to record a watch of Secrets") {
+			t.Errorf("--raw %s: exit %d, stderr %q", raw, code, errOut)
+		}
+		if _, err := os.Stat(file); !os.IsNotExist(err) {
+			t.Errorf("--raw %s: %s was created (%v)", raw, file, err)
+		}
 	}
 }
 

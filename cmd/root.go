@@ -128,7 +128,7 @@ tcpdump is still writing.`,
 	// -v as in kubectl: klog's verbosity for client-go's own logs
 	// (-v 6 shows each request, -v 8 the bodies); off by default.
 	var verbosity int32
-	root.PersistentFlags().Int32VarP(&verbosity, "v", "v", 0, "kwatch stream: number for the log level verbosity of client-go's logs, as in kubectl (6: every request; 0: none)")
+	root.PersistentFlags().Int32VarP(&verbosity, "v", "v", 0, "kwatch stream: number for the log level verbosity of client-go's logs, as in kubectl (6: every request; 8: response bodies too, Secret data included; 0: none)")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
