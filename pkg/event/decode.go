@@ -506,21 +506,12 @@ func (ev *Event) redactItems() {
 		if !bytes.EqualFold(key, []byte("items")) {
 			return v
 		}
-		items := append(make([]byte, 0, len(v)+64), '[')
-		itemsChanged := false
-		if eachElement(v, func(item []byte) error {
-			if len(items) > 1 {
-				items = append(items, ',')
-			}
-			red := RedactObject(item)
-			itemsChanged = itemsChanged || !bytes.Equal(red, item)
-			items = append(items, red...)
-			return nil
-		}) != nil || !itemsChanged {
+		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return RedactObject(item), nil })
+		if err != nil || !itemsChanged {
 			return v
 		}
 		changed = true
-		return append(items, ']')
+		return items
 	})
 	switch {
 	case err != nil:
@@ -594,27 +585,42 @@ func (ev *Event) redactTable() {
 // passed through RedactObject, and whether one changed; an error when rows
 // is not such an array.
 func redactRows(rows []byte) (out []byte, changed bool, err error) {
-	out = append(make([]byte, 0, len(rows)+64), '[')
-	err = eachElement(rows, func(row []byte) error {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
+	return rewriteArray(rows, func(row []byte) ([]byte, error) {
 		if string(row) == "null" {
-			out = append(out, row...)
-			return nil
+			return row, nil
 		}
+		rowChanged := false
 		r, err := rewriteObject(row, func(k, obj []byte) []byte {
 			if !bytes.EqualFold(k, []byte("object")) {
 				return obj
 			}
 			red := RedactObject(obj)
-			if !bytes.Equal(red, obj) {
-				changed = true
-			}
+			rowChanged = rowChanged || !bytes.Equal(red, obj)
 			return red
 		})
+		if err != nil || !rowChanged {
+			return row, err // as sent when nothing was redacted
+		}
+		return r, nil
+	})
+}
+
+// rewriteArray returns the JSON array arr with each element replaced by
+// fn(element), and whether an element changed; an error when arr is not an
+// array, or fn's first error.
+func rewriteArray(arr []byte, fn func(elem []byte) ([]byte, error)) (out []byte, changed bool, err error) {
+	out = append(make([]byte, 0, len(arr)+64), '[')
+	err = eachElement(arr, func(e []byte) error {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		r, err := fn(e)
+		if err != nil {
+			return err
+		}
+		changed = changed || !bytes.Equal(r, e)
 		out = append(out, r...)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, false, err
