@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -368,7 +367,7 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if o.http2 && o.proxy != "" {
 		return fmt.Errorf("--http2 applies to a direct TLS connection, not to kubectl proxy")
 	}
-	if o.record != "" && o.raw != "" && !o.output.ShowSecrets && rawWatchesSecrets(o.raw) {
+	if o.record != "" && o.raw != "" && !o.output.ShowSecrets && event.SecretsPath(o.raw) {
 		return errRecordSecrets
 	}
 	if _, err := labels.Parse(o.selector); err != nil {
@@ -770,15 +769,4 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		return &exitError{code: ExitProblems, err: o.connectHint(runErr, proxy, server)}
 	}
 	return nil
-}
-
-// rawWatchesSecrets reports whether a --raw path may watch Secrets: a
-// "secrets" segment once the path is decoded and cleaned as the request
-// will send it (%73ecrets, a/../secrets), or a path that does not parse.
-func rawWatchesSecrets(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return true
-	}
-	return slices.Contains(strings.Split(path.Clean("/"+u.Path), "/"), "secrets")
 }

@@ -166,6 +166,17 @@ func New(env Env, opt Options, attach AttachFunc, conn *record.Conn, exchange in
 	return b
 }
 
+// SetSecrets marks the body's events as Secrets by where they come from (a
+// watch of secrets: event.SecretsPath of its request's target): their
+// objects are redacted as Secrets whatever their kind says
+// (event.DecodeOptions.AsSecret).
+func (b *Body) SetSecrets(on bool) {
+	b.opt.Decode.AsSecret = on
+	if b.framer != nil {
+		b.framer.DecodeWith(b.opt.Decode)
+	}
+}
+
 // SetTime sets the time of what the next bytes complete (their arrival).
 func (b *Body) SetTime(t time.Time) { b.now = t }
 

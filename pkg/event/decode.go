@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net/url"
+	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -99,10 +102,10 @@ type Event struct {
 }
 
 // mayHoldSecret reports whether the object may hold a Secret's values and
-// is to be redacted: a Secret, a PartialObjectMetadata or a list by any
-// reading of its kind, a Table whose rows may hold one.
+// is to be redacted: a Secret, a PartialObjectMetadata, a list or a
+// WatchEvent by any reading of its kind, a Table whose rows may hold one.
 func (ev *Event) mayHoldSecret() bool {
-	return ev.kinds&(kindSecret|kindMetadata|kindList) != 0 || ev.rowsSecret
+	return ev.kinds&(kindSecret|kindMetadata|kindList|kindWatchEvent) != 0 || ev.rowsSecret
 }
 
 // DecodeOptions tune Decode.
@@ -110,6 +113,22 @@ type DecodeOptions struct {
 	// ShowSecrets keeps the data and stringData of Secrets; by default
 	// their values are replaced with "REDACTED".
 	ShowSecrets bool
+	// AsSecret redacts every object as a Secret, whatever its kind says
+	// (and as what that kind says besides): the events of a watch of
+	// secrets (SecretsPath).
+	AsSecret bool
+}
+
+// SecretsPath reports whether an HTTP request target may list or watch
+// Secrets: a "secrets" segment in its path decoded and cleaned as a server
+// reads it (%73ecrets and a/../secrets included), or a target that does
+// not parse.
+func SecretsPath(target string) bool {
+	u, err := url.Parse(target)
+	if err != nil {
+		return true
+	}
+	return slices.Contains(strings.Split(path.Clean("/"+u.Path), "/"), "secrets")
 }
 
 // InitialEventsEndAnnotation marks the BOOKMARK that ends the initial events
@@ -212,6 +231,9 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	// did not decode: the event is still printed.
 	// A PartialObjectMetadata (a metadata-only watch) may be a Secret's:
 	// its last-applied-configuration annotation would hold the data.
+	if opt.AsSecret {
+		ev.kinds |= kindSecret
+	}
 	if !opt.ShowSecrets && ev.mayHoldSecret() {
 		ev.redact()
 	}
@@ -314,7 +336,7 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 // event was validated as JSON before: rows are walked, not parsed again.
 func (ev *Event) fromTableRows(raw []byte, identity bool) {
 	first := true
-	_ = eachElement(raw, func(row []byte) error {
+	err := eachElement(raw, func(row []byte) error {
 		isFirst := first
 		first = false
 		if string(row) == "null" {
@@ -339,6 +361,9 @@ func (ev *Event) fromTableRows(raw []byte, identity bool) {
 			return nil
 		})
 	})
+	if err != nil {
+		ev.rowsSecret = true // rows that cannot be read: redactTable replaces them (fails closed)
+	}
 }
 
 // protobufMagic starts every object encoded by apimachinery's protobuf
@@ -470,7 +495,10 @@ func (ev *Event) redact() {
 		ev.redactTable()
 	}
 	if ev.kinds&kindList != 0 {
-		ev.redactItems()
+		ev.redactMembers("items", true)
+	}
+	if ev.kinds&kindWatchEvent != 0 {
+		ev.redactMembers("object", false)
 	}
 	if ev.kinds&(kindSecret|kindMetadata) == 0 {
 		return
@@ -495,18 +523,26 @@ func (ev *Event) redactWhole() {
 	ev.Redacted = true
 }
 
-// redactItems redacts the objects of a list's items (under "items" in any
-// letter case, every copy) as RedactObject does: a list of Secrets, or of
-// anything that may hold one. A list that is not an object is replaced
-// whole; items that are not an array are left as they are (no client reads
-// objects from them).
-func (ev *Event) redactItems() {
+// redactMembers redacts what the object's members named key in any letter
+// case (every copy) hold, as Secrets (redactAsSecret): the items of a list
+// (array, each element), or the object of a WatchEvent (not array). The
+// container's type, not an element's own kind, is what a client decodes an
+// element as (a SecretList's items are Secrets whatever they say), so every
+// element is redacted as a Secret would be. An object that is not an object
+// is replaced whole; members of another shape are left as they are (no
+// client reads objects from them).
+func (ev *Event) redactMembers(key string, array bool) {
 	changed := false
-	out, err := rewriteObject(ev.Object, func(key, v []byte) []byte {
-		if !bytes.EqualFold(key, []byte("items")) {
+	out, err := rewriteObject(ev.Object, func(k, v []byte) []byte {
+		if !bytes.EqualFold(k, []byte(key)) {
 			return v
 		}
-		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return RedactObject(item), nil })
+		if !array {
+			red := redactAsSecret(v)
+			changed = changed || !bytes.Equal(red, v)
+			return red
+		}
+		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return redactAsSecret(item), nil })
 		if err != nil || !itemsChanged {
 			return v
 		}
@@ -521,6 +557,24 @@ func (ev *Event) redactItems() {
 		ev.Redacted = true
 	}
 }
+
+// redactAsSecret returns obj redacted as a Secret is, and as whatever any
+// reading of its own kind says besides; null is kept.
+func redactAsSecret(obj []byte) []byte {
+	if string(bytes.TrimSpace(obj)) == "null" {
+		return obj
+	}
+	var m objectMeta
+	_ = readMeta(obj, &m)
+	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.Kinds | kindSecret}
+	ev.redact()
+	return ev.Object
+}
+
+// RedactSecretObject returns obj (an object as JSON) redacted as a Secret
+// is, whatever its kind says, and as what that kind says besides: for an
+// object known to be a Secret by where it came from (a LIST of secrets).
+func RedactSecretObject(obj []byte) []byte { return redactAsSecret(obj) }
 
 // redactKey keys the tags of redacted values; it is made afresh for each
 // run and never shown.

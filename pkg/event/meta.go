@@ -87,6 +87,9 @@ func (m *objectMeta) field(key, v []byte) error {
 			return err
 		}
 	}
+	if bytes.EqualFold(key, []byte("items")) {
+		m.Kinds |= kindList // an object with items is a list to client-go's unstructured decoding
+	}
 	if bytes.EqualFold(key, []byte("rows")) && (string(key) != "rows" || m.Rows != "") {
 		m.OtherRows = true
 	}
@@ -120,8 +123,12 @@ const (
 	kindMetadata
 	// kindTable: a meta.k8s.io Table, whose rows may hold objects.
 	kindTable
-	// kindList: a list (List, SecretList, …), whose items may hold objects.
+	// kindList: a list (List, SecretList, …, or any object with items:
+	// client-go's unstructured decoding reads it as a list), whose items
+	// may hold objects.
 	kindList
+	// kindWatchEvent: a metav1.WatchEvent, whose object may be one.
+	kindWatchEvent
 )
 
 // suspect returns what the object raw, read into m, may be for redaction:
@@ -145,6 +152,8 @@ func kindFlagsOf(kind string) kindFlags {
 		return kindMetadata
 	case strings.EqualFold(kind, "Table"):
 		return kindTable
+	case strings.EqualFold(kind, "WatchEvent"):
+		return kindWatchEvent
 	case len(kind) >= 4 && strings.EqualFold(kind[len(kind)-4:], "List"):
 		return kindList
 	}

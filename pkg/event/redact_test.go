@@ -199,6 +199,15 @@ func TestRedactEveryReadingOfKind(t *testing.T) {
 		{"kind not a string", `{"kind":["Secret"],"apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"` + value + `"}}`},
 		{"object an array", `[` + secret + `]`},
 		{"object a string", `"` + strings.ReplaceAll(secret, `"`, `\"`) + `"`},
+		// A third trial: what a container makes its elements (client-go
+		// decodes a SecretList's items as Secrets whatever they say, any
+		// object with items as a list, a WatchEvent's object), and rows
+		// that cannot be read.
+		{"SecretList, an item that says ConfigMap", `{"kind":"SecretList","apiVersion":"v1","items":[{"kind":"ConfigMap","metadata":{"name":"s"},"data":{"p":"` + value + `"}}]}`},
+		{"PartialObjectMetadataList, an item that says ConfigMap", `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","items":[{"kind":"ConfigMap","metadata":{"name":"s",` + lastApplied + `}}]}`},
+		{"items under a ConfigMap", `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"},"items":[` + secret + `]}`},
+		{"WatchEvent", `{"kind":"WatchEvent","apiVersion":"v1","type":"ADDED","object":` + secret + `}`},
+		{"Table rows an object", `{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":{"a":{"object":` + secret + `}}}`},
 	} {
 		ev, err := Decode(FormatJSON, []byte(`{"type":"ADDED","object":`+c.obj+`}`), DecodeOptions{})
 		if ev == nil || strings.Contains(string(ev.Object), value) || !ev.Redacted || (err != nil && strings.Contains(err.Error(), value)) {
@@ -256,5 +265,28 @@ func TestRedactEveryReadingOfKind(t *testing.T) {
 	}
 	if _, err := Decode(FormatCBOR, ev.Bytes(), DecodeOptions{}); err == nil || strings.Contains(err.Error(), value) {
 		t.Errorf("CBOR: error %v", err)
+	}
+}
+
+// TestRedactAsSecret: the events of a watch of secrets (its path) are
+// redacted as Secrets whatever their objects' kind says (a server could
+// label one otherwise); SecretsPath reads the path as a server does.
+func TestRedactAsSecret(t *testing.T) {
+	cm := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"c2VjcmV0"}}}`
+	ev, err := Decode(FormatJSON, []byte(cm), DecodeOptions{AsSecret: true})
+	if err != nil || strings.Contains(string(ev.Object), "c2VjcmV0") || !ev.Redacted || ev.Kind != "ConfigMap" {
+		t.Errorf("as a Secret: %+v, %v: %s", ev, err, ev.Object)
+	}
+	if ev, _ := Decode(FormatJSON, []byte(cm), DecodeOptions{}); ev.Redacted {
+		t.Errorf("a ConfigMap redacted: %s", ev.Object)
+	}
+	for target, want := range map[string]bool{
+		"/api/v1/namespaces/default/secrets?watch=1": true, "/api/v1/secrets": true, "/api/v1/watch/namespaces/a/secrets/s": true,
+		"/api/v1/namespaces/default/%73ecrets?watch=1": true, "/api/v1/namespaces/default/x/../secrets": true, "%zz": true,
+		"/api/v1/namespaces/default/configmaps?watch=1": false, "/api/v1/namespaces/secret/configmaps": false,
+	} {
+		if SecretsPath(target) != want {
+			t.Errorf("SecretsPath(%q) = %v, want %v", target, !want, want)
+		}
 	}
 }

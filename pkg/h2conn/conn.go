@@ -930,6 +930,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 	}
 	httpconn.RedactCredentials(req.Header)
 	req.Watch = httpconn.IsWatchRequest(req.Target)
+	req.Secrets = event.SecretsPath(req.Target)
 	if req.Watch {
 		req.StartsWithState, req.InitialState = httpconn.WatchState(req.Target)
 	}
@@ -955,7 +956,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		// Trailers (RFC 9113 §8.1).
 		for _, f := range fields {
 			if len(st.trailers) < 32 {
-				st.trailers = append(st.trailers, f.Name+": "+f.Value)
+				st.trailers = append(st.trailers, httpconn.RedactTrailerLine(f.Name+": "+f.Value))
 			}
 		}
 		if end {
@@ -1009,6 +1010,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		if resp.Watch {
 			resp.Format = f.String()
 			st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", f, t)
+			st.ev.SetSecrets(st.req != nil && st.req.Secrets)
 			if tentative {
 				// The first event confirms it is a watch.
 				st.ev.SetTentative()
@@ -1084,6 +1086,7 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 	}
 	st.resp = resp
 	st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", f, t)
+	st.ev.SetSecrets(st.req != nil && st.req.Secrets)
 	st.ev.SetTentative()
 	st.ev.SetInitial(st.req.InitialState)
 	if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {

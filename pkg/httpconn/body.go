@@ -209,7 +209,7 @@ func (b *body) ChunkEnd(*chunk.Chunk) {}
 func (b *body) Trailer(line []byte, _ int64) {
 	b.sawTrailer = true
 	if len(b.trailers) < 32 {
-		b.trailers = append(b.trailers, string(line))
+		b.trailers = append(b.trailers, RedactTrailerLine(string(line)))
 	}
 }
 

@@ -222,7 +222,8 @@ func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
 		// 1 MiB, emitted with the request): 64 requests waiting on each
 		// of 10000 connections must not hold them.
 		c.pending = append(c.pending, &record.Request{Conn: req.Conn, Exchange: req.Exchange, Time: req.Time,
-			Method: req.Method, Proto: req.Proto, Watch: req.Watch, InitialState: req.InitialState, StartsWithState: req.StartsWithState})
+			Method: req.Method, Proto: req.Proto, Watch: req.Watch, InitialState: req.InitialState, StartsWithState: req.StartsWithState,
+			Secrets: req.Secrets})
 		return
 	}
 	if c.unqueued == 0 {

@@ -828,3 +828,19 @@ func TestBareLFFramingBounded(t *testing.T) {
 		t.Errorf("%d warnings, want 5", n)
 	}
 }
+
+// TestSecretsWatchRedacted: the events of a watch of secrets are redacted
+// as Secrets whatever their objects say they are (found by a hostile-input
+// trial: a server labelling a Secret's data a ConfigMap had it printed);
+// the same event on a watch of configmaps is not.
+func TestSecretsWatchRedacted(t *testing.T) {
+	ev := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"c2VjcmV0"}}}` + "\n"
+	server := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkOf(ev) + "0\r\n\r\n")
+	for resource, redacted := range map[string]bool{"secrets": true, "%73ecrets": true, "configmaps": false} {
+		client := []byte("GET /api/v1/namespaces/default/" + resource + "?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+		out := strings.Join(runConn(t, client, server, 0, whole), "\n")
+		if !strings.Contains(out, "*record.Event") || strings.Contains(out, "c2VjcmV0") != !redacted {
+			t.Errorf("a watch of %s: redacted %v, want %v:\n%s", resource, !strings.Contains(out, "c2VjcmV0"), redacted, out)
+		}
+	}
+}

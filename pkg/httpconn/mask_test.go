@@ -96,4 +96,11 @@ func TestRedactCredentials(t *testing.T) {
 	if fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("got  %v\nwant %v", h, want)
 	}
+	// Trailers too (a chunked body's trailer section, HTTP/2 trailers).
+	for line, want := range map[string]string{"set-cookie: s=1": "set-cookie: REDACTED", "Authorization: Bearer x": "Authorization: Bearer REDACTED",
+		"X-Checksum: abc": "X-Checksum: abc", "no colon": "no colon"} {
+		if got := RedactTrailerLine(line); got != want {
+			t.Errorf("RedactTrailerLine(%q) = %q, want %q", line, got, want)
+		}
+	}
 }

@@ -62,7 +62,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1])}
+		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
 	req.StartsWithState, req.InitialState = WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
@@ -180,6 +180,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 					b.ev.SetTentative()
 				}
 				b.ev.SetInitial(req != nil && req.InitialState)
+				b.ev.SetSecrets(req != nil && req.Secrets)
 				if resp.ContentEncoding != "" {
 					b.startInflate(resp.ContentEncoding)
 				}
@@ -468,6 +469,24 @@ func isDigits(s string) bool {
 // (Set-Cookie: an authenticating proxy's session); their values never leave
 // the decoder.
 var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Remote-User", "Impersonate-User"}
+
+// RedactTrailerLine returns a trailer field line ("Name: value", RFC 9112
+// §7.1.2; an HTTP/2 trailer as kwatch writes it) with its value redacted as
+// RedactCredentials would in a header section; other lines as they are.
+func RedactTrailerLine(line string) string {
+	name, value, ok := strings.Cut(line, ":")
+	if !ok {
+		return line
+	}
+	h := textproto.MIMEHeader{textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)): {strings.TrimSpace(value)}}
+	RedactCredentials(h)
+	for _, vs := range h {
+		if vs[0] != strings.TrimSpace(value) {
+			return name + ": " + vs[0]
+		}
+	}
+	return line
+}
 
 // bearerProtocol starts the WebSocket subprotocol that carries a bearer
 // token to kube-apiserver (base64url-encoded after it), for clients that

@@ -96,6 +96,10 @@ type Request struct {
 	// Those events come in key order, not resourceVersion order (health
 	// does not judge their order).
 	StartsWithState bool
+	// Secrets is true when the target may list or watch Secrets
+	// (event.SecretsPath): the objects of its events are redacted as
+	// Secrets whatever their kind says.
+	Secrets bool
 }
 
 // When returns the time of the request's last header byte.

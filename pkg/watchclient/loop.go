@@ -505,7 +505,13 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 				continue
 			}
 			if !l.c.httpOpt.Decode.ShowSecrets {
-				js = event.RedactObject(js)
+				if l.opt.Resource.GVR.Group == "" && l.opt.Resource.GVR.Resource == "secrets" {
+					// A LIST of secrets holds Secrets whatever its
+					// items say they are.
+					js = event.RedactSecretObject(js)
+				} else {
+					js = event.RedactObject(js)
+				}
 			}
 			gvk := it.GetObjectKind().GroupVersionKind()
 			lr.Objects = append(lr.Objects, record.Object{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,

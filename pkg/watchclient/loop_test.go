@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
@@ -967,5 +968,32 @@ func TestLoopListErrorWithoutData(t *testing.T) {
 	}
 	if stats.Retries != 1 || len(retries) != 1 || strings.Contains(retries[0], "c2VjcmV0") || !strings.Contains(retries[0], "is missing") {
 		t.Errorf("retries %d: %q", stats.Retries, retries)
+	}
+}
+
+// TestLoopListedSecretsRedacted: the objects a LIST of secrets gives are
+// redacted as Secrets whatever their kind says (a hostile server's
+// SecretList of items that say ConfigMap had them printed); a LIST of
+// configmaps is shown as it came.
+func TestLoopListedSecretsRedacted(t *testing.T) {
+	body := `{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"4"},"items":[{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s","namespace":"default"},"data":{"p":"c2VjcmV0"}}]}`
+	for resource, redacted := range map[string]bool{"secrets": true, "configmaps": false} {
+		fs := &fakeServer{t: t, list: []string{body}}
+		res := Resource{Kind: "Secret", Namespaced: true, GVR: schema.GroupVersionResource{Version: "v1", Resource: resource}}
+		sink, _, err := runUntil(t, fs, WatchOptions{Namespace: "default", Resource: res, ListObjects: true}, 1, ConnectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var objs []string
+		for _, r := range sink.snapshot() {
+			if v, ok := r.(*record.List); ok {
+				for _, o := range v.Objects {
+					objs = append(objs, string(o.JSON))
+				}
+			}
+		}
+		if len(objs) != 1 || strings.Contains(objs[0], "c2VjcmV0") != !redacted {
+			t.Errorf("a LIST of %s: listed %q; want redacted %v", resource, objs, redacted)
+		}
 	}
 }
