@@ -99,6 +99,9 @@ type Event struct {
 	// unless ShowSecrets.
 	kinds      kindFlags
 	rowsSecret bool
+	// asSecret: the event is of a watch of secrets (DecodeOptions.AsSecret):
+	// the objects of its Table rows are redacted as Secrets too.
+	asSecret bool
 }
 
 // mayHoldSecret reports whether the object may hold a Secret's values and
@@ -233,6 +236,7 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	// its last-applied-configuration annotation would hold the data.
 	if opt.AsSecret {
 		ev.kinds |= kindSecret
+		ev.asSecret = true
 	}
 	if !opt.ShowSecrets && ev.mayHoldSecret() {
 		ev.redact()
@@ -611,7 +615,7 @@ func (ev *Event) redactTable() {
 		if found = true; string(v) == "null" {
 			return v
 		}
-		rows, rowsChanged, err := redactRows(v)
+		rows, rowsChanged, err := redactRows(v, ev.asSecret)
 		switch {
 		case err != nil:
 			unreadable = true
@@ -636,9 +640,10 @@ func (ev *Event) redactTable() {
 
 // redactRows returns a Table's rows (a JSON array of objects, or nulls)
 // with the value of every member whose key is "object" in any letter case
-// passed through RedactObject, and whether one changed; an error when rows
-// is not such an array.
-func redactRows(rows []byte) (out []byte, changed bool, err error) {
+// passed through RedactObject (redactAsSecret when asSecret: the rows of a
+// watch of secrets), and whether one changed; an error when rows is not
+// such an array.
+func redactRows(rows []byte, asSecret bool) (out []byte, changed bool, err error) {
 	return rewriteArray(rows, func(row []byte) ([]byte, error) {
 		if string(row) == "null" {
 			return row, nil
@@ -649,6 +654,9 @@ func redactRows(rows []byte) (out []byte, changed bool, err error) {
 				return obj
 			}
 			red := RedactObject(obj)
+			if asSecret {
+				red = redactAsSecret(obj)
+			}
 			rowChanged = rowChanged || !bytes.Equal(red, obj)
 			return red
 		})

@@ -280,6 +280,12 @@ func TestRedactAsSecret(t *testing.T) {
 	if ev, _ := Decode(FormatJSON, []byte(cm), DecodeOptions{}); ev.Redacted {
 		t.Errorf("a ConfigMap redacted: %s", ev.Object)
 	}
+	// A Table's rows too (kubectl get secrets -w from a server that
+	// labels a row's object otherwise; found by a fourth trial).
+	table := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"cells":["s"],"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"c2VjcmV0"}}}]}}`
+	if ev, err := Decode(FormatJSON, []byte(table), DecodeOptions{AsSecret: true}); err != nil || strings.Contains(string(ev.Object), "c2VjcmV0") || !ev.Redacted {
+		t.Errorf("a Table of a watch of secrets: %v: %s", err, ev.Object)
+	}
 	for target, want := range map[string]bool{
 		"/api/v1/namespaces/default/secrets?watch=1": true, "/api/v1/secrets": true, "/api/v1/watch/namespaces/a/secrets/s": true,
 		"/api/v1/namespaces/default/%73ecrets?watch=1": true, "/api/v1/namespaces/default/x/../secrets": true, "%zz": true,

@@ -106,9 +106,13 @@ type Conn struct {
 	// the oldest of them is exchange number unqueuedFirst.
 	unqueued      int
 	unqueuedFirst int
-	exchange      int
-	tlsNoted      bool // the connection's TLS note was emitted: one per connection
-	last          time.Time
+	// unqueuedSecrets: a request not kept in pending may watch Secrets
+	// (record.Request.Secrets); the answers to unkept requests are then
+	// all redacted as Secrets (fails closed).
+	unqueuedSecrets bool
+	exchange        int
+	tlsNoted        bool // the connection's TLS note was emitted: one per connection
+	last            time.Time
 	// other follows the connection instead once it turned out to be
 	// HTTP/2 (Options.HTTP2).
 	other Follower
@@ -225,6 +229,9 @@ func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
 			Method: req.Method, Proto: req.Proto, Watch: req.Watch, InitialState: req.InitialState, StartsWithState: req.StartsWithState,
 			Secrets: req.Secrets})
 		return
+	}
+	if req.Secrets {
+		c.unqueuedSecrets = true
 	}
 	if c.unqueued == 0 {
 		c.unqueuedFirst = req.Exchange

@@ -104,3 +104,17 @@ func TestRedactCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactUserinfo: an absolute-form target's user name and password are
+// not shown; other targets are kept.
+func TestRedactUserinfo(t *testing.T) {
+	for target, want := range map[string]string{
+		"http://admin:hunter2@10.0.0.1:8001/api/v1/configmaps?watch=1": "http://REDACTED@10.0.0.1:8001/api/v1/configmaps?watch=1",
+		"http://10.0.0.1:8001/api/v1/configmaps?fieldSelector=a%40b":   "http://10.0.0.1:8001/api/v1/configmaps?fieldSelector=a%40b",
+		"/api/v1/namespaces/a@b/configmaps":                            "/api/v1/namespaces/a@b/configmaps",
+	} {
+		if got := redactUserinfo(target); got != want {
+			t.Errorf("redactUserinfo(%q) = %q, want %q", target, got, want)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: parts[1], Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
+		Target: redactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
 	req.StartsWithState, req.InitialState = WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
@@ -180,7 +180,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 					b.ev.SetTentative()
 				}
 				b.ev.SetInitial(req != nil && req.InitialState)
-				b.ev.SetSecrets(req != nil && req.Secrets)
+				b.ev.SetSecrets(req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets)
 				if resp.ContentEncoding != "" {
 					b.startInflate(resp.ContentEncoding)
 				}
@@ -469,6 +469,24 @@ func isDigits(s string) bool {
 // (Set-Cookie: an authenticating proxy's session); their values never leave
 // the decoder.
 var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Remote-User", "Impersonate-User"}
+
+// redactUserinfo returns an absolute-form request target (RFC 9112 §3.2.2)
+// with the user name and password of its authority, which a client must
+// not send (RFC 9110 §4.2.4) but a broken one may, replaced by REDACTED;
+// other targets as they are.
+func redactUserinfo(target string) string {
+	_, rest, ok := strings.Cut(target, "://")
+	if !ok {
+		return target
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return target
+	}
+	start := len(target) - len(rest)
+	return target[:start] + "REDACTED" + target[start+at:]
+}
 
 // RedactTrailerLine returns a trailer field line ("Name: value", RFC 9112
 // §7.1.2; an HTTP/2 trailer as kwatch writes it) with its value redacted as
