@@ -102,6 +102,9 @@ type Event struct {
 	// asSecret: the event is of a watch of secrets (DecodeOptions.AsSecret):
 	// the objects of its Table rows are redacted as Secrets too.
 	asSecret bool
+	// depth is how deep this object is nested in the event's object, for
+	// redaction (maxRedactDepth); 0 for the event's object.
+	depth int
 }
 
 // mayHoldSecret reports whether the object may hold a Secret's values and
@@ -468,13 +471,33 @@ const Redacted = "REDACTED"
 // replaced as Decode does unless ShowSecrets (as what any reading of its
 // kind says it is, and as a Secret when no kind can be read: it fails
 // closed); other objects are returned as they are.
-func RedactObject(obj []byte) []byte {
-	var m objectMeta
-	_ = readMeta(obj, &m)
-	if m.suspect(obj) == 0 {
+func RedactObject(obj []byte) []byte { return redactObject(obj, 0, false) }
+
+// maxRedactDepth bounds how deep redaction looks into objects nested in
+// objects (a Table row's, a list's items, a WatchEvent's): each level walks
+// what it holds, so an event nested deeper than real ones are would cost
+// its size times its depth. Deeper objects are replaced whole.
+const maxRedactDepth = 16
+
+// redactObject is RedactObject for an object nested depth levels deep in
+// the event's object, redacted as a Secret too when asSecret; null is kept.
+func redactObject(obj []byte, depth int, asSecret bool) []byte {
+	if string(bytes.TrimSpace(obj)) == "null" {
 		return obj
 	}
-	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.suspect(obj)}
+	if depth > maxRedactDepth {
+		return redactedJSON(obj)
+	}
+	var m objectMeta
+	_ = readMeta(obj, &m)
+	kinds := m.suspect(obj)
+	if asSecret {
+		kinds |= kindSecret
+	}
+	if kinds == 0 {
+		return obj
+	}
+	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: kinds, depth: depth}
 	ev.redact()
 	return ev.Object
 }
@@ -528,7 +551,7 @@ func (ev *Event) redactWhole() {
 }
 
 // redactMembers redacts what the object's members named key in any letter
-// case (every copy) hold, as Secrets (redactAsSecret): the items of a list
+// case (every copy) hold, as Secrets (redactObject): the items of a list
 // (array, each element), or the object of a WatchEvent (not array). The
 // container's type, not an element's own kind, is what a client decodes an
 // element as (a SecretList's items are Secrets whatever they say), so every
@@ -542,11 +565,11 @@ func (ev *Event) redactMembers(key string, array bool) {
 			return v
 		}
 		if !array {
-			red := redactAsSecret(v)
+			red := redactObject(v, ev.depth+1, true)
 			changed = changed || !bytes.Equal(red, v)
 			return red
 		}
-		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return redactAsSecret(item), nil })
+		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return redactObject(item, ev.depth+1, true), nil })
 		if err != nil || !itemsChanged {
 			return v
 		}
@@ -562,23 +585,10 @@ func (ev *Event) redactMembers(key string, array bool) {
 	}
 }
 
-// redactAsSecret returns obj redacted as a Secret is, and as whatever any
-// reading of its own kind says besides; null is kept.
-func redactAsSecret(obj []byte) []byte {
-	if string(bytes.TrimSpace(obj)) == "null" {
-		return obj
-	}
-	var m objectMeta
-	_ = readMeta(obj, &m)
-	ev := &Event{Object: obj, Kind: m.Kind, APIVersion: m.APIVersion, Name: m.Name, Namespace: m.Namespace, kinds: m.Kinds | kindSecret}
-	ev.redact()
-	return ev.Object
-}
-
 // RedactSecretObject returns obj (an object as JSON) redacted as a Secret
 // is, whatever its kind says, and as what that kind says besides: for an
 // object known to be a Secret by where it came from (a LIST of secrets).
-func RedactSecretObject(obj []byte) []byte { return redactAsSecret(obj) }
+func RedactSecretObject(obj []byte) []byte { return redactObject(obj, 0, true) }
 
 // redactKey keys the tags of redacted values; it is made afresh for each
 // run and never shown.
@@ -615,7 +625,7 @@ func (ev *Event) redactTable() {
 		if found = true; string(v) == "null" {
 			return v
 		}
-		rows, rowsChanged, err := redactRows(v, ev.asSecret)
+		rows, rowsChanged, err := redactRows(v, ev.depth+1, ev.asSecret)
 		switch {
 		case err != nil:
 			unreadable = true
@@ -640,10 +650,10 @@ func (ev *Event) redactTable() {
 
 // redactRows returns a Table's rows (a JSON array of objects, or nulls)
 // with the value of every member whose key is "object" in any letter case
-// passed through RedactObject (redactAsSecret when asSecret: the rows of a
-// watch of secrets), and whether one changed; an error when rows is not
-// such an array.
-func redactRows(rows []byte, asSecret bool) (out []byte, changed bool, err error) {
+// passed through redactObject (depth levels deep; as a Secret too when
+// asSecret: the rows of a watch of secrets), and whether one changed; an
+// error when rows is not such an array.
+func redactRows(rows []byte, depth int, asSecret bool) (out []byte, changed bool, err error) {
 	return rewriteArray(rows, func(row []byte) ([]byte, error) {
 		if string(row) == "null" {
 			return row, nil
@@ -653,10 +663,7 @@ func redactRows(rows []byte, asSecret bool) (out []byte, changed bool, err error
 			if !bytes.EqualFold(k, []byte("object")) {
 				return obj
 			}
-			red := RedactObject(obj)
-			if asSecret {
-				red = redactAsSecret(obj)
-			}
+			red := redactObject(obj, depth, asSecret)
 			rowChanged = rowChanged || !bytes.Equal(red, obj)
 			return red
 		})

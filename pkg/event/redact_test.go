@@ -296,3 +296,35 @@ func TestRedactAsSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactDeepNesting: a Secret nested in lists deeper than
+// maxRedactDepth is still not printed (the nesting past it is replaced
+// whole), and no level is walked more than maxRedactDepth times over: a
+// hostile trial's list 4990 deep took 2.9 s, its size times its depth.
+func TestRedactDeepNesting(t *testing.T) {
+	secret := `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"p":"c2VjcmV0"}}`
+	for _, depth := range []int{3, maxRedactDepth + 2, 4900} {
+		obj := strings.Repeat(`{"kind":"List","apiVersion":"v1","items":[`, depth) + secret + strings.Repeat(`]}`, depth)
+		ev, err := Decode(FormatJSON, []byte(`{"type":"ADDED","object":`+obj+`}`), DecodeOptions{})
+		if ev == nil {
+			t.Fatalf("depth %d: %v", depth, err)
+		}
+		if err != nil || strings.Contains(string(ev.Object), "c2VjcmV0") || !ev.Redacted || !json.Valid(ev.Object) {
+			t.Errorf("depth %d: %v, redacted %v, printed %.300s", depth, err, ev.Redacted, ev.Object)
+		}
+	}
+}
+
+// BenchmarkRedactDeepList measures redacting a list nested 4900 deep
+// (about 210 KB) holding a Secret: bounded by maxRedactDepth, linear in
+// the event's size.
+func BenchmarkRedactDeepList(b *testing.B) {
+	obj := strings.Repeat(`{"kind":"List","apiVersion":"v1","items":[`, 4900) + `{"kind":"Secret","data":{"p":"c2VjcmV0"}}` + strings.Repeat(`]}`, 4900)
+	ev := []byte(`{"type":"ADDED","object":` + obj + `}`)
+	b.SetBytes(int64(len(ev)))
+	for i := 0; i < b.N; i++ {
+		if _, err := Decode(FormatJSON, ev, DecodeOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
