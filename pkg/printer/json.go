@@ -96,6 +96,11 @@ func (j *JSON) event(v *record.Event) {
 		return
 	}
 	// One write per line: output may be a terminal or a pipe read live.
+	// The line is sized for the object at once: appending a large one to
+	// a small buffer would copy it at every doubling.
+	if need := len(ev.Object) + 512 + 160*len(ev.Chunks) + 96*len(ev.Frames); cap(j.out) < need {
+		j.out = make([]byte, 0, need)
+	}
 	j.out = append(appendEventLine(j.out[:0], &ev), '\n')
 	_, _ = j.lines.Write(j.out)
 	if cap(j.out) > 1<<20 {

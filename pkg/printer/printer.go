@@ -305,10 +305,20 @@ type errWriter struct {
 	err error
 }
 
-// Write holds p (a whole line, or several).
+// Write holds p (a whole line, or several). Lines of flushBytes or more
+// are written as they come, after what is held, not copied.
 func (e *errWriter) Write(p []byte) (int, error) {
 	if e.err != nil {
 		return 0, e.err
+	}
+	if len(p) >= flushBytes {
+		if e.Flush() == nil {
+			_, e.err = e.w.Write(p)
+		}
+		if e.err != nil {
+			return 0, e.err
+		}
+		return len(p), nil
 	}
 	e.buf = append(e.buf, p...)
 	if len(e.buf) >= flushBytes {

@@ -74,3 +74,19 @@ func TestLiveSummaryRequested(t *testing.T) {
 		}
 	}
 }
+
+// TestErrWriterLargeLine: a line of flushBytes or more is written as it
+// comes, after the lines held before it, and the ones after it follow.
+func TestErrWriterLargeLine(t *testing.T) {
+	var out bytes.Buffer
+	w := &errWriter{w: &out}
+	big := strings.Repeat("x", flushBytes) + "\n"
+	for _, l := range []string{"a\n", big, "b\n"} {
+		if _, err := w.Write([]byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil || out.String() != "a\n"+big+"b\n" {
+		t.Errorf("wrote %d bytes, %v; want the three lines in order", out.Len(), err)
+	}
+}
