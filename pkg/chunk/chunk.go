@@ -588,16 +588,16 @@ func (d *Decoder) trailerLine(full, line []byte) *Error {
 		d.h.Done(d.off)
 		return nil
 	}
-	if !validFieldLine(line) {
+	if !ValidFieldLine(line) {
 		d.h.Warning(&Error{Offset: d.lineOff, Kind: KindBadTrailer, Detail: fmt.Sprintf("%q", truncate(line))})
 	}
 	d.h.Trailer(line, d.lineOff)
 	return nil
 }
 
-// validFieldLine reports whether line is field-name ":" OWS field-value OWS
-// (RFC 9112 §5).
-func validFieldLine(line []byte) bool {
+// ValidFieldLine reports whether line is field-name ":" OWS field-value OWS
+// (RFC 9112 §5): a name of token characters, a colon, a value.
+func ValidFieldLine(line []byte) bool {
 	i := 0
 	for i < len(line) && isTchar(line[i]) {
 		i++

@@ -918,7 +918,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 		case ":method":
 			req.Method = f.Value
 		case ":path":
-			req.Target = f.Value
+			req.Target = httpconn.RedactUserinfo(f.Value)
 		case ":authority":
 			req.Header["Host"] = append(req.Header["Host"], f.Value)
 		default:

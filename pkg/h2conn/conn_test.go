@@ -522,3 +522,18 @@ func TestSummaryAfterStreamEnds(t *testing.T) {
 		t.Fatalf("want the stream's end (line %d) before the connection's note (line %d):\n%s", end, note, strings.Join(*out, "\n"))
 	}
 }
+
+// TestRequestUserinfoRedacted: a user name and password in a request's
+// :path (absolute form) are not shown, as over HTTP/1.1 (found by a
+// hostile-input trial).
+func TestRequestUserinfoRedacted(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	c.headers(t, 1, true, 0, ":method", "GET", ":scheme", "https", ":authority", "k",
+		":path", "https://admin:SUPERSECRETPASS@k/api/v1/namespaces/default/configmaps?watch=1")
+	watchResponse(t, s, 1)
+	_ = s.fr.WriteData(1, true, ev("ADDED", "a", "101"))
+	text := strings.Join(run(t, []piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, Options{}), "\n")
+	if strings.Contains(text, "SUPERSECRETPASS") || !strings.Contains(text, "https://REDACTED@k/api/v1/namespaces/default/configmaps?watch=1") {
+		t.Errorf("records:\n%s", text)
+	}
+}

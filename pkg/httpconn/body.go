@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/textproto"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -233,8 +234,15 @@ func (b *body) Warning(err *chunk.Error) {
 		b.bareLFAt = err.Offset
 	}
 	b.warnings++
+	detail := err.Detail
+	if err.Kind == chunk.KindBadTrailer {
+		// The line, quoted: shown only as a trailer line would be.
+		if line, uerr := strconv.Unquote(detail); uerr != nil || RedactTrailerLine(line) != line {
+			detail = "a line not shown: it may hold a credential"
+		}
+	}
 	b.s.c.problem(&record.Problem{Direction: b.s.name(), Where: "body", Offset: err.Offset,
-		Exchange: b.exchange, Kind: err.Kind, Detail: err.Detail, Warning: true, Time: b.now})
+		Exchange: b.exchange, Kind: err.Kind, Detail: detail, Warning: true, Time: b.now})
 }
 
 func (b *body) chunkError(err error, t time.Time) {

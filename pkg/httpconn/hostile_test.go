@@ -862,3 +862,17 @@ func TestSecretsWatchPipelined(t *testing.T) {
 		t.Errorf("the watch of secrets after %d pipelined requests printed its data:\n%s", httpconn.DefaultMaxPending, out[max(0, len(out)-3000):])
 	}
 }
+
+// TestMalformedTrailerNotShown: a trailer line that is not a field line and
+// may hold a credential (a folded continuation of Set-Cookie) is neither in
+// the trailers shown nor quoted by the problem about it (found by a
+// hostile-input trial).
+func TestMalformedTrailerNotShown(t *testing.T) {
+	client := []byte("GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	server := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"0\r\nSet-Cookie: a=\r\n SUPERSECRETFOLD\r\nSet-Cookie : SUPERSECRETSPACE\r\n\r\n")
+	out := strings.Join(runConn(t, client, server, 0, whole), "\n")
+	if strings.Contains(out, "SUPERSECRET") || !strings.Contains(out, "malformed trailer field line") {
+		t.Errorf("a credential in a malformed trailer line is shown:\n%s", out)
+	}
+}

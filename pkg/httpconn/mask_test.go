@@ -81,14 +81,14 @@ func TestMalformedHeaderHidesCredentials(t *testing.T) {
 // subprotocols and fields kept (found by a hostile-input trial).
 func TestRedactCredentials(t *testing.T) {
 	h := textproto.MIMEHeader{
-		"Authorization":          {"Bearer 0a8de18a"},
+		"Authorization":          {"Bearer 0a8de18a", "SUPERSECRETRAWTOKEN extra"},
 		"Set-Cookie":             {"session=SETCOOKIEsecret; HttpOnly"},
 		"Sec-Websocket-Protocol": {"base64url.bearer.authorization.k8s.io.VE9LRU4yc2VjcmV0, v5.channel.k8s.io", "v4.channel.k8s.io"},
 		"Content-Type":           {"application/json"},
 	}
 	RedactCredentials(h)
 	want := textproto.MIMEHeader{
-		"Authorization":          {"Bearer REDACTED"},
+		"Authorization":          {"Bearer REDACTED", "REDACTED"},
 		"Set-Cookie":             {"REDACTED"},
 		"Sec-Websocket-Protocol": {"base64url.bearer.authorization.k8s.io.REDACTED, v5.channel.k8s.io", "v4.channel.k8s.io"},
 		"Content-Type":           {"application/json"},
@@ -98,7 +98,13 @@ func TestRedactCredentials(t *testing.T) {
 	}
 	// Trailers too (a chunked body's trailer section, HTTP/2 trailers).
 	for line, want := range map[string]string{"set-cookie: s=1": "set-cookie: REDACTED", "Authorization: Bearer x": "Authorization: Bearer REDACTED",
-		"X-Checksum: abc": "X-Checksum: abc", "no colon": "no colon"} {
+		"X-Checksum: abc": "X-Checksum: abc", "no colon": "no colon",
+		// Not field lines (found by a hostile-input trial): a folded
+		// continuation, a name with a space or a semicolon.
+		" SUPERSECRETFOLD":                        "REDACTED (not a field line; it may hold a credential)",
+		"Set-Cookie : SUPERSECRETSPACE":           "REDACTED (not a field line; it may hold a credential)",
+		"Authorization Bearer SUPERSECRETNOCOLON": "REDACTED (not a field line; it may hold a credential)",
+		"Cookie; SUPERSECRETSEMI":                 "REDACTED (not a field line; it may hold a credential)"} {
 		if got := RedactTrailerLine(line); got != want {
 			t.Errorf("RedactTrailerLine(%q) = %q, want %q", line, got, want)
 		}
@@ -113,8 +119,8 @@ func TestRedactUserinfo(t *testing.T) {
 		"http://10.0.0.1:8001/api/v1/configmaps?fieldSelector=a%40b":   "http://10.0.0.1:8001/api/v1/configmaps?fieldSelector=a%40b",
 		"/api/v1/namespaces/a@b/configmaps":                            "/api/v1/namespaces/a@b/configmaps",
 	} {
-		if got := redactUserinfo(target); got != want {
-			t.Errorf("redactUserinfo(%q) = %q, want %q", target, got, want)
+		if got := RedactUserinfo(target); got != want {
+			t.Errorf("RedactUserinfo(%q) = %q, want %q", target, got, want)
 		}
 	}
 }

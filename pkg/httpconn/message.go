@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -62,7 +63,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: redactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
+		Target: RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
 	req.StartsWithState, req.InitialState = WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
@@ -470,11 +471,11 @@ func isDigits(s string) bool {
 // the decoder.
 var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Remote-User", "Impersonate-User"}
 
-// redactUserinfo returns an absolute-form request target (RFC 9112 §3.2.2)
+// RedactUserinfo returns an absolute-form request target (RFC 9112 §3.2.2)
 // with the user name and password of its authority, which a client must
 // not send (RFC 9110 §4.2.4) but a broken one may, replaced by REDACTED;
 // other targets as they are.
-func redactUserinfo(target string) string {
+func RedactUserinfo(target string) string {
 	_, rest, ok := strings.Cut(target, "://")
 	if !ok {
 		return target
@@ -488,10 +489,38 @@ func redactUserinfo(target string) string {
 	return target[:start] + "REDACTED" + target[start+at:]
 }
 
+// knownScheme reports whether word is an authentication scheme the
+// recording's mask keeps too (authSchemes), in any letter case: the first
+// word of another value may be the credential itself.
+func knownScheme(word string) bool {
+	for _, s := range authSchemes {
+		if strings.EqualFold(word+" ", s) {
+			return true
+		}
+	}
+	return false
+}
+
 // RedactTrailerLine returns a trailer field line ("Name: value", RFC 9112
 // §7.1.2; an HTTP/2 trailer as kwatch writes it) with its value redacted as
 // RedactCredentials would in a header section; other lines as they are.
+//
+// A line that is not a field line (a continuation of the one before, by
+// obsolete line folding; a name that is no token) is redacted whole when it
+// starts with whitespace or names a credential field anywhere: what it
+// holds cannot be told apart from a credential's value.
 func RedactTrailerLine(line string) string {
+	if !chunk.ValidFieldLine([]byte(line)) {
+		lower := strings.ToLower(line)
+		hides := strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")
+		for _, f := range credentialFields {
+			hides = hides || strings.Contains(lower, strings.ToLower(f))
+		}
+		if hides {
+			return "REDACTED (not a field line; it may hold a credential)"
+		}
+		return line
+	}
 	name, value, ok := strings.Cut(line, ":")
 	if !ok {
 		return line
@@ -513,14 +542,15 @@ const bearerProtocol = "base64url.bearer.authorization.k8s.io."
 
 // RedactCredentials replaces the values of credential header fields of a
 // request or a response with "REDACTED" (keeping the scheme word of
-// Authorization, e.g. "Bearer"), and the token of a bearer WebSocket
-// subprotocol in Sec-WebSocket-Protocol (its other protocols kept).
+// Authorization when it is a known one: Bearer, Basic, Digest, Negotiate),
+// and the token of a bearer WebSocket subprotocol in Sec-WebSocket-Protocol
+// (its other protocols kept).
 func RedactCredentials(h textproto.MIMEHeader) {
 	for _, f := range credentialFields {
 		vs := h[f]
 		for i, v := range vs {
 			scheme, _, found := strings.Cut(v, " ")
-			if found && (f == "Authorization" || f == "Proxy-Authorization") {
+			if found && (f == "Authorization" || f == "Proxy-Authorization") && knownScheme(scheme) {
 				vs[i] = scheme + " REDACTED"
 			} else {
 				vs[i] = "REDACTED"
