@@ -559,21 +559,14 @@ func (ev *Event) redactWhole() {
 // is replaced whole; members of another shape are left as they are (no
 // client reads objects from them).
 func (ev *Event) redactMembers(key string, array bool) {
-	changed := false
-	out, err := rewriteObject(ev.Object, func(k, v []byte) []byte {
-		if !bytes.EqualFold(k, []byte(key)) {
-			return v
-		}
+	out, changed, err := rewriteMembers(ev.Object, key, func(v []byte) []byte {
 		if !array {
-			red := redactObject(v, ev.depth+1, true)
-			changed = changed || !bytes.Equal(red, v)
-			return red
+			return redactObject(v, ev.depth+1, true)
 		}
 		items, itemsChanged, err := rewriteArray(v, func(item []byte) ([]byte, error) { return redactObject(item, ev.depth+1, true), nil })
 		if err != nil || !itemsChanged {
 			return v
 		}
-		changed = true
 		return items
 	})
 	switch {
@@ -617,11 +610,8 @@ func redactedJSON(v []byte) []byte {
 // printed bytes show them all. A Table with nothing to redact keeps its
 // bytes as sent; one with something keeps its members' order and copies.
 func (ev *Event) redactTable() {
-	found, changed, unreadable := false, false, false
-	out, err := rewriteObject(ev.Object, func(key, v []byte) []byte {
-		if !bytes.EqualFold(key, []byte("rows")) {
-			return v
-		}
+	found, unreadable := false, false
+	out, changed, err := rewriteMembers(ev.Object, "rows", func(v []byte) []byte {
 		if found = true; string(v) == "null" {
 			return v
 		}
@@ -630,7 +620,6 @@ func (ev *Event) redactTable() {
 		case err != nil:
 			unreadable = true
 		case rowsChanged:
-			changed = true
 			return rows
 		}
 		return v
@@ -658,20 +647,28 @@ func redactRows(rows []byte, depth int, asSecret bool) (out []byte, changed bool
 		if string(row) == "null" {
 			return row, nil
 		}
-		rowChanged := false
-		r, err := rewriteObject(row, func(k, obj []byte) []byte {
-			if !bytes.EqualFold(k, []byte("object")) {
-				return obj
-			}
-			red := redactObject(obj, depth, asSecret)
-			rowChanged = rowChanged || !bytes.Equal(red, obj)
-			return red
-		})
-		if err != nil || !rowChanged {
-			return row, err // as sent when nothing was redacted
-		}
-		return r, nil
+		r, _, err := rewriteMembers(row, "object", func(obj []byte) []byte { return redactObject(obj, depth, asSecret) })
+		return r, err
 	})
+}
+
+// rewriteMembers returns obj with the value of every member whose key is
+// key in any letter case (every copy of a duplicate) replaced by fn(value),
+// and whether one changed; obj itself, its bytes as sent, when none did. It
+// returns an error when obj is not an object (see rewriteObject).
+func rewriteMembers(obj []byte, key string, fn func(value []byte) []byte) (out []byte, changed bool, err error) {
+	out, err = rewriteObject(obj, func(k, v []byte) []byte {
+		if !bytes.EqualFold(k, []byte(key)) {
+			return v
+		}
+		r := fn(v)
+		changed = changed || !bytes.Equal(r, v)
+		return r
+	})
+	if err != nil || !changed {
+		return obj, false, err
+	}
+	return out, true, nil
 }
 
 // rewriteArray returns the JSON array arr with each element replaced by
