@@ -117,14 +117,23 @@ func isSchemePrefix(s []byte) bool {
 // output. It fails closed: the field name anywhere in the text is enough.
 func headerErrorText(err error) string {
 	msg := err.Error()
-	lower := strings.ToLower(msg)
-	for _, f := range credentialFields {
-		if strings.Contains(lower, strings.ToLower(f)) {
-			what, _, _ := strings.Cut(msg, ":")
-			return what + ": a line naming " + f + " (not shown: it may hold a credential)"
-		}
+	if f := namesCredential(msg); f != "" {
+		what, _, _ := strings.Cut(msg, ":")
+		return what + ": a line naming " + f + " (not shown: it may hold a credential)"
 	}
 	return msg
+}
+
+// namesCredential returns the credential field (credentialFields) whose
+// name text holds in any letter case, anywhere, or "".
+func namesCredential(text string) string {
+	lower := strings.ToLower(text)
+	for _, f := range credentialFields {
+		if strings.Contains(lower, strings.ToLower(f)) {
+			return f
+		}
+	}
+	return ""
 }
 
 func credentialField(name []byte) string {

@@ -511,12 +511,7 @@ func knownScheme(word string) bool {
 // holds cannot be told apart from a credential's value.
 func RedactTrailerLine(line string) string {
 	if !chunk.ValidFieldLine([]byte(line)) {
-		lower := strings.ToLower(line)
-		hides := strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")
-		for _, f := range credentialFields {
-			hides = hides || strings.Contains(lower, strings.ToLower(f))
-		}
-		if hides {
+		if strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") || namesCredential(line) != "" {
 			return "REDACTED (not a field line; it may hold a credential)"
 		}
 		return line
