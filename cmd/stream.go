@@ -474,7 +474,7 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 		return wo, err
 	}
 	wo.Resource = res
-	if o.record != "" && !o.output.ShowSecrets && res.GVR.Group == "" && res.GVR.Resource == "secrets" {
+	if o.record != "" && !o.output.ShowSecrets && res.CoreSecrets() {
 		_ = os.Remove(o.record)
 		return wo, errSetup{err: errRecordSecrets, usage: true}
 	}

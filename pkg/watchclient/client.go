@@ -332,6 +332,11 @@ type Resource struct {
 	Namespaced bool
 }
 
+// CoreSecrets reports whether r is the core group's secrets: a watch of
+// them is recorded only with --show-secrets, and the objects its LIST gives
+// are redacted as Secrets whatever their kind says.
+func (r Resource) CoreSecrets() bool { return r.GVR.Group == "" && r.GVR.Resource == "secrets" }
+
 // String returns "configmaps" for the core group, "deployments.apps" otherwise.
 func (r Resource) String() string { return r.GVR.GroupResource().String() }
 

@@ -505,7 +505,7 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 				continue
 			}
 			if !l.c.httpOpt.Decode.ShowSecrets {
-				if l.opt.Resource.GVR.Group == "" && l.opt.Resource.GVR.Resource == "secrets" {
+				if l.opt.Resource.CoreSecrets() {
 					// A LIST of secrets holds Secrets whatever its
 					// items say they are.
 					js = event.RedactSecretObject(js)
