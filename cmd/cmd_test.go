@@ -117,6 +117,13 @@ func TestSwappedKeylogAndCapture(t *testing.T) {
 	if code != ExitUsage || errOut != want {
 		t.Errorf("capture as the key log: exit %d, stderr %q; want %q", code, errOut, want)
 	}
+	// SSLKEYLOGFILE naming a capture is said and not read (it is the
+	// environment's, so the run goes on), not 17 lines that do not parse.
+	_, errOut, code = run(t, nil, map[string]string{"SSLKEYLOGFILE": watchCapture}, "pcap", watchCapture)
+	want = "kwatch: SSLKEYLOGFILE=" + watchCapture + " is a pcap file, not a key log; it is not read (TLS is decrypted only with keys inside the capture)\n"
+	if code != ExitOK || errOut != want {
+		t.Errorf("SSLKEYLOGFILE naming a capture: exit %d, stderr %q; want %q", code, errOut, want)
+	}
 }
 
 func TestMissingFile(t *testing.T) {

@@ -230,7 +230,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
 		}
 	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
-		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
+		if format := captureFormat(path); format != "" {
+			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a %s file, not a key log; it is not read (TLS is decrypted only with keys inside the capture)\n", path, format)
+		} else if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s does not exist yet; it is read when it appears\n", path)
 		} else if err != nil {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
