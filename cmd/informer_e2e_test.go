@@ -204,7 +204,7 @@ func tcpdumpCapture(t *testing.T, filter string, marker func() (port int)) func(
 	}
 	file := filepath.Join(t.TempDir(), "capture.pcap")
 	var tdErr syncBuffer
-	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", file, filter)
+	td := exec.Command(tcpdump, "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-B", "65536", "-w", file, filter)
 	td.Stderr = &tdErr
 	if err := td.Start(); err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ how it ends: 0 or 1).`,
 
   # Decrypt a capture of the API server's TLS port with the client's key log
   # (curl from an address of its own, so that the capture holds it alone)
-  tcpdump -i lo -s 0 -U --immediate-mode -w api.pcap 'host 127.9.9.9 and port 6443' &
+  tcpdump -i lo -s 0 -U --immediate-mode -B 65536 -w api.pcap 'host 127.9.9.9 and port 6443' &
   SSLKEYLOGFILE=keys.log curl -sk -N --http2 --interface 127.9.9.9 -H "Authorization: Bearer $TOKEN" \
     'https://127.0.0.1:6443/api/v1/namespaces/default/configmaps?watch=1' &
   kwatch pcap --tls-keylog keys.log api.pcap     # once curl and tcpdump are stopped

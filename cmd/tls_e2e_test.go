@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -59,6 +61,71 @@ func startTLSCapture(t *testing.T, api, src string) func() []byte {
 	_, port, _ := net.SplitHostPort(api)
 	return tcpdumpCapture(t, fmt.Sprintf("host %s and tcp port %s", src, port),
 		dialMarker(&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}, api))
+}
+
+// relayTo listens on a port of its own on 127.0.0.1 and copies each
+// connection's bytes to and from a connection to addr as they come,
+// unchanged, until either side closes: a client pointed at the relay talks
+// TLS with addr's server itself (whose certificate names 127.0.0.1 whatever
+// the port), and a capture filtered on the relay's port holds that
+// client's connections alone. It stops with the test.
+func relayTo(t *testing.T, addr string) *net.TCPAddr {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	keep := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			keep(c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				keep(up)
+				defer up.Close()
+				done := make(chan struct{})
+				go func() {
+					_, _ = io.Copy(up, c)
+					_ = up.(*net.TCPConn).CloseWrite()
+					close(done)
+				}()
+				_, _ = io.Copy(c, up)
+				_ = c.(*net.TCPConn).CloseWrite()
+				<-done
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr)
 }
 
 // decodedWatch is what kwatch pcap decoded of one watch exchange.
@@ -484,11 +551,15 @@ func TestStreamRecordTLS(t *testing.T) {
 func TestStreamTLSKeylogCapture(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
-	api := apiServerAddr(t, env.RESTConfig(t))
-	_, port, _ := net.SplitHostPort(api)
+	// kwatch connects through a relay of this test's own, so that the
+	// capture holds its connections alone: on the API server's port it
+	// held every other test's traffic too, and tcpdump dropped packets of
+	// kwatch's when the machine was busy.
+	relay := relayTo(t, apiServerAddr(t, env.RESTConfig(t)))
 	keyFile := filepath.Join(t.TempDir(), "keys.log")
-	capture := tcpdumpCapture(t, "tcp port "+port, dialMarker(&net.Dialer{}, api))
-	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--tls-keylog", keyFile, "-o", "json")
+	capture := tcpdumpCapture(t, fmt.Sprintf("tcp port %d", relay.Port), dialMarker(&net.Dialer{}, relay.String()))
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--server", "https://"+relay.String(),
+		"--tls-keylog", keyFile, "-o", "json")
 	writeAndCheck(t, env, s, ns, "keylog")
 	if code := s.stop(t); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, s.errOut.String())
