@@ -56,3 +56,36 @@ func TestStreamDiscoveryRetried(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 }
+
+// TestStreamSiblingFailure: when one of several types fails for good (here
+// a LIST answered 400), the others are stopped, and a type whose request
+// the server had not answered yet is not reported as failed: the error
+// names the type that failed alone.
+func TestStreamSiblingFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/api":
+			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
+		case r.URL.Path == "/apis":
+			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+		case r.URL.Path == "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[`+
+				`{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"]},`+
+				`{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["list","watch"]}]}`)
+		case strings.HasSuffix(r.URL.Path, "/pods"):
+			<-r.Context().Done() // never answered
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"bad selector","reason":"BadRequest","code":400}`)
+		}
+	}))
+	defer srv.Close()
+	_, errOut, code := run(t, nil, nil, "stream", "configmaps,pods", "-n", "default", "--list-mode", "list", "--proxy", srv.URL)
+	if code != ExitProblems {
+		t.Errorf("exit %d, want %d", code, ExitProblems)
+	}
+	if !strings.Contains(errOut, "configmaps: list /api/v1/namespaces/default/configmaps: bad selector") || strings.Contains(errOut, "pods") {
+		t.Errorf("stderr:\n%s\nwant the configmaps error alone", errOut)
+	}
+}

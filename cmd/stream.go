@@ -506,6 +506,7 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 		wo     watchclient.WatchOptions
 		stats  *watchclient.Stats
 		err    error
+		own    bool // err came before the run was stopped: it failed for good
 	}
 	runs := make([]*run, len(o.resources))
 	server := ""
@@ -554,11 +555,13 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 		wg.Go(func() {
 			r.stats, r.err = watchclient.Run(ctx, r.client, r.wo)
 			if r.err != nil && ctx.Err() == nil {
+				r.own = true
 				cancel() // one watch failed for good: end the others
 			}
 		})
 	}
 	wg.Wait()
+	failed := slices.ContainsFunc(runs, func(r *run) bool { return r.own })
 	sum := &record.Summary{Time: time.Now(), Live: true, Duration: time.Since(start)}
 	var errs []error
 	closeAll()
@@ -574,7 +577,10 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 			counted[r.client] = true
 			sum.Bytes += r.client.WireBytes()
 		}
-		if r.err != nil {
+		// A watch stopped because another failed, before the server
+		// answered it, did not fail itself: only the other is the error.
+		stopped := failed && !r.own && errors.Is(r.err, watchclient.ErrOnlyRetried) && r.stats != nil && r.stats.Retries == 0
+		if r.err != nil && !stopped {
 			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
 		}
 	}
