@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"os"
@@ -124,6 +125,49 @@ func TestSwappedKeylogAndCapture(t *testing.T) {
 	if code != ExitOK || errOut != want {
 		t.Errorf("SSLKEYLOGFILE naming a capture: exit %d, stderr %q; want %q", code, errOut, want)
 	}
+	// gzip'd, each is named for what it holds, not by gzip's magic.
+	gzKeys, gzCapture := gzipFile(t, keys), gzipFile(t, watchCapture)
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{gzKeys}, ExitUsage,
+			"kwatch: " + gzKeys + ": not a pcap or pcapng file: it reads as a gzip'd TLS key log (gunzip it, give it with --tls-keylog, and the capture as FILE)\n"},
+		{nil, []string{"--tls-keylog", gzKeys, watchCapture}, ExitUsage,
+			"kwatch: --tls-keylog " + gzKeys + ": a gzip'd key log: gunzip it first (a key log is read as text, and read again as it grows)\n"},
+		{nil, []string{"--tls-keylog", gzCapture, watchCapture}, ExitUsage,
+			"kwatch: --tls-keylog " + gzCapture + ": a gzip'd pcap file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog\n"},
+		{map[string]string{"SSLKEYLOGFILE": gzKeys}, []string{watchCapture}, ExitOK,
+			"kwatch: SSLKEYLOGFILE=" + gzKeys + " is a gzip'd key log; it is not read (gunzip it first: a key log is read as text)\n"},
+	} {
+		_, errOut, code = run(t, nil, c.env, append([]string{"pcap"}, c.args...)...)
+		if code != c.code || errOut != c.want {
+			t.Errorf("%v %v: exit %d, stderr %q; want %d, %q", c.env, c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
+
+// gzipFile writes a gzip'd copy of the file at path into the test's
+// temporary folder and returns its path.
+func gzipFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write(data)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(path)+".gz")
+	if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestMissingFile(t *testing.T) {

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -219,7 +220,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	}
 	keys := keylog.New()
 	if path := o.tlsKeylog; path != "" {
-		if format := captureFormat(path); format != "" {
+		if format := captureFormat(path); format == gzipKeyLog {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a gzip'd key log: gunzip it first (a key log is read as text, and read again as it grows)", path)}
+		} else if format != "" {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a %s file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog", path, format)}
 		}
 		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) && (o.follow || o.file == "-") {
@@ -230,7 +233,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
 		}
 	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
-		if format := captureFormat(path); format != "" {
+		if format := captureFormat(path); format == gzipKeyLog {
+			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a gzip'd key log; it is not read (gunzip it first: a key log is read as text)\n", path)
+		} else if format != "" {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a %s file, not a key log; it is not read (TLS is decrypted only with keys inside the capture)\n", path, format)
 		} else if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s does not exist yet; it is read when it appears\n", path)
@@ -408,8 +413,13 @@ func portCounts(m map[uint16]int64) string {
 	return strings.Join(parts, ", ")
 }
 
+// gzipKeyLog is what captureFormat returns for a gzip'd key log.
+const gzipKeyLog = "gzip'd key log"
+
 // captureFormat names the capture format a regular file at path starts
-// with (pcap.CaptureFormat); "" for any other file, one that cannot be read
+// with (pcap.CaptureFormat), for a gzip'd file the format of what it holds
+// ("gzip'd pcap", or gzipKeyLog when its first 256 bytes read as a key log;
+// "gzip'd data" else); "" for any other file, one that cannot be read
 // (AddFile then says why), and what is not a regular file (a pipe is not
 // opened here: its bytes would be gone).
 func captureFormat(path string) string {
@@ -425,5 +435,24 @@ func captureFormat(path string) string {
 	if _, err := io.ReadFull(f, head[:]); err != nil {
 		return ""
 	}
-	return pcap.CaptureFormat(head[:])
+	format := pcap.CaptureFormat(head[:])
+	if head[0] != 0x1f || head[1] != 0x8b {
+		return format
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return format
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return format
+	}
+	inner := make([]byte, 256)
+	n, _ := io.ReadFull(zr, inner)
+	switch inner = inner[:n]; {
+	case keylog.LooksLikeKeyLog(inner):
+		return gzipKeyLog
+	case pcap.CaptureFormat(inner) != "":
+		return "gzip'd " + pcap.CaptureFormat(inner)
+	}
+	return format
 }

@@ -95,7 +95,7 @@ func openSource(r io.Reader, keys *keylog.Log) (*source, error) {
 		return nil, fmt.Errorf("%w (only %d bytes)", ErrNotCapture, len(magic))
 	}
 	s := &source{}
-	var in io.Reader = br
+	in := br
 	if magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
@@ -126,7 +126,10 @@ func openSource(r io.Reader, keys *keylog.Log) (*source, error) {
 		}
 		s.ng, s.link, s.format = rd, rd.LinkType(), "pcapng"
 	default:
-		if head, _ := br.Peek(256); !s.gz && keylog.LooksLikeKeyLog(head) {
+		if head, _ := in.Peek(256); keylog.LooksLikeKeyLog(head) {
+			if s.gz {
+				return nil, fmt.Errorf("%w: it reads as a gzip'd TLS key log (gunzip it, give it with --tls-keylog, and the capture as FILE)", ErrNotCapture)
+			}
 			return nil, fmt.Errorf("%w: it reads as a TLS key log (give it with --tls-keylog, and the capture as FILE)", ErrNotCapture)
 		}
 		return nil, fmt.Errorf("%w (magic 0x%08x)", ErrNotCapture, m)
