@@ -140,6 +140,7 @@ type watchedFile struct {
 	line int   // lines read
 	part []byte
 	once bool // not a regular file: read once, never again
+	seen bool // opened at least once
 }
 
 // maxErrs bounds the line errors a Log keeps; the others are counted.
@@ -191,6 +192,7 @@ func (l *Log) readFile(w *watchedFile) error {
 	if err != nil {
 		return err
 	}
+	w.seen = true
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
@@ -406,6 +408,21 @@ func (l *Log) HasFiles() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.files) > 0
+}
+
+// Absent returns the paths given to AddFile that could not be opened at
+// any read so far (a key log that never appeared: a wrong path, or a
+// client that never wrote it), in the order given; nil when there is none.
+func (l *Log) Absent() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var paths []string
+	for _, w := range l.files {
+		if !w.seen {
+			paths = append(paths, w.path)
+		}
+	}
+	return paths
 }
 
 // Generation counts the changes to the secrets held: a caller waiting for

@@ -2,7 +2,9 @@ package keylog
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +67,26 @@ func TestFileGrows(t *testing.T) {
 	}
 	if _, _, _, n := l.Stats(); n != 0 {
 		t.Errorf("%d line errors", n)
+	}
+}
+
+// TestAbsent: a key log file given before it exists is named by Absent
+// until a read finds it (then its lines are read as any file's).
+func TestAbsent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.log")
+	l := New()
+	if err := l.AddFile(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("AddFile: %v, want fs.ErrNotExist", err)
+	}
+	r := theRandom()
+	if _, ok := l.Lookup(r); ok || fmt.Sprint(l.Absent()) != "["+path+"]" {
+		t.Fatalf("before the file exists: absent %v", l.Absent())
+	}
+	if err := os.WriteFile(path, []byte("CLIENT_RANDOM "+random+" "+strings.Repeat("22", 48)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Lookup(r); !ok || l.Absent() != nil {
+		t.Errorf("once the file exists: found %v, absent %v", ok, l.Absent())
 	}
 }
 

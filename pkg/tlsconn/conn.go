@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/event"
@@ -1005,8 +1006,12 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 		if waited != "" {
 			detail += " (" + waited + ")"
 		}
-		c.problem(h, -1, t, "no TLS key for this connection", detail,
-			"look for this client random in the client's SSLKEYLOGFILE or KeyLogWriter output", false)
+		hint := "look for this client random in the client's SSLKEYLOGFILE or KeyLogWriter output"
+		if absent := c.opt.Keys.Absent(); len(absent) > 0 {
+			detail += "; key log " + strings.Join(absent, ", ") + " never appeared"
+			hint = "check the key log's path: where the client's SSLKEYLOGFILE points"
+		}
+		c.problem(h, -1, t, "no TLS key for this connection", detail, hint, false)
 	}
 	for _, d := range []*half{c.cl, c.sv} {
 		if !d.dead {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,14 @@ func TestNoKeys(t *testing.T) {
 	text = strings.Join(followGap(t, keylog.New(), cl, sv, len(sv), len(sv)), "\n")
 	if strings.Contains(text, "problem") || !strings.Contains(text, "no key log") {
 		t.Errorf("no key log at all:\n%s", text)
+	}
+	// A key log file given that never appeared is named.
+	absent := keylog.New()
+	missing := filepath.Join(t.TempDir(), "keys.log")
+	_ = absent.AddFile(missing)
+	text = strings.Join(followGap(t, absent, cl, sv, len(sv), len(sv)), "\n")
+	if !strings.Contains(text, "is in none of the key logs; key log "+missing+" never appeared") {
+		t.Errorf("key log that never appeared:\n%s", text)
 	}
 	// The same secrets' lengths, other values: wrong keys.
 	wrong := keylog.New()
