@@ -385,8 +385,13 @@ func relistOn410(t *testing.T, mode string) {
 	compactEtcd(t, env.EtcdURL, changed.ResourceVersion)
 	p.start()
 
-	recs := s.waitFor(t, 60*time.Second, "a re-list after 410", func(r []map[string]any) bool {
-		return len(ofRecord(r, "relist")) > 0
+	// The report draws the re-list on the watch that follows it: with
+	// --list-mode list, one opened after the relist record.
+	recs := s.waitFor(t, 60*time.Second, "a re-list after 410 and the watch after it", func(r []map[string]any) bool {
+		i := slices.IndexFunc(r, func(rec map[string]any) bool { return rec["record"] == "relist" })
+		return i >= 0 && (mode == "watch-list" || slices.ContainsFunc(r[i:], func(rec map[string]any) bool {
+			return rec["record"] == "response" && rec["watch"] == true
+		}))
 	})
 	gone := false
 	for _, r := range recs {
