@@ -285,3 +285,23 @@ func TestStreamWatchList(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamNamespaceNotFound: a watch in a namespace that does not exist
+// (a mistyped -n) is answered with an empty state, as kubectl get's; kwatch
+// says so once, and goes on watching.
+func TestStreamNamespaceNotFound(t *testing.T) {
+	env := e2e.Cluster(t)
+	missing := env.Namespace(t) + "-missing" // derived from a fresh name: not there
+	s := startKwatch(t, "stream", "configmaps", "-n", missing, "--proxy", env.ProxyURL, "-o", "json")
+	recs := s.waitFor(t, 30*time.Second, "the namespace warning", func(r []map[string]any) bool {
+		return len(ofRecord(r, "problem")) > 0
+	})
+	p := ofRecord(recs, "problem")[0]
+	if p["problem"] != "namespace not found" || p["severity"] != "warning" ||
+		p["detail"] != fmt.Sprintf("namespace %q does not exist: no configmaps in it", missing) {
+		t.Errorf("problem %v", p)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d: %s", code, s.errOut.String())
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -344,11 +345,24 @@ func (l *loop) resourceName() string {
 	return l.opt.Resource.String()
 }
 
-// absent warns, once, when the object of RESOURCE/NAME is not in the first
-// state the server gave (n objects): the watch goes on and shows it if it
-// is created, where kubectl get NAME -w stops with NotFound.
-func (l *loop) absent(n int) {
-	if l.opt.Name == "" || n > 0 || l.saidAbsent {
+// absent warns, once, when the first state the server gave (n objects) is
+// empty because the namespace watched does not exist (a mistyped -n: the
+// API server answers a watch or a LIST in a missing namespace with nothing,
+// as kubectl get does), or because the object of RESOURCE/NAME is not in
+// it: the watch goes on and shows what is created, where kubectl get NAME
+// -w stops with NotFound.
+func (l *loop) absent(ctx context.Context, n int) {
+	if n > 0 || l.saidAbsent {
+		return
+	}
+	if l.namespaceMissing(ctx) {
+		l.saidAbsent = true
+		l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "namespace not found",
+			Detail: fmt.Sprintf("namespace %q does not exist: no %s in it", l.opt.Namespace, l.resourceName()),
+			Hint:   "watching for it to be created; check -n (kubectl get namespaces)"})
+		return
+	}
+	if l.opt.Name == "" {
 		return
 	}
 	l.saidAbsent = true
@@ -359,6 +373,24 @@ func (l *loop) absent(n int) {
 	l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "object not found",
 		Detail: fmt.Sprintf("no %s named %q%s", l.resourceName(), l.opt.Name, where),
 		Hint:   "watching for it to be created; check the name and -n if it should exist"})
+}
+
+// namespaceMissing reports whether the API server answers a GET of the
+// namespace watched with 404 Not Found; false for a watch of all
+// namespaces, of a cluster-scoped resource, of a --raw path, and for any
+// other answer (credentials that may not get namespaces among them).
+func (l *loop) namespaceMissing(ctx context.Context) bool {
+	if l.opt.Raw != "" || !l.opt.Resource.Namespaced || l.opt.Namespace == "" {
+		return false
+	}
+	dc, err := l.c.dynamic()
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, l.opt.Namespace, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
 }
 
 // listPath is the LIST request's path, for messages.
@@ -521,7 +553,7 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 	}
 	l.emit(lr)
 	if strings.HasPrefix(reason, "initial") {
-		l.absent(len(fresh))
+		l.absent(ctx, len(fresh))
 	}
 	if !strings.HasPrefix(reason, "initial") {
 		// A re-list, whatever started it (after 410 Gone, also when the
@@ -666,7 +698,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 	}
 	for ev := range w.ResultChan() {
 		l.lastEvents++
-		if err := l.apply(ev); err != nil {
+		if err := l.apply(ctx, ev); err != nil {
 			return err
 		}
 	}
@@ -735,7 +767,7 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 }
 
 // apply updates the loop's state from one event.
-func (l *loop) apply(ev watch.Event) error {
+func (l *loop) apply(ctx context.Context, ev watch.Event) error {
 	l.stats.Events++
 	if ev.Type == watch.Error {
 		st, ok := ev.Object.(*metav1.Status)
@@ -768,7 +800,7 @@ func (l *loop) apply(ev watch.Event) error {
 		if l.listed {
 			l.emit(diffStates(l.known, l.collecting))
 		} else {
-			l.absent(len(l.collecting))
+			l.absent(ctx, len(l.collecting))
 		}
 		l.known, l.collecting, l.listed = l.collecting, nil, true
 		if ev.Type == watch.Bookmark {

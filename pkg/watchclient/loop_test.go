@@ -65,9 +65,23 @@ type fakeServer struct {
 	// rest answers the watch requests that come after watches; nil holds
 	// them open.
 	rest func(w http.ResponseWriter, r *http.Request)
+	// noNamespace answers a GET of a namespace 404 Not Found.
+	noNamespace bool
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ns, ok := strings.CutPrefix(r.URL.Path, "/api/v1/namespaces/"); ok && !strings.Contains(ns, "/") {
+		// The namespace watched exists unless noNamespace (kwatch asks
+		// when a watch's first state is empty).
+		w.Header().Set("Content-Type", "application/json")
+		if f.noNamespace {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"namespaces %q not found","reason":"NotFound","details":{"name":%q,"kind":"namespaces"},"code":404}`, ns, ns)
+			return
+		}
+		fmt.Fprintf(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":%q}}`, ns)
+		return
+	}
 	f.mu.Lock()
 	if r.URL.Query().Get("watch") == "" {
 		body := f.list[min(f.lists, len(f.list)-1)]
@@ -905,7 +919,9 @@ func TestLoopWatchListRetried(t *testing.T) {
 
 // TestLoopNameAbsent: RESOURCE/NAME whose object is not in the first state
 // (a streaming list's initial events, or the LIST) is warned about once, and
-// watched for; a present object, or no NAME, is not warned about.
+// watched for; a present object, or no NAME, is not warned about. A first
+// state that is empty because the namespace does not exist says so, NAME
+// or not.
 func TestLoopNameAbsent(t *testing.T) {
 	initialEnd := `{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}`
 	added := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"web","namespace":"default","resourceVersion":"9"}}}`
@@ -916,22 +932,32 @@ func TestLoopNameAbsent(t *testing.T) {
 		watches   []func(http.ResponseWriter, *http.Request)
 		responses int
 		want      string
+		noNS      bool
 	}{
 		{"watch-list absent", WatchOptions{Name: "web", WatchList: true}, "",
 			[]func(http.ResponseWriter, *http.Request){events(initialEnd), events(added)}, 2,
-			`[object not found: no configmaps named "web" in namespace default]`},
+			`[object not found: no configmaps named "web" in namespace default]`, false},
 		{"watch-list present", WatchOptions{Name: "web", WatchList: true}, "",
-			[]func(http.ResponseWriter, *http.Request){events(added, initialEnd)}, 1, "[]"},
+			[]func(http.ResponseWriter, *http.Request){events(added, initialEnd)}, 1, "[]", false},
 		{"watch-list no name", WatchOptions{WatchList: true}, "",
-			[]func(http.ResponseWriter, *http.Request){events(initialEnd)}, 1, "[]"},
+			[]func(http.ResponseWriter, *http.Request){events(initialEnd), events(added)}, 2, "[]", false},
 		{"list absent", WatchOptions{Name: "web"}, listBody("4"),
 			[]func(http.ResponseWriter, *http.Request){events(added)}, 1,
-			`[object not found: no configmaps named "web" in namespace default]`},
-		{"list present", WatchOptions{Name: "web"}, listBody("4", "web"), nil, 1, "[]"},
+			`[object not found: no configmaps named "web" in namespace default]`, false},
+		{"list present", WatchOptions{Name: "web"}, listBody("4", "web"), nil, 1, "[]", false},
+		{"watch-list no namespace", WatchOptions{WatchList: true}, "",
+			[]func(http.ResponseWriter, *http.Request){events(initialEnd), events(added)}, 2,
+			`[namespace not found: namespace "default" does not exist: no configmaps in it]`, true},
+		{"list no namespace, name", WatchOptions{Name: "web"}, listBody("4"), nil, 1,
+			`[namespace not found: namespace "default" does not exist: no configmaps in it]`, true},
+		{"all namespaces", WatchOptions{WatchList: true, AllNamespaces: true}, "",
+			[]func(http.ResponseWriter, *http.Request){events(initialEnd), events(added)}, 2, "[]", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := &fakeServer{t: t, list: []string{c.list}, watches: c.watches}
-			c.opt.Namespace = "default"
+			fs := &fakeServer{t: t, list: []string{c.list}, watches: c.watches, noNamespace: c.noNS}
+			if !c.opt.AllNamespaces {
+				c.opt.Namespace = "default"
+			}
 			sink, _, err := runUntil(t, fs, c.opt, c.responses, ConnectOptions{})
 			if err != nil {
 				t.Fatal(err)
