@@ -1,37 +1,59 @@
 // Package diff shows what changed in each MODIFIED and DELETED watch event:
 // it keeps the last version of every object a watch delivered (keyed by
-// namespace, name and uid) and computes an RFC 7386 JSON merge patch from
-// that version to the new one with json-patch's CreateMergePatch (already in
-// client-go's dependencies), after removing fields that change on every
-// write (metadata.managedFields, metadata.resourceVersion,
+// apiVersion, kind, namespace, name and uid) and computes an RFC 7386 JSON
+// merge patch from that version to the new one, leaving out fields that
+// change on every write (metadata.managedFields, metadata.resourceVersion,
 // metadata.generation) unless asked to keep them. The patch is attached to
-// the event record; printers show it as field-level changes.
+// the event record, with the changes as lines for printers.
+//
+// The patch is computed here, not with a library: json-patch's
+// CreateMergePatch (client-go's dependency) reads both versions into Go
+// maps of float64 numbers, so a number past 2^53 changed without a patch
+// saying so, and an array of millions of elements took gigabytes. Here
+// objects are read into members once, in one pass over their bytes, and
+// every other value (array, string, number, literal) is compared and
+// copied as its bytes as sent.
 package diff
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/json"
-	"fmt"
-	"sort"
+	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
-// Limits of what a Differ keeps.
+// Limits of what a Differ keeps and shows.
 const (
 	// MaxObjects is how many objects' last versions are kept; the oldest
 	// is forgotten first.
 	MaxObjects = 10000
 	// MaxBytes bounds the bytes of kept versions, in all.
 	MaxBytes = 256 << 20
+	// MaxChangeLines bounds the change lines of one event; the changes
+	// past it are counted (record.Event.MoreChanges). The merge patch
+	// holds them all.
+	MaxChangeLines = 100
+	// MaxMembers bounds the object members (at all depths) one version
+	// of an object may have to be diffed: reading them takes about 100
+	// bytes each, twice (the old version and the new). A Kubernetes object
+	// of that many is over the 1.5 MiB etcd stores by default; a larger
+	// one has no diff and is not kept.
+	MaxMembers = 1 << 18
+	// maxDepth bounds the nesting of objects read, as the event decoder's
+	// own bound (an object nested deeper has no diff).
+	maxDepth = 10000
+	// maxPathBytes bounds a change line's path; a longer one keeps its
+	// start and end around "…".
+	maxPathBytes = 200
 )
 
-// NoiseFields are removed before diffing unless Options.All is set, as
+// NoiseFields are left out of the diff unless Options.All is set, as
 // paths of object keys.
 var NoiseFields = [][]string{
 	{"metadata", "managedFields"},
@@ -50,8 +72,8 @@ type Options struct {
 	PerConnection bool
 }
 
-// Differ is a record.Sink that adds Diff to events and passes every record
-// on. Create it with New.
+// Differ is a record.Sink that adds Diff and Changes to events and passes
+// every record on. Create it with New.
 type Differ struct {
 	next record.Sink
 	opt  Options
@@ -63,7 +85,7 @@ type Differ struct {
 	bytes int
 }
 
-// kept is one object's last version (cleaned JSON) under its key.
+// kept is one object's last version (its JSON as sent) under its key.
 type kept struct {
 	key string
 	obj []byte
@@ -86,18 +108,22 @@ func (d *Differ) Emit(r record.Record) {
 		// A LIST gives every object's current version: the first change a
 		// watch then delivers has something to diff with.
 		for _, o := range v.Objects {
-			if cur, err := d.clean(o.JSON); err == nil {
-				d.remember(d.key(nil, o.APIVersion, o.Kind, o.Namespace, o.Name, o.UID), cur)
+			if _, err := parse(o.JSON); err == nil {
+				d.remember(d.key(nil, o.APIVersion, o.Kind, o.Namespace, o.Name, o.UID), bytes.Clone(o.JSON))
 			}
 		}
 	}
 	d.next.Emit(r)
 }
 
+// key names an object by its apiVersion, kind, namespace, name and uid
+// (and connection, PerConnection), NUL between them: no part can hold one
+// that changes where the others begin (a namespace "a/b" and name "c" are
+// not namespace "a" and name "b/c").
 func (d *Differ) key(c *record.Conn, apiVersion, kind, ns, name, uid string) string {
-	k := apiVersion + "/" + kind + "/" + ns + "/" + name + "/" + uid
+	k := apiVersion + "\x00" + kind + "\x00" + ns + "\x00" + name + "\x00" + uid
 	if d.opt.PerConnection && c != nil {
-		k = fmt.Sprint(c.ID) + "/" + k
+		k = strconv.FormatInt(int64(c.ID), 10) + "\x00" + k
 	}
 	return k
 }
@@ -109,48 +135,22 @@ func (d *Differ) event(e *record.Event) {
 		return
 	}
 	key := d.key(e.Conn, e.APIVersion, e.Kind, e.Namespace, e.Name, e.UID)
-	cur, err := d.clean(e.Object)
+	cur, err := parse(e.Object)
 	if err != nil {
+		// Nothing to diff with, nor to diff the next version with.
+		d.forget(key)
 		return
 	}
 	if el, ok := d.last[key]; ok && e.Type != "ADDED" {
-		prev := el.Value.(*kept).obj
-		if patch, err := jsonpatch.CreateMergePatch(prev, cur); err == nil {
-			e.Diff = patch
-			e.Changes = Changes(prev, patch)
+		if old, err := parse(el.Value.(*kept).obj); err == nil {
+			e.Diff, e.Changes, e.MoreChanges = d.mergePatch(old, cur)
 		}
 	}
 	if e.Type == "DELETED" {
 		d.forget(key)
 		return
 	}
-	d.remember(key, cur)
-}
-
-// clean returns the object without the noise fields.
-func (d *Differ) clean(obj []byte) ([]byte, error) {
-	if d.opt.All {
-		return obj, nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, err
-	}
-	for _, path := range NoiseFields {
-		cur := m
-		for i, k := range path {
-			if i == len(path)-1 {
-				delete(cur, k)
-				break
-			}
-			next, ok := cur[k].(map[string]any)
-			if !ok {
-				break
-			}
-			cur = next
-		}
-	}
-	return json.Marshal(m)
+	d.remember(key, bytes.Clone(e.Object))
 }
 
 // remember keeps obj as the last version of key, then forgets the versions
@@ -178,64 +178,448 @@ func (d *Differ) forget(key string) {
 	}
 }
 
-// Changes lists a merge patch's changes against the old version as lines:
-// "~ data.k: "v1" → "v2"", "+ metadata.labels.app: "web"", "- data.x: "1"".
-// Values longer than 60 bytes are cut.
-func Changes(old, patch []byte) []string {
-	var o, p map[string]any
-	if json.Unmarshal(old, &o) != nil || json.Unmarshal(patch, &p) != nil {
-		return nil
-	}
-	var out []string
-	walk(o, p, "", &out)
-	return out
+// mergePatch returns the RFC 7386 merge patch from old to cur (both
+// objects): members of both objects compared member by member, any other
+// value that changed replaced whole, a member cur lacks as null, members in
+// key order, "{}" when nothing changed; and its changes as lines, at most
+// MaxChangeLines, and a count of the others: "~ data.k: "v1" → "v2"",
+// "+ metadata.labels.app: "web"", "- data.x: "1"". A member set to null
+// reads "~ data.x: "1" → null" (its patch, as RFC 7386 has it, deletes).
+func (d *Differ) mergePatch(old, cur *node) (patch []byte, lines []string, more int) {
+	p := &patcher{all: d.opt.All}
+	var b bytes.Buffer
+	p.object(&b, old, cur)
+	return b.Bytes(), p.lines, p.more
 }
 
-func walk(old, patch map[string]any, prefix string, out *[]string) {
-	keys := make([]string, 0, len(patch))
-	for k := range patch {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		seg := k
-		if strings.ContainsAny(k, ".[]\" ") || k == "" {
-			seg = "[" + strconv.Quote(k) + "]"
-		} else if prefix != "" {
-			seg = "." + k
+// patcher writes a merge patch and collects its change lines.
+type patcher struct {
+	all   bool
+	path  []string // keys of the objects above the one compared
+	lines []string
+	more  int // changes past MaxChangeLines
+}
+
+// object writes the merge patch from old to cur (both objects) to b and
+// reports whether it has a member.
+func (p *patcher) object(b *bytes.Buffer, old, cur *node) bool {
+	b.WriteByte('{')
+	n := 0
+	member := func(k string) {
+		if n > 0 {
+			b.WriteByte(',')
 		}
-		path := prefix + seg
-		nv := patch[k]
-		ov, had := old[k]
+		n++
+		writeString(b, k)
+		b.WriteByte(':')
+	}
+	i, j := 0, 0
+	for i < len(old.members) || j < len(cur.members) {
 		switch {
-		case nv == nil:
-			*out = append(*out, fmt.Sprintf("- %s: %s", path, short(ov)))
-		case !had:
-			*out = append(*out, fmt.Sprintf("+ %s: %s", path, short(nv)))
-		default:
-			om, ok1 := ov.(map[string]any)
-			nm, ok2 := nv.(map[string]any)
-			if ok1 && ok2 {
-				walk(om, nm, path, out)
-				continue
+		case j == len(cur.members) || (i < len(old.members) && string(old.members[i].key) < string(cur.members[j].key)):
+			k, ov := string(old.members[i].key), &old.members[i].val
+			i++
+			if !p.noise(k) {
+				member(k)
+				b.WriteString("null")
+				p.line("- ", k, ov.raw, nil)
 			}
-			*out = append(*out, fmt.Sprintf("~ %s: %s → %s", path, short(ov), short(nv)))
+		case i == len(old.members) || string(cur.members[j].key) < string(old.members[i].key):
+			k, nv := string(cur.members[j].key), &cur.members[j].val
+			j++
+			if !p.noise(k) {
+				member(k)
+				b.Write(appendCompact(b.AvailableBuffer(), nv.raw, -1))
+				p.line("+ ", k, nil, nv.raw)
+			}
+		default:
+			k, ov, nv := string(cur.members[j].key), &old.members[i].val, &cur.members[j].val
+			i, j = i+1, j+1
+			switch {
+			case p.noise(k):
+			case ov.obj && nv.obj:
+				mark, before := b.Len(), n
+				member(k)
+				p.path = append(p.path, k)
+				if !p.object(b, ov, nv) {
+					b.Truncate(mark)
+					n = before
+				}
+				p.path = p.path[:len(p.path)-1]
+			case !bytes.Equal(ov.raw, nv.raw):
+				o, n := appendCompact(nil, ov.raw, -1), appendCompact(nil, nv.raw, -1)
+				if bytes.Equal(o, n) {
+					break // the same value spaced otherwise
+				}
+				member(k)
+				b.Write(n)
+				if !p.full() {
+					from := changeStart(o, n)
+					p.lines = append(p.lines, "~ "+p.pathText(k)+": "+short(o, from)+" → "+short(n, from))
+				}
+			}
+		}
+	}
+	b.WriteByte('}')
+	return n > 0
+}
+
+// noise reports whether member k of the object at p.path is one of
+// NoiseFields, left out unless all.
+func (p *patcher) noise(k string) bool {
+	if p.all {
+		return false
+	}
+	for _, f := range NoiseFields {
+		if len(f) == len(p.path)+1 && f[len(f)-1] == k && slices.Equal(f[:len(p.path)], p.path) {
+			return true
+		}
+	}
+	return false
+}
+
+// full reports whether MaxChangeLines change lines are there, and then
+// counts one more change.
+func (p *patcher) full() bool {
+	if len(p.lines) < MaxChangeLines {
+		return false
+	}
+	p.more++
+	return true
+}
+
+// line adds a change line for member k of the object at p.path, added or
+// removed: op, its path, then its value (raw, the value as sent).
+func (p *patcher) line(op, k string, old, cur []byte) {
+	if p.full() {
+		return
+	}
+	raw := cur
+	if raw == nil {
+		raw = old
+	}
+	// Only the start of a long value is shown: only that is compacted.
+	p.lines = append(p.lines, op+p.pathText(k)+": "+short(appendCompact(nil, raw, shortBytes+1), 0))
+}
+
+// pathText writes the path of member k of the object at p.path as
+// "metadata.labels.app", a key that holds . [ ] " or a space, or is empty,
+// as ["a.b"]; past maxPathBytes its middle is left out.
+func (p *patcher) pathText(k string) string {
+	var sb strings.Builder
+	for i, seg := range append(p.path, k) {
+		switch {
+		case seg == "" || strings.ContainsAny(seg, ".[]\" "):
+			sb.WriteString("[" + strconv.Quote(seg) + "]")
+		case i > 0:
+			sb.WriteString("." + seg)
+		default:
+			sb.WriteString(seg)
+		}
+	}
+	s := sb.String()
+	if len(s) <= maxPathBytes {
+		return s
+	}
+	head, tail := runeStart(s, maxPathBytes/3), runeStart(s, len(s)-maxPathBytes*2/3)
+	return s[:head] + "…" + s[tail:]
+}
+
+// shortBytes is the most of a value a change line shows.
+const shortBytes = 60
+
+// short returns the JSON text s as a change line shows it: from byte from
+// on (after "…" when from > 0), at most shortBytes of it ("…" at a cut).
+func short(b []byte, from int) string {
+	s := string(b[from:min(len(b), from+shortBytes+1)])
+	lead := ""
+	if from > 0 {
+		lead = "…"
+	}
+	if len(s) > shortBytes {
+		s = s[:runeStart(s, shortBytes-3)] + "…"
+	}
+	return lead + s
+}
+
+// changeStart returns where a change line starts showing two values' JSON
+// texts o and n when either is too long to show whole: 20 bytes before the
+// first byte where they differ when that byte would be cut off (a
+// ConfigMap's file changed near its end), so that the change is in sight;
+// else 0.
+func changeStart(o, n []byte) int {
+	if len(o) <= shortBytes && len(n) <= shortBytes {
+		return 0
+	}
+	i := 0
+	for i < len(o) && i < len(n) && o[i] == n[i] {
+		i++
+	}
+	const context = 20
+	if i+context <= shortBytes-3 {
+		return 0 // in sight from the start, with context after it
+	}
+	return runeStart(o, i-context) // o and n agree up to i
+}
+
+// runeStart returns i, or the start of the character i falls inside.
+func runeStart[T string | []byte](s T, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// appendCompact appends the JSON text raw (read as JSON before) to dst
+// without whitespace outside strings, escapes and numbers as sent, and
+// returns the extended slice; a limit of 0 or more stops it once it
+// appended more than limit bytes.
+func appendCompact(dst, raw []byte, limit int) []byte {
+	start := len(dst)
+	for i := 0; i < len(raw); {
+		if limit >= 0 && len(dst)-start > limit {
+			break
+		}
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+			continue
+		case '"':
+			end, _, err := stringEnd(raw, i)
+			if err != nil {
+				return append(dst, raw[i:]...) // not reached
+			}
+			dst = appendUpTo(dst, raw[i:end], start, limit)
+			i = end
+			continue
+		}
+		j := i + 1
+		for j < len(raw) && raw[j] != '"' && raw[j] != ' ' && raw[j] != '\t' && raw[j] != '\n' && raw[j] != '\r' {
+			j++
+		}
+		dst = appendUpTo(dst, raw[i:j], start, limit)
+		i = j
+	}
+	return dst
+}
+
+// appendUpTo appends p to dst, only as much of it as takes what was
+// appended since start to limit+1 bytes when limit is 0 or more.
+func appendUpTo(dst, p []byte, start, limit int) []byte {
+	if limit >= 0 {
+		p = p[:min(len(p), max(0, limit+1-(len(dst)-start)))]
+	}
+	return append(dst, p...)
+}
+
+// writeString writes s to b as a JSON string, without encoding/json's
+// escaping of < > &.
+func writeString(b *bytes.Buffer, s string) {
+	plain := utf8.ValidString(s)
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
+	e := json.NewEncoder(b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(s)
+	b.Truncate(b.Len() - 1) // Encode's newline
+}
+
+// node is one JSON value: its bytes as sent and, for an object, its
+// members in key order (of duplicate keys the last, as encoding/json reads
+// them).
+type node struct {
+	raw     []byte
+	members []member // nil for anything but an object
+	obj     bool
+}
+
+// member is one member of an object: its key (escapes undone) and value.
+type member struct {
+	key []byte
+	val node
+}
+
+var (
+	errMalformed = errors.New("malformed JSON")
+	errNotObject = errors.New("not a JSON object")
+	errTooDeep   = errors.New("objects nested too deep")
+	errTooLarge  = errors.New("too many object members")
+)
+
+// parse reads the JSON object data (the object of a watch event, which
+// was read as JSON before) in one pass: its members and their objects'
+// members, every other value as its bytes.
+func parse(data []byte) (*node, error) {
+	n := &node{}
+	members := 0
+	end, err := parseValue(n, data, 0, 0, &members)
+	if err != nil {
+		return nil, err
+	}
+	if !n.obj {
+		return nil, errNotObject
+	}
+	if skipSpace(data, end) != len(data) {
+		return nil, errMalformed
+	}
+	return n, nil
+}
+
+// parseValue reads the value at data[i] (after whitespace) at nesting
+// depth into n and returns the index just past it; *members counts the
+// object members read.
+func parseValue(n *node, data []byte, i, depth int, members *int) (int, error) {
+	i = skipSpace(data, i)
+	if i >= len(data) {
+		return 0, errMalformed
+	}
+	if data[i] != '{' {
+		end, err := skipValue(data, i)
+		if err != nil {
+			return 0, err
+		}
+		n.raw = data[i:end]
+		return end, nil
+	}
+	if depth >= maxDepth {
+		return 0, errTooDeep
+	}
+	n.obj = true
+	start := i
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		n.raw = data[start : i+1]
+		return i + 1, nil
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return 0, errMalformed
+		}
+		kEnd, esc, err := stringEnd(data, i)
+		if err != nil {
+			return 0, err
+		}
+		key := data[i+1 : kEnd-1]
+		if esc {
+			var k string
+			if json.Unmarshal(data[i:kEnd], &k) != nil {
+				return 0, errMalformed
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(data, kEnd)
+		if i >= len(data) || data[i] != ':' {
+			return 0, errMalformed
+		}
+		if *members++; *members > MaxMembers {
+			return 0, errTooLarge
+		}
+		n.members = append(n.members, member{key: key})
+		end, err := parseValue(&n.members[len(n.members)-1].val, data, i+1, depth+1, members)
+		if err != nil {
+			return 0, err
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return 0, errMalformed
+		}
+		switch data[i] {
+		case '}':
+			n.raw = data[start : i+1]
+			n.sortMembers()
+			return i + 1, nil
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return 0, errMalformed
 		}
 	}
 }
 
-func short(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "?"
-	}
-	s := string(b)
-	if len(s) > 60 {
-		cut := 57
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // do not split a character
+// sortMembers puts n's members in key order, keeping the last of
+// duplicate keys.
+func (n *node) sortMembers() {
+	slices.SortStableFunc(n.members, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	out := n.members[:0]
+	for x := range n.members {
+		if x+1 < len(n.members) && bytes.Equal(n.members[x+1].key, n.members[x].key) {
+			continue // a later duplicate follows
 		}
-		s = s[:cut] + "…"
+		out = append(out, n.members[x])
 	}
-	return strings.ReplaceAll(s, "\n", `\n`)
+	n.members = slices.Clip(out)
+}
+
+// skipValue returns the index just past the value at data[i] that is not
+// an object: an array (brackets matched outside strings), a string, a
+// number or a literal.
+func skipValue(data []byte, i int) (int, error) {
+	switch data[i] {
+	case '"':
+		end, _, err := stringEnd(data, i)
+		return end, err
+	case '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				end, _, err := stringEnd(data, i)
+				if err != nil {
+					return 0, err
+				}
+				i = end
+				continue
+			case '[', '{':
+				depth++
+			case ']', '}':
+				if depth--; depth == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, errMalformed
+	}
+	j := i
+	for j < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[j])) {
+		j++
+	}
+	if j == i {
+		return 0, errMalformed
+	}
+	return j, nil
+}
+
+// stringEnd returns the index just past the closing quote of the string
+// whose opening quote is at data[i], and whether it holds an escape.
+func stringEnd(data []byte, i int) (end int, esc bool, err error) {
+	for j := i + 1; j < len(data); {
+		k := bytes.IndexAny(data[j:], `"\`)
+		if k < 0 {
+			break
+		}
+		j += k
+		if data[j] == '"' {
+			return j + 1, esc, nil
+		}
+		esc = true
+		j += 2
+	}
+	return 0, false, errMalformed
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace (RFC 8259 §2), or len(data).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
 }

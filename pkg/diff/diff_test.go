@@ -91,3 +91,112 @@ func BenchmarkDifferManyObjects(b *testing.B) {
 		d.Emit(&record.Event{Type: "ADDED", Namespace: "n", Name: name, UID: name, Object: obj})
 	}
 }
+
+// TestDifferWireValues: values are compared as sent, found by a hostile
+// trial of the map-based patch before: a number past 2^53 that changed, a
+// member set to null (not removed), keys in another order or duplicated
+// (the last counts, as encoding/json reads them), the same value spaced
+// otherwise, and a long string changed near its end (the line shows where).
+func TestDifferWireValues(t *testing.T) {
+	corefile := `".:53 {\n    errors\n    health {\n       lameduck 5s\n    }\n    ready\n    cache 30\n    loop\n}\n"`
+	for _, c := range []struct {
+		name, old, cur, patch, lines string
+	}{
+		{"big number", `{"n":9007199254740993}`, `{"n":9007199254740992}`,
+			`{"data":{"n":9007199254740992}}`, `~ data.n: 9007199254740993 → 9007199254740992`},
+		{"null", `{"n":"x"}`, `{"n":null}`, `{"data":{"n":null}}`, `~ data.n: "x" → null`},
+		{"removed", `{"n":"x"}`, `{}`, `{"data":{"n":null}}`, `- data.n: "x"`},
+		{"key order", `{"a":1,"b":{"c":2,"d":3}}`, `{"b":{"d":3,"c":2},"a":1}`, `{}`, ``},
+		{"duplicate keys", `{"a":1,"a":2}`, `{"a":2}`, `{}`, ``},
+		{"spacing", `{"a":[1,2]}`, `{"a":[ 1, 2 ]}`, `{}`, ``},
+		{"html and unicode kept", `{"a":"<b>"}`, `{"a":"<i>é"}`, `{"data":{"a":"<i>é"}}`, `~ data.a: "<b>" → "<i>é"`},
+		{"long string", `{"Corefile":` + corefile + `}`, `{"Corefile":` + strings.Replace(corefile, "cache 30", "cache 300", 1) + `}`,
+			`{"data":{"Corefile":` + strings.Replace(corefile, "cache 30", "cache 300", 1) + `}}`,
+			`~ data.Corefile: … ready\n    cache 30\n    loop\n}\n" → … ready\n    cache 300\n    loop\n}\n"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []*record.Event
+			d := New(record.SinkFunc(func(r record.Record) { got = append(got, r.(*record.Event)) }), Options{})
+			obj := func(data string) []byte {
+				return []byte(`{"kind":"ConfigMap","metadata":{"name":"a","namespace":"n"},"data":` + data + `}`)
+			}
+			d.Emit(&record.Event{Type: "ADDED", Namespace: "n", Name: "a", Object: obj(c.old)})
+			d.Emit(&record.Event{Type: "MODIFIED", Namespace: "n", Name: "a", Object: obj(c.cur)})
+			if p, l := string(got[1].Diff), strings.Join(got[1].Changes, "\n"); p != c.patch || l != c.lines {
+				t.Errorf("patch %s\nlines %s\nwant %s\n%s", p, l, c.patch, c.lines)
+			}
+		})
+	}
+}
+
+// TestDifferKeyParts: objects whose key parts would join the same way
+// ("a/b" + "c", "a" + "b/c") are not diffed against each other.
+func TestDifferKeyParts(t *testing.T) {
+	var last *record.Event
+	d := New(record.SinkFunc(func(r record.Record) { last = r.(*record.Event) }), Options{})
+	d.Emit(&record.Event{Type: "ADDED", Namespace: "a/b", Name: "c", Object: []byte(`{"metadata":{"name":"c"}}`)})
+	d.Emit(&record.Event{Type: "MODIFIED", Namespace: "a", Name: "b/c", Object: []byte(`{"metadata":{"name":"b/c"}}`)})
+	if last.Diff != nil {
+		t.Errorf("diffed against another object: %s", last.Diff)
+	}
+}
+
+// TestDifferBounds: an event shows at most MaxChangeLines change lines and
+// counts the others; a path nested deep is shortened in its middle; an
+// object of more than MaxMembers members is neither diffed nor kept.
+func TestDifferBounds(t *testing.T) {
+	var last *record.Event
+	d := New(record.SinkFunc(func(r record.Record) { last = r.(*record.Event) }), Options{})
+	keys := func(v string) []byte {
+		var b strings.Builder
+		b.WriteString(`{"data":{`)
+		for i := range MaxChangeLines + 50 {
+			fmt.Fprintf(&b, `%s"k%d":%s`, map[bool]string{true: ",", false: ""}[i > 0], i, v)
+		}
+		b.WriteString(`}}`)
+		return []byte(b.String())
+	}
+	d.Emit(&record.Event{Type: "ADDED", Name: "many", Object: keys("0")})
+	d.Emit(&record.Event{Type: "MODIFIED", Name: "many", Object: keys("1")})
+	if len(last.Changes) != MaxChangeLines || last.MoreChanges != 50 || strings.Count(string(last.Diff), ":1") != MaxChangeLines+50 {
+		t.Errorf("%d lines, %d more, patch %d bytes; want %d lines, 50 more, every change in the patch", len(last.Changes), last.MoreChanges, len(last.Diff), MaxChangeLines)
+	}
+
+	deep := func(v string) []byte {
+		return []byte(strings.Repeat(`{"level":`, 500) + v + strings.Repeat(`}`, 500))
+	}
+	d.Emit(&record.Event{Type: "ADDED", Name: "deep", Object: deep("1")})
+	d.Emit(&record.Event{Type: "MODIFIED", Name: "deep", Object: deep("2")})
+	if len(last.Changes) != 1 || len(last.Changes[0]) > maxPathBytes+20 || !strings.HasPrefix(last.Changes[0], "~ level.level.") ||
+		!strings.HasSuffix(last.Changes[0], "level.level: 1 → 2") || !strings.Contains(last.Changes[0], "…") {
+		t.Errorf("deep path: %q", last.Changes)
+	}
+
+	huge := func(v string) []byte {
+		return []byte(`{"data":{` + strings.Repeat(`"k":`+v+`,`, MaxMembers) + `"k":` + v + `}}`)
+	}
+	d.Emit(&record.Event{Type: "ADDED", Name: "huge", Object: huge("0")})
+	if _, kept := d.last[d.key(nil, "", "", "", "huge", "")]; kept {
+		t.Errorf("an object of more than MaxMembers members is kept")
+	}
+	d.Emit(&record.Event{Type: "MODIFIED", Name: "huge", Object: huge("1")})
+	if last.Diff != nil {
+		t.Errorf("an object of more than MaxMembers members is diffed")
+	}
+}
+
+// BenchmarkDifferLargeArray measures the diff of an object whose array of
+// 100 000 empty objects changed in one element (a hostile trial took 601
+// MB of memory for 2 000 000 of them with the map-based patch).
+func BenchmarkDifferLargeArray(b *testing.B) {
+	d := New(record.SinkFunc(func(record.Record) {}), Options{})
+	obj := func(last string) []byte {
+		return []byte(`{"spec":{"a":[` + strings.Repeat(`{},`, 100000) + last + `]}}`)
+	}
+	a, m := obj(`{}`), obj(`{"x":1}`)
+	b.SetBytes(int64(len(a)))
+	for i := 0; i < b.N; i++ {
+		d.Emit(&record.Event{Type: "MODIFIED", Name: "x", Object: a})
+		d.Emit(&record.Event{Type: "MODIFIED", Name: "x", Object: m})
+	}
+}

@@ -387,6 +387,9 @@ func (p *Pretty) printEvent(e *record.Event) {
 		}
 		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), c.Sprint(Escape(ch)))
 	}
+	if e.MoreChanges > 0 {
+		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), p.cs.dim.Sprint("… "+plural(e.MoreChanges, "more change")))
+	}
 	if p.opt.Wire {
 		for _, f := range e.Frames {
 			p.w.printf("%s      DATA frame %d of stream %d @%d  length %d, padding %d, END_STREAM %v\n", strings.Repeat(" ", 15),

@@ -248,9 +248,12 @@ type Event struct {
 	// Format is "json" or "protobuf".
 	Format string
 	// Diff is an RFC 7386 merge patch from the object's previous version to
-	// this one (kwatch --diff); Changes says the same as lines for people.
-	Diff    json.RawMessage
-	Changes []string
+	// this one (kwatch --diff); Changes says the same as lines for people,
+	// at most diff.MaxChangeLines of them, and MoreChanges counts the
+	// changes past those.
+	Diff        json.RawMessage
+	Changes     []string
+	MoreChanges int
 }
 
 // When returns the time of the event's last byte.

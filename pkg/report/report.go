@@ -816,10 +816,12 @@ func (r *Report) detail(l *lane, e *record.Event, special bool) *detail {
 	var changes []string
 	for i, c := range e.Changes {
 		if i == 50 {
-			changes = append(changes, fmt.Sprintf("… %d more changes", len(e.Changes)-50))
 			break
 		}
 		changes = append(changes, clip(c, maxWhat))
+	}
+	if more := len(e.Changes) - len(changes) + e.MoreChanges; more > 0 {
+		changes = append(changes, fmt.Sprintf("… %d more changes", more))
 	}
 	cost := int64(len(obj) + len(what) + len(carried) + 256)
 	for _, c := range cs {
