@@ -330,12 +330,15 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	// json.Marshal escapes <, > and & in strings, so the data cannot end
 	// its script element; the page reads it with JSON.parse.
-	out := strings.NewReplacer(
+	// The page is cut where the data goes before anything is put in:
+	// a title (the capture's file name) may hold "{{DATA}}" itself.
+	fill := strings.NewReplacer(
 		"{{TITLE}}", html.EscapeString(title),
 		"{{STYLE}}", pageCSS,
 		"{{SCRIPT}}", pageJS,
-	).Replace(pageHTML)
-	before, after, _ := strings.Cut(out, "{{DATA}}")
+	)
+	before, after, _ := strings.Cut(pageHTML, "{{DATA}}")
+	before, after = fill.Replace(before), fill.Replace(after)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString(before)
 	// The data is one JSON object; its lanes and events are encoded one

@@ -143,6 +143,26 @@ func TestHostileText(t *testing.T) {
 	}
 }
 
+// TestTitleHoldsPlaceholder: a title (the capture's file name) holding the
+// page template's data placeholder stays in the title, and the data where
+// it belongs; found by a hostile trial (the data went into <title>).
+func TestTitleHoldsPlaceholder(t *testing.T) {
+	r := New(nil, Options{Title: "kwatch pcap {{DATA}}<b>x.pcap"})
+	var b bytes.Buffer
+	if err := r.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	title, _, _ := strings.Cut(b.String(), "</title>")
+	if !strings.HasSuffix(title, "<title>kwatch pcap {{DATA}}&lt;b&gt;x.pcap") {
+		t.Errorf("title %q", title[max(0, len(title)-80):])
+	}
+	_, data, _ := strings.Cut(b.String(), `<script type="application/json" id="data">`)
+	data, _, _ = strings.Cut(data, "</script>")
+	if !json.Valid([]byte(data)) {
+		t.Errorf("the data element does not hold the data: %.80q", data)
+	}
+}
+
 // TestFollowKind: how a watch follows the one before it.
 func TestFollowKind(t *testing.T) {
 	prev := &lane{lastRV: "42"}
