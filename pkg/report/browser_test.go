@@ -252,7 +252,7 @@ func TestBrowserHostileAndDense(t *testing.T) {
 	rep.Emit(&record.Request{Conn: c, Exchange: 1, Time: t0, Target: "/api/v1/configmaps?watch=1&x=" + bad, Watch: true,
 		Header: map[string][]string{"User-Agent": {bad}}})
 	for i := range 5000 {
-		obj, _ := json.Marshal(map[string]any{"kind": "ConfigMap", "metadata": map[string]string{"name": bad}})
+		obj, _ := json.Marshal(map[string]any{"kind": "ConfigMap", "metadata": map[string]string{"name": bad}, "data": map[string]string{"k": "txt.\u202eexe"}})
 		rep.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Time: t0.Add(time.Duration(i) * 10 * time.Millisecond),
 			Type: "MODIFIED", Kind: "ConfigMap", Name: bad, ResourceVersion: fmt.Sprint(i), Object: obj, Length: 10})
 	}
@@ -269,6 +269,12 @@ func TestBrowserHostileAndDense(t *testing.T) {
 	line := testutil.Get(t, ctx, chromedp.Text(chromedp.CSS("#event-line")))
 	if pwned || title != bad || !strings.Contains(line, bad) {
 		t.Errorf("hostile text: ran %v, title %q, event line %q", pwned, title, line)
+	}
+	// A bidirectional control in a value is shown escaped, as in the
+	// terminal, not obeyed.
+	object := testutil.Get(t, ctx, chromedp.Evaluate[string](`document.getElementById("event-object").textContent`))
+	if !strings.Contains(object, `"k": "txt.\u202eexe"`) || strings.ContainsRune(object, '\u202e') {
+		t.Errorf("event object shown as %q", object)
 	}
 	if density == 0 || !strings.Contains(caveats, "drawn as density") {
 		t.Errorf("%d density bars; caveats %q", density, caveats)

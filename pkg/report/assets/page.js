@@ -344,6 +344,12 @@
     if (!ev.cs.length) strip.appendChild(el("p", {}, "This body is not chunked: the event is bytes " + ev.o + " to " + (ev.o + ev.n) + " of it."));
     var obj = ev.obj;
     try { obj = JSON.stringify(JSON.parse(ev.obj), null, 2); } catch (e) { if (ev.obj.length < ev.ol) obj += "\n… (" + ev.ol + " bytes in all; the page shows the first " + ev.obj.length + ")"; }
+    // JSON.stringify writes bidirectional controls and line separators
+    // as themselves: escaped again, as the terminal output has them, so
+    // that a value cannot reorder what is shown around it.
+    obj = obj.replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, function (c) {
+      return "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0");
+    });
     document.getElementById("event-object").textContent = obj;
     var dw = document.getElementById("event-diff-wrap");
     dw.hidden = !(ev.ch && ev.ch.length);
