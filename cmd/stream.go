@@ -404,17 +404,19 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 		if u, perr := url.Parse(server); perr == nil && u.Host != "" {
 			host = u.Host
 		}
-		// kubectl's own words for it (k8s.io/kubectl cmd/util), then
-		// where that server came from.
-		msg := fmt.Sprintf("The connection to the server %s was refused - did you specify the right host or port?", host)
 		if raw, rerr := o.kube.ToRawKubeConfigLoader().RawConfig(); rerr == nil && len(raw.Clusters) == 0 && *o.kube.APIServer == "" {
+			// The server was client-go's default, not one asked for:
+			// what is missing first.
 			if o.http2 {
-				msg += " (no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: set $KUBECONFIG or --kubeconfig)"
-			} else {
-				msg += fmt.Sprintf(" (no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at %s)", watchclient.DefaultProxyURL)
+				return fmt.Errorf("no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: "+
+					"set $KUBECONFIG or --kubeconfig (client-go's default server %s refused the connection)", host)
 			}
+			return fmt.Errorf("no kubeconfig names a cluster, and no kubectl proxy answers at %s: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" "+
+				"(client-go's default server %s refused the connection)", watchclient.DefaultProxyURL, host)
 		}
-		return errors.New(msg)
+		// kubectl's own words for it (k8s.io/kubectl cmd/util), capital
+		// letter included.
+		return errors.New("The connection to the server " + host + " was refused - did you specify the right host or port?")
 	case dial:
 		return fmt.Errorf("%w (the API server %s does not answer: check --server or the kubeconfig's cluster, and that this machine can reach it)", err, server)
 	case apierrors.IsUnauthorized(err):

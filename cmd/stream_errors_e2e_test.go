@@ -178,9 +178,15 @@ func TestStreamRefused(t *testing.T) {
 	*o.kube.KubeConfig = empty
 	refused := &url.Error{Op: "Get", URL: "http://localhost:8080/api", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 	got := o.connectHint(refused, "", "http://localhost:8080").Error()
-	if want := "The connection to the server localhost:8080 was refused - did you specify the right host or port? " +
-		"(no kubeconfig names a cluster: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" so that kwatch finds it at http://127.0.0.1:8001)"; got != want {
+	if want := "no kubeconfig names a cluster, and no kubectl proxy answers at http://127.0.0.1:8001: set $KUBECONFIG or --kubeconfig, " +
+		"or run \"kubectl proxy\" (client-go's default server localhost:8080 refused the connection)"; got != want {
 		t.Errorf("no kubeconfig: %q\nwant %q", got, want)
+	}
+	o.http2 = true
+	got = o.connectHint(refused, "", "http://localhost:8080").Error()
+	if want := "no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: " +
+		"set $KUBECONFIG or --kubeconfig (client-go's default server localhost:8080 refused the connection)"; got != want {
+		t.Errorf("no kubeconfig, --http2: %q\nwant %q", got, want)
 	}
 }
 
