@@ -27,12 +27,7 @@ func TestStreamDiscoveryRetried(t *testing.T) {
 		}
 		mu.Unlock()
 		switch {
-		case r.URL.Path == "/api":
-			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
-		case r.URL.Path == "/apis":
-			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
-		case r.URL.Path == "/api/v1":
-			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"],"shortNames":["cm"]}]}`)
+		case coreDiscovery(w, r, `{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"],"shortNames":["cm"]}`):
 		case r.URL.Query().Get("watch") != "":
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()
@@ -65,14 +60,8 @@ func TestStreamSiblingFailure(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
-		case r.URL.Path == "/api":
-			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
-		case r.URL.Path == "/apis":
-			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
-		case r.URL.Path == "/api/v1":
-			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[`+
-				`{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"]},`+
-				`{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["list","watch"]}]}`)
+		case coreDiscovery(w, r, `{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["list","watch"]},`+
+			`{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["list","watch"]}`):
 		case strings.HasSuffix(r.URL.Path, "/pods"):
 			<-r.Context().Done() // never answered
 		default:
@@ -88,4 +77,21 @@ func TestStreamSiblingFailure(t *testing.T) {
 	if !strings.Contains(errOut, "configmaps: list /api/v1/namespaces/default/configmaps: bad selector") || strings.Contains(errOut, "pods") {
 		t.Errorf("stderr:\n%s\nwant the configmaps error alone", errOut)
 	}
+}
+
+// coreDiscovery answers the discovery request r of a server that serves
+// the core group alone, with resources (APIResource objects, comma
+// separated) in v1, and reports whether r was one.
+func coreDiscovery(w http.ResponseWriter, r *http.Request, resources string) bool {
+	switch r.URL.Path {
+	case "/api":
+		fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
+	case "/apis":
+		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+	case "/api/v1":
+		fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[`+resources+`]}`)
+	default:
+		return false
+	}
+	return true
 }
