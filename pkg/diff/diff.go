@@ -303,13 +303,16 @@ func (p *patcher) line(op, k string, old, cur []byte) {
 }
 
 // pathText writes the path of member k of the object at p.path as
-// "metadata.labels.app", a key that holds . [ ] " or a space, or is empty,
-// as ["a.b"]; past maxPathBytes its middle is left out.
+// "metadata.labels.app", a key that holds . [ ] " or a space, is empty, or
+// holds what strconv.Quote escapes, as ["a.b"] (so that two keys never
+// read the same); past maxPathBytes its middle is left out.
 func (p *patcher) pathText(k string) string {
 	var sb strings.Builder
 	for i, seg := range append(p.path, k) {
 		switch {
-		case seg == "" || strings.ContainsAny(seg, ".[]\" "):
+		case seg == "" || strings.ContainsAny(seg, ".[]\" ") || strconv.Quote(seg) != `"`+seg+`"`:
+			// (also a key with a character Quote escapes: a control, a
+			// backslash, a line separator, bytes that are no UTF-8)
 			sb.WriteString("[" + strconv.Quote(seg) + "]")
 		case i > 0:
 			sb.WriteString("." + seg)
@@ -337,7 +340,7 @@ func short(b []byte, from int) string {
 		lead = "…"
 	}
 	if len(s) > shortBytes {
-		s = s[:runeStart(s, shortBytes-3)] + "…"
+		s = s[:cutPoint(s, shortBytes-3)] + "…"
 	}
 	return lead + s
 }
@@ -359,13 +362,41 @@ func changeStart(o, n []byte) int {
 	if i+context <= shortBytes-3 {
 		return 0 // in sight from the start, with context after it
 	}
-	return runeStart(o, i-context) // o and n agree up to i
+	return cutPoint(o, i-context) // o and n agree up to i
 }
 
-// runeStart returns i, or the start of the character i falls inside.
+// runeStart returns i, or the start of the character i falls inside: at
+// most utf8.UTFMax-1 bytes back, so that bytes that are no UTF-8 (a run of
+// continuation bytes, which JSON decoders let through) are cut anywhere.
 func runeStart[T string | []byte](s T, i int) int {
-	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+	for back := 0; back < utf8.UTFMax-1 && i > 0 && i < len(s) && !utf8.RuneStart(s[i]); back++ {
 		i--
+	}
+	return i
+}
+
+// cutPoint returns where JSON text s may be cut at or before i: not inside
+// a character (runeStart) nor inside an escape such as \u00e9.
+func cutPoint[T string | []byte](s T, i int) int {
+	i = runeStart(s, i)
+	for j := i - 1; j >= 0 && j >= i-5; j-- {
+		if s[j] != '\\' {
+			continue
+		}
+		k := j // s[j] starts an escape if the backslashes before it pair up
+		for k > 0 && s[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			n := 2
+			if j+1 < len(s) && s[j+1] == 'u' {
+				n = 6
+			}
+			if j+n > i {
+				return j
+			}
+		}
+		break
 	}
 	return i
 }

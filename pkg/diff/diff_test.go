@@ -185,6 +185,44 @@ func TestDifferBounds(t *testing.T) {
 	}
 }
 
+// TestDifferLineText: change lines from a second hostile trial: keys that
+// print alike are told apart, a window never starts inside an escape, and
+// bytes that are no UTF-8 neither empty a window nor lift the path bound.
+func TestDifferLineText(t *testing.T) {
+	noUTF8 := strings.Repeat("\x80", 200)
+	for _, c := range []struct {
+		name, old, cur string
+		want           []string
+	}{
+		{"keys alike", `{"\u2028":"1","\\u2028":"1","n\nk":"1","n\\nk":"1"}`, `{"\u2028":"2","\\u2028":"2","n\nk":"2","n\\nk":"2"}`,
+			[]string{`~ data["\\u2028"]: "1" → "2"`, `~ data["n\nk"]: "1" → "2"`, `~ data["n\\nk"]: "1" → "2"`, `~ data["\u2028"]: "1" → "2"`}},
+		{"escape not cut", `{"k":"` + strings.Repeat(`\u00e9`, 20) + `a"}`, `{"k":"` + strings.Repeat(`\u00e9`, 20) + `b"}`,
+			[]string{`~ data.k: …\u00e9\u00e9\u00e9\u00e9a" → …\u00e9\u00e9\u00e9\u00e9b"`}},
+		{"no UTF-8", `{"k":"` + noUTF8 + `1"}`, `{"k":"` + noUTF8 + `2"}`,
+			// (20 bytes of context, 3 more for a character they might start in)
+			[]string{`~ data.k: …` + strings.Repeat("\x80", 23) + `1" → …` + strings.Repeat("\x80", 23) + `2"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []*record.Event
+			d := New(record.SinkFunc(func(r record.Record) { got = append(got, r.(*record.Event)) }), Options{})
+			d.Emit(&record.Event{Type: "ADDED", Name: "a", Object: []byte(`{"data":` + c.old + `}`)})
+			d.Emit(&record.Event{Type: "MODIFIED", Name: "a", Object: []byte(`{"data":` + c.cur + `}`)})
+			if strings.Join(got[1].Changes, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("lines\n%q\nwant\n%q", got[1].Changes, c.want)
+			}
+		})
+	}
+	// A key of 1000 bytes that are no UTF-8 is still shortened.
+	key := strings.Repeat("\x80", 1000)
+	var last *record.Event
+	d := New(record.SinkFunc(func(r record.Record) { last = r.(*record.Event) }), Options{})
+	d.Emit(&record.Event{Type: "ADDED", Name: "a", Object: []byte(`{"` + key + `":1}`)})
+	d.Emit(&record.Event{Type: "MODIFIED", Name: "a", Object: []byte(`{"` + key + `":2}`)})
+	if len(last.Changes) != 1 || len(last.Changes[0]) > maxPathBytes+20 {
+		t.Errorf("a path of %d bytes", len(last.Changes[0]))
+	}
+}
+
 // BenchmarkDifferLargeArray measures the diff of an object whose array of
 // 100 000 empty objects changed in one element (a hostile trial took 601
 // MB of memory for 2 000 000 of them with the map-based patch).
