@@ -171,6 +171,9 @@ func (cp *Capture) serialize(c *Conn, s *Segment, link layers.LinkType) ([]byte,
 		FIN: s.Flags&FIN != 0, SYN: s.Flags&SYN != 0, RST: s.Flags&RST != 0,
 		PSH: s.Flags&PSH != 0, ACK: s.Flags&ACK != 0,
 	}
+	if s.ZeroWindow {
+		tcp.Window = 0
+	}
 	if tcp.SYN {
 		mss := uint16(DefaultMSS)
 		if c.MSS > 0 {

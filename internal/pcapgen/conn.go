@@ -87,6 +87,10 @@ type Segment struct {
 	// Delay is capture time added before this packet, on top of the
 	// Capture's step between packets.
 	Delay time.Duration
+	// ZeroWindow makes the segment advertise a receive window of 0 (RFC
+	// 9293 §3.8.6: the sender's receive buffer is full); otherwise it
+	// advertises 65535.
+	ZeroWindow bool
 }
 
 // Conn is a TCP conversation: the segments both sides sent, in capture
