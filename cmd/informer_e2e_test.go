@@ -198,6 +198,14 @@ func dialMarker(d *net.Dialer, addr string) func() int {
 // traffic once a marker's packet made after it is.
 func tcpdumpCapture(t *testing.T, filter string, marker func() (port int)) func() []byte {
 	t.Helper()
+	_, stop := tcpdumpFile(t, filter, marker)
+	return stop
+}
+
+// tcpdumpFile is tcpdumpCapture, which also returns the file tcpdump
+// writes, for a test to look into while it is written.
+func tcpdumpFile(t *testing.T, filter string, marker func() (port int)) (string, func() []byte) {
+	t.Helper()
 	tcpdump, err := exec.LookPath("tcpdump")
 	if err != nil {
 		t.Skip("tcpdump is not installed (.ci/run installs it)")
@@ -235,7 +243,7 @@ func tcpdumpCapture(t *testing.T, filter string, marker func() (port int)) func(
 		}
 	}
 	mark("a first marker")
-	return func() []byte {
+	return file, func() []byte {
 		mark("a last marker")
 		stop()
 		if m := regexp.MustCompile(`(\d+) packets? dropped by kernel`).FindStringSubmatch(tdErr.String()); m != nil && m[1] != "0" {

@@ -91,6 +91,7 @@ var genScenarios = []genScenario{
 	{"proto-lost-regain", ".pcap", "protobuf watch: a segment lost across a chunk boundary loses the framing (events cannot be counted out from a lost length prefix); it is regained at the next chunk that starts with an event, which decodes", genProtoLostRegain},
 	{"h2c-upgrade", ".pcap", "HTTP/1.1 Upgrade: h2c (RFC 7540 §3.2): a watch request asking for the upgrade, 101 Switching Protocols, then HTTP/2 both ways; the watch's events come on stream 1 in DATA frames (one frame per event, one event over two frames), the server ends the stream", genH2CUpgrade},
 	{"cbor-lost-regain", ".pcap", "CBOR watch (application/cbor-seq): two events (cm-a, cm-b) in one chunk; a lost segment takes the end of cm-b and the chunk-size line and start of cm-c: cm-b is damaged, the CBOR framing is lost, chunk framing is regained at cm-d's size line (cm-c's bytes are passed over) and CBOR framing with cm-d, which decodes, as does cm-e", genCBORLostRegain},
+	{"zero-window", ".pcap", "the client advertises a TCP receive window of 0 for 1.5 s after the first event (the server holds back), opens it, and after the second event advertises 0 again until it resets 2 s later: two TCP zero window notes, the second for the last 2s of the connection", genZeroWindow},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -682,6 +683,21 @@ func genUnclosedEvent(t *testing.T) []byte {
 	c.Send(pcapgen.Server, []byte(lastChunk))
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+func genZeroWindow(t *testing.T) []byte {
+	c := conn(40062)
+	c.Handshake()
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, cat(response("200 OK", "application/json", chunkedTE), chunk(cmEvent(t, "ADDED", "cm-a", "101"))))
+	c.Ack(pcapgen.Client).ZeroWindow = true
+	c.Wait(1500 * time.Millisecond)
+	c.Ack(pcapgen.Client) // a window update: 65535
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-a", "102")))
+	c.Ack(pcapgen.Client).ZeroWindow = true
+	c.Wait(2 * time.Second)
+	c.Reset(pcapgen.Client)
 	return pcapOf(t, c)
 }
 

@@ -75,7 +75,17 @@ type halfState struct {
 	// maxEnd is the highest sequence number a packet reached: beyond
 	// next while segments wait behind a missing one (ahead).
 	maxEnd uint32
+	// zeroSince is when this direction's sender began to advertise a
+	// receive window of 0 (its receive buffer full: the peer may send
+	// nothing until it reads), zero while its window is open; zeroNotes
+	// counts the stalls said of it, zeroMore those past maxZeroNotes.
+	zeroSince           time.Time
+	zeroNotes, zeroMore int
 }
+
+// maxZeroNotes bounds the TCP zero-window notes of one direction of a
+// connection; later stalls are counted in one note at its end.
+const maxZeroNotes = 64
 
 // Accept sees every TCP packet of the connection before reassembly. It
 // accepts all of them, starts a stream whose SYN was not captured (gopacket
@@ -109,6 +119,9 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	}
 	s.count(tcp)
 	s.halfOf(dir).advance(tcp)
+	if !tcp.SYN && !tcp.RST && !s.done {
+		s.window(dir, tcp.Window, ci.Timestamp)
+	}
 	if s.done {
 		// Finished at a reset: what follows is not decoded (ReassembledSG
 		// counts it), and no longer checked for overlaps.
@@ -159,6 +172,53 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		h.snapCut = true
 	}
 	return true
+}
+
+// window follows the receive window a packet of dir advertises (RFC 9293
+// §3.8.6): when it opens again after being 0, a note says for how long the
+// sender of dir held the peer's bytes back by not reading them, the
+// TCP counterpart of an HTTP/2 flow-control stall.
+func (s *stream) window(dir reassembly.TCPFlowDirection, w uint16, t time.Time) {
+	h := s.halfOf(dir)
+	switch {
+	case w == 0 && h.zeroSince.IsZero():
+		h.zeroSince = t
+	case w > 0 && !h.zeroSince.IsZero():
+		s.zeroWindowNote(dir, t, "for "+t.Sub(h.zeroSince).Round(time.Microsecond).String())
+		h.zeroSince = time.Time{}
+	}
+}
+
+// zeroWindowNote says that dir's receive window was 0 (how: "for 1.2s"),
+// up to maxZeroNotes times a direction.
+func (s *stream) zeroWindowNote(dir reassembly.TCPFlowDirection, t time.Time, how string) {
+	h := s.halfOf(dir)
+	if h.zeroNotes >= maxZeroNotes {
+		h.zeroMore++
+		return
+	}
+	h.zeroNotes++
+	s.ensureConn(dir, nil)
+	who, peer := s.dirName(dir), s.dirName(dir.Reverse())
+	s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp",
+		Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 %s, holding back the %s's bytes (the %s did not read them)", who, how, peer, who)})
+}
+
+// zeroWindowEnd says, at the end of the connection (at t), the stalls
+// still on and those past maxZeroNotes.
+func (s *stream) zeroWindowEnd(t time.Time) {
+	for _, dir := range []reassembly.TCPFlowDirection{s.clientDir.Reverse(), s.clientDir} {
+		h := s.halfOf(dir)
+		if !h.zeroSince.IsZero() {
+			s.zeroWindowNote(dir, t, "for the last "+s.lastSeen.Sub(h.zeroSince).Round(time.Microsecond).String()+" of the connection")
+			h.zeroSince = time.Time{}
+		}
+		if h.zeroMore > 0 {
+			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp",
+				Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 %d more times (not listed)", s.dirName(dir), h.zeroMore)})
+			h.zeroMore = 0
+		}
+	}
 }
 
 // count counts the connection in reader.tcpConns at its first packet that
@@ -513,6 +573,7 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 			note.Message = "capture ended with the connection open"
 			note.Kind = "capture-ended"
 		}
+		s.zeroWindowEnd(note.Time)
 		s.rd.Emit(note)
 	}
 }

@@ -595,6 +595,10 @@ func noteKind(kind, msg string) string {
 		case strings.HasPrefix(msg, "flow control"):
 			return "stall"
 		}
+	case "tcp":
+		if strings.HasPrefix(msg, "TCP zero window") {
+			return "stall"
+		}
 	case "tls", "http2", "not-http", "mid-stream", "no-syn":
 		return "conn"
 	}

@@ -192,6 +192,7 @@ func TestStreamOf(t *testing.T) {
 		{"stall", "flow control: stream 15's window at the client was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +65535", 15},
 		{"stall", "flow control: the client's connection window was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +1", 0},
 		{"goaway", "GOAWAY from the server: last stream 3, NO_ERROR", 0},
+		{"stall", "TCP zero window: the client's receive window was at 0 for 2s, holding back the server's bytes (the client did not read them)", 0},
 	} {
 		if got := streamOf(c.kind, c.msg); got != c.want {
 			t.Errorf("%q: %d, want %d", c.msg, got, c.want)

@@ -97,7 +97,7 @@
   TYPES.forEach(function (t) { var s = el("span"); var i = el("i", { "class": "t-" + t }); s.appendChild(i); s.appendChild(document.createTextNode(t)); legend.appendChild(s); });
   // The other glyphs, drawn as on the timeline.
   [["initial-events-end bookmark", "initial-end"], ["ERROR 410", "expired"], ["quiet gap", "quiet"], ["PING", "ping"], ["RST_STREAM", "rst_stream"],
-   ["GOAWAY", "goaway"], ["flow-control stall", "stall"], ["TCP reset", "reset"], ["connection closed", "closed"], ["problem", "problem"], ["warning", "warning"], ["re-list", "relist"]].forEach(function (p) {
+   ["GOAWAY", "goaway"], ["flow-control stall (HTTP/2, TCP zero window)", "stall"], ["TCP reset", "reset"], ["connection closed", "closed"], ["problem", "problem"], ["warning", "warning"], ["re-list", "relist"]].forEach(function (p) {
     var span = el("span"), g = document.createElementNS(SVG, "svg");
     g.setAttribute("width", 12); g.setAttribute("height", 14); g.style.verticalAlign = "middle"; g.style.marginRight = "3px";
     glyph(g, p[1], 6, 0, 14);
