@@ -91,7 +91,8 @@ var genScenarios = []genScenario{
 	{"proto-lost-regain", ".pcap", "protobuf watch: a segment lost across a chunk boundary loses the framing (events cannot be counted out from a lost length prefix); it is regained at the next chunk that starts with an event, which decodes", genProtoLostRegain},
 	{"h2c-upgrade", ".pcap", "HTTP/1.1 Upgrade: h2c (RFC 7540 §3.2): a watch request asking for the upgrade, 101 Switching Protocols, then HTTP/2 both ways; the watch's events come on stream 1 in DATA frames (one frame per event, one event over two frames), the server ends the stream", genH2CUpgrade},
 	{"cbor-lost-regain", ".pcap", "CBOR watch (application/cbor-seq): two events (cm-a, cm-b) in one chunk; a lost segment takes the end of cm-b and the chunk-size line and start of cm-c: cm-b is damaged, the CBOR framing is lost, chunk framing is regained at cm-d's size line (cm-c's bytes are passed over) and CBOR framing with cm-d, which decodes, as does cm-e", genCBORLostRegain},
-	{"zero-window", ".pcap", "the client advertises a TCP receive window of 0 for 1.5 s after the first event (the server holds back), opens it, and after the second event advertises 0 again until it resets 2 s later: two TCP zero window notes, the second for the last 2s of the connection", genZeroWindow},
+	{"zero-window", ".pcap", "the client advertises a TCP receive window of 0 for 1.5 s after the first event (the server holds back), opens it, and after the second event advertises 0 again until it resets 2 s later: two TCP zero window notes, the second until the connection was reset; a copy of the first zero-window ACK captured after the window opened, and another at the update's acknowledgment number, are old packets: no stall of their own", genZeroWindow},
+	{"zero-window-before-data", ".pcap", "a capture that starts mid-connection with the client's zero-window ACK and its update, before any byte, from a client port (40064) below the server's (50000): no note (no byte was held back), and the request, found by its bytes, still makes the client the client: 1 event", genZeroWindowBeforeData},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -691,13 +692,34 @@ func genZeroWindow(t *testing.T) []byte {
 	c.Handshake()
 	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
 	c.Send(pcapgen.Server, cat(response("200 OK", "application/json", chunkedTE), chunk(cmEvent(t, "ADDED", "cm-a", "101"))))
-	c.Ack(pcapgen.Client).ZeroWindow = true
+	first := c.Ack(pcapgen.Client)
+	first.ZeroWindow = true
 	c.Wait(1500 * time.Millisecond)
 	c.Ack(pcapgen.Client) // a window update: 65535
+	// A copy of the zero-window ACK, captured late, then one at the
+	// update's acknowledgment number: old packets, not a new stall.
+	c.Ack(pcapgen.Client).ZeroWindow = true
 	c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-a", "102")))
+	c.Ack(pcapgen.Client) // acknowledges the MODIFIED
+	late := c.Ack(pcapgen.Client)
+	late.Ack, late.ZeroWindow = first.Ack, true
+	c.Wait(100 * time.Millisecond)
+	c.Send(pcapgen.Server, chunk(cmEvent(t, "MODIFIED", "cm-a", "103")))
 	c.Ack(pcapgen.Client).ZeroWindow = true
 	c.Wait(2 * time.Second)
 	c.Reset(pcapgen.Client)
+	return pcapOf(t, c)
+}
+
+func genZeroWindowBeforeData(t *testing.T) []byte {
+	c := pcapgen.NewConn(netip.AddrPortFrom(clientIP, 40064), netip.AddrPortFrom(serverIP, 50000))
+	c.Ack(pcapgen.Client).ZeroWindow = true
+	c.Wait(500 * time.Millisecond)
+	c.Ack(pcapgen.Client)
+	c.Send(pcapgen.Client, request(watchTarget, "application/json"))
+	c.Send(pcapgen.Server, cat(response("200 OK", "application/json", chunkedTE), chunk(cmEvent(t, "ADDED", "cm-a", "101")), []byte(lastChunk)))
+	c.Close(pcapgen.Server)
+	c.Close(pcapgen.Client)
 	return pcapOf(t, c)
 }
 

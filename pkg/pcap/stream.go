@@ -81,6 +81,13 @@ type halfState struct {
 	// counts the stalls said of it, zeroMore those past maxZeroNotes.
 	zeroSince           time.Time
 	zeroNotes, zeroMore int
+	// winAck is the acknowledgment number of the packet whose window was
+	// taken last (winAckOK once one was): a packet acknowledging less is
+	// an old one (a duplicate, one captured late), whose window is
+	// not the current one (RFC 9293 §3.10.7.4 updates the send window
+	// only from segments no older than the last update).
+	winAck   uint32
+	winAckOK bool
 }
 
 // maxZeroNotes bounds the TCP zero-window notes of one direction of a
@@ -119,8 +126,8 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	}
 	s.count(tcp)
 	s.halfOf(dir).advance(tcp)
-	if !tcp.SYN && !tcp.RST && !s.done {
-		s.window(dir, tcp.Window, ci.Timestamp)
+	if tcp.ACK && !tcp.SYN && !tcp.RST && !tcp.FIN && !s.done {
+		s.window(dir, tcp.Window, tcp.Ack, ci.Timestamp)
 	}
 	if s.done {
 		// Finished at a reset: what follows is not decoded (ReassembledSG
@@ -175,11 +182,19 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 }
 
 // window follows the receive window a packet of dir advertises (RFC 9293
-// §3.8.6): when it opens again after being 0, a note says for how long the
-// sender of dir held the peer's bytes back by not reading them, the
-// TCP counterpart of an HTTP/2 flow-control stall.
-func (s *stream) window(dir reassembly.TCPFlowDirection, w uint16, t time.Time) {
+// §3.8.6) with acknowledgment number ack: when it opens again after being
+// 0, a note says for how long the sender of dir held the peer's bytes back
+// by not reading them, the TCP counterpart of an HTTP/2 flow-control
+// stall. A packet acknowledging less than the last one taken is old and
+// not followed; so is a window closing at the acknowledgment number it was
+// open at (a window closes as bytes arrive, which moves the
+// acknowledgment: what closes without is a copy of an earlier packet).
+func (s *stream) window(dir reassembly.TCPFlowDirection, w uint16, ack uint32, t time.Time) {
 	h := s.halfOf(dir)
+	if h.winAckOK && (int32(ack-h.winAck) < 0 || (w == 0 && h.zeroSince.IsZero() && ack == h.winAck)) {
+		return
+	}
+	h.winAck, h.winAckOK = ack, true
 	switch {
 	case w == 0 && h.zeroSince.IsZero():
 		h.zeroSince = t
@@ -190,27 +205,32 @@ func (s *stream) window(dir reassembly.TCPFlowDirection, w uint16, t time.Time) 
 }
 
 // zeroWindowNote says that dir's receive window was 0 (how: "for 1.2s"),
-// up to maxZeroNotes times a direction.
+// up to maxZeroNotes times a direction. A connection that has carried no
+// byte yet has no record, nor a known client (which its first bytes will
+// tell): a stall before them is not said.
 func (s *stream) zeroWindowNote(dir reassembly.TCPFlowDirection, t time.Time, how string) {
 	h := s.halfOf(dir)
+	if s.hc == nil {
+		return
+	}
 	if h.zeroNotes >= maxZeroNotes {
 		h.zeroMore++
 		return
 	}
 	h.zeroNotes++
-	s.ensureConn(dir, nil)
 	who, peer := s.dirName(dir), s.dirName(dir.Reverse())
 	s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp",
 		Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 %s, holding back the %s's bytes (the %s did not read them)", who, how, peer, who)})
 }
 
-// zeroWindowEnd says, at the end of the connection (at t), the stalls
-// still on and those past maxZeroNotes.
-func (s *stream) zeroWindowEnd(t time.Time) {
+// zeroWindowEnd says, at the end of the connection (at t, ended as until
+// says: "until the connection closed"), the stalls still on and those past
+// maxZeroNotes.
+func (s *stream) zeroWindowEnd(t time.Time, until string) {
 	for _, dir := range []reassembly.TCPFlowDirection{s.clientDir.Reverse(), s.clientDir} {
 		h := s.halfOf(dir)
 		if !h.zeroSince.IsZero() {
-			s.zeroWindowNote(dir, t, "for the last "+s.lastSeen.Sub(h.zeroSince).Round(time.Microsecond).String()+" of the connection")
+			s.zeroWindowNote(dir, t, "for "+max(0, t.Sub(h.zeroSince)).Round(time.Microsecond).String()+" "+until)
 			h.zeroSince = time.Time{}
 		}
 		if h.zeroMore > 0 {
@@ -573,7 +593,16 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 			note.Message = "capture ended with the connection open"
 			note.Kind = "capture-ended"
 		}
-		s.zeroWindowEnd(note.Time)
+		until := "until the connection closed"
+		switch {
+		case s.dropped():
+			until = "until kwatch stopped following the connection"
+		case s.half[0].rst || s.half[1].rst:
+			until = "until the connection was reset"
+		case note.Kind == "capture-ended":
+			until = "until the capture ended"
+		}
+		s.zeroWindowEnd(note.Time, until)
 		s.rd.Emit(note)
 	}
 }

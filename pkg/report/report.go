@@ -596,8 +596,8 @@ func noteKind(kind, msg string) string {
 			return "stall"
 		}
 	case "tcp":
-		if strings.HasPrefix(msg, "TCP zero window") {
-			return "stall"
+		if strings.HasPrefix(msg, "TCP zero window") && strings.Contains(msg, "was at 0 for") {
+			return "stall" // not the count of the stalls not listed
 		}
 	case "tls", "http2", "not-http", "mid-stream", "no-syn":
 		return "conn"
