@@ -1003,13 +1003,13 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 		}
 		c.noteUndecoded(t, "no key for client random "+c.random().String())
 		detail := fmt.Sprintf("client random %s is in none of the key logs", c.random())
-		if waited != "" {
-			detail += " (" + waited + ")"
-		}
 		hint := "look for this client random in the client's SSLKEYLOGFILE or KeyLogWriter output"
 		if absent := c.opt.Keys.Absent(); len(absent) > 0 {
 			detail += "; key log " + strings.Join(absent, ", ") + " never appeared"
 			hint = "check the key log's path: where the client's SSLKEYLOGFILE points"
+		}
+		if waited != "" {
+			detail += "; " + waited
 		}
 		c.problem(h, -1, t, "no TLS key for this connection", detail, hint, false)
 	}

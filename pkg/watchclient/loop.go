@@ -432,7 +432,10 @@ func (l *loop) permanent(err error, what string) error {
 		return fmt.Errorf("%s: the API server says resourceVersion %q is not valid (500 Internal Server Error): --resource-version takes a "+
 			"version the server gave, e.g. the one on a LIST line or in an event; leave it out to list first", what, l.rawRV())
 	case apierrors.IsBadRequest(err), apierrors.IsInvalid(err):
-		hint = "check the selectors (-l, --field-selector) and --resource-version"
+		hint = "check the selectors (-l, --field-selector)"
+		if l.opt.ResourceVersion != "" {
+			hint += " and --resource-version"
+		}
 	case code == 0 && l.stats.Opened == 0 && l.stats.Lists == 0 && isDialError(err):
 		// Not reached once: as kubectl, give up at once rather than
 		// retry a server that was never there.
