@@ -45,6 +45,7 @@ type watchState struct {
 	// sendInitialEvents=true).
 	initial  bool
 	firstSet bool
+	ended    time.Time // when its End came (zero before)
 }
 
 // Tracker is the health record.Sink. Create it with New.
@@ -90,7 +91,14 @@ func (t *Tracker) Emit(r record.Record) {
 		}
 	case *record.Event:
 		t.event(v)
+	case *record.ConnNote:
+		if v.Kind == "tcp" && v.Stall > 0 {
+			t.zeroWindow(v)
+		}
 	case *record.End:
+		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok {
+			w.ended = v.Time
+		}
 		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok && v.Watch {
 			w.h.FramingBytes += v.Bytes - v.Data - v.Lost
 			w.h.DataBytes += v.Data
@@ -222,6 +230,21 @@ func (t *Tracker) event(e *record.Event) {
 		}
 	}
 	w.lastRV, w.lastRVOK = rv, true
+}
+
+// zeroWindow counts a TCP zero window (a ConnNote's Stall, said when it
+// ended) for the watches that were open on its connection when it began,
+// and in all.
+func (t *Tracker) zeroWindow(n *record.ConnNote) {
+	t.overall.ZeroWindows++
+	t.overall.ZeroWindow += n.Stall
+	began := n.Time.Add(-n.Stall)
+	for _, k := range t.order {
+		if w := t.watches[k]; k.conn == connID(n.Conn) && (w.ended.IsZero() || w.ended.After(began)) {
+			w.h.ZeroWindows++
+			w.h.ZeroWindow += n.Stall
+		}
+	}
 }
 
 // MaxFindings is how many findings a health record lists; the others are

@@ -183,3 +183,39 @@ func TestFindingsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroWindow: a TCP zero window (said when it ends) counts for the
+// watches open on its connection when it began: the watch it stalled, also
+// when its end came first; not a watch that ended before it began, nor one
+// on another connection.
+func TestZeroWindow(t *testing.T) {
+	tr, recs := collectHealth()
+	c1, c2 := &record.Conn{ID: 1}, &record.Conn{ID: 2}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	watch := func(c *record.Conn, ex, ms int) {
+		tr.Emit(&record.Request{Conn: c, Exchange: ex, Time: at(ms), Watch: true})
+		tr.Emit(&record.Response{Conn: c, Exchange: ex, Time: at(ms), Watch: true})
+	}
+	end := func(c *record.Conn, ex, ms int) {
+		tr.Emit(&record.End{Conn: c, Exchange: ex, Time: at(ms), Watch: true})
+	}
+	stall := func(c *record.Conn, ms, d int) {
+		tr.Emit(&record.ConnNote{Conn: c, Time: at(ms), Kind: "tcp", Stall: time.Duration(d) * time.Millisecond})
+	}
+	watch(c1, 1, 0)
+	end(c1, 1, 100) // ended before the stall below began
+	watch(c1, 2, 200)
+	watch(c2, 1, 200)
+	stall(c1, 1500, 1000) // 500 ms to 1500 ms: watch 2 of c1
+	end(c1, 2, 3000)
+	stall(c1, 3000, 500) // said at the end, after watch 2's End: still its
+	tr.Emit(&record.Summary{Time: at(4000)})
+	var got []string
+	for _, h := range *recs {
+		got = append(got, fmt.Sprintf("%s %d %v", h.Scope, h.ZeroWindows, h.ZeroWindow))
+	}
+	if fmt.Sprint(got) != "[watch 0 0s watch 2 1.5s watch 0 0s all 2 1.5s]" {
+		t.Errorf("health %v", got)
+	}
+}

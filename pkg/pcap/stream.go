@@ -199,16 +199,17 @@ func (s *stream) window(dir reassembly.TCPFlowDirection, w uint16, ack uint32, t
 	case w == 0 && h.zeroSince.IsZero():
 		h.zeroSince = t
 	case w > 0 && !h.zeroSince.IsZero():
-		s.zeroWindowNote(dir, t, "for "+t.Sub(h.zeroSince).Round(time.Microsecond).String())
+		s.zeroWindowNote(dir, t, t.Sub(h.zeroSince), "")
 		h.zeroSince = time.Time{}
 	}
 }
 
-// zeroWindowNote says that dir's receive window was 0 (how: "for 1.2s"),
-// up to maxZeroNotes times a direction. A connection that has carried no
+// zeroWindowNote says that dir's receive window was 0 for stall (how,
+// when not empty, says until what: " until the connection closed"), up to
+// maxZeroNotes times a direction. A connection that has carried no
 // byte yet has no record, nor a known client (which its first bytes will
 // tell): a stall before them is not said.
-func (s *stream) zeroWindowNote(dir reassembly.TCPFlowDirection, t time.Time, how string) {
+func (s *stream) zeroWindowNote(dir reassembly.TCPFlowDirection, t time.Time, stall time.Duration, how string) {
 	h := s.halfOf(dir)
 	if s.hc == nil {
 		return
@@ -219,8 +220,9 @@ func (s *stream) zeroWindowNote(dir reassembly.TCPFlowDirection, t time.Time, ho
 	}
 	h.zeroNotes++
 	who, peer := s.dirName(dir), s.dirName(dir.Reverse())
-	s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp",
-		Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 %s, holding back the %s's bytes (the %s did not read them)", who, how, peer, who)})
+	s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp", Stall: stall,
+		Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 for %s%s, holding back the %s's bytes (the %s did not read them)",
+			who, stall.Round(time.Microsecond), how, peer, who)})
 }
 
 // zeroWindowEnd says, at the end of the connection (at t, ended as until
@@ -230,7 +232,7 @@ func (s *stream) zeroWindowEnd(t time.Time, until string) {
 	for _, dir := range []reassembly.TCPFlowDirection{s.clientDir.Reverse(), s.clientDir} {
 		h := s.halfOf(dir)
 		if !h.zeroSince.IsZero() {
-			s.zeroWindowNote(dir, t, "for "+max(0, t.Sub(h.zeroSince)).Round(time.Microsecond).String()+" "+until)
+			s.zeroWindowNote(dir, t, max(0, t.Sub(h.zeroSince)), " "+until)
 			h.zeroSince = time.Time{}
 		}
 		if h.zeroMore > 0 {

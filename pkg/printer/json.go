@@ -274,6 +274,8 @@ type jsonNote struct {
 	Kind       string `json:"kind"`
 	Message    string `json:"message"`
 	Suite      string `json:"suite,omitempty"`
+	// StallS is a TCP zero window's time, in seconds.
+	StallS float64 `json:"stallSeconds,omitempty"`
 }
 
 type jsonProblem struct {
@@ -404,7 +406,8 @@ func (j *JSON) object(r record.Record) any {
 		}
 		return e
 	case *record.ConnNote:
-		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite}
+		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
+			StallS: seconds(v.Stall)}
 	case *record.Problem:
 		p := jsonProblem{Record: "problem", Problem: v.Kind, Detail: v.Detail, Hint: v.Hint, Severity: "error",
 			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Exchange: v.Exchange,
@@ -481,6 +484,8 @@ type jsonHealth struct {
 	CompressedBytes int64          `json:"compressedBytes,omitempty"`
 	InflatedBytes   int64          `json:"inflatedBytes,omitempty"`
 	Ends            []string       `json:"ends,omitempty"`
+	ZeroWindows     int            `json:"zeroWindows,omitempty"`
+	ZeroWindowS     float64        `json:"zeroWindowSeconds,omitempty"`
 	Restarts        int            `json:"restarts,omitempty"`
 	RestartReasons  map[string]int `json:"restartReasons,omitempty"`
 	Relists         int            `json:"relists,omitempty"`
@@ -492,7 +497,8 @@ func healthObject(h *record.Health) jsonHealth {
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
-		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists}
+		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists,
+		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow)}
 	if h.Scope != "all" { // the overall record has the count only
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)
 		j.Bookmarks.MinS, j.Bookmarks.MedianS, j.Bookmarks.MaxS = &minS, &medS, &maxS

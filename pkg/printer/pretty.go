@@ -734,6 +734,9 @@ func HealthText(h *record.Health) string {
 		}
 		parts = append(parts, s)
 	}
+	if h.ZeroWindows > 0 {
+		parts = append(parts, fmt.Sprintf("TCP zero window %s, %s", plural(h.ZeroWindows, "time"), round(h.ZeroWindow)))
+	}
 	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
 	} else if b.Count > 1 {

@@ -337,6 +337,9 @@ type ConnNote struct {
 	// Suite is, for a "tls-decrypted" note, the TLS version and cipher
 	// suite decrypted, e.g. "TLS 1.3 TLS_AES_128_GCM_SHA256".
 	Suite string
+	// Stall is, for a "tcp" note of a TCP zero window, how long the
+	// receiver's window was at 0 (RFC 9293 §3.8.6); 0 for other notes.
+	Stall time.Duration
 }
 
 // When returns the time of the note.
@@ -586,6 +589,11 @@ type Health struct {
 	CompressedBytes, InflatedBytes int64
 	// Ends lists how each body ended (End.How).
 	Ends []string
+	// ZeroWindows counts the TCP zero windows said (ConnNote.Stall) on
+	// the watch's connection while the watch was open (Scope "all": on
+	// every connection), and ZeroWindow is their time in all.
+	ZeroWindows int
+	ZeroWindow  time.Duration
 	// Restarts counts watches opened again, with their reasons, and
 	// Relists the LISTs after 410 Gone (kwatch stream, Scope "all").
 	Restarts       int
