@@ -257,10 +257,16 @@ func tcpdumpFile(t *testing.T, filter string, marker func() (port int)) (string,
 	}
 }
 
-// capturedPort reports whether the pcap file tcpdump is writing holds a TCP
-// packet from or to one of ports; a packet it is still writing ends the
-// reading.
+// capturedPort reports whether the pcap file tcpdump is writing holds a
+// TCP packet from or to one of ports.
 func capturedPort(file string, ports map[int]bool) bool {
+	return capturedTCP(file, func(tcp *layers.TCP) bool { return ports[int(tcp.SrcPort)] || ports[int(tcp.DstPort)] })
+}
+
+// capturedTCP reports whether the pcap file tcpdump is writing holds a TCP
+// packet for which match is true; a packet it is still writing ends the
+// reading.
+func capturedTCP(file string, match func(*layers.TCP) bool) bool {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return false
@@ -275,7 +281,7 @@ func capturedPort(file string, ports map[int]bool) bool {
 			return false
 		}
 		p := gopacket.NewPacket(pkt, r.LinkType(), gopacket.NoCopy)
-		if tcp, ok := p.TransportLayer().(*layers.TCP); ok && (ports[int(tcp.SrcPort)] || ports[int(tcp.DstPort)]) {
+		if tcp, ok := p.TransportLayer().(*layers.TCP); ok && match(tcp) {
 			return true
 		}
 	}

@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -117,22 +114,7 @@ func TestPcapZeroWindow(t *testing.T) {
 // zeroWindowFrom reports whether the pcap file tcpdump is writing holds a
 // TCP packet from local port port that advertises a receive window of 0.
 func zeroWindowFrom(file string, port int) bool {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return false
-	}
-	r, err := pcapgo.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return false
-	}
-	for {
-		pkt, _, err := r.ReadPacketData()
-		if err != nil {
-			return false
-		}
-		p := gopacket.NewPacket(pkt, r.LinkType(), gopacket.NoCopy)
-		if tcp, ok := p.TransportLayer().(*layers.TCP); ok && int(tcp.SrcPort) == port && tcp.Window == 0 && !tcp.RST && !tcp.SYN {
-			return true
-		}
-	}
+	return capturedTCP(file, func(tcp *layers.TCP) bool {
+		return int(tcp.SrcPort) == port && tcp.Window == 0 && !tcp.RST && !tcp.SYN
+	})
 }
