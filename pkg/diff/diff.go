@@ -247,15 +247,15 @@ func (p *patcher) object(b *bytes.Buffer, old, cur *node) bool {
 				}
 				p.path = p.path[:len(p.path)-1]
 			case !bytes.Equal(ov.raw, nv.raw):
-				o, n := appendCompact(nil, ov.raw, -1), appendCompact(nil, nv.raw, -1)
-				if bytes.Equal(o, n) {
+				oText, nText := appendCompact(nil, ov.raw, -1), appendCompact(nil, nv.raw, -1)
+				if bytes.Equal(oText, nText) {
 					break // the same value spaced otherwise
 				}
 				member(k)
-				b.Write(n)
+				b.Write(nText)
 				if !p.full() {
-					from := changeStart(o, n)
-					p.lines = append(p.lines, "~ "+p.pathText(k)+": "+short(o, from)+" → "+short(n, from))
+					from := changeStart(oText, nText)
+					p.lines = append(p.lines, "~ "+p.pathText(k)+": "+short(oText, from)+" → "+short(nText, from))
 				}
 			}
 		}
