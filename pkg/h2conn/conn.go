@@ -772,8 +772,9 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 		s.connWin += inc
 		if !s.connStall.IsZero() && s.connWin > 0 {
 			s.c.stall(t.Sub(s.connStall))
-			s.c.note(t, fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
-				s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc))
+			s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2", Stall: t.Sub(s.connStall),
+				Message: fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+					s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc)})
 			s.connStall = time.Time{}
 		}
 		return
@@ -786,8 +787,9 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 	st.recvWin[i] += inc
 	if !st.stall[i].IsZero() && st.recvWin[i] > 0 {
 		s.c.stall(t.Sub(st.stall[i]))
-		s.c.note(t, fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
-			id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc))
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2", Stall: t.Sub(st.stall[i]), Stream: id,
+			Message: fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+				id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc)})
 		st.stall[i] = time.Time{}
 	}
 }

@@ -331,11 +331,14 @@ func TestFlowControlStall(t *testing.T) {
 	_ = s.fr.WriteData(1, false, make([]byte, 70000)) // past the connection's 65535
 	over := s.buf.Bytes()
 
-	var notes, problems []string
+	var notes, problems, stalls []string
 	conn := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
 		switch v := r.(type) {
 		case *record.ConnNote:
 			notes = append(notes, v.Message)
+			if v.Stall > 0 {
+				stalls = append(stalls, fmt.Sprintf("stream %d %v", v.Stream, v.Stall))
+			}
 		case *record.Problem:
 			problems = append(problems, v.Kind+": "+v.Detail)
 		}
@@ -346,8 +349,8 @@ func TestFlowControlStall(t *testing.T) {
 	conn.ClientData(update, t0.Add(3*time.Second))
 	conn.ServerData(over, t0.Add(4*time.Second))
 	want := "flow control: stream 1's window at the client was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +1000"
-	if !strings.Contains(strings.Join(notes, "\n"), want) {
-		t.Errorf("notes %q\nwant %q", notes, want)
+	if !strings.Contains(strings.Join(notes, "\n"), want) || fmt.Sprint(stalls) != "[stream 1 2s]" {
+		t.Errorf("notes %q (stalls %v)\nwant %q", notes, stalls, want)
 	}
 	if len(problems) != 3 || !strings.Contains(problems[0], "SETTINGS_MAX_FRAME_SIZE") ||
 		!strings.Contains(problems[1], "4765 bytes past the connection window the client advertised") ||

@@ -92,8 +92,8 @@ func (t *Tracker) Emit(r record.Record) {
 	case *record.Event:
 		t.event(v)
 	case *record.ConnNote:
-		if v.Kind == "tcp" && v.Stall > 0 {
-			t.zeroWindow(v)
+		if (v.Kind == "tcp" || v.Kind == "h2") && v.Stall > 0 {
+			t.stall(v)
 		}
 	case *record.End:
 		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok {
@@ -232,17 +232,29 @@ func (t *Tracker) event(e *record.Event) {
 	w.lastRV, w.lastRVOK = rv, true
 }
 
-// zeroWindow counts a TCP zero window (a ConnNote's Stall, said when it
-// ended) for the watches that were open on its connection when it began,
-// and in all.
-func (t *Tracker) zeroWindow(n *record.ConnNote) {
-	t.overall.ZeroWindows++
-	t.overall.ZeroWindow += n.Stall
+// stall counts a TCP zero window or an HTTP/2 flow-control stall (a
+// ConnNote's Stall, said when it ended) for the watches that were open on
+// its connection when it began (of a stream's window: that stream's watch,
+// whose exchange is the stream), and in all.
+func (t *Tracker) stall(n *record.ConnNote) {
+	add := func(h *record.Health) {
+		if n.Kind == "tcp" {
+			h.ZeroWindows++
+			h.ZeroWindow += n.Stall
+		} else {
+			h.FlowStalls++
+			h.FlowStall += n.Stall
+		}
+	}
+	add(&t.overall)
 	began := n.Time.Add(-n.Stall)
 	for _, k := range t.order {
-		if w := t.watches[k]; k.conn == connID(n.Conn) && (w.ended.IsZero() || w.ended.After(began)) {
-			w.h.ZeroWindows++
-			w.h.ZeroWindow += n.Stall
+		w := t.watches[k]
+		if k.conn != connID(n.Conn) || (n.Stream != 0 && k.exchange != int(n.Stream)) {
+			continue
+		}
+		if w.ended.IsZero() || w.ended.After(began) {
+			add(w.h)
 		}
 	}
 }

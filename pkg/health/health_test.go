@@ -219,3 +219,27 @@ func TestZeroWindow(t *testing.T) {
 		t.Errorf("health %v", got)
 	}
 }
+
+// TestFlowStall: an HTTP/2 flow-control stall of one stream's window counts
+// for that stream's watch alone; one of the connection's window for every
+// watch open on it.
+func TestFlowStall(t *testing.T) {
+	tr, recs := collectHealth()
+	c := &record.Conn{ID: 1, HTTP2: true}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, s := range []int{1, 3} {
+		tr.Emit(&record.Request{Conn: c, Exchange: s, Time: at(0), Watch: true})
+		tr.Emit(&record.Response{Conn: c, Exchange: s, Time: at(0), Watch: true})
+	}
+	tr.Emit(&record.ConnNote{Conn: c, Time: at(2000), Kind: "h2", Stall: time.Second, Stream: 3})
+	tr.Emit(&record.ConnNote{Conn: c, Time: at(3000), Kind: "h2", Stall: 500 * time.Millisecond})
+	tr.Emit(&record.Summary{Time: at(4000)})
+	var got []string
+	for _, h := range *recs {
+		got = append(got, fmt.Sprintf("%s %d %d %v", h.Scope, h.Exchange, h.FlowStalls, h.FlowStall))
+	}
+	if fmt.Sprint(got) != "[watch 1 1 500ms watch 3 2 1.5s all 0 2 1.5s]" {
+		t.Errorf("health %v", got)
+	}
+}

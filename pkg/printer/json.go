@@ -274,7 +274,8 @@ type jsonNote struct {
 	Kind       string `json:"kind"`
 	Message    string `json:"message"`
 	Suite      string `json:"suite,omitempty"`
-	// StallS is a TCP zero window's time, in seconds.
+	// StallS is a TCP zero window's or a flow-control stall's time, in
+	// seconds.
 	StallS float64 `json:"stallSeconds,omitempty"`
 }
 
@@ -486,6 +487,8 @@ type jsonHealth struct {
 	Ends            []string       `json:"ends,omitempty"`
 	ZeroWindows     int            `json:"zeroWindows,omitempty"`
 	ZeroWindowS     float64        `json:"zeroWindowSeconds,omitempty"`
+	FlowStalls      int            `json:"flowControlStalls,omitempty"`
+	FlowStallS      float64        `json:"flowControlStallSeconds,omitempty"`
 	Restarts        int            `json:"restarts,omitempty"`
 	RestartReasons  map[string]int `json:"restartReasons,omitempty"`
 	Relists         int            `json:"relists,omitempty"`
@@ -498,7 +501,7 @@ func healthObject(h *record.Health) jsonHealth {
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists,
-		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow)}
+		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow), FlowStalls: h.FlowStalls, FlowStallS: seconds(h.FlowStall)}
 	if h.Scope != "all" { // the overall record has the count only
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)
 		j.Bookmarks.MinS, j.Bookmarks.MedianS, j.Bookmarks.MaxS = &minS, &medS, &maxS

@@ -737,6 +737,9 @@ func HealthText(h *record.Health) string {
 	if h.ZeroWindows > 0 {
 		parts = append(parts, fmt.Sprintf("TCP zero window %s, %s", plural(h.ZeroWindows, "time"), round(h.ZeroWindow)))
 	}
+	if h.FlowStalls > 0 {
+		parts = append(parts, fmt.Sprintf("flow-control stall %s, %s", plural(h.FlowStalls, "time"), round(h.FlowStall)))
+	}
 	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
 	} else if b.Count > 1 {

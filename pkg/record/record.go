@@ -337,9 +337,13 @@ type ConnNote struct {
 	// Suite is, for a "tls-decrypted" note, the TLS version and cipher
 	// suite decrypted, e.g. "TLS 1.3 TLS_AES_128_GCM_SHA256".
 	Suite string
-	// Stall is, for a "tcp" note of a TCP zero window, how long the
-	// receiver's window was at 0 (RFC 9293 §3.8.6); 0 for other notes.
-	Stall time.Duration
+	// Stall is, for a "tcp" note of a TCP zero window (RFC 9293 §3.8.6)
+	// or an "h2" note of a flow-control stall (RFC 9113 §5.2), how long
+	// the receiver's window was at 0; 0 for other notes. Stream is, for
+	// the stall of one HTTP/2 stream's window, its identifier (0: the
+	// connection's window, or a TCP zero window).
+	Stall  time.Duration
+	Stream uint32
 }
 
 // When returns the time of the note.
@@ -594,6 +598,11 @@ type Health struct {
 	// every connection), and ZeroWindow is their time in all.
 	ZeroWindows int
 	ZeroWindow  time.Duration
+	// FlowStalls counts the HTTP/2 flow-control stalls said (ConnNote.Stall)
+	// of the watch's stream, or of its connection's window while it was
+	// open, and FlowStall is their time in all.
+	FlowStalls int
+	FlowStall  time.Duration
 	// Restarts counts watches opened again, with their reasons, and
 	// Relists the LISTs after 410 Gone (kwatch stream, Scope "all").
 	Restarts       int
