@@ -25,6 +25,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -416,8 +417,8 @@ func appendCompact(dst, raw []byte, limit int) []byte {
 			i++
 			continue
 		case '"':
-			end, _, err := stringEnd(raw, i)
-			if err != nil {
+			end, ok := event.ValueEnd(raw, i) // the string, whole
+			if !ok {
 				return append(dst, raw[i:]...) // not reached
 			}
 			dst = appendUpTo(dst, raw[i:end], start, limit)
@@ -486,35 +487,36 @@ var (
 
 // parse reads the JSON object data (the object of a watch event, which
 // was read as JSON before) in one pass: its members and their objects'
-// members, every other value as its bytes.
+// members, every other value as its bytes (pkg/event's reader, which
+// delimits values as the event decoder does).
 func parse(data []byte) (*node, error) {
+	i := len(data) - len(bytes.TrimLeft(data, jsonSpace))
+	if i == len(data) || data[i] != '{' {
+		return nil, errNotObject
+	}
 	n := &node{}
 	members := 0
-	end, err := parseValue(n, data, 0, 0, &members)
+	end, err := parseValue(n, data, i, 0, &members)
 	if err != nil {
 		return nil, err
 	}
-	if !n.obj {
-		return nil, errNotObject
-	}
-	if skipSpace(data, end) != len(data) {
+	if len(bytes.TrimLeft(data[end:], jsonSpace)) != 0 {
 		return nil, errMalformed
 	}
 	return n, nil
 }
 
-// parseValue reads the value at data[i] (after whitespace) at nesting
-// depth into n and returns the index just past it; *members counts the
-// object members read.
+// jsonSpace is JSON's whitespace (RFC 8259 §2).
+const jsonSpace = " \t\n\r"
+
+// parseValue reads the value starting at data[i] at nesting depth into n
+// and returns the index just past it; *members counts the object members
+// read.
 func parseValue(n *node, data []byte, i, depth int, members *int) (int, error) {
-	i = skipSpace(data, i)
-	if i >= len(data) {
-		return 0, errMalformed
-	}
-	if data[i] != '{' {
-		end, err := skipValue(data, i)
-		if err != nil {
-			return 0, err
+	if i >= len(data) || data[i] != '{' {
+		end, ok := event.ValueEnd(data, i)
+		if !ok || end <= i {
+			return 0, errMalformed
 		}
 		n.raw = data[i:end]
 		return end, nil
@@ -523,55 +525,23 @@ func parseValue(n *node, data []byte, i, depth int, members *int) (int, error) {
 		return 0, errTooDeep
 	}
 	n.obj = true
-	start := i
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		n.raw = data[start : i+1]
-		return i + 1, nil
-	}
-	for {
-		if i >= len(data) || data[i] != '"' {
-			return 0, errMalformed
-		}
-		kEnd, esc, err := stringEnd(data, i)
-		if err != nil {
-			return 0, err
-		}
-		key := data[i+1 : kEnd-1]
-		if esc {
-			var k string
-			if json.Unmarshal(data[i:kEnd], &k) != nil {
-				return 0, errMalformed
-			}
-			key = []byte(k)
-		}
-		i = skipSpace(data, kEnd)
-		if i >= len(data) || data[i] != ':' {
+	end, err := event.ReadObject(data, i, func(key []byte, vStart int) (int, error) {
+		key, ok := event.FieldKey(key)
+		if !ok {
 			return 0, errMalformed
 		}
 		if *members++; *members > MaxMembers {
 			return 0, errTooLarge
 		}
 		n.members = append(n.members, member{key: key})
-		end, err := parseValue(&n.members[len(n.members)-1].val, data, i+1, depth+1, members)
-		if err != nil {
-			return 0, err
-		}
-		i = skipSpace(data, end)
-		if i >= len(data) {
-			return 0, errMalformed
-		}
-		switch data[i] {
-		case '}':
-			n.raw = data[start : i+1]
-			n.sortMembers()
-			return i + 1, nil
-		case ',':
-			i = skipSpace(data, i+1)
-		default:
-			return 0, errMalformed
-		}
+		return parseValue(&n.members[len(n.members)-1].val, data, vStart, depth+1, members)
+	})
+	if err != nil {
+		return 0, err
 	}
+	n.raw = data[i:end]
+	n.sortMembers()
+	return end, nil
 }
 
 // sortMembers puts n's members in key order, keeping the last of
@@ -586,71 +556,4 @@ func (n *node) sortMembers() {
 		out = append(out, n.members[x])
 	}
 	n.members = slices.Clip(out)
-}
-
-// skipValue returns the index just past the value at data[i] that is not
-// an object: an array (brackets matched outside strings), a string, a
-// number or a literal.
-func skipValue(data []byte, i int) (int, error) {
-	switch data[i] {
-	case '"':
-		end, _, err := stringEnd(data, i)
-		return end, err
-	case '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				end, _, err := stringEnd(data, i)
-				if err != nil {
-					return 0, err
-				}
-				i = end
-				continue
-			case '[', '{':
-				depth++
-			case ']', '}':
-				if depth--; depth == 0 {
-					return i + 1, nil
-				}
-			}
-			i++
-		}
-		return 0, errMalformed
-	}
-	j := i
-	for j < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[j])) {
-		j++
-	}
-	if j == i {
-		return 0, errMalformed
-	}
-	return j, nil
-}
-
-// stringEnd returns the index just past the closing quote of the string
-// whose opening quote is at data[i], and whether it holds an escape.
-func stringEnd(data []byte, i int) (end int, esc bool, err error) {
-	for j := i + 1; j < len(data); {
-		k := bytes.IndexAny(data[j:], `"\`)
-		if k < 0 {
-			break
-		}
-		j += k
-		if data[j] == '"' {
-			return j + 1, esc, nil
-		}
-		esc = true
-		j += 2
-	}
-	return 0, false, errMalformed
-}
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace (RFC 8259 §2), or len(data).
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
 }

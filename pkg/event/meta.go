@@ -55,7 +55,7 @@ func eachMember(doc []byte, members []member, fn func(key []byte, mb *member) er
 	var first error
 	for i := range members {
 		mb := &members[i]
-		key, ok := fieldKey(mb.key(doc))
+		key, ok := FieldKey(mb.key(doc))
 		if !ok {
 			return errMalformed
 		}
@@ -215,10 +215,11 @@ func plainText(b []byte) bool {
 	return hi&msb == 0 || utf8.Valid(b)
 }
 
-// fieldKey returns a key as written between its quotes with its escapes
-// undone (and invalid UTF-8 replaced) as encoding/json reads it; ok is
-// false when it is not a valid JSON string's contents.
-func fieldKey(key []byte) (out []byte, ok bool) {
+// FieldKey returns a JSON object key as written between its quotes with
+// its escapes undone (and invalid UTF-8 replaced by U+FFFD), as
+// encoding/json reads it (RFC 8259 §7); ok is false when it is not a valid
+// JSON string's contents. A key without escapes is returned as it is.
+func FieldKey(key []byte) (out []byte, ok bool) {
 	if plainText(key) {
 		return key, true
 	}
@@ -236,7 +237,7 @@ func fieldKey(key []byte) (out []byte, ok bool) {
 func eachField(data []byte, fn func(key, value []byte) error) error {
 	var first error
 	_, err := walkObject(data, func(key, v []byte) bool {
-		key, ok := fieldKey(key)
+		key, ok := FieldKey(key)
 		if !ok {
 			return false
 		}

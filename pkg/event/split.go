@@ -46,7 +46,25 @@ func typeName(t []byte) string {
 // far as its keys, colons and commas go (values are only delimited, not
 // validated) or when fn returns false.
 func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err error) {
-	i := skipSpace(data, 0)
+	return ReadObject(data, 0, func(key []byte, vStart int) (int, error) {
+		vEnd, ok := ValueEnd(data, vStart)
+		if !ok || vEnd == vStart || !fn(key, data[vStart:vEnd]) {
+			return 0, errMalformed
+		}
+		return vEnd, nil
+	})
+}
+
+// ReadObject reads the JSON object at data[i] (after any whitespace) one
+// member at a time (RFC 8259 §4): read is called with each key (the bytes
+// between its quotes, escapes as written; FieldKey undoes them) and the
+// index of its value's first byte, and returns the index just past the
+// value, which it reads itself (ValueEnd delimits one). ReadObject returns
+// the index just past the object's closing brace; errNotObject when
+// data[i] does not start an object, errMalformed when the object is not
+// well formed as far as its keys, colons and commas go, or read's error.
+func ReadObject(data []byte, i int, read func(key []byte, vStart int) (vEnd int, err error)) (end int, err error) {
+	i = skipSpace(data, i)
 	if i >= len(data) || data[i] != '{' {
 		return 0, errNotObject
 	}
@@ -59,9 +77,9 @@ func walkObject(data []byte, fn func(key, value []byte) bool) (end int, err erro
 		if !ok {
 			return 0, errMalformed
 		}
-		vEnd, ok := valueEnd(data, vStart)
-		if !ok || vEnd == vStart || !fn(key, data[vStart:vEnd]) {
-			return 0, errMalformed
+		vEnd, err := read(key, vStart)
+		if err != nil {
+			return 0, err
 		}
 		next, closed, ok := memberNext(data, vEnd)
 		if !ok {
@@ -91,7 +109,7 @@ func eachElement(data []byte, fn func(value []byte) error) error {
 	}
 	var first error
 	for {
-		end, ok := valueEnd(data, i)
+		end, ok := ValueEnd(data, i)
 		if !ok || end == i {
 			return errMalformed
 		}
@@ -174,11 +192,12 @@ func stringEnd(data []byte, i int) int {
 	return -1
 }
 
-// valueEnd returns the index just past the JSON value starting at
-// data[i], found by matching brackets outside strings (the document is
-// validated afterwards). ok is false when the value does not end or nests
-// deeper than maxNestingDepth.
-func valueEnd(data []byte, i int) (end int, ok bool) {
+// ValueEnd returns the index just past the JSON value starting at data[i]
+// (an object, array, string, number or literal; RFC 8259 §3), found by
+// matching brackets outside strings: the value is delimited, not
+// validated. ok is false when it does not end or nests deeper than
+// maxNestingDepth (10000).
+func ValueEnd(data []byte, i int) (end int, ok bool) {
 	depth := 0
 	for i < len(data) {
 		switch data[i] {
