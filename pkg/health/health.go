@@ -53,12 +53,15 @@ type Tracker struct {
 	next    record.Sink
 	watches map[key]*watchState
 	order   []key
+	// byConn lists the watches of each connection (keys of watches), so
+	// that a note of a connection looks at its own watches alone.
+	byConn  map[int][]key
 	overall record.Health
 }
 
 // New returns a Tracker that passes records on to next.
 func New(next record.Sink) *Tracker {
-	return &Tracker{next: next, watches: map[key]*watchState{},
+	return &Tracker{next: next, watches: map[key]*watchState{}, byConn: map[int][]key{},
 		overall: record.Health{Scope: "all", Events: map[string]int{}}}
 }
 
@@ -149,6 +152,7 @@ func (t *Tracker) state(c *record.Conn, exchange int) *watchState {
 	w := &watchState{h: &record.Health{Scope: "watch", Conn: c, Exchange: exchange, Events: map[string]int{}}}
 	t.watches[k] = w
 	t.order = append(t.order, k)
+	t.byConn[k.conn] = append(t.byConn[k.conn], k)
 	return w
 }
 
@@ -159,6 +163,11 @@ func (t *Tracker) drop(k key) {
 	}
 	delete(t.watches, k)
 	t.order = slices.DeleteFunc(t.order, func(o key) bool { return o == k })
+	if ks := slices.DeleteFunc(t.byConn[k.conn], func(o key) bool { return o == k }); len(ks) > 0 {
+		t.byConn[k.conn] = ks
+	} else {
+		delete(t.byConn, k.conn)
+	}
 }
 
 func (t *Tracker) event(e *record.Event) {
@@ -248,9 +257,9 @@ func (t *Tracker) stall(n *record.ConnNote) {
 	}
 	add(&t.overall)
 	began := n.Time.Add(-n.Stall)
-	for _, k := range t.order {
+	for _, k := range t.byConn[connID(n.Conn)] {
 		w := t.watches[k]
-		if k.conn != connID(n.Conn) || (n.Stream != 0 && k.exchange != int(n.Stream)) {
+		if n.Stream != 0 && k.exchange != int(n.Stream) {
 			continue
 		}
 		if w.ended.IsZero() || w.ended.After(began) {

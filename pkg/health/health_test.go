@@ -243,3 +243,18 @@ func TestFlowStall(t *testing.T) {
 		t.Errorf("health %v", got)
 	}
 }
+
+// BenchmarkStallManyWatches measures counting one TCP zero window on a
+// connection while 4096 watches (the most tracked) are open on others.
+func BenchmarkStallManyWatches(b *testing.B) {
+	tr, _ := collectHealth()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range maxWatches {
+		c := &record.Conn{ID: i + 1}
+		tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: t0, Watch: true})
+	}
+	note := &record.ConnNote{Conn: &record.Conn{ID: 1}, Time: t0.Add(time.Second), Kind: "tcp", Stall: time.Millisecond}
+	for i := 0; i < b.N; i++ {
+		tr.Emit(note)
+	}
+}
