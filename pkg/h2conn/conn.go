@@ -178,6 +178,13 @@ func (c *Conn) note(t time.Time, msg string) {
 	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: msg})
 }
 
+// noteStall emits a note of a flow-control stall that lasted d, of the
+// window of stream (0: the connection's), at its end t.
+func (c *Conn) noteStall(t time.Time, d time.Duration, stream uint32, msg string) {
+	c.stall(d)
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Stall: d, Stream: stream, Message: msg})
+}
+
 // problem completes p with its connection, time and location, and emits it.
 func (c *Conn) problem(p *record.Problem) {
 	c.locate(p)
@@ -771,10 +778,8 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 	if id == 0 {
 		s.connWin += inc
 		if !s.connStall.IsZero() && s.connWin > 0 {
-			s.c.stall(t.Sub(s.connStall))
-			s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2", Stall: t.Sub(s.connStall),
-				Message: fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
-					s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc)})
+			s.c.noteStall(t, t.Sub(s.connStall), 0, fmt.Sprintf("flow control: the %s's connection window was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+				s.name(), t.Sub(s.connStall).Round(time.Microsecond), s.peer().name(), inc))
 			s.connStall = time.Time{}
 		}
 		return
@@ -786,10 +791,8 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 	i := s.index()
 	st.recvWin[i] += inc
 	if !st.stall[i].IsZero() && st.recvWin[i] > 0 {
-		s.c.stall(t.Sub(st.stall[i]))
-		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2", Stall: t.Sub(st.stall[i]), Stream: id,
-			Message: fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
-				id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc)})
+		s.c.noteStall(t, t.Sub(st.stall[i]), id, fmt.Sprintf("flow control: stream %d's window at the %s was at 0 for %s, holding back the %s's DATA; WINDOW_UPDATE +%d",
+			id, s.name(), t.Sub(st.stall[i]).Round(time.Microsecond), s.peer().name(), inc))
 		st.stall[i] = time.Time{}
 	}
 }
