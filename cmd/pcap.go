@@ -18,9 +18,10 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // progressMinBytes is the smallest capture file that gets a progress bar.
@@ -107,7 +108,7 @@ how it ends: 0 or 1).`,
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
-	fs.Var(newIntSize(&o.maxHeaderBytes, httpconn.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
+	fs.Var(newIntSize(&o.maxHeaderBytes, exchange.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
 	fs.Var(newIntSize(&o.maxLineBytes, chunk.DefaultMaxLineBytes), "max-chunk-line-bytes", "longest chunk-size line (and trailer line), in bytes or as a quantity (e.g. 4Ki)")
 	fs.Var(newIntSize(&o.maxTrailer, chunk.DefaultMaxTrailerBytes), "max-trailer-bytes", "largest trailer section after the last chunk, in bytes or as a quantity (e.g. 64Ki)")
 	fs.IntVar(&o.maxEventChunks, "max-event-chunks", event.DefaultMaxSpans, "most chunks listed for one watch event (it still decodes beyond)")
@@ -257,7 +258,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		MaxBufferedPerConn: o.bufferedPages,
 		MaxBufferedTotal:   o.bufferedTotal,
 		GapTimeout:         o.gapTimeout,
-		HTTP: httpconn.Options{
+		HTTP: wire.Options{Limits: exchange.Limits{
 			MaxHeaderBytes:   o.maxHeaderBytes,
 			MaxEventBytes:    o.output.MaxEventBytes,
 			MaxInflatedBytes: o.output.MaxInflatedBytes,
@@ -265,7 +266,8 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			Chunk:            chunk.Limits{MaxLineBytes: o.maxLineBytes, MaxTrailerBytes: o.maxTrailer},
 			Decode:           event.DecodeOptions{ShowSecrets: o.output.ShowSecrets},
 			Budget:           event.NewBudget(o.bufferedBytesTotal),
-			HTTP2Frames:      o.output.Frames,
+		},
+			HTTP2Frames: o.output.Frames,
 		},
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))

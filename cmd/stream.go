@@ -26,11 +26,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
-	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/pcapwriter"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/watchclient"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 type streamOptions struct {
@@ -498,7 +499,7 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 // connections, all printed to one output with one connection numbering,
 // and one summary. The first that fails for good ends the run (exit 1)
 // after the others are stopped.
-func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink record.Sink, co watchclient.ConnectOptions, proxy string, rec *pcap.Writer) error {
+func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink record.Sink, co watchclient.ConnectOptions, proxy string, rec *pcapwriter.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	shared := &syncSink{s: sink}
@@ -708,7 +709,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
-	var rec *pcap.Writer
+	var rec *pcapwriter.Writer
 	if o.record != "" {
 		// Like a kubeconfig, a recording is for its owner's eyes: it holds
 		// the objects as the server sent them.
@@ -717,11 +718,11 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 			return &exitError{code: ExitUsage, err: err}
 		}
 		defer f.Close()
-		newWriter := pcap.NewWriter
+		newWriter := pcapwriter.New
 		if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
 			// TLS connections are recorded as they travelled, with
 			// their keys in the file.
-			newWriter = pcap.NewNgWriter
+			newWriter = pcapwriter.NewNg
 		}
 		if rec, err = newWriter(f); err != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
@@ -738,8 +739,8 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the watch connections: anyone with the file can decrypt them, bearer token included\n", o.record)
 	}
 	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
-	co.HTTP = httpconn.Options{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes, HTTP2Frames: o.output.Frames,
-		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
+	co.HTTP = wire.Options{Limits: exchange.Limits{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
+		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {
 		if proxy == "" && o.http2 && !o.direct {

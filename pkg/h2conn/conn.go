@@ -30,8 +30,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
-	"github.com/kwatch/kwatch/pkg/inflate"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -58,9 +57,6 @@ const (
 	// maxFrameBytes is the largest frame payload HTTP/2 allows (RFC 9113
 	// §4.2: 2^24-1), so the largest frame kwatch buffers.
 	maxFrameBytes = 1<<24 - 1
-	// maxStatusBody bounds the body kept of a response that is not 2xx,
-	// to show its Status.
-	maxStatusBody = 64 << 10
 	// freeFrameBytes is the frame size held without asking the shared
 	// budget: HTTP/2's default SETTINGS_MAX_FRAME_SIZE, 16 KiB.
 	freeFrameBytes = 16 << 10
@@ -123,15 +119,6 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 	return c
 }
 
-// Factory returns what httpconn.Options.HTTP2 wants: an HTTP/2 follower
-// with the event bounds, budget and problem locator of opt.
-func Factory(opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
-	o := Options{Events: carrier.Options{MaxEventBytes: opt.MaxEventBytes, MaxEventCarriers: opt.MaxEventChunks,
-		MaxInflatedBytes: opt.MaxInflatedBytes, Decode: opt.Decode, Budget: opt.Budget}, Locate: opt.Locate,
-		MaxHeaderListBytes: opt.MaxHeaderBytes, ListFrames: opt.HTTP2Frames}
-	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
-}
-
 // Upgraded starts stream 1 with req, the HTTP/1.1 request whose Upgrade: h2c
 // the server accepted (RFC 7540 §3.2): its response comes on stream 1. The
 // client's bytes still start with the connection preface.
@@ -166,11 +153,11 @@ func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
 func (c *Conn) ServerGap(n int64, t time.Time) { c.server.gap(n, t) }
 
 // CloseClient ends the client's byte stream.
-func (c *Conn) CloseClient(how httpconn.Ending, t time.Time) { c.client.close(how, t) }
+func (c *Conn) CloseClient(how exchange.Ending, t time.Time) { c.client.close(how, t) }
 
 // CloseServer ends the server's byte stream: every stream still open ends
 // with it.
-func (c *Conn) CloseServer(how httpconn.Ending, t time.Time) { c.server.close(how, t) }
+func (c *Conn) CloseServer(how exchange.Ending, t time.Time) { c.server.close(how, t) }
 
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 
@@ -512,7 +499,7 @@ func (s *side) frame(t time.Time) {
 		s.c.goaways++
 		msg := fmt.Sprintf("GOAWAY from the %s: last stream %d, %s", s.name(), f.LastStreamID, f.ErrCode)
 		if d := f.DebugData(); len(d) > 0 {
-			msg += fmt.Sprintf(" (%q)", clip(string(d)))
+			msg += fmt.Sprintf(" (%q)", exchange.Clip(string(d)))
 		}
 		s.c.note(t, msg)
 	case *http2.WindowUpdateFrame:
@@ -804,7 +791,7 @@ func (s *side) gap(n int64, t time.Time) {
 		s.off += n
 		return
 	}
-	s.problem("stream", s.off, httpconn.KindMissing, fmt.Sprintf("%d bytes missing at offset %d; HTTP/2 frames cannot be found again after them, so the rest of the %s's bytes are not decoded", n, s.off, s.name()),
+	s.problem("stream", s.off, exchange.KindMissing, fmt.Sprintf("%d bytes missing at offset %d; HTTP/2 frames cannot be found again after them, so the rest of the %s's bytes are not decoded", n, s.off, s.name()),
 		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
 	s.off += n
 	s.dead = true
@@ -816,7 +803,7 @@ func (s *side) gap(n int64, t time.Time) {
 }
 
 // close ends this direction's byte stream.
-func (s *side) close(how httpconn.Ending, t time.Time) {
+func (s *side) close(how exchange.Ending, t time.Time) {
 	if s.closed {
 		return
 	}
@@ -840,17 +827,17 @@ func (s *side) close(how httpconn.Ending, t time.Time) {
 	}
 }
 
-func endText(how httpconn.Ending) (string, string) {
+func endText(how exchange.Ending) (string, string) {
 	switch how {
-	case httpconn.EndRST:
+	case exchange.EndRST:
 		return "reset before the end of the stream", "the connection was reset before END_STREAM"
-	case httpconn.EndCapture:
+	case exchange.EndCapture:
 		return "capture ended mid-stream", ""
-	case httpconn.EndLocal:
+	case exchange.EndLocal:
 		return "closed by the client", "kwatch closed the connection"
-	case httpconn.EndClient:
+	case exchange.EndClient:
 		return "closed by the client", "the client closed the connection before END_STREAM"
-	case httpconn.EndDropped:
+	case exchange.EndDropped:
 		return "not decoded further", "no longer followed: too many connections open at once"
 	}
 	return "closed before the end of the stream", "the connection closed before END_STREAM"
@@ -875,13 +862,6 @@ const (
 	// advertised.
 	KindFlowControl = "HTTP/2 flow-control window exceeded"
 )
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
 
 // stream is one HTTP/2 stream: an exchange.
 type stream struct {
@@ -923,7 +903,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 		case ":method":
 			req.Method = f.Value
 		case ":path":
-			req.Target = httpconn.RedactUserinfo(f.Value)
+			req.Target = exchange.RedactUserinfo(f.Value)
 		case ":authority":
 			req.Header["Host"] = append(req.Header["Host"], f.Value)
 		default:
@@ -933,11 +913,11 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 			}
 		}
 	}
-	httpconn.RedactCredentials(req.Header)
-	req.Watch = httpconn.IsWatchRequest(req.Target)
+	exchange.RedactCredentials(req.Header)
+	req.Watch = exchange.IsWatchRequest(req.Target)
 	req.Secrets = event.SecretsPath(req.Target)
 	if req.Watch {
-		req.StartsWithState, req.InitialState = httpconn.WatchState(req.Target)
+		req.StartsWithState, req.InitialState = exchange.WatchState(req.Target)
 	}
 	c.newStream(id, req, t)
 	c.emit(req)
@@ -961,7 +941,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		// Trailers (RFC 9113 §8.1).
 		for _, f := range fields {
 			if len(st.trailers) < 32 {
-				st.trailers = append(st.trailers, httpconn.RedactTrailerLine(f.Name+": "+f.Value))
+				st.trailers = append(st.trailers, exchange.RedactTrailerLine(f.Name+": "+f.Value))
 			}
 		}
 		if end {
@@ -981,7 +961,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 			hdr[k] = append(hdr[k], f.Value)
 		}
 	}
-	httpconn.RedactCredentials(hdr)
+	exchange.RedactCredentials(hdr)
 	resp := &record.Response{Conn: c.rec, Exchange: int(id), Time: t, Proto: "HTTP/2.0", StatusCode: code,
 		Reason: httpReason(code), Header: hdr, Request: st.req, ContentType: hdr.Get("Content-Type"), Framing: "http2"}
 	if cl := hdr.Get("Content-Length"); cl != "" {
@@ -999,32 +979,21 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		return // an interim response; the final one follows
 	}
 	if code >= 200 && code < 300 {
-		f, ok := event.FormatForContentType(resp.ContentType)
-		if enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", ")); enc != "" && !strings.EqualFold(enc, "identity") {
-			resp.ContentEncoding = enc
+		resp.ContentEncoding = exchange.ContentCoding(hdr.Values("Content-Encoding"))
+		// Every stream can stream: a response whose request was not
+		// seen may be a watch, which its first event confirms.
+		f, watch, tentative := exchange.WatchOf(st.req, resp.ContentType, true)
+		if watch && exchange.UnsupportedCoding(resp.ContentEncoding) {
+			c.server.problem("stream", c.server.frameAt, exchange.KindContentCoded,
+				fmt.Sprintf("stream %d: %s", id, exchange.UnsupportedCodingDetail(resp.ContentEncoding, "DATA frames")), "", true, t)
+			watch = false
 		}
-		tentative := st.req == nil && ok
-		if tentative || st.req != nil && st.req.Watch && ok {
-			resp.Watch = true
-			if resp.ContentEncoding != "" && !inflate.Supported(resp.ContentEncoding) {
-				c.server.problem("stream", c.server.frameAt, "content-encoded watch body",
-					fmt.Sprintf("stream %d: Content-Encoding: %s; DATA frames are listed, events are not decoded (kwatch inflates gzip and deflate)", id, resp.ContentEncoding), "", true, t)
-				resp.Watch = false
-			}
-		}
+		resp.Watch = watch
 		if resp.Watch {
 			resp.Format = f.String()
-			st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", f, t)
-			st.ev.SetSecrets(st.req != nil && st.req.Secrets)
-			if tentative {
-				// The first event confirms it is a watch.
-				st.ev.SetTentative()
-			} else {
-				st.ev.SetInitial(st.req.InitialState)
-			}
-			if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {
-				st.ev = nil
-			}
+			st.ev = exchange.WatchBody{Format: f, Tentative: tentative, Initial: !tentative && st.req.InitialState,
+				Secrets: st.req != nil && st.req.Secrets, Coding: resp.ContentEncoding}.
+				Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", t)
 		}
 	} else if code >= 300 {
 		st.keep = true
@@ -1056,8 +1025,8 @@ func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
 	st.frames++
 	st.dataLen += int64(len(d))
 	st.bytes += 9 + length
-	if st.keep && len(st.status) < maxStatusBody {
-		st.status = append(st.status, d[:min(len(d), maxStatusBody-len(st.status))]...)
+	if st.keep && len(st.status) < exchange.MaxStatusBody {
+		st.status = append(st.status, d[:min(len(d), exchange.MaxStatusBody-len(st.status))]...)
 	}
 	if st.ev != nil {
 		st.ev.SetTime(t)
@@ -1090,13 +1059,8 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 		resp.ContentEncoding = "gzip"
 	}
 	st.resp = resp
-	st.ev = carrier.New(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", f, t)
-	st.ev.SetSecrets(st.req != nil && st.req.Secrets)
-	st.ev.SetTentative()
-	st.ev.SetInitial(st.req.InitialState)
-	if resp.ContentEncoding != "" && !st.ev.StartInflate(resp.ContentEncoding) {
-		st.ev = nil
-	}
+	st.ev = exchange.WatchBody{Format: f, Tentative: true, Initial: st.req.InitialState, Secrets: st.req.Secrets,
+		Coding: resp.ContentEncoding}.Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
 	c.emit(resp)
 }
 
@@ -1153,21 +1117,9 @@ func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time
 	}
 	e := &record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: detail, Clean: clean,
 		Trailers: st.trailers, Frames: st.frames, Bytes: st.bytes, Data: st.dataLen, Duration: t.Sub(st.start)}
-	if st.ev != nil {
-		st.ev.SetTime(t)
-		st.ev.Close()
-		e.Watch = st.ev.Watching()
-		if e.Watch {
-			e.Events = st.ev.Events()
-		}
-		e.Inflated, e.Members = st.ev.Inflated()
-		e.Problems, e.Warnings = st.ev.Counts()
-	}
-	if st.keep && len(st.status) > 0 {
-		e.Status = httpconn.DecodeStatus(st.resp.ContentType, st.status)
-		if e.Status == nil {
-			e.BodyText = clip(string(st.status))
-		}
+	exchange.EndBody(e, st.ev, t)
+	if st.keep {
+		exchange.EndStatus(e, st.resp.ContentType, st.status)
 	}
 	c.emit(e)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -92,8 +92,8 @@ func run(t testing.TB, pieces []piece, step int, opt Options) []string {
 	c := New(&record.Conn{ID: 1}, sink, opt)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	testutil.Feed(pieces, step, t0, c.ClientData, c.ServerData)
-	c.CloseServer(httpconn.EndFIN, t0)
-	c.CloseClient(httpconn.EndFIN, t0)
+	c.CloseServer(exchange.EndFIN, t0)
+	c.CloseClient(exchange.EndFIN, t0)
 	return *out
 }
 
@@ -278,8 +278,8 @@ func TestGapAndHPACKError(t *testing.T) {
 	conn.ServerData(s.buf.Bytes(), t0)
 	conn.ServerGap(100, t0)
 	conn.ServerData([]byte("more bytes after the gap"), t0)
-	conn.CloseServer(httpconn.EndCapture, t0)
-	want := "request 1; problem " + KindHPACK + "; event a; problem " + httpconn.KindMissing + "; end not decoded further"
+	conn.CloseServer(exchange.EndCapture, t0)
+	want := "request 1; problem " + KindHPACK + "; event a; problem " + exchange.KindMissing + "; end not decoded further"
 	if got := strings.Join(conv, "; "); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -510,8 +510,8 @@ func TestSummaryAfterStreamEnds(t *testing.T) {
 	conn := New(&record.Conn{ID: 1}, sink, Options{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	testutil.Feed([]piece{{Client: true, P: c.buf.Bytes()}, {P: s.buf.Bytes()}}, 0, t0, conn.ClientData, conn.ServerData)
-	conn.CloseServer(httpconn.EndCapture, t0)
-	conn.CloseClient(httpconn.EndCapture, t0)
+	conn.CloseServer(exchange.EndCapture, t0)
+	conn.CloseClient(exchange.EndCapture, t0)
 	end, note := -1, -1
 	for i, l := range *out {
 		if strings.Contains(l, `"How":"capture ended mid-stream"`) {

@@ -6,7 +6,7 @@ import (
 
 // CredentialMask hides credentials in the bytes an HTTP/2 client sends
 // that are about to be written somewhere else (kwatch stream --http2
-// --record), as httpconn.CredentialMask does for HTTP/1.1: every octet of
+// --record), as pkg/httpconn's CredentialMask does for HTTP/1.1: every octet of
 // the value of a credential header field (authorization,
 // proxy-authorization, cookie, x-remote-user, impersonate-user) becomes '*'
 // when sent as is, or the HPACK Huffman code of '*' (0xf9, 8 bits: one

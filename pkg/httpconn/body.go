@@ -1,17 +1,14 @@
 package httpconn
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/textproto"
 	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/chunk"
-	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -70,20 +67,9 @@ func (s *side) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.T
 	return b
 }
 
-// startEvents follows the body's watch events in format f.
-func (b *body) startEvents(f event.Format) {
-	o := b.s.c.opt
-	b.ev = carrier.New(connEnv{b.s.c}, carrier.Options{MaxEventBytes: o.MaxEventBytes, MaxEventCarriers: o.MaxEventChunks,
-		MaxInflatedBytes: o.MaxInflatedBytes, Decode: o.Decode, Budget: o.Budget},
-		attachChunks, b.s.c.rec, b.exchange, b.s.name(), f, b.now)
-}
-
-// startInflate inflates the body (content coding enc, which
-// inflate.Supported accepts) before its events are framed.
-func (b *body) startInflate(enc string) {
-	if !b.ev.StartInflate(enc) {
-		b.ev = nil
-	}
+// startEvents follows the body's watch events as w says.
+func (b *body) startEvents(w exchange.WatchBody) {
+	b.ev = w.Start(connEnv{b.s.c}, b.s.c.opt.Events(), attachChunks, b.s.c.rec, b.exchange, b.s.name(), b.now)
 }
 
 // connEnv is where a body's event records go: the connection's sink.
@@ -166,8 +152,8 @@ func (b *body) content(p []byte, t time.Time) {
 }
 
 func (b *body) keep(p []byte) {
-	if b.keepStatus && len(b.statusBuf) < maxStatusBody {
-		n := min(len(p), maxStatusBody-len(b.statusBuf))
+	if b.keepStatus && len(b.statusBuf) < exchange.MaxStatusBody {
+		n := min(len(p), exchange.MaxStatusBody-len(b.statusBuf))
 		b.statusBuf = append(b.statusBuf, p[:n]...)
 	}
 }
@@ -210,7 +196,7 @@ func (b *body) ChunkEnd(*chunk.Chunk) {}
 func (b *body) Trailer(line []byte, _ int64) {
 	b.sawTrailer = true
 	if len(b.trailers) < 32 {
-		b.trailers = append(b.trailers, RedactTrailerLine(string(line)))
+		b.trailers = append(b.trailers, exchange.RedactTrailerLine(string(line)))
 	}
 }
 
@@ -237,7 +223,7 @@ func (b *body) Warning(err *chunk.Error) {
 	detail := err.Detail
 	if err.Kind == chunk.KindBadTrailer {
 		// The line, quoted: shown only as a trailer line would be.
-		if line, uerr := strconv.Unquote(detail); uerr != nil || RedactTrailerLine(line) != line {
+		if line, uerr := strconv.Unquote(detail); uerr != nil || exchange.RedactTrailerLine(line) != line {
 			detail = "a line not shown: it may hold a credential"
 		}
 	}
@@ -330,47 +316,47 @@ func (b *body) finish(t time.Time) {
 
 // closeWith ends a body whose stream ended. how < 0 means a decoding error
 // ended it.
-func (b *body) closeWith(how Ending, t time.Time) {
+func (b *body) closeWith(how exchange.Ending, t time.Time) {
 	if b.done {
 		b.finish(t)
 		return
 	}
-	if b.framing == "close" && (how == EndFIN || how == EndRST) {
+	if b.framing == "close" && (how == exchange.EndFIN || how == exchange.EndRST) {
 		b.end("close", true, t)
 		return
 	}
 	var desc, detail string
 	switch how {
-	case EndFIN:
+	case exchange.EndFIN:
 		desc = "closed without the last chunk"
 		if b.framing == "content-length" {
 			desc, detail = "closed before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
 		}
-	case EndRST:
+	case exchange.EndRST:
 		desc = "reset without the last chunk"
 		if b.framing == "content-length" {
 			desc, detail = "reset before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
 		}
-	case EndCapture:
+	case exchange.EndCapture:
 		desc = "capture ended mid-stream"
-	case EndLocal:
-		desc, detail = "closed by the client", closedByKwatch
+	case exchange.EndLocal:
+		desc, detail = "closed by the client", exchange.ClosedByKwatch
 		if b.ev != nil {
 			b.ev.ClosedByClient(true)
 		}
-	case EndClient:
+	case exchange.EndClient:
 		desc = "closed by the client"
 		if b.ev != nil {
 			b.ev.ClosedByClient(false)
 		}
-	case EndDropped:
+	case exchange.EndDropped:
 		// One of record.End's fixed set; the detail says why.
 		desc, detail = "not decoded further", "no longer followed: too many connections open at once"
 	default:
 		desc = "not decoded further"
 	}
 	if b.dec != nil && how >= 0 {
-		if err := b.dec.Close(); err != nil && how != EndCapture && how != EndLocal && how != EndDropped {
+		if err := b.dec.Close(); err != nil && how != exchange.EndCapture && how != exchange.EndLocal && how != exchange.EndDropped {
 			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
 				detail = ce.Detail
 			}
@@ -379,9 +365,6 @@ func (b *body) closeWith(how Ending, t time.Time) {
 	b.endDetail = detail
 	b.end(desc, false, t)
 }
-
-// closedByKwatch is the detail of a live body that kwatch closed itself.
-const closedByKwatch = "kwatch closed the connection"
 
 func (b *body) end(how string, clean bool, t time.Time) {
 	if b.ended {
@@ -395,39 +378,9 @@ func (b *body) end(how string, clean bool, t time.Time) {
 		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Chunks: b.chunks,
 		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
 		ChunkSizes: b.sizes, Request: b.resp == nil}
-	if b.ev != nil {
-		b.ev.SetTime(t)
-		b.ev.Close()
-		e.Watch = b.ev.Watching()
-		if e.Watch {
-			e.Events = b.ev.Events()
-		}
-		e.Inflated, e.Members = b.ev.Inflated()
-		p, w := b.ev.Counts()
-		e.Problems += p
-		e.Warnings += w
-	}
-	if b.keepStatus && len(b.statusBuf) > 0 && b.resp != nil {
-		e.Status = DecodeStatus(b.resp.ContentType, b.statusBuf)
-		if e.Status == nil {
-			e.BodyText = clip(string(b.statusBuf))
-		}
+	exchange.EndBody(e, b.ev, t)
+	if b.keepStatus && b.resp != nil {
+		exchange.EndStatus(e, b.resp.ContentType, b.statusBuf)
 	}
 	b.s.c.emit(e)
-}
-
-// DecodeStatus decodes a metav1.Status body (JSON, possibly pretty-printed
-// over several lines, or protobuf); nil when it is not one.
-func DecodeStatus(ct string, data []byte) *metav1.Status {
-	switch f, ok := event.FormatForContentType(ct); {
-	case ok && f == event.FormatProtobuf:
-		return event.DecodeStatusProtobuf(data)
-	case ok && f == event.FormatCBOR:
-		return event.DecodeStatusCBOR(data)
-	}
-	var st metav1.Status
-	if err := json.Unmarshal(data, &st); err != nil || st.Kind != "Status" {
-		return nil
-	}
-	return &st
 }

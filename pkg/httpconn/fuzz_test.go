@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/chunk"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // t0 is the time every fuzzed byte arrives at: a record's time depends on
@@ -25,8 +26,8 @@ var testConn = &record.Conn{ID: 1,
 
 // fuzzOptions returns the Options a fuzz input runs with: the defaults, or
 // (mode bit 0) limits small enough for the fuzzer to reach them.
-func fuzzOptions(mode uint8) httpconn.Options {
-	opt := httpconn.Options{}
+func fuzzOptions(mode uint8) wire.Options {
+	opt := wire.Options{}
 	if mode&1 != 0 {
 		opt.MaxHeaderBytes = 128
 		opt.MaxEventBytes = 64
@@ -38,7 +39,7 @@ func fuzzOptions(mode uint8) httpconn.Options {
 }
 
 // ending returns how the fuzzed streams end (mode bits 2-3).
-func ending(mode uint8) httpconn.Ending { return httpconn.Ending(mode >> 2 & 3) }
+func ending(mode uint8) exchange.Ending { return exchange.Ending(mode >> 2 & 3) }
 
 // render writes a record as one line of text: its type and its fields as
 // JSON (pointers followed), so that two runs can be compared line by line.
@@ -107,7 +108,7 @@ func randomSplits(rng *rand.Rand) func(int) int {
 func runConn(t *testing.T, client, server []byte, mode uint8, next func(int) int) []string {
 	opt := fuzzOptions(mode)
 	rc := &recorder{t: t, maxChunks: opt.MaxEventChunks}
-	c := httpconn.New(testConn, rc, opt)
+	c := wire.New(testConn, rc, opt)
 	feed(client, next, c.ClientData)
 	feed(server, next, c.ServerData)
 	c.CloseClient(ending(mode), t0)
@@ -120,7 +121,7 @@ func runConn(t *testing.T, client, server []byte, mode uint8, next func(int) int
 func runGaps(t *testing.T, client, server []byte, mode uint8, rng *rand.Rand) {
 	opt := fuzzOptions(mode)
 	rc := &recorder{t: t, maxChunks: opt.MaxEventChunks}
-	c := httpconn.New(testConn, rc, opt)
+	c := wire.New(testConn, rc, opt)
 	next := randomSplits(rng)
 	for len(client) > 0 || len(server) > 0 {
 		p, data, gap := &client, c.ClientData, c.ClientGap

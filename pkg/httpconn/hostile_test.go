@@ -9,8 +9,10 @@ import (
 
 	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // Hostile input fed straight to a Conn: each test checks the records that
@@ -107,11 +109,11 @@ func TestHugeChunkSize(t *testing.T) {
 		n++
 	}
 	peak := testutil.HeapPeak(func(probe func()) {
-		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c := wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte(chunkedOK+"40000000\r\n"), t0)
 		feedIn(body.Bytes(), 1448, c.ServerData, probe)
-		c.CloseServer(httpconn.EndFIN, t0)
+		c.CloseServer(exchange.EndFIN, t0)
 	})
 	t.Logf("1 GiB chunk-size, %d bytes of %d events: live heap peak %.2f MiB", body.Len(), n, float64(peak)/MiB)
 	if peak > 2*MiB {
@@ -146,20 +148,20 @@ func TestMillionTinyChunks(t *testing.T) {
 		}
 		return out
 	}
-	wire := append(oneByteChunks(big+"\n"), oneByteChunks(small.String())...)
-	wire = append(wire, lastChunk...)
+	onWire := append(oneByteChunks(big+"\n"), oneByteChunks(small.String())...)
+	onWire = append(onWire, lastChunk...)
 
 	tl := newTally()
 	tl.keepEvent = false
 	peak := testutil.HeapPeak(func(probe func()) {
-		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c := wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte(chunkedOK), t0)
-		feedIn(wire, 1448, c.ServerData, probe)
-		c.CloseServer(httpconn.EndFIN, t0)
+		feedIn(onWire, 1448, c.ServerData, probe)
+		c.CloseServer(exchange.EndFIN, t0)
 	})
 	t.Logf("%d one-byte chunks (%d bytes on the wire), %d events: live heap peak %.2f MiB",
-		2*chunks+1, len(wire), n+1, float64(peak)/MiB)
+		2*chunks+1, len(onWire), n+1, float64(peak)/MiB)
 	// The big event itself is 1 MiB and is kept whole; its listed chunks
 	// cost about 130 bytes each (16384 of them), the others nothing.
 	if peak > 6*MiB {
@@ -183,7 +185,7 @@ func TestHeaderNeverEnds(t *testing.T) {
 	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
 	tl := newTally()
 	peak := testutil.HeapPeak(func(probe func()) {
-		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c := wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte("HTTP/1.1 200 OK\r\n"), t0)
 		chunk := bytes.Repeat(line, 1000)
@@ -191,7 +193,7 @@ func TestHeaderNeverEnds(t *testing.T) {
 			c.ServerData(chunk, t0)
 			probe()
 		}
-		c.CloseServer(httpconn.EndFIN, t0)
+		c.CloseServer(exchange.EndFIN, t0)
 	})
 	t.Logf("16 MiB header section: live heap peak %.2f MiB", float64(peak)/MiB)
 	// The section is kept to MaxHeaderBytes+1 bytes.
@@ -226,7 +228,7 @@ func TestEventNeverCloses(t *testing.T) {
 				limit = 64 * MiB
 			}
 			peak := testutil.HeapPeak(func(probe func()) {
-				c := httpconn.New(testConn, tl, httpconn.Options{MaxEventBytes: tc.max})
+				c := wire.New(testConn, tl, wire.Options{Limits: exchange.Limits{MaxEventBytes: tc.max}})
 				c.ClientData([]byte(watchGET), t0)
 				c.ServerData([]byte(chunkedOK), t0)
 				c.ServerData([]byte(chunkOf(jsonEv("ADDED", "before"))), t0)
@@ -238,7 +240,7 @@ func TestEventNeverCloses(t *testing.T) {
 						probe()
 					}
 				}
-				c.CloseServer(httpconn.EndFIN, t0)
+				c.CloseServer(exchange.EndFIN, t0)
 			})
 			t.Logf("%d MiB of one unclosed event, limit %d MiB: live heap peak %.2f MiB", tc.bytes/MiB, limit/MiB, float64(peak)/MiB)
 			if bound := uint64(limit) + 2*MiB; peak > bound {
@@ -263,7 +265,7 @@ func TestEventNeverCloses(t *testing.T) {
 // decode.
 func TestDeeplyNestedJSON(t *testing.T) {
 	tl := newTally()
-	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c := wire.New(testConn, tl, wire.Options{})
 	c.ClientData([]byte(watchGET), t0)
 	c.ServerData([]byte(chunkedOK), t0)
 	for _, depth := range []int{100_000, 1_000_000} {
@@ -292,7 +294,7 @@ func TestDeeplyNestedJSON(t *testing.T) {
 func TestProtobufPrefix4GiB(t *testing.T) {
 	tl := newTally()
 	peak := testutil.HeapPeak(func(probe func()) {
-		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c := wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(protoGET), t0)
 		c.ServerData([]byte(protoOK), t0)
 		c.ServerData([]byte(chunkOf(protoEvent("ADDED", "before", "5"))), t0)
@@ -304,7 +306,7 @@ func TestProtobufPrefix4GiB(t *testing.T) {
 				probe()
 			}
 		}
-		c.CloseServer(httpconn.EndFIN, t0)
+		c.CloseServer(exchange.EndFIN, t0)
 	})
 	t.Logf("4 GiB protobuf length prefix, 8 MiB after it: live heap peak %.2f MiB", float64(peak)/MiB)
 	if peak > 1*MiB {
@@ -334,7 +336,7 @@ func response(status string, fields ...string) string {
 // them is paired again.
 func TestPipelinedBeyondPending(t *testing.T) {
 	tl := newTally()
-	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c := wire.New(testConn, tl, wire.Options{})
 	const n = 100
 	for i := 1; i <= n; i++ {
 		c.ClientData([]byte(fmt.Sprintf("GET /api/v1/namespaces/default/configmaps/cm-%d HTTP/1.1\r\nHost: x\r\n\r\n", i)), t0)
@@ -371,7 +373,7 @@ func TestPipelinedBeyondPending(t *testing.T) {
 // after it) is not a problem.
 func TestResponseWithoutRequest(t *testing.T) {
 	tl := newTally()
-	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c := wire.New(testConn, tl, wire.Options{})
 	c.ClientData([]byte(watchGET), t0)
 	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+lastChunk+
 		chunkedOK+chunkOf(jsonEv("MODIFIED", "smuggled"))+lastChunk), t0)
@@ -384,7 +386,7 @@ func TestResponseWithoutRequest(t *testing.T) {
 	}
 
 	first := newTally()
-	c = httpconn.New(testConn, first, httpconn.Options{})
+	c = wire.New(testConn, first, wire.Options{})
 	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a"))+lastChunk), t0)
 	if len(first.problems) != 0 {
 		t.Errorf("a first response without its request: problems %q", first.kinds())
@@ -397,10 +399,10 @@ func TestResponseWithoutRequest(t *testing.T) {
 func TestInformationalLoop(t *testing.T) {
 	tl := newTally()
 	tl.keepResp = false
-	var c *httpconn.Conn
+	var c *wire.Conn
 	const n = 200_000
 	peak := testutil.HeapPeak(func(probe func()) {
-		c = httpconn.New(testConn, tl, httpconn.Options{})
+		c = wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		cont := []byte(response("100 Continue"))
 		for i := 1; i <= n; i++ {
@@ -469,10 +471,10 @@ func TestFramingFields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := newTally()
-			c := httpconn.New(testConn, tl, httpconn.Options{})
+			c := wire.New(testConn, tl, wire.Options{})
 			c.ClientData([]byte(watchGET), t0)
 			c.ServerData([]byte(response("200 OK", tc.fields...)+tc.body), t0)
-			c.CloseServer(httpconn.EndFIN, t0)
+			c.CloseServer(exchange.EndFIN, t0)
 			var warnings []string
 			for _, p := range tl.problems {
 				if !p.Warning {
@@ -503,7 +505,7 @@ func TestFramingFields(t *testing.T) {
 func TestMadeUpEventTypes(t *testing.T) {
 	tl := newTally()
 	tl.keepEvent = false
-	c := httpconn.New(testConn, tl, httpconn.Options{})
+	c := wire.New(testConn, tl, wire.Options{})
 	c.ClientData([]byte(watchGET), t0)
 	c.ServerData([]byte(chunkedOK+chunkOf(jsonEv("ADDED", "a")+jsonEv(strings.Repeat("T", MiB), "b"))), t0)
 	const n = 20_000
@@ -534,15 +536,15 @@ func TestManyEventsInOneWrite(t *testing.T) {
 			body.WriteString("junk\n") // a problem between the events
 		}
 	}
-	wire := []byte(chunkedOK + chunkOf(body.String()) + lastChunk)
+	onWire := []byte(chunkedOK + chunkOf(body.String()) + lastChunk)
 	run := func(piece int) []string {
 		rc := &recorder{t: t}
-		c := httpconn.New(testConn, rc, httpconn.Options{})
+		c := wire.New(testConn, rc, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
-		feedIn(wire, piece, c.ServerData, func() {})
+		feedIn(onWire, piece, c.ServerData, func() {})
 		return rc.lines
 	}
-	whole, split := run(len(wire)), run(1)
+	whole, split := run(len(onWire)), run(1)
 	if len(whole) != 2+5000+5+1 {
 		t.Fatalf("%d records; want the request, the response, 5000 events, 5 problems and the end", len(whole))
 	}
@@ -562,9 +564,9 @@ func TestBudgetHeaderSections(t *testing.T) {
 	tl := newTally()
 	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
 	section := append([]byte("HTTP/1.1 200 OK\r\n"), bytes.Repeat(line, 64<<10/len(line))...)
-	var open []*httpconn.Conn
+	var open []*wire.Conn
 	for range conns {
-		c := httpconn.New(testConn, tl, httpconn.Options{Budget: budget})
+		c := wire.New(testConn, tl, wire.Options{Limits: exchange.Limits{Budget: budget}})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData(section, t0)
 		open = append(open, c)
@@ -584,8 +586,8 @@ func TestBudgetHeaderSections(t *testing.T) {
 		t.Errorf("%d sections over the budget; want %d (problems %q)", over, conns-fits, tl.kinds()[:min(3, len(tl.kinds()))])
 	}
 	for _, c := range open {
-		c.CloseServer(httpconn.EndFIN, t0)
-		c.CloseClient(httpconn.EndFIN, t0)
+		c.CloseServer(exchange.EndFIN, t0)
+		c.CloseClient(exchange.EndFIN, t0)
 	}
 	if h := budget.Held(); h != 0 {
 		t.Errorf("%d bytes still reserved after every connection closed", h)
@@ -601,11 +603,11 @@ func TestRequestsWaitingKeepNoHeaders(t *testing.T) {
 	line := []byte("X-Filler: 0123456789abcdef0123456789abcdef\r\n")
 	req := append([]byte("GET /api/v1/configmaps?watch=1 HTTP/1.1\r\nHost: x\r\n"), bytes.Repeat(line, 1000<<10/len(line))...)
 	req = append(req, "\r\n"...)
-	var open []*httpconn.Conn
+	var open []*wire.Conn
 	tl := newTally()
 	peak := testutil.HeapPeak(func(probe func()) {
 		for i := range conns {
-			c := httpconn.New(testConn, tl, httpconn.Options{})
+			c := wire.New(testConn, tl, wire.Options{})
 			c.ClientData(req, t0)
 			open = append(open, c)
 			if i%10 == 9 {
@@ -618,7 +620,7 @@ func TestRequestsWaitingKeepNoHeaders(t *testing.T) {
 		t.Errorf("live heap grew by %.1f MiB; want under 8 MiB", float64(peak)/MiB)
 	}
 	for _, c := range open {
-		c.CloseClient(httpconn.EndFIN, t0)
+		c.CloseClient(exchange.EndFIN, t0)
 	}
 }
 
@@ -627,11 +629,11 @@ func TestRequestsWaitingKeepNoHeaders(t *testing.T) {
 // server's close it stays an error.
 func TestEventCutByKwatch(t *testing.T) {
 	for _, tc := range []struct {
-		how     httpconn.Ending
+		how     exchange.Ending
 		warning bool
-	}{{httpconn.EndLocal, true}, {httpconn.EndFIN, false}} {
+	}{{exchange.EndLocal, true}, {exchange.EndFIN, false}} {
 		tl := newTally()
-		c := httpconn.New(testConn, tl, httpconn.Options{})
+		c := wire.New(testConn, tl, wire.Options{})
 		c.ClientData([]byte(watchGET), t0)
 		c.ServerData([]byte(chunkedOK), t0)
 		c.ServerData([]byte(chunkOf(jsonEv("ADDED", "a"))), t0)
@@ -731,11 +733,11 @@ func TestBareLFNextToFramingField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, piece := range []int{1 << 20, 1} {
 				tl := newTally()
-				c := httpconn.New(testConn, tl, httpconn.Options{})
+				c := wire.New(testConn, tl, wire.Options{})
 				feedIn([]byte(tc.client), piece, c.ClientData, func() {})
 				feedIn([]byte(tc.server), piece, c.ServerData, func() {})
-				c.CloseServer(httpconn.EndFIN, t0)
-				c.CloseClient(httpconn.EndFIN, t0)
+				c.CloseServer(exchange.EndFIN, t0)
+				c.CloseClient(exchange.EndFIN, t0)
 				var got []string
 				for _, p := range tl.problems {
 					got = append(got, fmt.Sprintf("%s @%d %s: %s", p.Direction, p.Offset, p.Kind, p.Detail))
@@ -791,10 +793,10 @@ func TestChunkSizeLineCRThenEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, piece := range []int{1 << 20, 1} {
 				tl := newTally()
-				c := httpconn.New(testConn, tl, httpconn.Options{})
+				c := wire.New(testConn, tl, wire.Options{})
 				c.ClientData([]byte(watchGET), t0)
 				feedIn([]byte(chunkedOK+tc.body), piece, c.ServerData, func() {})
-				c.CloseServer(httpconn.EndFIN, t0)
+				c.CloseServer(exchange.EndFIN, t0)
 				var got []string
 				for _, p := range tl.problems {
 					got = append(got, fmt.Sprintf("%s @%d %s: %s", p.Where, p.Offset, p.Kind, p.Detail))
@@ -822,7 +824,7 @@ func TestBareLFFramingBounded(t *testing.T) {
 			n++
 		}
 	})
-	c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{})
+	c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{})
 	c.ServerData([]byte("HTTP/1.1 200 OK\r\n"+strings.Repeat("Transfer-Encoding: chunked\n", 5000)+"\r\n0\r\n\r\n"), time.Time{})
 	if n != 5 { // 4, and one saying the others are not listed
 		t.Errorf("%d warnings, want 5", n)

@@ -2,7 +2,8 @@ package httpconn
 
 import (
 	"bytes"
-	"strings"
+
+	"github.com/kwatch/kwatch/pkg/exchange"
 )
 
 // CredentialMask hides credentials in a client's byte stream that is about
@@ -34,11 +35,6 @@ const (
 // maxFieldName bounds the name bytes kept: no credential field is longer.
 const maxFieldName = 32
 
-// authSchemes are the scheme words kept visible (RFC 9110 §11.1, and the
-// schemes Kubernetes clients send). Bytes are kept only while they spell
-// one of these, followed by a space; anything else is masked from there.
-var authSchemes = []string{"bearer ", "basic ", "digest ", "negotiate "}
-
 // Mask returns p with credentials masked: p itself when there were none
 // in it, else a copy (p is what goes on the wire and is not changed).
 func (m *CredentialMask) Mask(p []byte) []byte {
@@ -53,7 +49,7 @@ func (m *CredentialMask) Mask(p []byte) []byte {
 			switch {
 			case b == ':':
 				m.state = maskSkip
-				if f := credentialField(m.name); f != "" {
+				if f := exchange.CredentialField(m.name); f != "" {
 					m.state = maskLead
 					if f == "authorization" || f == "proxy-authorization" {
 						m.state = maskScheme
@@ -100,49 +96,12 @@ func (m *CredentialMask) Mask(p []byte) []byte {
 // isSchemePrefix reports whether s is the start of a kept scheme word and
 // its space.
 func isSchemePrefix(s []byte) bool {
-	for _, a := range authSchemes {
+	for _, a := range exchange.AuthSchemes {
 		if len(s) <= len(a) && string(s) == a[:len(s)] {
 			return true
 		}
 	}
 	return false
-}
-
-// credentialField returns the credential field name (lower case) that
-// name is, or "".
-// headerErrorText is err's text for a problem report, unless it quotes a
-// line that names a credential field (net/textproto quotes the malformed
-// line, "Authorization: Bearer …\x01" or "Authorization Bearer …" without
-// its colon): then the line is not shown, so that no token reaches the
-// output. It fails closed: the field name anywhere in the text is enough.
-func headerErrorText(err error) string {
-	msg := err.Error()
-	if f := namesCredential(msg); f != "" {
-		what, _, _ := strings.Cut(msg, ":")
-		return what + ": a line naming " + f + " (not shown: it may hold a credential)"
-	}
-	return msg
-}
-
-// namesCredential returns the credential field (credentialFields) whose
-// name text holds in any letter case, anywhere, or "".
-func namesCredential(text string) string {
-	lower := strings.ToLower(text)
-	for _, f := range credentialFields {
-		if strings.Contains(lower, strings.ToLower(f)) {
-			return f
-		}
-	}
-	return ""
-}
-
-func credentialField(name []byte) string {
-	for _, f := range credentialFields {
-		if strings.EqualFold(string(name), f) {
-			return strings.ToLower(f)
-		}
-	}
-	return ""
 }
 
 func lower(b byte) byte {

@@ -5,14 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"net/textproto"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/inflate"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -32,39 +30,23 @@ func parseHeader(h []byte) (string, textproto.MIMEHeader, error) {
 	return line, hdr, err
 }
 
-// IsWatchRequest reports whether a request target asks for a watch: a
-// "watch" query parameter of "true" or "1", or a path with a "/watch/"
-// segment (the deprecated watch paths), following the Kubernetes API
-// concepts: efficient detection of changes.
-func IsWatchRequest(target string) bool {
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return false
-	}
-	switch strings.ToLower(u.Query().Get("watch")) {
-	case "true", "1":
-		return true
-	}
-	return strings.Contains(u.Path, "/watch/")
-}
-
 func (s *side) startRequest(h []byte, t time.Time) {
 	line, hdr, err := parseHeader(h)
 	parts := strings.SplitN(line, " ", 3)
 	if len(parts) != 3 || !strings.HasPrefix(parts[2], "HTTP/") {
-		s.problem("stream", s.hdrStart, "malformed request line", fmt.Sprintf("%q", clip(line)),
+		s.problem("stream", s.hdrStart, "malformed request line", fmt.Sprintf("%q", exchange.Clip(line)),
 			"", false, t)
 		s.dead = true
 		return
 	}
 	if err != nil {
-		s.problem("stream", s.hdrStart, "malformed header field", headerErrorText(err), "", true, t)
+		s.problem("stream", s.hdrStart, "malformed header field", exchange.HeaderErrorText(err), "", true, t)
 	}
-	RedactCredentials(hdr)
+	exchange.RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
-	req.StartsWithState, req.InitialState = WatchState(parts[1])
+		Target: exchange.RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: exchange.IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
+	req.StartsWithState, req.InitialState = exchange.WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -86,23 +68,23 @@ func (s *side) startResponse(h []byte, t time.Time) {
 		code, _ = strconv.Atoi(parts[1])
 	}
 	if code < 100 || code > 999 {
-		s.problem("stream", s.hdrStart, "malformed status line", fmt.Sprintf("%q", clip(line)), "", false, t)
+		s.problem("stream", s.hdrStart, "malformed status line", fmt.Sprintf("%q", exchange.Clip(line)), "", false, t)
 		s.dead = true
 		return
 	}
 	if err != nil {
-		s.problem("stream", s.hdrStart, "malformed header field", headerErrorText(err), "", true, t)
+		s.problem("stream", s.hdrStart, "malformed header field", exchange.HeaderErrorText(err), "", true, t)
 	}
 	reason := ""
 	if len(parts) == 3 {
 		reason = parts[2]
 	}
 	var req *record.Request
-	exchange := 0
+	number := 0
 	if code >= 200 {
 		var unasked bool
-		req, exchange, unasked = s.c.answer()
-		if unasked && exchange > 1 {
+		req, number, unasked = s.c.answer()
+		if unasked && number > 1 {
 			// Not the first exchange (a capture that starts after the
 			// request): every request seen has had its response, so
 			// nobody asked for this one (RFC 9112 §9.3: responses answer
@@ -112,25 +94,25 @@ func (s *side) startResponse(h []byte, t time.Time) {
 				"a server or proxy that sends a response nobody asked for (response smuggling), or a capture that lost the request; its events are shown, and a live watch does not act on them", false, t)
 		}
 	}
-	RedactCredentials(hdr)
-	resp := &record.Response{Conn: s.c.rec, Exchange: exchange, Time: t, Proto: parts[0],
+	exchange.RedactCredentials(hdr)
+	resp := &record.Response{Conn: s.c.rec, Exchange: number, Time: t, Proto: parts[0],
 		StatusCode: code, Reason: reason, Header: hdr, Request: req,
 		ContentType: hdr.Get("Content-Type")}
 	// RFC 9112 §6.3: responses to HEAD, 1xx, 204 and 304 have no body.
 	noBody := (req != nil && req.Method == "HEAD") || code < 200 || code == 204 || code == 304
 	b := s.newBody(hdr, true, noBody, t)
-	b.exchange = exchange
+	b.exchange = number
 	b.resp = resp
 	if !noBody {
 		s.bareLFNearFraming(h, b, t)
 	}
 	resp.Framing = b.framing
 	resp.ContentLength = b.length
-	if code == 101 && strings.EqualFold(strings.TrimSpace(hdr.Get("Upgrade")), "h2c") && s.c.opt.HTTP2 != nil {
+	if code == 101 && strings.EqualFold(strings.TrimSpace(hdr.Get("Upgrade")), "h2c") && s.c.up != nil {
 		// RFC 7540 §3.2: the rest is HTTP/2, and stream 1 answers the
 		// request that asked for the upgrade.
-		req, exchange, _ := s.c.answer()
-		resp.Exchange, resp.Request = exchange, req
+		req, number, _ := s.c.answer()
+		resp.Exchange, resp.Request = number, req
 		s.c.emit(resp)
 		s.c.upgradeHTTP2(req, t)
 		s.dead = true
@@ -144,47 +126,31 @@ func (s *side) startResponse(h []byte, t time.Time) {
 		return
 	}
 	if code >= 200 && code < 300 {
-		f, ok := event.FormatForContentType(resp.ContentType)
-		tentative := false
-		switch {
-		case req != nil && req.Watch && ok:
-			resp.Watch = true
-		case req == nil && ok && (strings.Contains(resp.ContentType, "stream=watch") || b.framing == "chunked"):
-			// The request was not captured: a streaming or chunked
-			// body of a Kubernetes media type may be a watch; the first
-			// event confirms it.
-			resp.Watch = true
-			tentative = true
-		}
-		enc := strings.TrimSpace(strings.Join(hdr.Values("Content-Encoding"), ", "))
-		if enc != "" && !strings.EqualFold(enc, "identity") {
+		// A response whose request was not captured may be a watch when
+		// its body streams; the first event confirms it.
+		streams := strings.Contains(resp.ContentType, "stream=watch") || b.framing == "chunked"
+		f, watch, tentative := exchange.WatchOf(req, resp.ContentType, streams)
+		resp.Watch = watch
+		if enc := exchange.ContentCoding(hdr.Values("Content-Encoding")); enc != "" {
 			resp.ContentEncoding = enc
 		}
 		if resp.Watch {
 			switch {
-			case resp.ContentEncoding != "" && !inflate.Supported(resp.ContentEncoding):
-				s.problem("body", 0, "content-encoded watch body",
-					fmt.Sprintf("Content-Encoding: %s; chunks are listed, events are not decoded (kwatch inflates gzip and deflate)", enc),
-					"", true, t)
+			case exchange.UnsupportedCoding(resp.ContentEncoding):
+				s.problem("body", 0, exchange.KindContentCoded,
+					exchange.UnsupportedCodingDetail(resp.ContentEncoding, "chunks"), "", true, t)
 				resp.Watch = false
 			case b.coded != "":
 				detail := fmt.Sprintf("Transfer-Encoding: %s; events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
 				if b.framing == "chunked" {
 					detail = fmt.Sprintf("Transfer-Encoding: %s; chunks are listed, events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
 				}
-				s.problem("body", 0, "content-encoded watch body", detail, "", true, t)
+				s.problem("body", 0, exchange.KindContentCoded, detail, "", true, t)
 				resp.Watch = false
 			default:
 				resp.Format = f.String()
-				b.startEvents(f)
-				if tentative {
-					b.ev.SetTentative()
-				}
-				b.ev.SetInitial(req != nil && req.InitialState)
-				b.ev.SetSecrets(req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets)
-				if resp.ContentEncoding != "" {
-					b.startInflate(resp.ContentEncoding)
-				}
+				b.startEvents(exchange.WatchBody{Format: f, Tentative: tentative, Initial: req != nil && req.InitialState,
+					Secrets: req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets, Coding: resp.ContentEncoding})
 			}
 		}
 	} else if code >= 300 {
@@ -198,36 +164,6 @@ func (s *side) startResponse(h []byte, t time.Time) {
 	}
 	s.c.emit(resp)
 	s.body = b
-}
-
-// WatchState reports what a watch request's target gets first.
-// startsWithState: the current state as ADDED events, with or without a
-// bookmark saying where they end (sendInitialEvents=true, or no
-// resourceVersion or "0"; semantics for watch: "Get State and Start at Most
-// Recent" / "Any"). initialState: the state ended by an initial-events-end
-// bookmark, so its events can be marked: sendInitialEvents=true (a
-// watch-list, Kubernetes API concepts: streaming lists), or
-// allowWatchBookmarks=true with no resourceVersion or "0" (the 1.37 API
-// server then ends them with the bookmark too). A watch from no
-// resourceVersion without bookmarks starts with the state, but nothing on
-// the wire says where it ends.
-func WatchState(target string) (startsWithState, initialState bool) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return false, false
-	}
-	q := u.Query()
-	rv := q.Get("resourceVersion")
-	sent := q.Get("sendInitialEvents") == "true"
-	fromNow := rv == "" || rv == "0"
-	return sent || fromNow, sent || (q.Get("allowWatchBookmarks") == "true" && fromNow)
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // framing is how a message body is delimited (RFC 9112 §6.3).
@@ -304,7 +240,7 @@ func framingOf(hdr textproto.MIMEHeader, response bool) framing {
 			// unrecoverable framing error; what follows is read as one
 			// body until the connection closes.
 			f.how = "close"
-			f.warns = append(f.warns, fmt.Sprintf("invalid Content-Length %q: body read until close", clip(strings.Join(cl, ", "))))
+			f.warns = append(f.warns, fmt.Sprintf("invalid Content-Length %q: body read until close", exchange.Clip(strings.Join(cl, ", "))))
 			return f
 		}
 		if n == 0 {
@@ -419,13 +355,13 @@ func (s *side) reportBareLF(off int64, line []byte, field string, next []byte, n
 	var detail, misread string
 	switch {
 	case field != "" && nextField != "":
-		detail = fmt.Sprintf("%q ends in a bare LF, right before %q", clip(string(line)), clip(string(next)))
+		detail = fmt.Sprintf("%q ends in a bare LF, right before %q", exchange.Clip(string(line)), exchange.Clip(string(next)))
 		misread = "the " + nextField + " line as part of the " + field + " field"
 	case field != "":
-		detail = fmt.Sprintf("%q ends in a bare LF", clip(string(line)))
+		detail = fmt.Sprintf("%q ends in a bare LF", exchange.Clip(string(line)))
 		misread = "the line after it as part of the " + field + " field"
 	default:
-		detail = fmt.Sprintf("the line before %q ends in a bare LF", clip(string(next)))
+		detail = fmt.Sprintf("the line before %q ends in a bare LF", exchange.Clip(string(next)))
 		misread = "the " + nextField + " line as part of the line before it"
 	}
 	hint := "RFC 9112 §2.2 lets a recipient take a bare LF as a line ending, and kwatch does (" + b.framingText() +
@@ -463,103 +399,4 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// credentialFields are header fields that carry credentials, in requests
-// (Authorization, Cookie, the user a front proxy vouches for) and responses
-// (Set-Cookie: an authenticating proxy's session); their values never leave
-// the decoder.
-var credentialFields = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Remote-User", "Impersonate-User"}
-
-// RedactUserinfo returns an absolute-form request target (RFC 9112 §3.2.2)
-// with the user name and password of its authority, which a client must
-// not send (RFC 9110 §4.2.4) but a broken one may, replaced by REDACTED;
-// other targets as they are.
-func RedactUserinfo(target string) string {
-	_, rest, ok := strings.Cut(target, "://")
-	if !ok {
-		return target
-	}
-	authority, _, _ := strings.Cut(rest, "/")
-	at := strings.LastIndexByte(authority, '@')
-	if at < 0 {
-		return target
-	}
-	start := len(target) - len(rest)
-	return target[:start] + "REDACTED" + target[start+at:]
-}
-
-// knownScheme reports whether word is an authentication scheme the
-// recording's mask keeps too (authSchemes), in any letter case: the first
-// word of another value may be the credential itself.
-func knownScheme(word string) bool {
-	for _, s := range authSchemes {
-		if strings.EqualFold(word+" ", s) {
-			return true
-		}
-	}
-	return false
-}
-
-// RedactTrailerLine returns a trailer field line ("Name: value", RFC 9112
-// §7.1.2; an HTTP/2 trailer as kwatch writes it) with its value redacted as
-// RedactCredentials would in a header section; other lines as they are.
-//
-// A line that is not a field line (a continuation of the one before, by
-// obsolete line folding; a name that is no token) is redacted whole when it
-// starts with whitespace or names a credential field anywhere: what it
-// holds cannot be told apart from a credential's value.
-func RedactTrailerLine(line string) string {
-	if !chunk.ValidFieldLine([]byte(line)) {
-		if strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") || namesCredential(line) != "" {
-			return "REDACTED (not a field line; it may hold a credential)"
-		}
-		return line
-	}
-	name, value, ok := strings.Cut(line, ":")
-	if !ok {
-		return line
-	}
-	h := textproto.MIMEHeader{textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)): {strings.TrimSpace(value)}}
-	RedactCredentials(h)
-	for _, vs := range h {
-		if vs[0] != strings.TrimSpace(value) {
-			return name + ": " + vs[0]
-		}
-	}
-	return line
-}
-
-// bearerProtocol starts the WebSocket subprotocol that carries a bearer
-// token to kube-apiserver (base64url-encoded after it), for clients that
-// cannot set Authorization on a WebSocket, such as browsers.
-const bearerProtocol = "base64url.bearer.authorization.k8s.io."
-
-// RedactCredentials replaces the values of credential header fields of a
-// request or a response with "REDACTED" (keeping the scheme word of
-// Authorization when it is a known one: Bearer, Basic, Digest, Negotiate),
-// and the token of a bearer WebSocket subprotocol in Sec-WebSocket-Protocol
-// (its other protocols kept).
-func RedactCredentials(h textproto.MIMEHeader) {
-	for _, f := range credentialFields {
-		vs := h[f]
-		for i, v := range vs {
-			scheme, _, found := strings.Cut(v, " ")
-			if found && (f == "Authorization" || f == "Proxy-Authorization") && knownScheme(scheme) {
-				vs[i] = scheme + " REDACTED"
-			} else {
-				vs[i] = "REDACTED"
-			}
-		}
-	}
-	vs := h["Sec-Websocket-Protocol"]
-	for i, v := range vs {
-		protos := strings.Split(v, ",")
-		for j, p := range protos {
-			if t := strings.TrimSpace(p); len(t) >= len(bearerProtocol) && strings.EqualFold(t[:len(bearerProtocol)], bearerProtocol) {
-				protos[j] = strings.Replace(p, t, t[:len(bearerProtocol)]+"REDACTED", 1)
-			}
-		}
-		vs[i] = strings.Join(protos, ",")
-	}
 }

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // pipelineTimeout bounds one fuzz input: far more than any input of the
@@ -37,11 +38,11 @@ func FuzzPipeline(f *testing.F) {
 			// left reserved from a budget are not.
 			budget := event.NewBudget(0)
 			_, _ = pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz",
-				HTTP: httpconn.Options{Budget: budget}}, discard)
+				HTTP: wire.Options{Limits: exchange.Limits{Budget: budget}}}, discard)
 			small := event.NewBudget(300)
 			_, _ = pcap.Read(context.Background(), bytes.NewReader(data), pcap.Options{Name: "fuzz",
 				MaxConnections: 2, MaxBufferedPerConn: 4, MaxBufferedTotal: 6, MaxFeed: 7,
-				HTTP: httpconn.Options{Budget: small}}, discard)
+				HTTP: wire.Options{Limits: exchange.Limits{Budget: small}}}, discard)
 			var err error
 			if h, hs := budget.Held(), small.Held(); h != 0 || hs != 0 {
 				err = fmt.Errorf("%d and %d bytes still reserved from the budgets after the capture ended", h, hs)

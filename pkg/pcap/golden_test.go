@@ -15,12 +15,13 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/health"
-	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -69,7 +70,7 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	budget := event.NewBudget(0)
 	// A 1 MiB bound per gzip member, so that gen-gzip-bomb's 16 MiB
 	// member is cut off quickly.
-	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: httpconn.Options{Budget: budget, MaxInflatedBytes: 1 << 20}, Keys: keysFor(t, name)}
+	opt := pcap.Options{Name: name, MaxFeed: maxFeed, HTTP: wire.Options{Limits: exchange.Limits{Budget: budget, MaxInflatedBytes: 1 << 20}}, Keys: keysFor(t, name)}
 	if _, err := pcap.Read(context.Background(), src, opt, sink); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

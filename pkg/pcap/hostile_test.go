@@ -13,9 +13,10 @@ import (
 	"github.com/kwatch/kwatch/internal/pcapgen"
 	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // probing returns sink, and has probe called on pcap.Read's decoder
@@ -418,7 +419,7 @@ func TestBudgetManyLargeEvents(t *testing.T) {
 	budget := event.NewBudget(budgetBytes)
 	col := newCollector()
 	peak := testutil.HeapPeak(func(probe func()) {
-		opt := pcap.Options{Name: "budget.pcap", HTTP: httpconn.Options{Budget: budget}}
+		opt := pcap.Options{Name: "budget.pcap", HTTP: wire.Options{Limits: exchange.Limits{Budget: budget}}}
 		if _, err := pcap.Read(context.Background(), bytes.NewReader(capture), opt, probing(t, col, probe)); err != nil {
 			t.Fatal(err)
 		}

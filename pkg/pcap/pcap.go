@@ -16,11 +16,10 @@ import (
 	"github.com/gopacket/gopacket/reassembly"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/h2conn"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
-	"github.com/kwatch/kwatch/pkg/tlsconn"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // Defaults of Options.
@@ -41,7 +40,7 @@ const (
 	// capture of 100k half-open connections (a SYN flood, a port scan)
 	// stays under 50 MiB; past the bound the connections idle the
 	// longest are dropped, and that is reported. (What one connection
-	// may buffer is bounded apart: httpconn.Options, MaxBufferedPerConn.)
+	// may buffer is bounded apart: wire.Options, MaxBufferedPerConn.)
 	DefaultMaxConnections = 10000
 	// maxTruncatedReports bounds how many snaplen-cut packets are reported
 	// one by one; the rest are counted in the summary.
@@ -59,7 +58,7 @@ type Options struct {
 	// HTTP tunes the HTTP/1.1 decoding of each connection. Its Budget is
 	// shared by all connections; Read makes one of event.DefaultBudgetBytes
 	// when it is nil.
-	HTTP httpconn.Options
+	HTTP wire.Options
 	// MaxFeed, when not 0, hands reassembled bytes to HTTP decoding in
 	// pieces of at most MaxFeed bytes. Output must not depend on it; tests
 	// use 1 to prove that.
@@ -159,11 +158,11 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	wg.Go(func() { dec.out.run(sink) })
 	// A capture may begin while a watch is already open.
 	rd.httpOpt.MidStream = true
-	rd.httpOpt.HTTP2 = h2conn.Factory(rd.httpOpt)
 	// Secrets may come later than a connection needs them from a key log
 	// file still being written or a pcapng block further on.
-	noWait := src.secrets == nil && !opt.WaitForKeys
-	rd.httpOpt.TLS = tlsconn.Factory(opt.Keys, noWait, rd.httpOpt)
+	rd.httpOpt.Keys = opt.Keys
+	rd.httpOpt.NoWait = src.secrets == nil && !opt.WaitForKeys
+	rd.board = wire.NewBoard(rd.httpOpt)
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
 	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn
@@ -312,12 +311,14 @@ func packetOf(ci gopacket.CaptureInfo) int64 {
 // StreamFactory, and queues what the connections deliver for the decoder.
 type reader struct {
 	opt     Options
-	httpOpt httpconn.Options
-	q       *opQueue
-	dec     *decoder // the HTTP decoders' sink
-	stats   *Stats
-	now     time.Time
-	nconn   int // connections that carried bytes: their IDs (#1, #2, …)
+	httpOpt wire.Options
+	// board makes every connection, with httpOpt.
+	board *wire.Board
+	q     *opQueue
+	dec   *decoder // the HTTP decoders' sink
+	stats *Stats
+	now   time.Time
+	nconn int // connections that carried bytes: their IDs (#1, #2, …)
 	// tcpConns counts every TCP connection seen, also those that carried
 	// no byte (a handshake and its close, a refused SYN) (stream.count).
 	tcpConns int

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // Read runs on three goroutines, one stage each, so that two cores share
@@ -56,8 +57,8 @@ const (
 type op struct {
 	kind   opKind
 	client bool // the client's direction (opData, opGap, opClose)
-	how    httpconn.Ending
-	hc     *httpconn.Conn
+	how    exchange.Ending
+	hc     *wire.Conn
 	// data is arena[from:to] of the op's batch (opData).
 	from, to int
 	n        int64 // bytes lost (opGap)
@@ -145,7 +146,7 @@ func (q *opQueue) add(o op) {
 // addData queues bytes of one direction, copied (gopacket reuses its
 // pages once the reassembly callback returns), in pieces of at most
 // opBatchBytes and, when not 0, maxFeed bytes.
-func (q *opQueue) addData(hc *httpconn.Conn, client bool, p []byte, t time.Time, packet int64) {
+func (q *opQueue) addData(hc *wire.Conn, client bool, p []byte, t time.Time, packet int64) {
 	if q.holding {
 		from := len(q.heldData)
 		q.heldData = append(q.heldData, p...)
@@ -304,7 +305,7 @@ func (d *decoder) locate(p *record.Problem) {
 			p.Packet = d.gap.packet
 		}
 	}
-	if d.gap.snap && p.Kind == httpconn.KindMissing {
+	if d.gap.snap && p.Kind == exchange.KindMissing {
 		p.Hint = "packets of this connection were cut short by the snaplen; capture with -s 0"
 	}
 }

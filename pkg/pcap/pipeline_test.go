@@ -16,7 +16,7 @@ import (
 
 	"github.com/kwatch/kwatch/internal/pcapgen"
 	"github.com/kwatch/kwatch/internal/testutil"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -246,7 +246,7 @@ func TestFlushedConnectionsInOrder(t *testing.T) {
 		p := printer.NewJSON(&out, printer.Options{})
 		var gaps []int
 		sink := record.SinkFunc(func(r record.Record) {
-			if pr, ok := r.(*record.Problem); ok && pr.Kind == httpconn.KindMissing && pr.Conn != nil {
+			if pr, ok := r.(*record.Problem); ok && pr.Kind == exchange.KindMissing && pr.Conn != nil {
 				gaps = append(gaps, pr.Conn.ID)
 			}
 			p.Emit(r)

@@ -9,8 +9,9 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/reassembly"
 
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // stream is one TCP connection (reassembly.Stream).
@@ -20,7 +21,7 @@ type stream struct {
 	clientDir reassembly.TCPFlowDirection
 	known     bool // clientDir is decided
 	rec       *record.Conn
-	hc        *httpconn.Conn
+	hc        *wire.Conn
 	half      [2]halfState // by gopacket direction
 	sawSYN    bool         // a SYN was captured (either direction)
 	noStart   bool         // reported that the connection began before the capture
@@ -357,7 +358,7 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
 	// Connections are numbered in the order they first carried data.
 	s.rd.nconn++
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
-	s.hc = httpconn.New(s.rec, s.rd.dec, s.rd.httpOpt)
+	s.hc = s.rd.board.Conn(s.rec, s.rd.dec)
 }
 
 func portOf(b []byte) uint16 {
@@ -470,21 +471,21 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 	if h.fin && h.finKnown && !h.rst && h.finAt > h.delivered {
 		s.gap(dir, h.finAt-h.delivered, h.finCI)
 	}
-	how := httpconn.EndFIN
+	how := exchange.EndFIN
 	switch {
 	case s.dropped():
-		how = httpconn.EndDropped
+		how = exchange.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
-		how = httpconn.EndRST
+		how = exchange.EndRST
 		ci.Timestamp = s.resetTime()
 	case s.known && dir != s.clientDir && s.finFirstSet && s.finFirst == s.clientDir:
 		// The client closed first: it gave the exchange up (a watch it
 		// stopped), whether or not the server's FIN followed.
-		how = httpconn.EndClient
+		how = exchange.EndClient
 	case !h.fin && s.rd.ending:
-		how = httpconn.EndCapture
+		how = exchange.EndCapture
 	}
-	if how != httpconn.EndRST && how != httpconn.EndDropped && h.fin && !h.finTime.IsZero() {
+	if how != exchange.EndRST && how != exchange.EndDropped && h.fin && !h.finTime.IsZero() {
 		// Dated by the FIN, also when reassembly delivers it later (a
 		// gap before it, the end of the capture).
 		ci.Timestamp = h.finTime

@@ -19,13 +19,14 @@ import (
 	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/health"
-	"github.com/kwatch/kwatch/pkg/httpconn"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/report"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // capture decodes a capture from testdata (real watches recorded on the
@@ -44,7 +45,7 @@ func capture(t *testing.T, name string, withDiff bool) (page string, lines []map
 		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}
 	// TLS captures carry their keys in the pcapng file.
-	opt := pcap.Options{Name: name, Keys: keylog.New(), HTTP: httpconn.Options{Budget: event.NewBudget(0)}}
+	opt := pcap.Options{Name: name, Keys: keylog.New(), HTTP: wire.Options{Limits: exchange.Limits{Budget: event.NewBudget(0)}}}
 	if _, err := pcap.Read(context.Background(), bytes.NewReader(data), opt, sink); err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,10 @@
 // with the connection's secrets derives the record keys (TLS 1.3 key
 // schedule from the logged traffic secrets, RFC 8446 §7; TLS 1.2 key block
 // from the master secret, RFC 5246 §6.3), follows KeyUpdate (RFC 8446
-// §4.6.3), and hands the decrypted application data to an HTTP follower:
-// pkg/h2conn when ALPN chose h2, else pkg/httpconn (which still recognises
-// HTTP/2 by its connection preface when the ALPN answer stayed encrypted).
+// §4.6.3), and hands the decrypted application data, with the server's
+// ALPN choice, to the follower Options.Inner makes (pkg/wire decides there
+// whether the decrypted bytes are HTTP/2 or HTTP/1.1): it knows no
+// protocol inside TLS.
 //
 // No Go library decrypts a captured TLS session (crypto/tls only takes part
 // in one), so the record layer is read here; every cipher, AEAD and KDF is
@@ -21,8 +22,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/h2conn"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/tlsrec"
@@ -69,25 +69,30 @@ type Options struct {
 	// Keys holds the secrets; a Conn looks its connection up by the
 	// ClientHello's random. Never nil.
 	Keys *keylog.Log
-	// HTTP tunes the HTTP/1.1 and HTTP/2 followers of the decrypted bytes
-	// (its TLS field is not used: TLS inside TLS is not followed).
-	HTTP httpconn.Options
 	// NoWait says that no secrets can come later than they are looked
 	// for (no key log file that may grow, no pcapng blocks to come): a
 	// connection without them is given up at once, not held up to 64 KiB
 	// a direction in case they come.
 	NoWait bool
+	// Budget, if set, bounds the record bytes held while they wait for
+	// keys or for the rest of a record, shared with other connections.
+	Budget *event.Budget
+	// Locate, if set, completes every Problem with where its bytes came
+	// from (capture file and packet number).
+	Locate func(*record.Problem)
+	// Inner makes the follower of the decrypted bytes, at the first
+	// application data (RFC 8446 §5.2, RFC 5246 §6.2.1): alpn is the
+	// protocol the server chose ("" when not seen, as when TLS 1.3's
+	// EncryptedExtensions could not be read); server and first say which
+	// direction sent the first decrypted bytes and what they are (maybe
+	// none). It must call decrypted, which emits the connection's note
+	// that it is decrypted, once: after marking the connection's record
+	// (record.Conn.HTTP2; records never change once emitted) and before
+	// emitting anything of its own. Never nil.
+	Inner func(alpn string, server bool, first []byte, t time.Time, decrypted func()) exchange.Follower
 }
 
-// Factory returns the httpconn.Options.TLS function that follows a TLS
-// connection with secrets from keys, handing decrypted bytes to followers
-// tuned by opt; noWait is Options.NoWait.
-func Factory(keys *keylog.Log, noWait bool, opt httpconn.Options) func(rec *record.Conn, sink record.Sink) httpconn.Follower {
-	o := Options{Keys: keys, HTTP: opt, NoWait: noWait}
-	return func(rec *record.Conn, sink record.Sink) httpconn.Follower { return New(rec, sink, o) }
-}
-
-// Conn follows one TLS connection. It implements httpconn.Follower: feed it
+// Conn follows one TLS connection. It implements exchange.Follower: feed it
 // both directions' bytes in any split, and their gaps and ends.
 type Conn struct {
 	rec  *record.Conn
@@ -102,13 +107,12 @@ type Conn struct {
 	tls13   bool
 	secrets *keylog.Secrets
 	alpn    string // the server's ALPN choice, once known
-	// innerOpt tunes the follower of the decrypted bytes; inner is it,
-	// made at the first application data.
-	innerOpt httpconn.Options
-	inner    httpconn.Follower
-	noted    bool // the connection's TLS note was emitted
-	gaveUp   bool // the connection cannot be decrypted: said once
-	unsup    bool // the cipher suite is one kwatch does not decrypt
+	// inner is the follower of the decrypted bytes, made at the first
+	// application data (Options.Inner).
+	inner  exchange.Follower
+	noted  bool // the connection's TLS note was emitted
+	gaveUp bool // the connection cannot be decrypted: said once
+	unsup  bool // the cipher suite is one kwatch does not decrypt
 	// helloErr describes a hello that could not be read.
 	helloErr string
 	// waitSince is when a record first waited for keys.
@@ -123,21 +127,6 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 	c := &Conn{rec: rec, sink: sink, opt: opt}
 	c.cl = &half{c: c}
 	c.sv = &half{c: c, server: true}
-	in := opt.HTTP
-	in.TLS = nil
-	in.MidStream = false
-	outer := opt.HTTP.Locate
-	in.Locate = func(p *record.Problem) {
-		// Offsets of the decrypted bytes, not of the TCP stream.
-		if p.Where != "" {
-			p.Where = "decrypted " + p.Where
-		}
-		if outer != nil {
-			outer(p)
-		}
-	}
-	in.HTTP2 = h2conn.Factory(in)
-	c.innerOpt = in
 	return c
 }
 
@@ -229,10 +218,10 @@ func (c *Conn) ClientGap(n int64, t time.Time) { c.gap(c.cl, n, t) }
 func (c *Conn) ServerGap(n int64, t time.Time) { c.gap(c.sv, n, t) }
 
 // CloseClient ends the client's byte stream.
-func (c *Conn) CloseClient(how httpconn.Ending, t time.Time) { c.close(c.cl, how, t) }
+func (c *Conn) CloseClient(how exchange.Ending, t time.Time) { c.close(c.cl, how, t) }
 
 // CloseServer ends the server's byte stream.
-func (c *Conn) CloseServer(how httpconn.Ending, t time.Time) { c.close(c.sv, how, t) }
+func (c *Conn) CloseServer(how exchange.Ending, t time.Time) { c.close(c.sv, how, t) }
 
 func (c *Conn) data(h *half, p []byte, t time.Time) {
 	c.last = t
@@ -310,7 +299,7 @@ func (c *Conn) hold(h *half) {
 		c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys", len(h.buf)))
 		return
 	}
-	if !c.opt.HTTP.Budget.Reserve(want - h.reserved) {
+	if !c.opt.Budget.Reserve(want - h.reserved) {
 		if waiting {
 			c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys, and the buffers of all connections are full", len(h.buf)))
 			return
@@ -329,7 +318,7 @@ func (c *Conn) hold(h *half) {
 const unreservedBytes = 4 << 10
 
 func (h *half) release() {
-	h.c.opt.HTTP.Budget.Release(h.reserved)
+	h.c.opt.Budget.Release(h.reserved)
 	h.reserved = 0
 }
 
@@ -341,7 +330,7 @@ func (h *half) drop(n int) {
 		h.buf = nil
 	}
 	if want := max(0, int64(len(h.buf))-unreservedBytes); want < h.reserved {
-		h.c.opt.HTTP.Budget.Release(h.reserved - want)
+		h.c.opt.Budget.Release(h.reserved - want)
 		h.reserved = want
 	}
 }
@@ -873,30 +862,12 @@ func alertName(d byte) string {
 	return "see RFC 8446 §6"
 }
 
-// deliver hands decrypted application data to the HTTP follower, made at
-// the first: HTTP/2 when ALPN chose h2, else HTTP/1.1 (which turns to
-// HTTP/2 at a connection preface).
+// deliver hands decrypted application data to the follower of the
+// decrypted bytes, made at the first by Options.Inner (pkg/wire decides it
+// again from the ALPN choice or the bytes).
 func (c *Conn) deliver(h *half, p []byte, t time.Time) {
 	if c.inner == nil {
-		// HTTP/2 by ALPN, or by its preface when ALPN stayed encrypted
-		// (TLS 1.3 without the handshake secrets): marked before the
-		// first record about the connection, which never changes after.
-		preface := !h.server && bytes.HasPrefix(p, []byte(h2conn.ClientPreface[:len("PRI * HTTP/2")]))
-		h2 := c.alpn == "h2" || preface
-		if h2 {
-			c.rec.HTTP2 = true
-		}
-		c.noteDecrypted(t)
-		if h2 {
-			c.inner = c.innerOpt.HTTP2(c.rec, c.sink)
-			how := "ALPN h2"
-			if c.alpn != "h2" {
-				how = "the client's connection preface"
-			}
-			c.note(t, "h2", "HTTP/2 ("+how+")")
-		} else {
-			c.inner = httpconn.New(c.rec, c.sink, c.innerOpt)
-		}
+		c.inner = c.opt.Inner(c.alpn, h.server, p, t, func() { c.noteDecrypted(t) })
 	}
 	if h.lost > 0 {
 		// What the follower lost is the plaintext of the records lost:
@@ -1034,8 +1005,8 @@ func (c *Conn) problem(h *half, off int64, t time.Time, kind, detail, hint strin
 	if off < 0 {
 		p.Where, p.Direction = "", ""
 	}
-	if c.opt.HTTP.Locate != nil {
-		c.opt.HTTP.Locate(p)
+	if c.opt.Locate != nil {
+		c.opt.Locate(p)
 	}
 	c.sink.Emit(p)
 }
@@ -1169,7 +1140,7 @@ func (c *Conn) resyncBounded(h *half, t time.Time) bool {
 	return false
 }
 
-func (c *Conn) close(h *half, how httpconn.Ending, t time.Time) {
+func (c *Conn) close(h *half, how exchange.Ending, t time.Time) {
 	c.last = t
 	if h.closed {
 		return

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kwatch/kwatch/internal/testcert"
 	"github.com/kwatch/kwatch/internal/testutil"
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -168,11 +168,11 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 // writes of step bytes (0: whole), and returns its records as text.
 func follow(t testing.TB, keys *keylog.Log, cl, sv []byte, step int) []string {
 	sink, out := testutil.RecordLines(t)
-	c := New(&record.Conn{ID: 1}, sink, Options{Keys: keys})
+	c := newConn(&record.Conn{ID: 1}, sink, Options{Keys: keys})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	testutil.Feed([]testutil.Piece{{Client: true, P: cl}, {P: sv}}, step, t0, c.ClientData, c.ServerData)
-	c.CloseServer(httpconn.EndFIN, t0)
-	c.CloseClient(httpconn.EndFIN, t0)
+	c.CloseServer(exchange.EndFIN, t0)
+	c.CloseClient(exchange.EndFIN, t0)
 	return *out
 }
 

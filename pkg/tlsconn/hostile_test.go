@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -40,14 +40,14 @@ func followGap(t *testing.T, keys *keylog.Log, cl, sv []byte, from, to int) []st
 			out = append(out, "note "+v.Kind+": "+v.Message)
 		}
 	})
-	c := New(&record.Conn{ID: 1}, sink, Options{Keys: keys})
+	c := newConn(&record.Conn{ID: 1}, sink, Options{Keys: keys})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c.ClientData(cl, t0)
 	c.ServerData(sv[:from], t0)
 	c.ServerGap(int64(to-from), t0)
 	c.ServerData(sv[to:], t0)
-	c.CloseServer(httpconn.EndFIN, t0)
-	c.CloseClient(httpconn.EndFIN, t0)
+	c.CloseServer(exchange.EndFIN, t0)
+	c.CloseClient(exchange.EndFIN, t0)
 	return out
 }
 
@@ -86,7 +86,7 @@ func TestGaps(t *testing.T) {
 			if n := strings.Count(text, "event ADDED"); n != 12-c.lost {
 				t.Errorf("%s, %s: %d events, want %d:\n%s", v.name, c.what, n, 12-c.lost, text)
 			}
-			if !strings.Contains(text, "problem "+httpconn.KindMissing) {
+			if !strings.Contains(text, "problem "+exchange.KindMissing) {
 				t.Errorf("%s, %s: the loss is not reported:\n%s", v.name, c.what, text)
 			}
 			if strings.Contains(text, "does not authenticate") || strings.Contains(text, "TLS record framing lost") {
@@ -137,7 +137,7 @@ func TestNoKeys(t *testing.T) {
 	}
 
 	// Waiting for keys that never come is bounded.
-	c := New(&record.Conn{ID: 1}, record.SinkFunc(func(record.Record) {}), Options{Keys: other})
+	c := newConn(&record.Conn{ID: 1}, record.SinkFunc(func(record.Record) {}), Options{Keys: other})
 	t0 := time.Now()
 	c.ClientData(cl, t0)
 	c.ServerData(sv, t0)
@@ -162,25 +162,25 @@ func TestHostileRecords(t *testing.T) {
 		}
 	})
 	t0 := time.Now()
-	c := New(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
+	c := newConn(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
 	c.ServerData([]byte{23, 3, 3, 0xff, 0xff}, t0) // 65535 bytes: over 2^14 + 2048
-	c.CloseServer(httpconn.EndFIN, t0)
-	c.CloseClient(httpconn.EndFIN, t0)
+	c.CloseServer(exchange.EndFIN, t0)
+	c.CloseClient(exchange.EndFIN, t0)
 	if len(problems) != 1 || !strings.HasPrefix(problems[0], "not a TLS record: record header 17 03 03 ff ff") {
 		t.Errorf("problems %q", problems)
 	}
 	notes, problems = nil, nil
-	c = New(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
+	c = newConn(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
 	c.ServerData(append([]byte{23, 3, 3, 0, 20}, make([]byte, 20)...), t0)
-	c.CloseServer(httpconn.EndFIN, t0)
-	c.CloseClient(httpconn.EndFIN, t0)
+	c.CloseServer(exchange.EndFIN, t0)
+	c.CloseClient(exchange.EndFIN, t0)
 	if len(notes) != 1 || !strings.Contains(notes[0], "after the handshake, which the capture missed") || len(problems) != 0 {
 		t.Errorf("notes %q problems %q", notes, problems)
 	}
 	// A ClientHello that claims 16 MiB: skipped as it passes, the rest of
 	// the direction still read.
 	notes, problems = nil, nil
-	c = New(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
+	c = newConn(&record.Conn{ID: 1}, sink, Options{Keys: keylog.New()})
 	msg := append([]byte{1, 0xff, 0xff, 0xff}, make([]byte, 1000)...)
 	c.ClientData(append([]byte{22, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...), t0)
 	if len(c.cl.hs.body) != 0 {
@@ -248,7 +248,7 @@ func TestHandshakeGap(t *testing.T) {
 	if n := strings.Count(text, "event ADDED"); n != 5 {
 		t.Errorf("%d events, want 5:\n%s", n, text)
 	}
-	if !strings.Contains(text, "problem bytes lost in the TLS handshake") || strings.Contains(text, httpconn.KindMissing) ||
+	if !strings.Contains(text, "problem bytes lost in the TLS handshake") || strings.Contains(text, exchange.KindMissing) ||
 		strings.Contains(text, "does not authenticate") {
 		t.Errorf("the handshake's loss:\n%s", text)
 	}
@@ -266,7 +266,7 @@ func TestResyncBounded(t *testing.T) {
 	cut := offs[len(offs)-3] + 2 // inside a header: the framing is lost
 	junk := bytes.Repeat([]byte{23, 3, 3, 0, 17}, 256<<10/5)
 	var problems []string
-	c := New(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
+	c := newConn(&record.Conn{ID: 1}, record.SinkFunc(func(r record.Record) {
 		if p, ok := r.(*record.Problem); ok {
 			problems = append(problems, p.Kind)
 		}

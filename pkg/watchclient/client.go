@@ -37,10 +37,9 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kwatch/kwatch/pkg/h2conn"
-	"github.com/kwatch/kwatch/pkg/httpconn"
-	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/pcapwriter"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // DefaultProxyURL is where `kubectl proxy` listens by default.
@@ -67,7 +66,7 @@ type ConnectOptions struct {
 	// answers a watch-list gzip'd), as kubectl's --disable-compression.
 	DisableCompression bool
 	// HTTP tunes the decoding of the tapped bytes.
-	HTTP httpconn.Options
+	HTTP wire.Options
 	// UserAgent is sent with every request (e.g. "kwatch/v0.1.0").
 	UserAgent string
 	// Record, if set, receives the bytes of every tapped connection as
@@ -75,7 +74,7 @@ type ConnectOptions struct {
 	// bytes (credentials masked), or, when it writes pcapng, a TLS
 	// connection's bytes as they travelled with its keys in Decryption
 	// Secrets Blocks.
-	Record *pcap.Writer
+	Record *pcapwriter.Writer
 	// KeyLog, if set, receives the TLS keys of every tapped connection in
 	// the NSS key log format (tls.Config.KeyLogWriter; kwatch stream
 	// --tls-keylog), so that a capture of them can be decrypted.
@@ -111,7 +110,7 @@ type Client struct {
 	apiHTTP *http.Client
 	sink    *lockedSink
 	http2   bool
-	httpOpt httpconn.Options
+	httpOpt wire.Options
 	// watchNos numbers the watches started (ConnectOptions.WatchNumbers).
 	watchNos *atomic.Int64
 }
@@ -149,12 +148,7 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	if c.watchNos == nil {
 		c.watchNos = new(atomic.Int64)
 	}
-	if c.httpOpt.HTTP2 == nil {
-		// A tapped connection that turns out to be HTTP/2 (--http2) is
-		// decoded frame by frame.
-		c.httpOpt.HTTP2 = h2conn.Factory(c.httpOpt)
-	}
-	t := &tapper{sink: c.sink, opt: c.httpOpt, rec: opt.Record, http2: opt.HTTP2, keyLog: opt.KeyLog}
+	t := &tapper{sink: c.sink, board: wire.NewBoard(c.httpOpt), rec: opt.Record, http2: opt.HTTP2, keyLog: opt.KeyLog}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if opt.ProxyURL != "" {
 		if opt.HTTP2 {

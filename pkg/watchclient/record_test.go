@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/pcapwriter"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -33,7 +34,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		events(ev("MODIFIED", objs[2]), ev("DELETED", objs[3])),
 	}}
 	var file bytes.Buffer
-	w, err := pcap.NewWriter(&file)
+	w, err := pcapwriter.New(&file)
 	if err != nil {
 		t.Fatal(err)
 	}

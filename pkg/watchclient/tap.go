@@ -17,10 +17,10 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/kwatch/kwatch/pkg/h2conn"
-	"github.com/kwatch/kwatch/pkg/httpconn"
-	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/pcapwriter"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // lockedSink serialises records from several connections (each decoded
@@ -203,7 +203,7 @@ const (
 type tapOp struct {
 	kind tapKind
 	data []byte // tapRead, tapWrite: a copy of the bytes, from tapBuffers
-	how  httpconn.Ending
+	how  exchange.Ending
 	at   time.Time
 }
 
@@ -220,11 +220,11 @@ var tapBuffers = sync.Pool{New: func() any { return new([]byte) }}
 type tapConn struct {
 	net.Conn
 	sink *lockedSink
-	hc   *httpconn.Conn
-	rec  *pcap.ConnWriter // nil unless recording
-	// mask hides the client's credentials from the recording:
-	// httpconn's for HTTP/1.1, h2conn's (HPACK) for HTTP/2.
-	mask     interface{ Mask([]byte) []byte }
+	hc   *wire.Conn
+	rec  *pcapwriter.ConnWriter // nil unless recording
+	// mask hides the client's credentials from the recording: HTTP/1.1's
+	// or HTTP/2's (HPACK).
+	mask     wire.CredentialMask
 	maskLost bool // the mask broke: client bytes recorded as zeros
 
 	qmu    sync.Mutex // orders sends to ops; guards done
@@ -236,9 +236,9 @@ type tapConn struct {
 	decoded chan struct{}
 }
 
-func newTapConn(shown net.Conn, sink *lockedSink, hc *httpconn.Conn) *tapConn {
+func newTapConn(shown net.Conn, sink *lockedSink, hc *wire.Conn, h2 bool) *tapConn {
 	c := &tapConn{Conn: shown, sink: sink, hc: hc, ops: make(chan tapOp, tapQueue), decoded: make(chan struct{}),
-		mask: &httpconn.CredentialMask{}}
+		mask: wire.NewCredentialMask(h2)}
 	sink.qmu.Lock()
 	sink.open[c] = struct{}{}
 	sink.qmu.Unlock()
@@ -300,16 +300,16 @@ func (c *tapConn) Read(p []byte) (int, error) {
 		c.queue(tapOp{kind: tapRead, at: now}, p[:n]) // a copy: net/http reuses p
 	}
 	if err != nil {
-		how := httpconn.EndFIN
+		how := exchange.EndFIN
 		switch {
 		case errors.Is(err, syscall.ECONNRESET):
-			how = httpconn.EndRST
+			how = exchange.EndRST
 		case errors.Is(err, net.ErrClosed):
-			how = httpconn.EndLocal
+			how = exchange.EndLocal
 		case !errors.Is(err, io.EOF):
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				how = httpconn.EndLocal
+				how = exchange.EndLocal
 			}
 		}
 		c.queue(tapOp{kind: tapReadEnd, how: how, at: now}, nil)
@@ -394,7 +394,7 @@ func (c *tapConn) apply(op tapOp) bool {
 		if c.rec != nil {
 			// The recording is meant to be handed around: no token in it.
 			out := c.mask.Mask(op.data)
-			if b, ok := c.mask.(interface{ Broken() bool }); ok && b.Broken() {
+			if c.mask.Broken() {
 				// The mask lost track of HPACK: rather than risk a
 				// credential, the client's bytes are recorded as zeros
 				// from here (the recording's client side stops
@@ -417,9 +417,9 @@ func (c *tapConn) apply(op tapOp) bool {
 		c.hc.CloseClient(op.how, op.at)
 		if c.rec != nil {
 			switch op.how {
-			case httpconn.EndFIN:
+			case exchange.EndFIN:
 				c.rec.FIN(false, op.at) // the server closed; the client's FIN follows in Close
-			case httpconn.EndRST:
+			case exchange.EndRST:
 				c.rec.RST(false, op.at)
 			default:
 				c.rec.FIN(true, op.at) // kwatch closed it
@@ -428,8 +428,8 @@ func (c *tapConn) apply(op tapOp) bool {
 	case tapClose:
 		if !c.closed {
 			c.closed = true
-			c.hc.CloseServer(httpconn.EndLocal, op.at)
-			c.hc.CloseClient(httpconn.EndLocal, op.at)
+			c.hc.CloseServer(exchange.EndLocal, op.at)
+			c.hc.CloseClient(exchange.EndLocal, op.at)
 		}
 		if c.rec != nil {
 			c.rec.FIN(true, op.at) // once; after a server FIN, this is kwatch's answer
@@ -450,8 +450,8 @@ func addrPort(a net.Addr) netip.AddrPort {
 // tapper wraps dialled connections in tapConns.
 type tapper struct {
 	sink   *lockedSink
-	opt    httpconn.Options
-	rec    *pcap.Writer
+	board  *wire.Board // makes the followers of every tapped connection
+	rec    *pcapwriter.Writer
 	http2  bool      // plain connections speak HTTP/2 (kwatch stream --http2)
 	keyLog io.Writer // receives TLS keys (ConnectOptions.KeyLog)
 }
@@ -459,7 +459,7 @@ type tapper struct {
 // wrap taps a connection; h2 says it speaks HTTP/2 (for the recording's
 // credential mask). recorded, when set, is raw's recording already (the
 // TLS bytes as they travelled): the decrypted bytes are then not recorded.
-func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool, recorded *pcap.ConnWriter) net.Conn {
+func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool, recorded *pcapwriter.ConnWriter) net.Conn {
 	t.sink.mu.Lock()
 	t.sink.conns++
 	id := t.sink.conns
@@ -468,10 +468,7 @@ func (t *tapper) wrap(raw net.Conn, shown net.Conn, h2 bool, recorded *pcap.Conn
 	}
 	rec := &record.Conn{ID: id, Client: addrPort(raw.LocalAddr()), Server: addrPort(raw.RemoteAddr())}
 	t.sink.mu.Unlock()
-	tc := newTapConn(shown, t.sink, httpconn.New(rec, held{t.sink}, t.opt))
-	if h2 {
-		tc.mask = &h2conn.CredentialMask{}
-	}
+	tc := newTapConn(shown, t.sink, t.board.Conn(rec, held{t.sink}), h2)
 	if t.rec != nil && recorded == nil {
 		tc.rec = t.rec.Conn(rec.Client, rec.Server, time.Now())
 	}
@@ -499,7 +496,7 @@ func (k keyLogWriter) Write(p []byte) (int, error) {
 // connection's keys up when they read its ServerHello.
 type rawRecorder struct {
 	net.Conn
-	rec *pcap.ConnWriter
+	rec *pcapwriter.ConnWriter
 
 	mu   sync.Mutex
 	held []rawOp // nil once released
@@ -592,7 +589,7 @@ func (t *tapper) tlsDialer(dial dialFunc, base *tls.Config, proto string) dialFu
 			return nil, err
 		}
 		cfg := base.Clone()
-		var recorded *pcap.ConnWriter
+		var recorded *pcapwriter.ConnWriter
 		var rr *rawRecorder
 		conn := raw
 		var keyLogs []io.Writer

@@ -1,4 +1,9 @@
-package pcap
+// Package pcapwriter writes the bytes of live TCP connections as a pcap or
+// pcapng capture file (kwatch stream --record), for kwatch pcap and
+// Wireshark to read as if they had been captured. It holds the file formats
+// only (gopacket's pcapgo writes the blocks); reading and reassembling
+// captures is pkg/pcap's.
+package pcapwriter
 
 import (
 	"fmt"
@@ -35,9 +40,9 @@ type Writer struct {
 	conns int
 }
 
-// NewWriter writes the pcap file header to w and returns a Writer. The
+// New writes the pcap file header to w and returns a Writer. The
 // error is the header's write error.
-func NewWriter(w io.Writer) (*Writer, error) {
+func New(w io.Writer) (*Writer, error) {
 	pw := pcapgo.NewWriter(w)
 	if err := pw.WriteFileHeader(262144, layers.LinkTypeEthernet); err != nil {
 		return nil, err
@@ -45,11 +50,11 @@ func NewWriter(w io.Writer) (*Writer, error) {
 	return &Writer{w: pw, buf: gopacket.NewSerializeBuffer()}, nil
 }
 
-// NewNgWriter writes a pcapng Section Header Block and one Ethernet
+// NewNg writes a pcapng Section Header Block and one Ethernet
 // interface to w (draft-ietf-opsawg-pcapng §4.1, §4.2) and returns a Writer
 // whose file can also hold TLS key logs (Write). Every packet is flushed
 // to w as it is written. The error is the header's write error.
-func NewNgWriter(w io.Writer) (*Writer, error) {
+func NewNg(w io.Writer) (*Writer, error) {
 	nw, err := pcapgo.NewNgWriter(w, layers.LinkTypeEthernet)
 	if err != nil {
 		return nil, err

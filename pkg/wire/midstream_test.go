@@ -1,4 +1,4 @@
-package httpconn_test
+package wire_test
 
 import (
 	"fmt"
@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/wire"
 )
 
 // TestMidStream: a capture that begins inside a watch body (tcpdump started
@@ -34,12 +35,12 @@ func TestMidStream(t *testing.T) {
 			notes = append(notes, v.Kind)
 		}
 	})
-	c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{MidStream: true})
+	c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{MidStream: true})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := 0; i < len(cut); i += 7 {
 		c.ServerData([]byte(cut[i:min(i+7, len(cut))]), now)
 	}
-	c.CloseServer(httpconn.EndFIN, now)
+	c.CloseServer(exchange.EndFIN, now)
 	if strings.Join(got, ",") != "MODIFIED 11,MODIFIED 12,MODIFIED 13" || len(notes) == 0 || notes[0] != "mid-stream" {
 		t.Errorf("events %v, notes %v", got, notes)
 	}
@@ -47,7 +48,7 @@ func TestMidStream(t *testing.T) {
 	// Without MidStream, or with bytes that are not text, it stays a
 	// "not HTTP" note.
 	got, notes = nil, nil
-	c = httpconn.New(&record.Conn{ID: 2}, sink, httpconn.Options{MidStream: true})
+	c = wire.New(&record.Conn{ID: 2}, sink, wire.Options{MidStream: true})
 	c.ServerData([]byte("\x00\x01\x02binary protocol\r\n3\r\nabc\r\n"), now)
 	if len(got) != 0 || len(notes) != 1 || notes[0] != "not-http" {
 		t.Errorf("binary: events %v, notes %v", got, notes)
@@ -76,12 +77,12 @@ func TestTLSNotes(t *testing.T) {
 				notes = append(notes, n.Kind+": "+n.Message)
 			}
 		})
-		c := httpconn.New(&record.Conn{ID: 1}, sink, httpconn.Options{})
+		c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{})
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		c.ClientData(tc.client, now)
 		c.ServerData(tc.server, now)
-		c.CloseClient(httpconn.EndFIN, now)
-		c.CloseServer(httpconn.EndFIN, now)
+		c.CloseClient(exchange.EndFIN, now)
+		c.CloseServer(exchange.EndFIN, now)
 		if len(notes) != 1 || !strings.HasPrefix(notes[0], "tls: "+tc.want) {
 			t.Errorf("%s: notes %q, want one starting %q", tc.name, notes, "tls: "+tc.want)
 		}

@@ -1,0 +1,145 @@
+// Package layout holds the test that keeps kwatch's packages in the shape
+// README's Development section draws: one switchboard (pkg/wire), the
+// protocol followers side by side below it, the sources above it, and
+// sinks that decide from typed record fields, not from message text.
+package layout
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kwatch/kwatch/pkg/"
+
+// followers are the protocol followers: each knows its own protocol only.
+var followers = []string{"httpconn", "h2conn", "tlsconn"}
+
+// imports returns the kwatch packages (relative to pkg/) that the non-test
+// files of pkg/name import.
+func imports(t *testing.T, name string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "pkg", name, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("pkg/%s: no Go files (%v)", name, err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range af.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if rest, ok := strings.CutPrefix(p, module); ok && !slices.Contains(out, rest) {
+				out = append(out, rest)
+			}
+		}
+	}
+	return out
+}
+
+func TestImports(t *testing.T) {
+	for _, tc := range []struct {
+		pkg       string
+		forbidden []string
+		required  []string
+	}{
+		{pkg: "exchange", forbidden: append([]string{"wire"}, followers...)},
+		{pkg: "httpconn", forbidden: append([]string{"wire"}, followers...)},
+		{pkg: "h2conn", forbidden: append([]string{"wire"}, followers...)},
+		{pkg: "tlsconn", forbidden: append([]string{"wire"}, followers...)},
+		{pkg: "pcap", forbidden: followers, required: []string{"wire"}},
+		{pkg: "watchclient", forbidden: append([]string{"pcap"}, followers...), required: []string{"wire"}},
+		{pkg: "pcapwriter", forbidden: append([]string{"pcap", "wire"}, followers...)},
+		{pkg: "report", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
+		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
+	} {
+		t.Run(tc.pkg, func(t *testing.T) {
+			got := imports(t, tc.pkg)
+			for _, f := range tc.forbidden {
+				if f != tc.pkg && slices.Contains(got, f) {
+					t.Errorf("pkg/%s imports pkg/%s; it must not (README, Development)", tc.pkg, f)
+				}
+			}
+			for _, r := range tc.required {
+				if !slices.Contains(got, r) {
+					t.Errorf("pkg/%s does not import pkg/%s: its connections must be built through the switchboard", tc.pkg, r)
+				}
+			}
+		})
+	}
+}
+
+// textFields are the record fields that hold words for people (messages,
+// reasons, details): a sink that decides by matching them breaks when the
+// wording changes.
+var textFields = []string{"Message", "Reason", "How", "Detail", "Hint", "BodyText"}
+
+// TestSinksDecideByKind: pkg/report and pkg/health never match record
+// text: no strings.HasPrefix, HasSuffix, Contains, Cut or Index on one of
+// textFields, and no comparison of one with a string literal.
+func TestSinksDecideByKind(t *testing.T) {
+	matchers := []string{"HasPrefix", "HasSuffix", "Contains", "Cut", "Index", "EqualFold"}
+	isText := func(e ast.Expr) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		return ok && slices.Contains(textFields, sel.Sel.Name)
+	}
+	for _, name := range []string{"report", "health"} {
+		files, _ := filepath.Glob(filepath.Join("..", "..", "pkg", name, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fset := token.NewFileSet()
+			af, err := parser.ParseFile(fset, f, src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				switch v := n.(type) {
+				case *ast.CallExpr:
+					sel, ok := v.Fun.(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "strings" && slices.Contains(matchers, sel.Sel.Name) {
+						for _, a := range v.Args {
+							if isText(a) {
+								t.Errorf("%s: strings.%s on a record's text: decide from a typed field", fset.Position(v.Pos()), sel.Sel.Name)
+							}
+						}
+					}
+				case *ast.BinaryExpr:
+					if v.Op != token.EQL && v.Op != token.NEQ {
+						return true
+					}
+					// A test for emptiness (== "") is no match on words.
+					nonEmpty := func(e ast.Expr) bool {
+						l, ok := e.(*ast.BasicLit)
+						return ok && l.Value != `""`
+					}
+					lit1, lit2 := nonEmpty(v.X), nonEmpty(v.Y)
+					if isText(v.X) && lit2 || isText(v.Y) && lit1 {
+						t.Errorf("%s: a record's text compared with a literal: decide from a typed field", fset.Position(v.Pos()))
+					}
+				}
+				return true
+			})
+		}
+	}
+}

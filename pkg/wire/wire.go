@@ -1,0 +1,479 @@
+// Package wire is kwatch's switchboard: given one TCP connection's two byte
+// streams, it decides from their first bytes what the connection carries —
+// TLS records (RFC 8446 §5.1), the HTTP/2 client connection preface (RFC
+// 9113 §3.4), HTTP/1.1 (RFC 9112), or none of these — and hands the bytes
+// to the follower of that protocol: pkg/tlsconn, pkg/h2conn or
+// pkg/httpconn. It takes back what they hand on: an HTTP/1.1 connection
+// upgraded to h2c (RFC 7540 §3.2) and TLS's decrypted bytes, which are
+// decided again (by ALPN, by the preface, or by their first bytes).
+//
+// It is the only package that knows every follower; the sources (pkg/pcap,
+// pkg/watchclient) build every connection through New. A decision never
+// depends on how the first bytes were split: they are held until it can
+// no longer change.
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/h2conn"
+	"github.com/kwatch/kwatch/pkg/httpconn"
+	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/tlsconn"
+	"github.com/kwatch/kwatch/pkg/tlsrec"
+)
+
+// Options tune a Conn and the followers it makes. The zero value follows
+// HTTP/1.1 and HTTP/2 with the default limits, and notes TLS connections
+// without decrypting them.
+type Options struct {
+	exchange.Limits
+	// MidStream takes a server stream that does not start with a status
+	// line as the middle of a chunked JSON watch body (a capture that began
+	// while the watch was open) instead of giving up on it.
+	MidStream bool
+	// HTTP2Frames makes the HTTP/2 follower list every frame in a note
+	// (kwatch --frames, the HTTP/2 counterpart of --wire).
+	HTTP2Frames bool
+	// Keys, if set, makes a connection that carries TLS records followed
+	// by pkg/tlsconn, which decrypts it with these secrets. Unset, such a
+	// connection gets a note of what its hellos show in the clear.
+	Keys *keylog.Log
+	// NoWait is tlsconn.Options.NoWait: no secrets can come later than a
+	// connection looks for them.
+	NoWait bool
+}
+
+// Board holds what every connection of one source shares: the options, and
+// the followers' options made from them once. Make it with NewBoard; its
+// Conn method makes the connections. It is not changed after NewBoard, so
+// connections on several goroutines may share it.
+type Board struct {
+	opt  Options
+	http exchange.Limits
+	h2   h2conn.Options
+	// decrypted is the board of TLS connections' decrypted bytes (no TLS
+	// inside TLS, no capture starting mid-response, problems located in
+	// the decrypted bytes); nil when TLS is not followed.
+	decrypted *Board
+}
+
+// NewBoard returns the Board of connections followed with opt.
+func NewBoard(opt Options) *Board {
+	b := &Board{opt: opt, http: opt.Limits, h2: h2Options(opt)}
+	if opt.Keys != nil {
+		in := opt
+		in.Keys, in.MidStream = nil, false
+		outer := opt.Locate
+		in.Locate = func(p *record.Problem) {
+			// Offsets of the decrypted bytes, not of the TCP stream.
+			if p.Where != "" {
+				p.Where = "decrypted " + p.Where
+			}
+			if outer != nil {
+				outer(p)
+			}
+		}
+		b.decrypted = NewBoard(in)
+	}
+	return b
+}
+
+// h2Options are the HTTP/2 follower's options for opt.
+func h2Options(opt Options) h2conn.Options {
+	return h2conn.Options{Events: opt.Events(), Locate: opt.Locate,
+		MaxHeaderListBytes: opt.MaxHeaderBytes, ListFrames: opt.HTTP2Frames}
+}
+
+// Conn is one TCP connection as the switchboard follows it. Create it with
+// Board.Conn (or New); it implements exchange.Follower: feed it both
+// directions' bytes in any split, their gaps and their ends.
+type Conn struct {
+	rec  *record.Conn
+	sink record.Sink
+	b    *Board
+	// http follows the directions decided to be HTTP/1.1, made when the
+	// first is.
+	http *httpconn.Conn
+	// other follows the whole connection once it was handed over (TLS,
+	// HTTP/2 by preface or by upgrade): every later call goes to it.
+	other          exchange.Follower
+	client, server direction
+	tlsNoted       bool // the connection's one TLS note was emitted
+}
+
+// state is what a direction's bytes are known to be.
+type state uint8
+
+const (
+	// sniffing: the first bytes are held until what they carry is
+	// decided (decided).
+	sniffing state = iota
+	// toHTTP: the direction is HTTP/1.1 and its bytes go to Conn.http.
+	toHTTP
+	// opaque: the direction carries something not decoded (a note said
+	// what); only a TLS hello in the clear is still read, for that note.
+	opaque
+)
+
+// direction is one direction of the connection, before hand-over.
+type direction struct {
+	state  state
+	server bool
+	seen   bool // the first bytes were decided on
+	closed bool
+	held   []byte // first bytes held while sniffing
+	// tls reads what an opaque TLS direction shows in the clear (its
+	// hello), for the connection's note.
+	tls *tlsrec.Sniffer
+}
+
+func (d *direction) name() string {
+	if d.server {
+		return "server"
+	}
+	return "client"
+}
+
+// Conn returns a Conn that reports the records of connection rec to sink.
+func (b *Board) Conn(rec *record.Conn, sink record.Sink) *Conn {
+	c := &Conn{rec: rec, sink: sink, b: b}
+	c.server.server = true
+	return c
+}
+
+// New returns a Conn of its own board: for one connection (a test, a
+// single tap); a source of many connections makes one Board.
+func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
+	return NewBoard(opt).Conn(rec, sink)
+}
+
+// httpConn returns the connection's HTTP/1.1 follower, made at the first
+// call (making it emits nothing).
+func (c *Conn) httpConn() *httpconn.Conn {
+	if c.http == nil {
+		c.http = httpconn.New(c.rec, c.sink, &c.b.http, (*upgrader)(c))
+	}
+	return c.http
+}
+
+// Record returns the connection's identity.
+func (c *Conn) Record() *record.Conn { return c.rec }
+
+// ClientData feeds bytes the client sent, seen at time t.
+func (c *Conn) ClientData(p []byte, t time.Time) {
+	if c.other != nil {
+		c.other.ClientData(p, t)
+		return
+	}
+	c.data(&c.client, p, t)
+}
+
+// ServerData feeds bytes the server sent, seen at time t.
+func (c *Conn) ServerData(p []byte, t time.Time) {
+	if c.other != nil {
+		c.other.ServerData(p, t)
+		return
+	}
+	c.data(&c.server, p, t)
+}
+
+// ClientGap reports n bytes the client sent that were not captured.
+func (c *Conn) ClientGap(n int64, t time.Time) {
+	if c.other != nil {
+		c.other.ClientGap(n, t)
+		return
+	}
+	c.gap(&c.client, n, t)
+}
+
+// ServerGap reports n bytes the server sent that were not captured.
+func (c *Conn) ServerGap(n int64, t time.Time) {
+	if c.other != nil {
+		c.other.ServerGap(n, t)
+		return
+	}
+	c.gap(&c.server, n, t)
+}
+
+// CloseClient ends the client's byte stream.
+func (c *Conn) CloseClient(how exchange.Ending, t time.Time) {
+	if c.other != nil {
+		c.other.CloseClient(how, t)
+		return
+	}
+	c.close(&c.client, how, t)
+}
+
+// CloseServer ends the server's byte stream.
+func (c *Conn) CloseServer(how exchange.Ending, t time.Time) {
+	if c.other != nil {
+		c.other.CloseServer(how, t)
+		return
+	}
+	c.close(&c.server, how, t)
+}
+
+func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
+
+func (c *Conn) note(t time.Time, kind, msg string) {
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: kind, Message: msg})
+}
+
+func (c *Conn) data(d *direction, p []byte, t time.Time) {
+	switch d.state {
+	case toHTTP:
+		c.toHTTP(d, p, t)
+		return
+	case opaque:
+		if d.tls != nil && !d.tls.Done() {
+			d.tls.Write(p)
+			c.noteTLS(t, false)
+		}
+		return
+	}
+	if d.closed || len(p) == 0 {
+		return
+	}
+	// The first bytes may come one at a time (a live read, a small TCP
+	// segment): hold them until the decision cannot change, so that it
+	// does not depend on how the bytes were split.
+	if len(d.held) > 0 || !c.decided(d, p) {
+		d.held = append(d.held, p...)
+		if !c.decided(d, d.held) {
+			return
+		}
+		p, d.held = d.held, nil
+	}
+	c.sniff(d, p, t)
+}
+
+// flush decides on the first bytes held so far, when no more will come
+// before a gap or the end of the stream.
+func (c *Conn) flush(d *direction, t time.Time) {
+	if len(d.held) == 0 {
+		return
+	}
+	p := d.held
+	d.held = nil
+	c.sniff(d, p, t)
+}
+
+func (c *Conn) gap(d *direction, n int64, t time.Time) {
+	c.flush(d, t)
+	if c.other != nil {
+		// Handed over by the bytes just decided on: the gap is not its.
+		return
+	}
+	switch d.state {
+	case opaque:
+		if d.tls != nil && !d.tls.Done() && n > 0 {
+			d.tls.Gap()
+			c.noteTLS(t, false)
+		}
+		return
+	case sniffing:
+		// Bytes lost before any came: HTTP/1.1 says what was lost, and
+		// that the direction cannot be followed after it.
+		d.state = toHTTP
+	}
+	if d.server {
+		c.httpConn().ServerGap(n, t)
+	} else {
+		c.httpConn().ClientGap(n, t)
+	}
+}
+
+func (c *Conn) close(d *direction, how exchange.Ending, t time.Time) {
+	if d.closed {
+		return
+	}
+	c.flush(d, t)
+	d.closed = true
+	if c.other != nil {
+		return // handed over by the bytes just decided on
+	}
+	switch d.state {
+	case opaque:
+		if d.tls != nil {
+			c.noteTLS(t, true)
+		}
+	case toHTTP:
+		if d.server {
+			c.httpConn().CloseServer(how, t)
+		} else {
+			c.httpConn().CloseClient(how, t)
+		}
+	}
+}
+
+// toHTTP feeds bytes of an HTTP/1.1 direction to its follower.
+func (c *Conn) toHTTP(d *direction, p []byte, t time.Time) {
+	if d.server {
+		c.httpConn().ServerData(p, t)
+	} else {
+		c.httpConn().ClientData(p, t)
+	}
+}
+
+// sniffMax is how many first bytes are enough for sniff in every case: a
+// method of up to 21 characters and its space (methodPrefix).
+const sniffMax = 22
+
+// sniffHead is how many first bytes the note about a direction that is not
+// HTTP shows.
+const sniffHead = 8
+
+// h2Preface is the start of the HTTP/2 connection preface (RFC 9113 §3.4).
+const h2Preface = "PRI * HTTP/2"
+
+// decided reports whether sniff's verdict on the first bytes b of d can no
+// longer change when more bytes come, so that the verdict (and the bytes
+// the note shows) does not depend on how the first bytes were split.
+func (c *Conn) decided(d *direction, b []byte) bool {
+	switch {
+	case len(b) >= sniffMax:
+		return true
+	case len(b) < 3 && b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03):
+		return false // may be a TLS record header
+	case tlsrec.IsRecord(b):
+		return true
+	case bytes.HasPrefix(b, []byte(h2Preface)):
+		return true
+	case bytes.HasPrefix([]byte(h2Preface), b):
+		return false
+	}
+	if d.server {
+		if looksLike(b, "HTTP/") {
+			return len(b) >= len("HTTP/")
+		}
+		if !c.client.seen && len(b) >= 4 && b[3] == 0x4 {
+			// May be an HTTP/2 server's SETTINGS, ahead of the client's
+			// preface in the capture: hold it (up to 64 KiB) until the
+			// client shows.
+			return len(b) >= 64<<10
+		}
+	} else if ok, sure := methodPrefix(b); ok || !sure {
+		return sure
+	}
+	// Not HTTP: decided once the bytes the note shows have come.
+	return len(b) >= sniffHead
+}
+
+// sniff decides from the first bytes p of direction d what the connection
+// carries, and hands them on.
+func (c *Conn) sniff(d *direction, p []byte, t time.Time) {
+	d.seen = true
+	switch {
+	case tlsrec.IsRecord(p) && c.b.opt.Keys != nil:
+		o := &c.b.opt
+		c.other = tlsconn.New(c.rec, c.sink, tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait,
+			Budget: o.Budget, Locate: o.Locate, Inner: c.decrypted})
+		c.handOver(d, p, t)
+		return
+	case tlsrec.IsRecord(p):
+		d.state = opaque
+		d.tls = &tlsrec.Sniffer{}
+		d.tls.Write(p)
+		c.noteTLS(t, false)
+		return
+	case bytes.HasPrefix(p, []byte(h2Preface)) && !d.server:
+		// Marked before anything about the connection is emitted:
+		// records never change once emitted. (A connection upgraded from
+		// HTTP/1.1 has emitted records already and keeps the mark off.)
+		c.rec.HTTP2 = true
+		c.other = h2conn.New(c.rec, c.sink, c.b.h2)
+		c.note(t, "h2", "HTTP/2 (the client's connection preface)")
+		c.handOver(d, p, t)
+		return
+	case bytes.HasPrefix(p, []byte(h2Preface)):
+		d.state = opaque
+		c.note(t, "http2", "HTTP/2 (prior knowledge preface): not decoded; kwatch decodes HTTP/1.1")
+		return
+	case d.server && looksLike(p, "HTTP/"),
+		d.server && c.b.opt.MidStream && isText(head(p, sniffHead*8)) && c.httpConn().StartMidStream(t),
+		!d.server && isMethod(p):
+		d.state = toHTTP
+		c.toHTTP(d, p, t)
+		return
+	}
+	d.state = opaque
+	c.note(t, "not-http", fmt.Sprintf("%s bytes do not start an HTTP/1.1 message (first bytes % x); the capture may start in the middle of the connection",
+		d.name(), head(p, sniffHead)))
+}
+
+// isMethod reports whether p starts with a request method and its space,
+// or is a method cut short by the end of the stream (which counts as one).
+func isMethod(p []byte) bool {
+	ok, _ := methodPrefix(p)
+	return ok
+}
+
+// handOver gives the follower that took the connection over (c.other)
+// direction d's first bytes p, then what the other direction sent that is
+// held undecided.
+func (c *Conn) handOver(d *direction, p []byte, t time.Time) {
+	c.forward(d, p, t)
+	o := &c.server
+	if d.server {
+		o = &c.client
+	}
+	if held := o.held; len(held) > 0 && !o.seen {
+		o.held, o.seen, o.state = nil, true, opaque
+		c.forward(o, held, t)
+	}
+}
+
+// forward hands bytes of direction d to the follower that took the
+// connection over.
+func (c *Conn) forward(d *direction, p []byte, t time.Time) {
+	if d.server {
+		c.other.ServerData(p, t)
+	} else {
+		c.other.ClientData(p, t)
+	}
+}
+
+// upgrader is a Conn as the httpconn.Upgrader of its HTTP/1.1 follower.
+type upgrader Conn
+
+// Upgrade is httpconn.Upgrader's: after a 101 Switching Protocols to h2c,
+// the rest of the connection is HTTP/2, and stream 1 answers req.
+func (u *upgrader) Upgrade(req *record.Request, t time.Time) exchange.Follower {
+	c := (*Conn)(u)
+	h2 := h2conn.New(c.rec, c.sink, c.b.h2)
+	c.other = h2
+	c.note(t, "h2", "101 Switching Protocols to h2c: the rest of the connection is HTTP/2; stream 1 answers the upgrade request")
+	if req != nil {
+		h2.Upgraded(req, t)
+	}
+	return h2
+}
+
+// decrypted is tlsconn.Options.Inner: the follower of a TLS connection's
+// decrypted bytes. HTTP/2 when ALPN chose h2, or when the client's first
+// decrypted bytes are the connection preface (ALPN stayed encrypted: TLS
+// 1.3 without the handshake secrets); else a switchboard of its own that
+// decides from the bytes, as for a connection in the clear (Board's
+// decrypted board).
+func (c *Conn) decrypted(alpn string, server bool, first []byte, t time.Time, noted func()) exchange.Follower {
+	in := c.b.decrypted
+	preface := !server && bytes.HasPrefix(first, []byte(h2Preface))
+	if alpn != "h2" && !preface {
+		noted()
+		return in.Conn(c.rec, c.sink)
+	}
+	c.rec.HTTP2 = true
+	noted()
+	h2 := h2conn.New(c.rec, c.sink, in.h2)
+	how := "ALPN h2"
+	if alpn != "h2" {
+		how = "the client's connection preface"
+	}
+	c.note(t, "h2", "HTTP/2 ("+how+")")
+	return h2
+}
