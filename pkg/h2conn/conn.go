@@ -92,6 +92,9 @@ type Conn struct {
 	last      time.Time
 	pings     map[[8]byte]pingSent
 	goaway    bool
+	// closedByClient: the client closed the connection (EndLocal,
+	// EndClient); the streams it ends are ended by the client.
+	closedByClient bool
 	// What the connection's closing summary counts (healthLine).
 	streamsSeen               int
 	resets, goaways, pingsRTT int
@@ -165,11 +168,17 @@ func (c *Conn) note(t time.Time, msg string) {
 	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Message: msg})
 }
 
+// noteFrame emits a note about one frame of type frame (RFC 9113 §6's
+// name; record.ConnNote.Frame), of stream (0: the connection).
+func (c *Conn) noteFrame(t time.Time, frame string, stream uint32, msg string) {
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Frame: frame, Stream: stream, Message: msg})
+}
+
 // noteStall emits a note of a flow-control stall that lasted d, of the
 // window of stream (0: the connection's), at its end t.
 func (c *Conn) noteStall(t time.Time, d time.Duration, stream uint32, msg string) {
 	c.stall(d)
-	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Stall: d, Stream: stream, Message: msg})
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "h2", Frame: "WINDOW_UPDATE", Stall: d, Stream: stream, Message: msg})
 }
 
 // problem completes p with its connection, time and location, and emits it.
@@ -493,7 +502,7 @@ func (s *side) frame(t time.Time) {
 			st.reset(s, f.ErrCode, t)
 		}
 		s.c.resets++
-		s.c.note(t, fmt.Sprintf("RST_STREAM from the %s: stream %d, %s", s.name(), f.StreamID, f.ErrCode))
+		s.c.noteFrame(t, "RST_STREAM", f.StreamID, fmt.Sprintf("RST_STREAM from the %s: stream %d, %s", s.name(), f.StreamID, f.ErrCode))
 	case *http2.GoAwayFrame:
 		s.c.goaway = true
 		s.c.goaways++
@@ -501,7 +510,7 @@ func (s *side) frame(t time.Time) {
 		if d := f.DebugData(); len(d) > 0 {
 			msg += fmt.Sprintf(" (%q)", exchange.Clip(string(d)))
 		}
-		s.c.note(t, msg)
+		s.c.noteFrame(t, "GOAWAY", 0, msg)
 	case *http2.WindowUpdateFrame:
 		s.windowUpdate(f.StreamID, int64(f.Increment), t)
 	case *http2.PriorityFrame, *http2.UnknownFrame:
@@ -674,7 +683,7 @@ func (s *side) onSettings(f *http2.SettingsFrame, t time.Time) {
 	if len(parts) == 0 {
 		parts = append(parts, "none (defaults)")
 	}
-	s.c.note(t, fmt.Sprintf("SETTINGS from the %s: %s", s.name(), strings.Join(parts, " ")))
+	s.c.noteFrame(t, "SETTINGS", 0, fmt.Sprintf("SETTINGS from the %s: %s", s.name(), strings.Join(parts, " ")))
 }
 
 func settingName(id http2.SettingID) string {
@@ -712,7 +721,7 @@ func (s *side) onPing(f *http2.PingFrame, t time.Time) {
 		}
 		s.c.maxRTT = max(s.c.maxRTT, rtt)
 		s.c.pingsRTT++
-		s.c.note(t, fmt.Sprintf("PING from the %s answered after %s", s.peer().name(), rtt.Round(time.Microsecond)))
+		s.c.noteFrame(t, "PING", 0, fmt.Sprintf("PING from the %s answered after %s", s.peer().name(), rtt.Round(time.Microsecond)))
 	}
 }
 
@@ -817,6 +826,8 @@ func (s *side) close(how exchange.Ending, t time.Time) {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}
 	if s.isServer {
+		// The client ending the connection ends its streams itself.
+		s.c.closedByClient = how == exchange.EndLocal || how == exchange.EndClient
 		how, detail := endText(how)
 		s.c.endStreams(how, detail, false, t)
 		// The connection's summary note comes after its streams' ends.
@@ -865,18 +876,20 @@ const (
 
 // stream is one HTTP/2 stream: an exchange.
 type stream struct {
-	id       uint32
-	req      *record.Request
-	resp     *record.Response
-	ev       *carrier.Body
-	frames   int   // DATA frames of the response
-	dataLen  int64 // their data bytes
-	bytes    int64 // their frame bytes, headers included
-	start    time.Time
-	status   []byte // the body of a response that is not 2xx
-	keep     bool
-	trailers []string
-	ended    bool
+	id uint32
+	// resetByClient: the client ended the stream with RST_STREAM.
+	resetByClient bool
+	req           *record.Request
+	resp          *record.Response
+	ev            *carrier.Body
+	frames        int   // DATA frames of the response
+	dataLen       int64 // their data bytes
+	bytes         int64 // their frame bytes, headers included
+	start         time.Time
+	status        []byte // the body of a response that is not 2xx
+	keep          bool
+	trailers      []string
+	ended         bool
 	// recvWin is the stream's flow-control window as the client [0] and
 	// the server [1] advertised it for what they receive; stall when it
 	// last reached 0.
@@ -1017,7 +1030,7 @@ func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
 		s.c.inferResponse(st, d, t)
 	}
 	length := int64(f.Header().Length)
-	rf := record.Frame{Stream: st.id, Index: st.frames, Length: length, EndStream: f.StreamEnded(), Offset: at}
+	rf := record.Frame{Stream: st.id, Index: st.frames, Length: length, EndStream: f.StreamEnded(), Offset: at, Header: s.hdr}
 	if f.Flags.Has(http2.FlagDataPadded) {
 		rf.Padded = true
 		rf.Padding = length - int64(len(d)) - 1 // the Pad Length field is not padding
@@ -1092,6 +1105,7 @@ func (st *stream) reset(s *side, code http2.ErrCode, t time.Time) {
 	if !s.isServer && st.ev != nil {
 		st.ev.ClosedByClient(false)
 	}
+	st.resetByClient = !s.isServer
 	s.c.endStream(st, "reset by RST_STREAM", fmt.Sprintf("%s from the %s", code, s.name()), false, t)
 }
 
@@ -1111,11 +1125,12 @@ func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time
 			if detail != "" {
 				d = detail + ", " + d
 			}
-			c.emit(&record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: d, Duration: t.Sub(st.start)})
+			c.emit(&record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: d, ByClient: c.closedByClient, Duration: t.Sub(st.start)})
 		}
 		return
 	}
 	e := &record.End{Conn: c.rec, Exchange: int(st.id), Time: t, How: how, Detail: detail, Clean: clean,
+		ByClient: c.closedByClient || st.resetByClient,
 		Trailers: st.trailers, Frames: st.frames, Bytes: st.bytes, Data: st.dataLen, Duration: t.Sub(st.start)}
 	exchange.EndBody(e, st.ev, t)
 	if st.keep {

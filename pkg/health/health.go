@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/record"
@@ -115,17 +114,17 @@ func (t *Tracker) Emit(r record.Record) {
 		// The first watch, after the first LIST or as a watch-list, is no
 		// restart; a watch-list after 410 Gone is a re-list (counted by
 		// the loop) and a restart.
-		if !strings.HasPrefix(v.Reason, "initial") && v.Reason != "after LIST" {
+		if v.Why != record.WhyInitial && v.Why != record.WhyAfterList {
 			t.overall.Restarts++
 			t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason)
-			if strings.HasSuffix(v.Reason, "(watch-list)") {
+			if v.WatchList {
 				t.overall.Relists++ // the current state again, without a LIST
 			}
 		}
 	case *record.List:
 		// Every LIST after the first is a re-list, whatever started it
 		// (the first may follow a refused watch-list).
-		if !strings.HasPrefix(v.Reason, "initial") {
+		if v.Why != record.WhyInitial {
 			t.overall.Relists++
 		}
 	case *record.Summary:

@@ -107,19 +107,19 @@ func TestHealthRelists(t *testing.T) {
 		restarts int
 	}{
 		{"watch-list after 410", []record.Record{
-			&record.WatchStart{Time: t0, Reason: "initial (watch-list)"},
-			&record.WatchStart{Time: t0, Reason: "re-list after 410 Gone (watch-list)"},
+			&record.WatchStart{Time: t0, Reason: "initial (watch-list)", Why: record.WhyInitial, WatchList: true},
+			&record.WatchStart{Time: t0, Reason: "re-list after 410 Gone (watch-list)", Why: record.WhyRelist, WatchList: true},
 		}, 1, 1},
 		{"watch-list refused", []record.Record{
-			&record.WatchStart{Time: t0, Reason: "initial (watch-list)"},
-			&record.List{Time: t0, Reason: "initial (watch-list refused)"},
-			&record.WatchStart{Time: t0, Reason: "after LIST"},
+			&record.WatchStart{Time: t0, Reason: "initial (watch-list)", Why: record.WhyInitial, WatchList: true},
+			&record.List{Time: t0, Reason: "initial (watch-list refused)", Why: record.WhyInitial},
+			&record.WatchStart{Time: t0, Reason: "after LIST", Why: record.WhyAfterList},
 		}, 0, 0},
 		{"LIST after 410", []record.Record{
-			&record.List{Time: t0, Reason: "initial"},
-			&record.WatchStart{Time: t0, Reason: "after LIST"},
-			&record.List{Time: t0, Reason: "re-list after 410 Gone"},
-			&record.WatchStart{Time: t0, Reason: "after LIST"},
+			&record.List{Time: t0, Reason: "initial", Why: record.WhyInitial},
+			&record.WatchStart{Time: t0, Reason: "after LIST", Why: record.WhyAfterList},
+			&record.List{Time: t0, Reason: "re-list after 410 Gone", Why: record.WhyRelist},
+			&record.WatchStart{Time: t0, Reason: "after LIST", Why: record.WhyAfterList},
 		}, 1, 0},
 	} {
 		var overall *record.Health

@@ -15,6 +15,9 @@ import (
 // body follows one message body: its framing, its chunks and, for a watch,
 // its events.
 type body struct {
+	// byClient: the client closed the connection before the body ended
+	// (record.End.ByClient).
+	byClient   bool
 	s          *side
 	resp       *record.Response // nil for a request body
 	exchange   int
@@ -341,11 +344,13 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		desc = "capture ended mid-stream"
 	case exchange.EndLocal:
 		desc, detail = "closed by the client", exchange.ClosedByKwatch
+		b.byClient = true
 		if b.ev != nil {
 			b.ev.ClosedByClient(true)
 		}
 	case exchange.EndClient:
 		desc = "closed by the client"
+		b.byClient = true
 		if b.ev != nil {
 			b.ev.ClosedByClient(false)
 		}
@@ -374,7 +379,7 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	// Problems the framer reports now (an event cut short) happened when
 	// the body ended, not when its last byte came.
 	b.now = t
-	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean,
+	e := &record.End{Conn: b.s.c.rec, Exchange: b.exchange, Time: t, How: how, Detail: b.endDetail, Clean: clean, ByClient: b.byClient,
 		Trailers: b.trailers, LastChunk: b.lastChunk, TrailerEnd: b.trailerEnd, Chunks: b.chunks,
 		Bytes: b.read, Data: b.data, Lost: b.lost + b.discarded(), Duration: t.Sub(b.start), Problems: b.problems, Warnings: b.warnings,
 		ChunkSizes: b.sizes, Request: b.resp == nil}

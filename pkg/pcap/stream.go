@@ -237,7 +237,7 @@ func (s *stream) zeroWindowEnd(t time.Time, until string) {
 			h.zeroSince = time.Time{}
 		}
 		if h.zeroMore > 0 {
-			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp",
+			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: t, Kind: "tcp", Unlisted: h.zeroMore,
 				Message: fmt.Sprintf("TCP zero window: the %s's receive window was at 0 %d more times (not listed)", s.dirName(dir), h.zeroMore)})
 			h.zeroMore = 0
 		}
@@ -582,6 +582,7 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 				s.rd.opt.MaxConnections)
 		case s.half[0].rst || s.half[1].rst:
 			note.Message = "connection reset (RST)"
+			note.Reset = true
 			note.Time = s.resetTime()
 		case s.half[0].fin && s.half[1].fin:
 			note.Message = "connection closed (FIN both ways)"

@@ -185,6 +185,10 @@ type Frame struct {
 	// Offset is the byte offset of the frame header in its direction of
 	// the connection (the client's 24-byte preface counts).
 	Offset int64 `json:"offset"`
+	// Header is the frame header as it came on the wire (RFC 9113 §4.1:
+	// length, type, flags, stream identifier; 9 bytes), for the report's
+	// drawing of the frame.
+	Header [9]byte `json:"-"`
 	// Events, Bytes and Inflated are as for Chunk.
 	Events   int   `json:"events,omitempty"`
 	Bytes    int64 `json:"bytes,omitempty"`
@@ -275,6 +279,10 @@ type End struct {
 	Time     time.Time
 	How      string
 	Detail   string
+	// ByClient is true when the client ended the body before the server
+	// did: it closed the connection (How "closed by the client") or
+	// reset the HTTP/2 stream (RST_STREAM from the client).
+	ByClient bool
 	// Clean is true for a complete body.
 	Clean bool
 	// Trailers are the trailer field lines after the last-chunk.
@@ -344,7 +352,38 @@ type ConnNote struct {
 	// connection's window, or a TCP zero window).
 	Stall  time.Duration
 	Stream uint32
+	// Frame is, for an "h2" note about one frame, its type as RFC 9113 §6
+	// names it: "SETTINGS", "PING" (a round trip), "RST_STREAM" (Stream is
+	// the stream reset), "GOAWAY", or "WINDOW_UPDATE" (the end of a
+	// flow-control stall); "" for other notes.
+	Frame string
+	// Reset is, for a "closed" note, whether the connection was reset
+	// (TCP RST, RFC 9293 §3.10.7.3) rather than closed.
+	Reset bool
+	// Unlisted is, for a note that sums up others not listed one by one
+	// (a TCP zero window N more times), how many; 0 for other notes.
+	Unlisted int
 }
+
+// Why says what kind of reason a LIST or a watch of kwatch stream had.
+type Why string
+
+// The kinds of reason of a LIST or a watch (List.Why, WatchStart.Why).
+const (
+	// WhyInitial: the first LIST or watch of the run (a watch-list that
+	// was refused and listed instead is initial too).
+	WhyInitial Why = "initial"
+	// WhyAfterList: the watch that follows the first LIST.
+	WhyAfterList Why = "after-list"
+	// WhyRelist: the state is fetched again (410 Gone, a watch-list that
+	// ended before its initial state was complete).
+	WhyRelist Why = "re-list"
+	// WhyResume: a watch from the last resourceVersion seen.
+	WhyResume Why = "resume"
+	// WhyFallback: the same watch again, in another format the server
+	// serves (JSON instead of protobuf or CBOR).
+	WhyFallback Why = "fallback"
+)
 
 // When returns the time of the note.
 func (n *ConnNote) When() time.Time { return n.Time }
@@ -466,6 +505,8 @@ type List struct {
 	Duration time.Duration
 	// Reason says why: "initial" or "re-list after 410 Gone".
 	Reason string
+	// Why is Reason's kind: WhyInitial or WhyRelist.
+	Why Why
 	// Objects are the listed objects, when asked for (to show them, and
 	// for --diff, so that the first change of a listed object has a
 	// version to diff with).
@@ -499,6 +540,10 @@ type WatchStart struct {
 	ResourceVersion string
 	// Reason says why this watch was opened: "initial", "resume", "re-list".
 	Reason string
+	// Why is Reason's kind; WatchList is true when the watch itself
+	// brings the current state (sendInitialEvents=true, a watch-list).
+	Why       Why
+	WatchList bool
 	// After is how long the previous watch lasted (for a resume).
 	After time.Duration
 	// Transport says how the bytes travel, e.g. "HTTP/1.1 through kubectl

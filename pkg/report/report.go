@@ -195,6 +195,7 @@ type lane struct {
 	health    *record.Health
 	watchNo   int
 	reason    string
+	why       record.Why // the kind of reason (record.WatchStart.Why)
 	after     time.Duration
 	lastRV    string
 	requestRV string
@@ -385,7 +386,7 @@ func (r *Report) observe(rec record.Record) {
 		l.requestRV = clip(l.query.Get("resourceVersion"), 64)
 		l.ua = clip(header(v.Header, "User-Agent"), maxWhat)
 		if p := r.startOf(v.Target); p != nil {
-			l.watchNo, l.reason, l.after = p.Number, clip(p.Reason, maxWhat), p.After
+			l.watchNo, l.reason, l.why, l.after = p.Number, clip(p.Reason, maxWhat), p.Why, p.After
 		}
 		r.perConn[l.key.conn]++
 		l.onConn = r.perConn[l.key.conn]
@@ -427,13 +428,13 @@ func (r *Report) observe(rec record.Record) {
 		l.endHow = clip(l.endHow, maxWhat)
 		// The client ending its own watch (Ctrl-C, an informer
 		// stopping) is no failure of the stream.
-		l.byClient = strings.HasPrefix(v.How, "closed by the client") || strings.HasSuffix(v.Detail, "from the client")
+		l.byClient = v.ByClient
 	case *record.ConnNote:
 		// Drawn on the lanes of its connection: a connection without
 		// a watch kept has none to be drawn on.
 		r.see(v.Time)
 		ci := r.conns[connID(v.Conn)]
-		kind := noteKind(v.Kind, v.Message)
+		kind := noteKind(v)
 		switch v.Kind {
 		case "tls", "http2", "not-http":
 			r.undecoded++
@@ -451,7 +452,7 @@ func (r *Report) observe(rec record.Record) {
 			ci.closed = clip(v.Message, maxWhat)
 		}
 		n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: clip(v.Message, maxWhat)}
-		if id := streamOf(kind, v.Message); id > 0 {
+		if id := streamOf(kind, v); id > 0 {
 			// A RST_STREAM, or a stall of one stream: that stream's
 			// lane (none: a stream kwatch did not follow).
 			l := r.lanes[laneKey{ci.id, id}]
@@ -509,7 +510,7 @@ func (r *Report) observe(rec record.Record) {
 		if len(r.lists) < r.opt.MaxNotes {
 			r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: clip(v.Reason, maxWhat), dur: v.Duration})
 		}
-		if strings.Contains(v.Reason, "re-list") {
+		if v.Why == record.WhyRelist {
 			// kwatch stream --list-mode list lists again after 410:
 			// drawn on the watch that follows.
 			r.relists++
@@ -572,31 +573,32 @@ func (r *Report) addNote(n note) bool {
 	return true
 }
 
-// noteKind sorts a connection note into what the timeline draws: HTTP/2
-// PING, RST_STREAM, GOAWAY and flow-control stalls, the TCP connection's
-// end. Notes the timeline does not draw (SETTINGS, the preface) give "".
-func noteKind(kind, msg string) string {
-	switch kind {
+// noteKind sorts a connection note into what the timeline draws, by its
+// typed fields: HTTP/2 PING, RST_STREAM, GOAWAY and flow-control stalls, a
+// TCP zero window, the TCP connection's end. Notes the timeline does not
+// draw (SETTINGS, the preface) give "".
+func noteKind(n *record.ConnNote) string {
+	switch n.Kind {
 	case "closed":
-		if strings.HasPrefix(msg, "connection reset") {
+		if n.Reset {
 			return "reset"
 		}
 		return "closed"
 	case "capture-ended":
 		return "capture-ended"
 	case "h2":
-		switch {
-		case strings.HasPrefix(msg, "PING"):
+		switch n.Frame {
+		case "PING":
 			return "ping"
-		case strings.HasPrefix(msg, "RST_STREAM"):
+		case "RST_STREAM":
 			return "rst_stream"
-		case strings.HasPrefix(msg, "GOAWAY"):
+		case "GOAWAY":
 			return "goaway"
-		case strings.HasPrefix(msg, "flow control"):
+		case "WINDOW_UPDATE":
 			return "stall"
 		}
 	case "tcp":
-		if strings.HasPrefix(msg, "TCP zero window") && strings.Contains(msg, "was at 0 for") {
+		if n.Unlisted == 0 {
 			return "stall" // not the count of the stalls not listed
 		}
 	case "tls", "http2", "not-http", "mid-stream", "no-syn":
@@ -606,24 +608,13 @@ func noteKind(kind, msg string) string {
 }
 
 // streamOf returns the stream a RST_STREAM note or a stream's flow-control
-// note names ("RST_STREAM from the server: stream 3, CANCEL", "flow
-// control: stream 5's window …"), 0 for a note of the whole connection.
-func streamOf(kind, msg string) int {
+// note (of kind, from noteKind) is about, 0 for a note of the whole
+// connection.
+func streamOf(kind string, n *record.ConnNote) int {
 	if kind != "rst_stream" && kind != "stall" {
 		return 0
 	}
-	_, rest, ok := strings.Cut(msg, "stream ")
-	if !ok {
-		return 0
-	}
-	n := 0
-	for _, c := range []byte(rest) {
-		if c < '0' || c > '9' || n > 1<<30 {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
+	return int(n.Stream)
 }
 
 func header(h map[string][]string, name string) string {
@@ -768,16 +759,7 @@ func carriers(e *record.Event) []carrier {
 		if len(out) == maxCarriers {
 			continue
 		}
-		var head [9]byte
-		head[0], head[1], head[2] = byte(f.Length>>16), byte(f.Length>>8), byte(f.Length)
-		if f.EndStream {
-			head[4] |= 0x1
-		}
-		if f.Padded {
-			head[4] |= 0x8
-		}
-		head[5], head[6], head[7], head[8] = byte(f.Stream>>24&0x7f), byte(f.Stream>>16), byte(f.Stream>>8), byte(f.Stream)
-		hb := head[:]
+		hb := f.Header[:]
 		if f.Padded {
 			hb = append(hb, byte(f.Padding))
 		}
@@ -787,7 +769,7 @@ func carriers(e *record.Event) []carrier {
 		}
 		b, a := place(f.DataAt, f.Data(), f.Bytes)
 		out = append(out, carrier{Index: f.Index, Stream: f.Stream, Offset: f.Offset, Head: spaced(hex.EncodeToString(hb)),
-			HeadText: fmt.Sprintf("DATA frame: length %d, flags 0x%02x, stream %d", f.Length, head[4], f.Stream),
+			HeadText: fmt.Sprintf("DATA frame: length %d, flags 0x%02x, stream %d", f.Length, f.Header[4], f.Stream),
 			Size:     f.Data(), Before: b, Bytes: f.Bytes, After: a, Tail: tail, Events: f.Events, Inflated: f.Inflated,
 			Padding: f.Padding, End: f.EndStream})
 	}
@@ -902,9 +884,9 @@ func (r *Report) laneLinks() map[int]string {
 // watch, e.g. an informer's after its own LIST).
 func followKind(prev, l *lane) string {
 	switch {
-	case l.relists > prev.relists || strings.Contains(l.reason, "re-list"):
+	case l.relists > prev.relists || l.why == record.WhyRelist:
 		return "re-list"
-	case strings.HasPrefix(l.reason, "resume"):
+	case l.why == record.WhyResume:
 		return "resume"
 	case l.requestRV != "" && l.requestRV != "0" && l.requestRV == prev.lastRV:
 		return "resume"

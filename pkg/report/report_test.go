@@ -172,9 +172,9 @@ func TestFollowKind(t *testing.T) {
 	}{
 		{lane{requestRV: "42"}, "resume"},
 		{lane{requestRV: "0"}, "follows"},
-		{lane{reason: "resume: the connection closed without the last chunk"}, "resume"},
-		{lane{reason: "after LIST", relists: 1}, "re-list"},
-		{lane{reason: "re-list after 410 Gone (watch-list)"}, "re-list"},
+		{lane{reason: "resume: the connection closed without the last chunk", why: record.WhyResume}, "resume"},
+		{lane{reason: "after LIST", why: record.WhyAfterList, relists: 1}, "re-list"},
+		{lane{reason: "re-list after 410 Gone (watch-list)", why: record.WhyRelist}, "re-list"},
 	} {
 		if got := followKind(prev, &c.l); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.l, got, c.want)
@@ -182,20 +182,30 @@ func TestFollowKind(t *testing.T) {
 	}
 }
 
-// TestStreamOf: RST_STREAM and stream stalls go to their stream's lane.
-func TestStreamOf(t *testing.T) {
+// TestNoteKind: the timeline sorts notes by their typed fields, and
+// RST_STREAM and stream stalls go to their stream's lane.
+func TestNoteKind(t *testing.T) {
 	for _, c := range []struct {
-		kind, msg string
-		want      int
+		note   record.ConnNote
+		kind   string
+		stream int
 	}{
-		{"rst_stream", "RST_STREAM from the server: stream 3, INTERNAL_ERROR", 3},
-		{"stall", "flow control: stream 15's window at the client was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +65535", 15},
-		{"stall", "flow control: the client's connection window was at 0 for 2s, holding back the server's DATA; WINDOW_UPDATE +1", 0},
-		{"goaway", "GOAWAY from the server: last stream 3, NO_ERROR", 0},
-		{"stall", "TCP zero window: the client's receive window was at 0 for 2s, holding back the server's bytes (the client did not read them)", 0},
+		{record.ConnNote{Kind: "h2", Frame: "RST_STREAM", Stream: 3, Message: "RST_STREAM from the server: stream 3, INTERNAL_ERROR"}, "rst_stream", 3},
+		{record.ConnNote{Kind: "h2", Frame: "WINDOW_UPDATE", Stall: 2 * time.Second, Stream: 15}, "stall", 15},
+		{record.ConnNote{Kind: "h2", Frame: "WINDOW_UPDATE", Stall: 2 * time.Second}, "stall", 0},
+		{record.ConnNote{Kind: "h2", Frame: "GOAWAY"}, "goaway", 0},
+		{record.ConnNote{Kind: "h2", Frame: "PING"}, "ping", 0},
+		{record.ConnNote{Kind: "h2", Frame: "SETTINGS"}, "", 0},
+		{record.ConnNote{Kind: "h2", Message: "HTTP/2 (the client's connection preface)"}, "", 0},
+		{record.ConnNote{Kind: "tcp", Stall: 2 * time.Second}, "stall", 0},
+		{record.ConnNote{Kind: "tcp", Unlisted: 3}, "", 0},
+		{record.ConnNote{Kind: "closed", Reset: true}, "reset", 0},
+		{record.ConnNote{Kind: "closed"}, "closed", 0},
+		{record.ConnNote{Kind: "not-http"}, "conn", 0},
 	} {
-		if got := streamOf(c.kind, c.msg); got != c.want {
-			t.Errorf("%q: %d, want %d", c.msg, got, c.want)
+		kind := noteKind(&c.note)
+		if got := streamOf(kind, &c.note); kind != c.kind || got != c.stream {
+			t.Errorf("%+v: kind %q, stream %d; want %q, %d", c.note, kind, got, c.kind, c.stream)
 		}
 	}
 }

@@ -177,9 +177,18 @@ type loop struct {
 
 func (l *loop) emit(r record.Record) { l.c.sink.Emit(r) }
 
+// cause is why a LIST or a watch is made: the words shown (record.List's
+// and record.WatchStart's Reason), their kind, and whether the watch is a
+// watch-list (it brings the current state itself).
+type cause struct {
+	text      string
+	why       record.Why
+	watchList bool
+}
+
 func (l *loop) run(ctx context.Context) error {
 	backoff := l.opt.Backoff
-	reason := "initial"
+	reason := cause{text: "initial", why: record.WhyInitial}
 	l.rv = l.opt.ResourceVersion
 	needList := l.opt.Raw == "" && l.rv == ""
 	for ctx.Err() == nil {
@@ -187,10 +196,11 @@ func (l *loop) run(ctx context.Context) error {
 			// The watch itself brings the current state.
 			needList, l.watchList, l.rv = false, true, ""
 			l.collecting = map[string]object{}
-			if !strings.HasPrefix(reason, "initial") {
+			if reason.why != record.WhyInitial {
 				l.stats.Relists++
 			}
-			reason += " (watch-list)"
+			reason.text += " (watch-list)"
+			reason.watchList = true
 		}
 		if needList {
 			if err := l.doList(ctx, reason); err != nil {
@@ -204,7 +214,7 @@ func (l *loop) run(ctx context.Context) error {
 				continue
 			}
 			needList = false
-			reason = "after LIST"
+			reason = cause{text: "after LIST", why: record.WhyAfterList}
 		}
 		watchReason := reason
 		err := l.watchOnce(ctx, reason)
@@ -218,7 +228,7 @@ func (l *loop) run(ctx context.Context) error {
 					l.path(metav1.ListOptions{ResourceVersion: l.rv}), orNone(l.rawRV()))
 			}
 			needList = true
-			reason = "re-list after 410 Gone"
+			reason = cause{text: "re-list after 410 Gone", why: record.WhyRelist}
 			backoff = l.opt.Backoff
 		case l.wasWatchList && (apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)):
 			// A server without streaming lists (or with them off):
@@ -228,7 +238,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "watch-list refused",
 				Detail: fmt.Sprintf("the API server refused a streaming list of %s: %v", l.resourceName(), err),
 				Hint:   "listing, then watching, as client-go falls back; if the LIST is refused too, the request itself is at fault (a selector, a field), not streaming lists"})
-			reason = "initial (watch-list refused)"
+			reason = cause{text: "initial (watch-list refused)", why: record.WhyInitial}
 		case l.opt.Proto && apierrors.IsNotAcceptable(err):
 			// As client-go does for types served only as JSON (custom
 			// resources): ask again for JSON, and say so.
@@ -237,35 +247,35 @@ func (l *loop) run(ctx context.Context) error {
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "protobuf not served",
 				Detail: fmt.Sprintf("%s answered 406 Not Acceptable to %s", l.resourceName(), event.MediaProtobuf),
 				Hint:   "watching as JSON instead, as client-go does (custom resources are served as JSON only)"})
-			reason = "as JSON: protobuf not served"
+			reason = cause{text: "as JSON: protobuf not served", why: record.WhyFallback}
 		case l.opt.CBOR && apierrors.IsNotAcceptable(err):
 			l.opt.CBOR = false
 			l.watchList = l.wasWatchList
 			l.emit(&record.Problem{Time: time.Now(), Offset: -1, Warning: true, Kind: "CBOR not served",
 				Detail: fmt.Sprintf("%s answered 406 Not Acceptable to %s", l.resourceName(), event.MediaCBOR),
 				Hint:   "watching as JSON instead; the API server serves CBOR only with the feature gate CBORServingAndStorage (alpha in 1.37)"})
-			reason = "as JSON: CBOR not served"
+			reason = cause{text: "as JSON: CBOR not served", why: record.WhyFallback}
 		case err != nil:
 			if perr := l.permanent(err, "watch "+l.path(metav1.ListOptions{ResourceVersion: l.rv})); perr != nil {
 				return perr
 			}
 			l.retry(ctx, err, &backoff)
-			reason = "resume after an error"
+			reason = cause{text: "resume after an error", why: record.WhyResume}
 			if l.collecting != nil {
 				// The watch-list failed before its initial state was
 				// complete: get the whole state again, as client-go's
 				// reflector starts a new watch-list.
 				l.collecting, needList = nil, true
-				reason = "re-list: the watch-list failed before its initial state was complete"
-				if strings.HasPrefix(watchReason, "initial") {
-					reason = "initial" // the first state is not yet known: no re-list
+				reason = cause{text: "re-list: the watch-list failed before its initial state was complete", why: record.WhyRelist}
+				if watchReason.why == record.WhyInitial {
+					reason = cause{text: "initial", why: record.WhyInitial} // the first state is not yet known: no re-list
 				}
 			}
 		case l.collecting != nil:
 			// The watch-list ended before its initial state was
 			// complete: what was collected is not the whole state.
 			l.collecting, needList = nil, true
-			reason = "re-list: the watch-list ended before its initial state was complete"
+			reason = cause{text: "re-list: the watch-list ended before its initial state was complete", why: record.WhyRelist}
 			l.retry(ctx, fmt.Errorf("%s before the initial-events-end bookmark", endPhrase(l.lastEnd)), &backoff)
 		default:
 			// How the watch's body ended, as its own decoder saw it.
@@ -285,7 +295,7 @@ func (l *loop) run(ctx context.Context) error {
 			} else {
 				backoff = l.opt.Backoff
 			}
-			reason = "resume: " + how
+			reason = cause{text: "resume: " + how, why: record.WhyResume}
 		}
 	}
 	return l.onlyRetried()
@@ -504,7 +514,7 @@ func (l *loop) list(ctx context.Context, o metav1.ListOptions) (runtime.Object, 
 
 // doList lists through the ListWatch and, on a re-list, reports what
 // changed since the state the watch had built.
-func (l *loop) doList(ctx context.Context, reason string) error {
+func (l *loop) doList(ctx context.Context, reason cause) error {
 	start := time.Now()
 	obj, err := l.lw.ListWithContext(ctx, l.listOptions())
 	if err != nil {
@@ -528,7 +538,7 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		fresh[key(a.GetNamespace(), a.GetName())] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
 	}
 	lr := &record.List{Time: time.Now(), Scope: l.scope(), Items: len(items), ResourceVersion: lm.GetResourceVersion(),
-		Duration: time.Since(start), Reason: reason, Show: l.opt.ShowList && l.opt.ListObjects}
+		Duration: time.Since(start), Reason: reason.text, Why: reason.why, Show: l.opt.ShowList && l.opt.ListObjects}
 	if l.opt.ListObjects {
 		for _, it := range items {
 			a, err := meta.Accessor(it)
@@ -555,10 +565,10 @@ func (l *loop) doList(ctx context.Context, reason string) error {
 		}
 	}
 	l.emit(lr)
-	if strings.HasPrefix(reason, "initial") {
+	if reason.why == record.WhyInitial {
 		l.absent(ctx, len(fresh))
 	}
-	if !strings.HasPrefix(reason, "initial") {
+	if reason.why != record.WhyInitial {
 		// A re-list, whatever started it (after 410 Gone, also when the
 		// run began from --resource-version and has no state to compare).
 		l.stats.Relists++
@@ -630,7 +640,7 @@ func diffStates(old, fresh map[string]object) *record.Relist {
 
 // watchOnce opens one watch from l.rv and consumes it until it ends. It
 // returns errGone when the server says the version is too old.
-func (l *loop) watchOnce(ctx context.Context, reason string) error {
+func (l *loop) watchOnce(ctx context.Context, reason cause) error {
 	o := l.listOptions()
 	o.ResourceVersion = l.rv
 	o.AllowWatchBookmarks = true
@@ -658,7 +668,7 @@ func (l *loop) watchOnce(ctx context.Context, reason string) error {
 		from = l.rawRV() // the version in the path, until one is seen
 	}
 	l.emit(&record.WatchStart{Time: time.Now(), Scope: l.scope(), Number: int(l.c.watchNos.Add(1)), Path: l.path(o), ResourceVersion: from,
-		Reason: reason, After: after, Transport: l.c.Transport})
+		Reason: reason.text, Why: reason.why, WatchList: reason.watchList, After: after, Transport: l.c.Transport})
 	started := time.Now()
 	l.started = started
 	l.lastEnd, l.lastEvents = "", 0
