@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -219,29 +218,14 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		}
 	}
 	keys := keylog.New()
-	if path := o.tlsKeylog; path != "" {
-		if format := captureFormat(path); format == gzipKeyLog {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a gzip'd key log: gunzip it first (a key log is read as text, and read again as it grows)", path)}
-		} else if format != "" {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a %s file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog", path, format)}
+	choice := keylog.Choose(o.tlsKeylog, getenv(streams, "SSLKEYLOGFILE"))
+	// A client may be about to write the key log (kwatch pcap - from
+	// tcpdump, or --follow): read when it appears.
+	if p := keys.AddChoice(choice, keylog.ChoiceOptions{Live: o.follow || o.file == "-", CaptureFormat: pcap.CaptureFormat}); p != nil {
+		if p.Fatal {
+			return &exitError{code: ExitUsage, err: p}
 		}
-		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) && (o.follow || o.file == "-") {
-			// A client may be about to write it (kwatch pcap - from
-			// tcpdump, or --follow): read when it appears.
-			fmt.Fprintf(streams.ErrOut, "kwatch: --tls-keylog %s does not exist yet; it is read when it appears\n", path)
-		} else if err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
-		}
-	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
-		if format := captureFormat(path); format == gzipKeyLog {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a gzip'd key log; it is not read (gunzip it first: a key log is read as text)\n", path)
-		} else if format != "" {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a %s file, not a key log; it is not read (TLS is decrypted only with keys inside the capture)\n", path, format)
-		} else if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s does not exist yet; it is read when it appears\n", path)
-		} else if err != nil {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
-		}
+		fmt.Fprintf(streams.ErrOut, "kwatch: %v\n", p)
 	}
 	p := o.output.printer(streams, o.allHTTP)
 	o.output.ReportTitle = "kwatch pcap " + o.file
@@ -411,48 +395,4 @@ func portCounts(m map[uint16]int64) string {
 		parts[i] = fmt.Sprintf("%d (%d packets)", p, m[p])
 	}
 	return strings.Join(parts, ", ")
-}
-
-// gzipKeyLog is what captureFormat returns for a gzip'd key log.
-const gzipKeyLog = "gzip'd key log"
-
-// captureFormat names the capture format a regular file at path starts
-// with (pcap.CaptureFormat), for a gzip'd file the format of what it holds
-// ("gzip'd pcap", or gzipKeyLog when its first 256 bytes read as a key log;
-// "gzip'd data" else); "" for any other file, one that cannot be read
-// (AddFile then says why), and what is not a regular file (a pipe is not
-// opened here: its bytes would be gone).
-func captureFormat(path string) string {
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var head [4]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
-		return ""
-	}
-	format := pcap.CaptureFormat(head[:])
-	if head[0] != 0x1f || head[1] != 0x8b {
-		return format
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return format
-	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return format
-	}
-	inner := make([]byte, 256)
-	n, _ := io.ReadFull(zr, inner)
-	switch inner = inner[:n]; {
-	case keylog.LooksLikeKeyLog(inner):
-		return gzipKeyLog
-	case pcap.CaptureFormat(inner) != "":
-		return "gzip'd " + pcap.CaptureFormat(inner)
-	}
-	return format
 }
