@@ -6,21 +6,17 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -273,27 +269,6 @@ func normalizeProxy(p string) (string, error) {
 	return strings.TrimSuffix(p, "/"), nil
 }
 
-// resolve resolves RESOURCE through discovery, retrying with back-off (a
-// retry line each) while the server answers 429 or 5xx, as LIST and WATCH
-// are; other errors and Ctrl-C end it.
-func (o *streamOptions) resolve(ctx context.Context, client *watchclient.Client, sink record.Sink, resource string) (watchclient.Resource, error) {
-	b := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	for {
-		res, err := client.Resolve(ctx, resource)
-		if err == nil || ctx.Err() != nil || !(apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
-			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
-			return res, err
-		}
-		d := b.Step()
-		sink.Emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(d):
-		}
-	}
-}
-
 func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOStreams) error {
 	if err := o.output.validate(); err != nil {
 		return err
@@ -390,54 +365,22 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 }
 
 // connectHint adds to err what to check when kwatch could not reach the
-// API server or was refused: the proxy that does not answer, the server
-// that refused the connection (in kubectl's words), or the credentials the
-// API server did not accept.
+// API server or was refused (watchclient.Explain).
 func (o *streamOptions) connectHint(err error, proxy, server string) error {
-	var oe *net.OpError
-	dial := errors.As(err, &oe) && oe.Op == "dial"
-	switch {
-	case proxy != "" && dial:
-		return fmt.Errorf("kubectl proxy at %s does not answer (%v): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight", proxy, oe.Err)
-	case dial && errors.Is(err, syscall.ECONNREFUSED):
-		host := server
-		if u, perr := url.Parse(server); perr == nil && u.Host != "" {
-			host = u.Host
-		}
-		if raw, rerr := o.kube.ToRawKubeConfigLoader().RawConfig(); rerr == nil && len(raw.Clusters) == 0 && *o.kube.APIServer == "" {
-			// The server was client-go's default, not one asked for:
-			// what is missing first.
-			if o.http2 {
-				return fmt.Errorf("no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: "+
-					"set $KUBECONFIG or --kubeconfig (client-go's default server %s refused the connection)", host)
-			}
-			return fmt.Errorf("no kubeconfig names a cluster, and no kubectl proxy answers at %s: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" "+
-				"(client-go's default server %s refused the connection)", watchclient.DefaultProxyURL, host)
-		}
-		// kubectl's own words for it (k8s.io/kubectl cmd/util), capital
-		// letter included.
-		return errors.New("The connection to the server " + host + " was refused - did you specify the right host or port?")
-	case dial:
-		return fmt.Errorf("%w (the API server %s does not answer: check --server or the kubeconfig's cluster, and that this machine can reach it)", err, server)
-	case apierrors.IsUnauthorized(err):
-		where := "the current context of $KUBECONFIG or ~/.kube/config"
-		if *o.kube.KubeConfig != "" {
-			where = "the kubeconfig " + *o.kube.KubeConfig
-		}
-		if *o.kube.Context != "" {
-			where = "context " + *o.kube.Context + " of " + where
-		}
-		// Credential flags win over the kubeconfig: name the one used.
-		for _, f := range []struct{ name, value string }{{"--token", *o.kube.BearerToken},
-			{"--client-certificate", *o.kube.CertFile}, {"--user", *o.kube.AuthInfoName}} {
-			if f.value != "" {
-				where = f.name
-				break
-			}
-		}
-		return fmt.Errorf("%w (401: the API server did not accept the credentials of %s; check them with \"kubectl auth whoami\")", err, where)
-	}
-	return err
+	return watchclient.Explain(err, o.target(proxy, server))
+}
+
+// target says where the run connects (proxy, or straight to server) and
+// with which flags, for watchclient.Explain and ExplainConnect.
+func (o *streamOptions) target(proxy, server string) watchclient.Target {
+	k := o.kube
+	return watchclient.Target{Proxy: proxy, Server: server, HTTP2: o.http2, Direct: o.direct,
+		DefaultServer: func() bool {
+			raw, err := k.ToRawKubeConfigLoader().RawConfig()
+			return err == nil && len(raw.Clusters) == 0 && *k.APIServer == ""
+		},
+		Credentials: watchclient.Credentials{Kubeconfig: *k.KubeConfig, Context: *k.Context,
+			Token: *k.BearerToken != "", ClientCertificate: *k.CertFile != "", User: *k.AuthInfoName != ""}}
 }
 
 // errRecordSecrets refuses to record a watch of Secrets without
@@ -471,7 +414,9 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 	if o.raw != "" {
 		return wo, nil
 	}
-	res, err := o.resolve(ctx, client, sink, resource)
+	// Discovery is retried while the server answers 429 or 5xx, as LIST
+	// and WATCH are; other errors and Ctrl-C end it.
+	res, err := client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff())
 	if err != nil {
 		return wo, err
 	}
@@ -581,7 +526,7 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 		}
 		// A watch stopped because another failed, before the server
 		// answered it, did not fail itself: only the other is the error.
-		stopped := failed && !r.own && errors.Is(r.err, watchclient.ErrOnlyRetried) && r.stats != nil && r.stats.Retries == 0
+		stopped := failed && !r.own && watchclient.Unanswered(r.err, r.stats)
 		if r.err != nil && !stopped {
 			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
 		}
@@ -742,10 +687,7 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {
-		if proxy == "" && o.http2 && !o.direct {
-			err = fmt.Errorf("%w (--http2 connects straight to the API server: pass --kubeconfig)", err)
-		}
-		return &exitError{code: ExitUsage, err: err}
+		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}
 	}
 	if len(o.resources) > 1 {
 		client.Close()
