@@ -443,10 +443,11 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 // connections, all printed to one output with one connection numbering,
 // and one summary. The first that fails for good ends the run (exit 1)
 // after the others are stopped.
-func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink record.Sink, co watchclient.ConnectOptions, proxy string, rec *pcap.Writer) error {
+func (o *streamOptions) runMany(ctx context.Context, s streamSession, co watchclient.ConnectOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	shared := &syncSink{s: sink}
+	shared := &syncSink{s: s.sink}
+	s.sink = shared
 	co.ConnIDs, co.WatchNumbers = new(atomic.Int64), new(atomic.Int64)
 	type run struct {
 		client *watchclient.Client
@@ -492,7 +493,7 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 				client.Close()
 			}
 			closeAll()
-			return o.setupError(fmt.Errorf("%s: %w", r, err), proxy, server)
+			return o.setupError(fmt.Errorf("%s: %w", r, err), s.proxy, server)
 		}
 		runs[i] = &run{client: client, wo: wo}
 	}
@@ -531,8 +532,27 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
 		}
 	}
-	shared.Emit(sum)
-	closeErr := p.Close()
+	return o.end(s, sum, errors.Join(errs...), server)
+}
+
+// streamSession is what a run of kwatch stream writes to: the printer,
+// the sink of its records, the --record capture (nil without), and the
+// kubectl proxy it goes through ("" for straight).
+type streamSession struct {
+	p     printer.Printer
+	sink  record.Sink
+	rec   *pcap.Writer
+	proxy string
+}
+
+// end ends a run of kwatch stream, one resource type or several: it emits
+// the run's summary, closes the output, writes the report and returns the
+// exit error: output that could not be written (2), a --record file that
+// could not be written (1), the run's error with what to check (1); nil
+// for exit 0 (runErr nil).
+func (o *streamOptions) end(s streamSession, sum *record.Summary, runErr error, server string) error {
+	s.sink.Emit(sum)
+	closeErr := s.p.Close()
 	// The report does not depend on stdout: written even when it failed.
 	if err := o.output.writeReport(); err != nil {
 		return err
@@ -540,11 +560,11 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	if closeErr != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
-	if rec != nil && rec.Err() != nil {
-		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
+	if s.rec != nil && s.rec.Err() != nil {
+		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, s.rec.Err())}
 	}
-	if len(errs) > 0 {
-		return &exitError{code: ExitProblems, err: o.connectHint(errors.Join(errs...), proxy, server)}
+	if runErr != nil {
+		return &exitError{code: ExitProblems, err: o.connectHint(runErr, s.proxy, server)}
 	}
 	return nil
 }
@@ -653,24 +673,12 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
-	var rec *pcap.Writer
-	if o.record != "" {
-		// Like a kubeconfig, a recording is for its owner's eyes: it holds
-		// the objects as the server sent them.
-		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: err}
-		}
+	rec, f, err := o.openRecord()
+	if err != nil {
+		return err
+	}
+	if f != nil {
 		defer f.Close()
-		newWriter := pcap.NewWriter
-		if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
-			// TLS connections are recorded as they travelled, with
-			// their keys in the file.
-			newWriter = pcap.NewNgWriter
-		}
-		if rec, err = newWriter(f); err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
-		}
 	}
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
@@ -689,9 +697,10 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	if err != nil {
 		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}
 	}
+	s := streamSession{p: p, sink: sink, rec: rec, proxy: proxy}
 	if len(o.resources) > 1 {
 		client.Close()
-		return o.runMany(ctx, p, sink, co, proxy, rec)
+		return o.runMany(ctx, s, co)
 	}
 	server := client.Config.Host
 	wo, err := o.watchOptions(ctx, client, sink, o.resource)
@@ -701,22 +710,33 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
 	client.Close()
-	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
+	return o.end(s, &record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
 		WatchesOpened: stats.Opened, Relists: stats.Relists, Retries: stats.Retries,
-		Bytes: client.WireBytes(), Duration: time.Since(start)})
-	closeErr := p.Close()
-	// The report does not depend on stdout: written even when it failed.
-	if err := o.output.writeReport(); err != nil {
-		return err
+		Bytes: client.WireBytes(), Duration: time.Since(start)}, runErr, server)
+}
+
+// openRecord creates the --record capture file, a pcapng when its name
+// ends in .pcapng, else a pcap; nil, nil without --record. The caller
+// closes f once the run is over.
+func (o *streamOptions) openRecord() (rec *pcap.Writer, f *os.File, err error) {
+	if o.record == "" {
+		return nil, nil, nil
 	}
-	if closeErr != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
+	// Like a kubeconfig, a recording is for its owner's eyes: it holds
+	// the objects as the server sent them.
+	f, err = os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, &exitError{code: ExitUsage, err: err}
 	}
-	if rec != nil && rec.Err() != nil {
-		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
+	newWriter := pcap.NewWriter
+	if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
+		// TLS connections are recorded as they travelled, with
+		// their keys in the file.
+		newWriter = pcap.NewNgWriter
 	}
-	if runErr != nil {
-		return &exitError{code: ExitProblems, err: o.connectHint(runErr, proxy, server)}
+	if rec, err = newWriter(f); err != nil {
+		f.Close()
+		return nil, nil, &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
 	}
-	return nil
+	return rec, f, nil
 }
