@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -133,7 +134,14 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 			return o.run(cmd.Context(), cmd, streams)
 		},
 	}
-	fs := c.Flags()
+	o.addFlags(c.Flags())
+	o.registerCompletions(c, streams)
+	return c
+}
+
+// addFlags defines kwatch stream's flags on fs: the output flags,
+// kubectl's connection flags, and the watch's own.
+func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	o.output.addFlags(fs)
 	// kubectl's connection flags, from the library kubectl itself uses.
 	o.kube = genericclioptions.NewConfigFlags(true)
@@ -156,10 +164,14 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
+}
+
+// registerCompletions completes the flags and arguments of c as kubectl
+// does: contexts, clusters and users from the kubeconfig; namespaces and
+// resource types from the cluster the other flags point at.
+func (o *streamOptions) registerCompletions(c *cobra.Command, streams IOStreams) {
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
-	// As kubectl does: contexts, clusters and users from the kubeconfig;
-	// namespaces and resources from the cluster the other flags point at.
 	kubeconfigNames := func(pick func(*clientcmdapi.Config) []string) cobra.CompletionFunc {
 		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			raw, err := o.kube.ToRawKubeConfigLoader().RawConfig()
@@ -187,7 +199,6 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 			return c.Watchable(ctx)
 		})
 	}
-	return c
 }
 
 // setDirect notes whether a flag of connectionFlags was given, or
