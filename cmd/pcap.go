@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/wire"
 )
 
@@ -167,83 +167,18 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
-	// A pipe's writer may keep it open after Ctrl-C: stdin is read in the
-	// background so that the read waiting on it ends with the context.
-	var in io.Reader = &interruptible{ctx: cmd.Context(), r: streams.In}
+	in, closeInput, err := o.openInput(cmd.Context(), streams)
+	if errors.Is(err, errCtrlCBeforeInput) {
+		return o.interruptedBeforeInput()
+	} else if err != nil {
+		return err
+	}
+	defer closeInput()
+	keys, err := o.keys(streams)
+	if err != nil {
+		return err
+	}
 	name := o.file
-	if o.file != "-" {
-		if _, err := os.Stat(o.file); o.follow && errors.Is(err, fs.ErrNotExist) {
-			// kwatch pcap --follow started before tcpdump -w: wait, as
-			// tail -F does.
-			fmt.Fprintf(streams.ErrOut, "kwatch: %s does not exist yet; waiting for it to appear (tcpdump -w %s)\n", o.file, o.file)
-			if err := pcap.WaitForFile(cmd.Context(), o.file); err != nil {
-				if cmd.Context().Err() != nil {
-					return o.interruptedBeforeInput()
-				}
-				return &exitError{code: ExitUsage, err: err}
-			}
-		}
-		f, err := openInterruptibly(cmd.Context(), o.file)
-		if err != nil {
-			if cmd.Context().Err() != nil { // Ctrl-C before a writer opened the pipe
-				return o.interruptedBeforeInput()
-			}
-			return &exitError{code: ExitUsage, err: err}
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err == nil && fi.IsDir() {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: is a directory; give a capture file", o.file)}
-		}
-		regular := err == nil && fi.Mode().IsRegular()
-		in = f
-		if err == nil && !regular {
-			// A named pipe (mkfifo, <(tcpdump -w - …)) or a device
-			// may wait for input as stdin does.
-			in = &interruptible{ctx: cmd.Context(), r: f}
-		}
-		// A progress bar on stderr for a large file read on a terminal,
-		// never for stdin (its size is unknown) or a pipe.
-		if o.follow {
-			in = pcap.Follow(cmd.Context(), in)
-		} else if regular && fi.Size() >= progressMinBytes && streams.ErrTTY {
-			bar := progressbar.NewOptions64(fi.Size(),
-				progressbar.OptionSetWriter(streams.ErrOut),
-				progressbar.OptionSetDescription("reading "+o.file),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionThrottle(100e6),
-				progressbar.OptionClearOnFinish(),
-			)
-			r := progressbar.NewReader(f, bar)
-			in = &r
-			defer bar.Finish()
-		}
-	}
-	keys := keylog.New()
-	if path := o.tlsKeylog; path != "" {
-		if format := captureFormat(path); format == gzipKeyLog {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a gzip'd key log: gunzip it first (a key log is read as text, and read again as it grows)", path)}
-		} else if format != "" {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog %s: a %s file, not a key log: give the capture as FILE and the key log (lines such as CLIENT_RANDOM …) with --tls-keylog", path, format)}
-		}
-		if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) && (o.follow || o.file == "-") {
-			// A client may be about to write it (kwatch pcap - from
-			// tcpdump, or --follow): read when it appears.
-			fmt.Fprintf(streams.ErrOut, "kwatch: --tls-keylog %s does not exist yet; it is read when it appears\n", path)
-		} else if err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--tls-keylog: %w", err)}
-		}
-	} else if path := getenv(streams, "SSLKEYLOGFILE"); path != "" {
-		if format := captureFormat(path); format == gzipKeyLog {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a gzip'd key log; it is not read (gunzip it first: a key log is read as text)\n", path)
-		} else if format != "" {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s is a %s file, not a key log; it is not read (TLS is decrypted only with keys inside the capture)\n", path, format)
-		} else if err := keys.AddFile(path); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s does not exist yet; it is read when it appears\n", path)
-		} else if err != nil {
-			fmt.Fprintf(streams.ErrOut, "kwatch: SSLKEYLOGFILE=%s cannot be read (%v); TLS is decrypted only with keys inside the capture\n", path, err)
-		}
-	}
 	p := o.output.printer(streams, o.allHTTP)
 	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := pcap.Options{
@@ -271,7 +206,101 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		},
 	}
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
-	if err != nil && cmd.Context().Err() != nil {
+	return o.end(cmd.Context(), streams, p, stats, err)
+}
+
+// errCtrlCBeforeInput is openInput's error when Ctrl-C came before the
+// capture did (interruptedBeforeInput says how the run ends).
+var errCtrlCBeforeInput = errors.New("interrupted before the capture came")
+
+// openInput opens the capture to read: stdin for "-", else o.file, waited
+// for with --follow (as tail -F does) and followed as it grows, or read
+// with a progress bar when it is large and stderr a terminal. closeInput
+// ends the progress bar and closes the file, once the run is over. The
+// error is errCtrlCBeforeInput, or an exitError.
+func (o *pcapOptions) openInput(ctx context.Context, streams IOStreams) (in io.Reader, closeInput func(), err error) {
+	// A pipe's writer may keep it open after Ctrl-C: stdin is read in the
+	// background so that the read waiting on it ends with the context.
+	in, closeInput = &interruptible{ctx: ctx, r: streams.In}, func() {}
+	if o.file == "-" {
+		return in, closeInput, nil
+	}
+	if _, err := os.Stat(o.file); o.follow && errors.Is(err, fs.ErrNotExist) {
+		// kwatch pcap --follow started before tcpdump -w: wait, as
+		// tail -F does.
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s does not exist yet; waiting for it to appear (tcpdump -w %s)\n", o.file, o.file)
+		if err := pcap.WaitForFile(ctx, o.file); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, errCtrlCBeforeInput
+			}
+			return nil, nil, &exitError{code: ExitUsage, err: err}
+		}
+	}
+	f, err := openInterruptibly(ctx, o.file)
+	if err != nil {
+		if ctx.Err() != nil { // Ctrl-C before a writer opened the pipe
+			return nil, nil, errCtrlCBeforeInput
+		}
+		return nil, nil, &exitError{code: ExitUsage, err: err}
+	}
+	closeInput = func() { f.Close() }
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		f.Close()
+		return nil, nil, &exitError{code: ExitUsage, err: fmt.Errorf("%s: is a directory; give a capture file", o.file)}
+	}
+	regular := err == nil && fi.Mode().IsRegular()
+	in = f
+	if err == nil && !regular {
+		// A named pipe (mkfifo, <(tcpdump -w - …)) or a device
+		// may wait for input as stdin does.
+		in = &interruptible{ctx: ctx, r: f}
+	}
+	// A progress bar on stderr for a large file read on a terminal,
+	// never for stdin (its size is unknown) or a pipe.
+	if o.follow {
+		in = pcap.Follow(ctx, in)
+	} else if regular && fi.Size() >= progressMinBytes && streams.ErrTTY {
+		bar := progressbar.NewOptions64(fi.Size(),
+			progressbar.OptionSetWriter(streams.ErrOut),
+			progressbar.OptionSetDescription("reading "+o.file),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100e6),
+			progressbar.OptionClearOnFinish(),
+		)
+		r := progressbar.NewReader(f, bar)
+		in = &r
+		closeInput = func() {
+			_ = bar.Finish()
+			f.Close()
+		}
+	}
+	return in, closeInput, nil
+}
+
+// keys reads the key log chosen by keylog.Choose (--tls-keylog, else
+// SSLKEYLOGFILE) into a fresh keylog.Log, saying on stderr why one is not
+// read; a --tls-keylog that cannot be used is an exitError.
+func (o *pcapOptions) keys(streams IOStreams) (*keylog.Log, error) {
+	keys := keylog.New()
+	choice := keylog.Choose(o.tlsKeylog, getenv(streams, "SSLKEYLOGFILE"))
+	// A client may be about to write the key log (kwatch pcap - from
+	// tcpdump, or --follow): read when it appears.
+	if p := keys.AddChoice(choice, keylog.ChoiceOptions{Live: o.follow || o.file == "-", CaptureFormat: pcap.CaptureFormat}); p != nil {
+		if p.Fatal {
+			return nil, &exitError{code: ExitUsage, err: p}
+		}
+		fmt.Fprintf(streams.ErrOut, "kwatch: %v\n", p)
+	}
+	return keys, nil
+}
+
+// end ends a run after pcap.Read returned stats and err: it closes the
+// output, writes the report, and returns the exit error (nil for exit 0):
+// Ctrl-C before the capture's header, an unusable capture, output that
+// could not be written, Ctrl-C without --follow, or problems reported.
+func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Printer, stats *pcap.Stats, err error) error {
+	if err != nil && ctx.Err() != nil {
 		// Ctrl-C before the capture's header was read.
 		_ = p.Close()
 		return o.interruptedBeforeInput()
@@ -279,9 +308,6 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	if err != nil {
 		_ = p.Close() // show what was decoded before the error
 		_ = o.output.writeReport()
-		if errors.Is(err, pcap.ErrNotCapture) {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
-		}
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.file, err)}
 	}
 	closeErr := p.Close()
@@ -296,7 +322,7 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",
 			o.port, portCounts(stats.OtherPorts))
 	}
-	if cmd.Context().Err() != nil && !o.follow {
+	if ctx.Err() != nil && !o.follow {
 		return &exitError{code: ExitInterrupted}
 	}
 	if t := p.Tally(); t.Problems+t.Warnings > 0 {
@@ -413,48 +439,4 @@ func portCounts(m map[uint16]int64) string {
 		parts[i] = fmt.Sprintf("%d (%d packets)", p, m[p])
 	}
 	return strings.Join(parts, ", ")
-}
-
-// gzipKeyLog is what captureFormat returns for a gzip'd key log.
-const gzipKeyLog = "gzip'd key log"
-
-// captureFormat names the capture format a regular file at path starts
-// with (pcap.CaptureFormat), for a gzip'd file the format of what it holds
-// ("gzip'd pcap", or gzipKeyLog when its first 256 bytes read as a key log;
-// "gzip'd data" else); "" for any other file, one that cannot be read
-// (AddFile then says why), and what is not a regular file (a pipe is not
-// opened here: its bytes would be gone).
-func captureFormat(path string) string {
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var head [4]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
-		return ""
-	}
-	format := pcap.CaptureFormat(head[:])
-	if head[0] != 0x1f || head[1] != 0x8b {
-		return format
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return format
-	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return format
-	}
-	inner := make([]byte, 256)
-	n, _ := io.ReadFull(zr, inner)
-	switch inner = inner[:n]; {
-	case keylog.LooksLikeKeyLog(inner):
-		return gzipKeyLog
-	case pcap.CaptureFormat(inner) != "":
-		return "gzip'd " + pcap.CaptureFormat(inner)
-	}
-	return format
 }

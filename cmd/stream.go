@@ -6,21 +6,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -138,7 +135,14 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 			return o.run(cmd.Context(), cmd, streams)
 		},
 	}
-	fs := c.Flags()
+	o.addFlags(c.Flags())
+	o.registerCompletions(c, streams)
+	return c
+}
+
+// addFlags defines kwatch stream's flags on fs: the output flags,
+// kubectl's connection flags, and the watch's own.
+func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	o.output.addFlags(fs)
 	// kubectl's connection flags, from the library kubectl itself uses.
 	o.kube = genericclioptions.NewConfigFlags(true)
@@ -161,10 +165,14 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
+}
+
+// registerCompletions completes the flags and arguments of c as kubectl
+// does: contexts, clusters and users from the kubeconfig; namespaces and
+// resource types from the cluster the other flags point at.
+func (o *streamOptions) registerCompletions(c *cobra.Command, streams IOStreams) {
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
-	// As kubectl does: contexts, clusters and users from the kubeconfig;
-	// namespaces and resources from the cluster the other flags point at.
 	kubeconfigNames := func(pick func(*clientcmdapi.Config) []string) cobra.CompletionFunc {
 		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			raw, err := o.kube.ToRawKubeConfigLoader().RawConfig()
@@ -192,7 +200,6 @@ watch), 2 for bad flags or an unusable kubeconfig.`,
 			return c.Watchable(ctx)
 		})
 	}
-	return c
 }
 
 // setDirect notes whether a flag of connectionFlags was given, or
@@ -272,27 +279,6 @@ func normalizeProxy(p string) (string, error) {
 		return "", fmt.Errorf("--proxy %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", p)
 	}
 	return strings.TrimSuffix(p, "/"), nil
-}
-
-// resolve resolves RESOURCE through discovery, retrying with back-off (a
-// retry line each) while the server answers 429 or 5xx, as LIST and WATCH
-// are; other errors and Ctrl-C end it.
-func (o *streamOptions) resolve(ctx context.Context, client *watchclient.Client, sink record.Sink, resource string) (watchclient.Resource, error) {
-	b := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	for {
-		res, err := client.Resolve(ctx, resource)
-		if err == nil || ctx.Err() != nil || !(apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
-			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
-			return res, err
-		}
-		d := b.Step()
-		sink.Emit(&record.Retry{Time: time.Now(), Error: err.Error(), Wait: d})
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(d):
-		}
-	}
 }
 
 func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOStreams) error {
@@ -391,54 +377,22 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 }
 
 // connectHint adds to err what to check when kwatch could not reach the
-// API server or was refused: the proxy that does not answer, the server
-// that refused the connection (in kubectl's words), or the credentials the
-// API server did not accept.
+// API server or was refused (watchclient.Explain).
 func (o *streamOptions) connectHint(err error, proxy, server string) error {
-	var oe *net.OpError
-	dial := errors.As(err, &oe) && oe.Op == "dial"
-	switch {
-	case proxy != "" && dial:
-		return fmt.Errorf("kubectl proxy at %s does not answer (%v): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight", proxy, oe.Err)
-	case dial && errors.Is(err, syscall.ECONNREFUSED):
-		host := server
-		if u, perr := url.Parse(server); perr == nil && u.Host != "" {
-			host = u.Host
-		}
-		if raw, rerr := o.kube.ToRawKubeConfigLoader().RawConfig(); rerr == nil && len(raw.Clusters) == 0 && *o.kube.APIServer == "" {
-			// The server was client-go's default, not one asked for:
-			// what is missing first.
-			if o.http2 {
-				return fmt.Errorf("no kubeconfig names a cluster, and --http2 connects straight to the API server, never through kubectl proxy: "+
-					"set $KUBECONFIG or --kubeconfig (client-go's default server %s refused the connection)", host)
-			}
-			return fmt.Errorf("no kubeconfig names a cluster, and no kubectl proxy answers at %s: set $KUBECONFIG or --kubeconfig, or run \"kubectl proxy\" "+
-				"(client-go's default server %s refused the connection)", watchclient.DefaultProxyURL, host)
-		}
-		// kubectl's own words for it (k8s.io/kubectl cmd/util), capital
-		// letter included.
-		return errors.New("The connection to the server " + host + " was refused - did you specify the right host or port?")
-	case dial:
-		return fmt.Errorf("%w (the API server %s does not answer: check --server or the kubeconfig's cluster, and that this machine can reach it)", err, server)
-	case apierrors.IsUnauthorized(err):
-		where := "the current context of $KUBECONFIG or ~/.kube/config"
-		if *o.kube.KubeConfig != "" {
-			where = "the kubeconfig " + *o.kube.KubeConfig
-		}
-		if *o.kube.Context != "" {
-			where = "context " + *o.kube.Context + " of " + where
-		}
-		// Credential flags win over the kubeconfig: name the one used.
-		for _, f := range []struct{ name, value string }{{"--token", *o.kube.BearerToken},
-			{"--client-certificate", *o.kube.CertFile}, {"--user", *o.kube.AuthInfoName}} {
-			if f.value != "" {
-				where = f.name
-				break
-			}
-		}
-		return fmt.Errorf("%w (401: the API server did not accept the credentials of %s; check them with \"kubectl auth whoami\")", err, where)
-	}
-	return err
+	return watchclient.Explain(err, o.target(proxy, server))
+}
+
+// target says where the run connects (proxy, or straight to server) and
+// with which flags, for watchclient.Explain and ExplainConnect.
+func (o *streamOptions) target(proxy, server string) watchclient.Target {
+	k := o.kube
+	return watchclient.Target{Proxy: proxy, Server: server, HTTP2: o.http2, Direct: o.direct,
+		DefaultServer: func() bool {
+			raw, err := k.ToRawKubeConfigLoader().RawConfig()
+			return err == nil && len(raw.Clusters) == 0 && *k.APIServer == ""
+		},
+		Credentials: watchclient.Credentials{Kubeconfig: *k.KubeConfig, Context: *k.Context,
+			Token: *k.BearerToken != "", ClientCertificate: *k.CertFile != "", User: *k.AuthInfoName != ""}}
 }
 
 // errRecordSecrets refuses to record a watch of Secrets without
@@ -472,7 +426,9 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 	if o.raw != "" {
 		return wo, nil
 	}
-	res, err := o.resolve(ctx, client, sink, resource)
+	// Discovery is retried while the server answers 429 or 5xx, as LIST
+	// and WATCH are; other errors and Ctrl-C end it.
+	res, err := client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff())
 	if err != nil {
 		return wo, err
 	}
@@ -499,10 +455,11 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 // connections, all printed to one output with one connection numbering,
 // and one summary. The first that fails for good ends the run (exit 1)
 // after the others are stopped.
-func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink record.Sink, co watchclient.ConnectOptions, proxy string, rec *pcapwriter.Writer) error {
+func (o *streamOptions) runMany(ctx context.Context, s streamSession, co watchclient.ConnectOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	shared := &syncSink{s: sink}
+	shared := &syncSink{s: s.sink}
+	s.sink = shared
 	co.ConnIDs, co.WatchNumbers = new(atomic.Int64), new(atomic.Int64)
 	type run struct {
 		client *watchclient.Client
@@ -548,7 +505,7 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 				client.Close()
 			}
 			closeAll()
-			return o.setupError(fmt.Errorf("%s: %w", r, err), proxy, server)
+			return o.setupError(fmt.Errorf("%s: %w", r, err), s.proxy, server)
 		}
 		runs[i] = &run{client: client, wo: wo}
 	}
@@ -582,13 +539,32 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 		}
 		// A watch stopped because another failed, before the server
 		// answered it, did not fail itself: only the other is the error.
-		stopped := failed && !r.own && errors.Is(r.err, watchclient.ErrOnlyRetried) && r.stats != nil && r.stats.Retries == 0
+		stopped := failed && !r.own && watchclient.Unanswered(r.err, r.stats)
 		if r.err != nil && !stopped {
 			errs = append(errs, fmt.Errorf("%s: %w", r.wo.Resource.GVR.Resource, r.err))
 		}
 	}
-	shared.Emit(sum)
-	closeErr := p.Close()
+	return o.end(s, sum, errors.Join(errs...), server)
+}
+
+// streamSession is what a run of kwatch stream writes to: the printer,
+// the sink of its records, the --record capture (nil without), and the
+// kubectl proxy it goes through ("" for straight).
+type streamSession struct {
+	p     printer.Printer
+	sink  record.Sink
+	rec   *pcapwriter.Writer
+	proxy string
+}
+
+// end ends a run of kwatch stream, one resource type or several: it emits
+// the run's summary, closes the output, writes the report and returns the
+// exit error: output that could not be written (2), a --record file that
+// could not be written (1), the run's error with what to check (1); nil
+// for exit 0 (runErr nil).
+func (o *streamOptions) end(s streamSession, sum *record.Summary, runErr error, server string) error {
+	s.sink.Emit(sum)
+	closeErr := s.p.Close()
 	// The report does not depend on stdout: written even when it failed.
 	if err := o.output.writeReport(); err != nil {
 		return err
@@ -596,11 +572,11 @@ func (o *streamOptions) runMany(ctx context.Context, p printer.Printer, sink rec
 	if closeErr != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
-	if rec != nil && rec.Err() != nil {
-		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
+	if s.rec != nil && s.rec.Err() != nil {
+		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, s.rec.Err())}
 	}
-	if len(errs) > 0 {
-		return &exitError{code: ExitProblems, err: o.connectHint(errors.Join(errs...), proxy, server)}
+	if runErr != nil {
+		return &exitError{code: ExitProblems, err: o.connectHint(runErr, s.proxy, server)}
 	}
 	return nil
 }
@@ -709,24 +685,12 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
-	var rec *pcapwriter.Writer
-	if o.record != "" {
-		// Like a kubeconfig, a recording is for its owner's eyes: it holds
-		// the objects as the server sent them.
-		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: err}
-		}
+	rec, f, err := o.openRecord()
+	if err != nil {
+		return err
+	}
+	if f != nil {
 		defer f.Close()
-		newWriter := pcapwriter.New
-		if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
-			// TLS connections are recorded as they travelled, with
-			// their keys in the file.
-			newWriter = pcapwriter.NewNg
-		}
-		if rec, err = newWriter(f); err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
-		}
 	}
 	co := o.connectOptions(proxy)
 	co.Record, co.Warnings = rec, streams.ErrOut
@@ -743,14 +707,12 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {
-		if proxy == "" && o.http2 && !o.direct {
-			err = fmt.Errorf("%w (--http2 connects straight to the API server: pass --kubeconfig)", err)
-		}
-		return &exitError{code: ExitUsage, err: err}
+		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}
 	}
+	s := streamSession{p: p, sink: sink, rec: rec, proxy: proxy}
 	if len(o.resources) > 1 {
 		client.Close()
-		return o.runMany(ctx, p, sink, co, proxy, rec)
+		return o.runMany(ctx, s, co)
 	}
 	server := client.Config.Host
 	wo, err := o.watchOptions(ctx, client, sink, o.resource)
@@ -760,22 +722,33 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	start := time.Now()
 	stats, runErr := watchclient.Run(ctx, client, wo)
 	client.Close()
-	sink.Emit(&record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
+	return o.end(s, &record.Summary{Time: time.Now(), Live: true, WatchesRequested: stats.Watches,
 		WatchesOpened: stats.Opened, Relists: stats.Relists, Retries: stats.Retries,
-		Bytes: client.WireBytes(), Duration: time.Since(start)})
-	closeErr := p.Close()
-	// The report does not depend on stdout: written even when it failed.
-	if err := o.output.writeReport(); err != nil {
-		return err
+		Bytes: client.WireBytes(), Duration: time.Since(start)}, runErr, server)
+}
+
+// openRecord creates the --record capture file, a pcapng when its name
+// ends in .pcapng, else a pcap; nil, nil without --record. The caller
+// closes f once the run is over.
+func (o *streamOptions) openRecord() (rec *pcapwriter.Writer, f *os.File, err error) {
+	if o.record == "" {
+		return nil, nil, nil
 	}
-	if closeErr != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
+	// Like a kubeconfig, a recording is for its owner's eyes: it holds
+	// the objects as the server sent them.
+	f, err = os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, &exitError{code: ExitUsage, err: err}
 	}
-	if rec != nil && rec.Err() != nil {
-		return &exitError{code: ExitProblems, err: fmt.Errorf("--record %s: %w", o.record, rec.Err())}
+	newWriter := pcapwriter.New
+	if strings.HasSuffix(strings.ToLower(o.record), ".pcapng") {
+		// TLS connections are recorded as they travelled, with
+		// their keys in the file.
+		newWriter = pcapwriter.NewNg
 	}
-	if runErr != nil {
-		return &exitError{code: ExitProblems, err: o.connectHint(runErr, proxy, server)}
+	if rec, err = newWriter(f); err != nil {
+		f.Close()
+		return nil, nil, &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", o.record, err)}
 	}
-	return nil
+	return rec, f, nil
 }
