@@ -14,10 +14,10 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/inflate"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -610,7 +610,7 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 			return nil
 		}
 		b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
-			Exchange: b.exchange, Kind: "watch event does not decode", Detail: clipDetail(err.Error()), Time: b.now})
+			Exchange: b.exchange, Kind: "watch event does not decode", Detail: phrase.ClipCounted(err.Error(), 300), Time: b.now})
 		b.framer.Suspect(f.Serial, f.Offset+f.Length)
 		if ev == nil {
 			return nil
@@ -640,20 +640,6 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 		b.initial = false
 	}
 	return rec
-}
-
-// clipDetail bounds a decoder's error text (apimachinery's may quote a
-// whole object) to 300 bytes, on a rune boundary.
-func clipDetail(s string) string {
-	const max = 300
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes more)", len(s)-cut)
 }
 
 // Gap tells the Body that n bytes of its content were lost (inside the

@@ -72,15 +72,6 @@ const ClosedByKwatch = "kwatch closed the connection"
 // (64 KiB).
 const MaxStatusBody = 64 << 10
 
-// Clip shortens s to its first 80 bytes and an ellipsis, for a problem's
-// detail or an End's BodyText.
-func Clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
-
 // DefaultMaxHeaderBytes bounds a request or response header section (and
 // an HTTP/2 header list), in bytes (1 MiB, the default of Go's net/http
 // server).

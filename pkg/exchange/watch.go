@@ -11,6 +11,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/inflate"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -148,7 +149,7 @@ func EndStatus(e *record.End, contentType string, status []byte) {
 	}
 	e.Status = DecodeStatus(contentType, status)
 	if e.Status == nil {
-		e.BodyText = Clip(string(status))
+		e.BodyText = phrase.Clip(string(status), 80)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -508,7 +509,7 @@ func (s *side) frame(t time.Time) {
 		s.c.goaways++
 		msg := fmt.Sprintf("GOAWAY from the %s: last stream %d, %s", s.name(), f.LastStreamID, f.ErrCode)
 		if d := f.DebugData(); len(d) > 0 {
-			msg += fmt.Sprintf(" (%q)", exchange.Clip(string(d)))
+			msg += fmt.Sprintf(" (%q)", phrase.Clip(string(d), 80))
 		}
 		s.c.noteFrame(t, "GOAWAY", 0, msg)
 	case *http2.WindowUpdateFrame:

@@ -82,7 +82,7 @@ func (t *Tracker) Emit(r record.Record) {
 			// Asked for, but answered with an error status: no watch
 			// stream to judge (kwatch stream's summary does not count it
 			// as opened either).
-			t.drop(key{connID(v.Conn), v.Exchange})
+			t.drop(key{v.Conn.Key(), v.Exchange})
 			break
 		}
 		if v.Watch {
@@ -98,10 +98,10 @@ func (t *Tracker) Emit(r record.Record) {
 			t.stall(v)
 		}
 	case *record.End:
-		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok {
+		if w, ok := t.watches[key{v.Conn.Key(), v.Exchange}]; ok {
 			w.ended = v.Time
 		}
-		if w, ok := t.watches[key{connID(v.Conn), v.Exchange}]; ok && v.Watch {
+		if w, ok := t.watches[key{v.Conn.Key(), v.Exchange}]; ok && v.Watch {
 			w.h.FramingBytes += v.Bytes - v.Data - v.Lost
 			w.h.DataBytes += v.Data
 			w.h.InflatedBytes += v.Inflated
@@ -133,15 +133,8 @@ func (t *Tracker) Emit(r record.Record) {
 	t.next.Emit(r)
 }
 
-func connID(c *record.Conn) int {
-	if c == nil {
-		return 0
-	}
-	return c.ID
-}
-
 func (t *Tracker) state(c *record.Conn, exchange int) *watchState {
-	k := key{connID(c), exchange}
+	k := key{c.Key(), exchange}
 	if w, ok := t.watches[k]; ok {
 		return w
 	}
@@ -256,7 +249,7 @@ func (t *Tracker) stall(n *record.ConnNote) {
 	}
 	add(&t.overall)
 	began := n.Time.Add(-n.Stall)
-	for _, k := range t.byConn[connID(n.Conn)] {
+	for _, k := range t.byConn[n.Conn.Key()] {
 		w := t.watches[k]
 		if n.Stream != 0 && k.exchange != int(n.Stream) {
 			continue

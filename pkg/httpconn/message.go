@@ -11,6 +11,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -34,7 +35,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	line, hdr, err := parseHeader(h)
 	parts := strings.SplitN(line, " ", 3)
 	if len(parts) != 3 || !strings.HasPrefix(parts[2], "HTTP/") {
-		s.problem("stream", s.hdrStart, "malformed request line", fmt.Sprintf("%q", exchange.Clip(line)),
+		s.problem("stream", s.hdrStart, "malformed request line", fmt.Sprintf("%q", phrase.Clip(line, 80)),
 			"", false, t)
 		s.dead = true
 		return
@@ -68,7 +69,7 @@ func (s *side) startResponse(h []byte, t time.Time) {
 		code, _ = strconv.Atoi(parts[1])
 	}
 	if code < 100 || code > 999 {
-		s.problem("stream", s.hdrStart, "malformed status line", fmt.Sprintf("%q", exchange.Clip(line)), "", false, t)
+		s.problem("stream", s.hdrStart, "malformed status line", fmt.Sprintf("%q", phrase.Clip(line, 80)), "", false, t)
 		s.dead = true
 		return
 	}
@@ -240,7 +241,7 @@ func framingOf(hdr textproto.MIMEHeader, response bool) framing {
 			// unrecoverable framing error; what follows is read as one
 			// body until the connection closes.
 			f.how = "close"
-			f.warns = append(f.warns, fmt.Sprintf("invalid Content-Length %q: body read until close", exchange.Clip(strings.Join(cl, ", "))))
+			f.warns = append(f.warns, fmt.Sprintf("invalid Content-Length %q: body read until close", phrase.Clip(strings.Join(cl, ", "), 80)))
 			return f
 		}
 		if n == 0 {
@@ -355,13 +356,13 @@ func (s *side) reportBareLF(off int64, line []byte, field string, next []byte, n
 	var detail, misread string
 	switch {
 	case field != "" && nextField != "":
-		detail = fmt.Sprintf("%q ends in a bare LF, right before %q", exchange.Clip(string(line)), exchange.Clip(string(next)))
+		detail = fmt.Sprintf("%q ends in a bare LF, right before %q", phrase.Clip(string(line), 80), phrase.Clip(string(next), 80))
 		misread = "the " + nextField + " line as part of the " + field + " field"
 	case field != "":
-		detail = fmt.Sprintf("%q ends in a bare LF", exchange.Clip(string(line)))
+		detail = fmt.Sprintf("%q ends in a bare LF", phrase.Clip(string(line), 80))
 		misread = "the line after it as part of the " + field + " field"
 	default:
-		detail = fmt.Sprintf("the line before %q ends in a bare LF", exchange.Clip(string(next)))
+		detail = fmt.Sprintf("the line before %q ends in a bare LF", phrase.Clip(string(next), 80))
 		misread = "the " + nextField + " line as part of the line before it"
 	}
 	hint := "RFC 9112 §2.2 lets a recipient take a bare LF as a line ending, and kwatch does (" + b.framingText() +

@@ -399,29 +399,6 @@ func (f *flushingReader) Read(p []byte) (int, error) {
 	return f.r.Read(p)
 }
 
-// connID returns the ID of the connection r is about, 0 for none.
-func connID(r record.Record) int {
-	var c *record.Conn
-	switch v := r.(type) {
-	case *record.Request:
-		c = v.Conn
-	case *record.Response:
-		c = v.Conn
-	case *record.Event:
-		c = v.Conn
-	case *record.End:
-		c = v.Conn
-	case *record.ConnNote:
-		c = v.Conn
-	case *record.Problem:
-		c = v.Conn
-	}
-	if c == nil {
-		return 0
-	}
-	return c.ID
-}
-
 func (rd *reader) truncated(ci gopacket.CaptureInfo) {
 	rd.stats.Truncated++
 	if rd.stats.Truncated > maxTruncatedReports {

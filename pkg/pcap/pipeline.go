@@ -204,7 +204,7 @@ func (o *op) connID() int {
 	if o.hc != nil {
 		return o.hc.Record().ID
 	}
-	return connID(o.rec)
+	return record.ConnOf(o.rec).Key()
 }
 
 // close ends the queue: the decoder finishes what it has, then returns.

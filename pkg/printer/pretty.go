@@ -11,6 +11,7 @@ import (
 	"github.com/fatih/color"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -143,7 +144,7 @@ func (p *Pretty) print(r record.Record) {
 		p.printSummary(v)
 	case *record.List:
 		p.w.printf("%s %s %s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
-			ScopeText(v.Scope), plural(v.Items, "item"), Escape(v.ResourceVersion), v.Duration.Round(time.Millisecond), v.Reason)
+			ScopeText(v.Scope), phrase.Count(v.Items, "item", "items"), Escape(v.ResourceVersion), v.Duration.Round(time.Millisecond), v.Reason)
 		if v.Show {
 			for _, o := range v.Objects {
 				obj := Escape(o.Kind)
@@ -388,7 +389,7 @@ func (p *Pretty) printEvent(e *record.Event) {
 		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), c.Sprint(Escape(ch)))
 	}
 	if e.MoreChanges > 0 {
-		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), p.cs.dim.Sprint("… "+plural(e.MoreChanges, "more change")))
+		p.w.printf("%s      %s\n", strings.Repeat(" ", 15), p.cs.dim.Sprint("… "+phrase.Count(e.MoreChanges, "more change", "more changes")))
 	}
 	if p.opt.Wire {
 		for _, f := range e.Frames {
@@ -443,7 +444,7 @@ func (p *Pretty) printEnd(e *record.End) {
 		parts = append(parts, countsLine(e.Events))
 	}
 	if e.Chunks > 0 {
-		cs := plural(e.Chunks, "chunk")
+		cs := phrase.Count(e.Chunks, "chunk", "chunks")
 		if !e.Watch && len(e.ChunkSizes) > 0 {
 			sizes := make([]string, len(e.ChunkSizes))
 			for i, n := range e.ChunkSizes {
@@ -458,21 +459,21 @@ func (p *Pretty) printEnd(e *record.End) {
 		parts = append(parts, cs)
 		parts = append(parts, fmt.Sprintf("%d data bytes in %d body bytes", e.Data, e.Bytes))
 	} else if e.Frames > 0 {
-		parts = append(parts, plural(e.Frames, "DATA frame"), fmt.Sprintf("%d data bytes in %d frame bytes", e.Data, e.Bytes))
+		parts = append(parts, phrase.Count(e.Frames, "DATA frame", "DATA frames"), fmt.Sprintf("%d data bytes in %d frame bytes", e.Data, e.Bytes))
 	} else if e.Bytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d body bytes", e.Bytes))
 	}
 	if e.Inflated > 0 || e.Members > 0 {
-		parts = append(parts, fmt.Sprintf("inflated to %d bytes (%s)", e.Inflated, plural(e.Members, "member")))
+		parts = append(parts, fmt.Sprintf("inflated to %d bytes (%s)", e.Inflated, phrase.Count(e.Members, "member", "members")))
 	}
 	if e.Duration > 0 {
 		parts = append(parts, e.Duration.Round(time.Millisecond).String())
 	}
 	if e.Problems > 0 {
-		parts = append(parts, p.cs.warning.Sprint(plural(e.Problems, "problem")))
+		parts = append(parts, p.cs.warning.Sprint(phrase.Count(e.Problems, "problem", "problems")))
 	}
 	if e.Warnings > 0 {
-		parts = append(parts, p.cs.warning.Sprint(plural(e.Warnings, "warning")))
+		parts = append(parts, p.cs.warning.Sprint(phrase.Count(e.Warnings, "warning", "warnings")))
 	}
 	p.w.printf("%s %s %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), strings.Join(parts, " · "))
 	if e.Status != nil {
@@ -519,8 +520,8 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	t := &p.tally
 	if s.Live {
 		parts := []string{
-			plural(s.WatchesOpened, "watch") + " opened",
-			plural(s.Relists, "re-list"),
+			phrase.Count(s.WatchesOpened, "watch", "watchs") + " opened",
+			phrase.Count(s.Relists, "re-list", "re-lists"),
 		}
 		if s.Retries > 0 {
 			retries := fmt.Sprintf("%d retries", s.Retries)
@@ -534,7 +535,7 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		parts = append(parts,
 			fmt.Sprintf("%d bytes read", s.Bytes),
 			s.Duration.Round(time.Millisecond).String(),
-			fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning")),
+			fmt.Sprintf("%s, %s", phrase.Count(t.Problems, "problem", "problems"), phrase.Count(t.Warnings, "warning", "warnings")),
 		)
 		if s.WatchesOpened != 1 {
 			parts[0] = fmt.Sprintf("%d watches opened", s.WatchesOpened)
@@ -548,8 +549,8 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		return
 	}
 	parts := []string{
-		plural(int(s.Packets), "packet"),
-		plural(s.Connections, "TCP connection"),
+		phrase.Count(int(s.Packets), "packet", "packets"),
+		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
 	}
 	if d := decryptedText(t.Decrypted); d != "" {
 		parts = append(parts, d)
@@ -563,7 +564,7 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	}
 	parts = append(parts, watches, countsLine(t.Events))
 	parts = append(parts, carriersText(t)...)
-	pw := fmt.Sprintf("%s, %s", plural(t.Problems, "problem"), plural(t.Warnings, "warning"))
+	pw := fmt.Sprintf("%s, %s", phrase.Count(t.Problems, "problem", "problems"), phrase.Count(t.Warnings, "warning", "warnings"))
 	if t.Problems+t.Warnings > 0 {
 		pw = p.cs.warning.Sprint(pw)
 	}
@@ -681,10 +682,10 @@ func isBidiOrSeparator(r rune) bool {
 func carriersText(t *Tally) []string {
 	var parts []string
 	if t.Chunks > 0 || t.Frames == 0 {
-		parts = append(parts, plural(t.Chunks, "chunk"))
+		parts = append(parts, phrase.Count(t.Chunks, "chunk", "chunks"))
 	}
 	if t.Frames > 0 {
-		parts = append(parts, plural(t.Frames, "DATA frame"))
+		parts = append(parts, phrase.Count(t.Frames, "DATA frame", "DATA frames"))
 	}
 	return parts
 }
@@ -697,7 +698,7 @@ var ChunkBucketNames = [...]string{"<1KiB", "1-4KiB", "4-16KiB", "16-32KiB", ">=
 func HealthText(h *record.Health) string {
 	var parts []string
 	if h.Scope == "all" {
-		parts = append(parts, plural(h.Watches, "watch"))
+		parts = append(parts, phrase.Count(h.Watches, "watch", "watchs"))
 		if h.Watches != 1 {
 			parts[0] = fmt.Sprintf("%d watches", h.Watches)
 		}
@@ -715,13 +716,13 @@ func HealthText(h *record.Health) string {
 			}
 			fs = append(fs, fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, Escape(f.Detail)))
 		}
-		parts = append(parts, plural(len(h.Findings)+h.FindingsNotListed, "finding")+": "+strings.Join(fs, "; "))
+		parts = append(parts, phrase.Count(len(h.Findings)+h.FindingsNotListed, "finding", "findings")+": "+strings.Join(fs, "; "))
 	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))
 	}
 	if h.InitialEvents > 0 || h.InitialEnd > 0 {
-		s := plural(h.InitialEvents, "initial event")
+		s := phrase.Count(h.InitialEvents, "initial event", "initial events")
 		if h.InitialEnd > 0 {
 			s += ", initial-events-end after " + round(h.InitialEnd)
 		}
@@ -735,10 +736,10 @@ func HealthText(h *record.Health) string {
 		parts = append(parts, s)
 	}
 	if h.ZeroWindows > 0 {
-		parts = append(parts, fmt.Sprintf("TCP zero window %s, %s", plural(h.ZeroWindows, "time"), round(h.ZeroWindow)))
+		parts = append(parts, fmt.Sprintf("TCP zero window %s, %s", phrase.Count(h.ZeroWindows, "time", "times"), round(h.ZeroWindow)))
 	}
 	if h.FlowStalls > 0 {
-		parts = append(parts, fmt.Sprintf("flow-control stall %s, %s", plural(h.FlowStalls, "time"), round(h.FlowStall)))
+		parts = append(parts, fmt.Sprintf("flow-control stall %s, %s", phrase.Count(h.FlowStalls, "time", "times"), round(h.FlowStall)))
 	}
 	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
@@ -775,11 +776,11 @@ func HealthText(h *record.Health) string {
 			rs = append(rs, fmt.Sprintf("%d× %s", n, r))
 		}
 		sort.Strings(rs)
-		restarts := plural(h.Restarts, "restart")
+		restarts := phrase.Count(h.Restarts, "restart", "restarts")
 		if len(rs) > 0 {
 			restarts += " (" + strings.Join(rs, "; ") + ")"
 		}
-		parts = append(parts, restarts+", "+plural(h.Relists, "re-list"))
+		parts = append(parts, restarts+", "+phrase.Count(h.Relists, "re-list", "re-lists"))
 	}
 	return strings.Join(parts, " · ")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -250,7 +251,7 @@ func countsLine(m map[string]int) string {
 	for _, n := range m {
 		total += n
 	}
-	s := plural(total, "event")
+	s := phrase.Count(total, "event", "events")
 	if total == 0 {
 		return s
 	}
@@ -282,13 +283,6 @@ func eventTypes(m map[string]int) []string {
 		return ts[i] < ts[j]
 	})
 	return ts
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // flushBytes is how much output a printer holds before writing it: whole

@@ -22,6 +22,25 @@ type Record interface {
 	When() time.Time
 }
 
+// ConnOf returns the connection record r is about: its Conn field for the
+// records of one connection (Request, Response, Event, End, ConnNote,
+// Problem, Health), nil for the others and for a Problem or Health
+// of no connection.
+func ConnOf(r Record) *Conn {
+	if c, ok := r.(interface{ Connection() *Conn }); ok {
+		return c.Connection()
+	}
+	return nil
+}
+
+// Key returns c's ID, or 0 for a nil Conn (a record of no connection).
+func (c *Conn) Key() int {
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
+
 // Sink receives records in order. Implementations are printers; Emit must
 // not keep pointers into the record after it returns unless it copies them.
 type Sink interface {
@@ -105,6 +124,9 @@ type Request struct {
 // When returns the time of the request's last header byte.
 func (r *Request) When() time.Time { return r.Time }
 
+// Connection returns the connection the record is about (nil: none).
+func (r *Request) Connection() *Conn { return r.Conn }
+
 // Response is an HTTP/1.1 status line and header section (RFC 9112 §4) with
 // how its body is framed.
 type Response struct {
@@ -136,6 +158,9 @@ type Response struct {
 
 // When returns the time of the response's last header byte.
 func (r *Response) When() time.Time { return r.Time }
+
+// Connection returns the connection the record is about (nil: none).
+func (r *Response) Connection() *Conn { return r.Conn }
 
 // Chunk is one chunk of a body as on the wire (RFC 9112 §7.1).
 type Chunk struct {
@@ -263,6 +288,9 @@ type Event struct {
 // When returns the time of the event's last byte.
 func (e *Event) When() time.Time { return e.Time }
 
+// Connection returns the connection the record is about (nil: none).
+func (e *Event) Connection() *Conn { return e.Conn }
+
 // End says how a body ended. How is one of a fixed set: "last-chunk" (the
 // terminating chunk was read), "content-length" (all announced bytes read),
 // "close" (the connection closed, which ends a close-delimited body), "no
@@ -330,6 +358,9 @@ const MaxListedChunks = 64
 // When returns the time the end was seen.
 func (e *End) When() time.Time { return e.Time }
 
+// Connection returns the connection the record is about (nil: none).
+func (e *End) Connection() *Conn { return e.Conn }
+
 // ConnNote says something about a whole connection: that it is not HTTP
 // (e.g. TLS), or how it closed.
 type ConnNote struct {
@@ -388,6 +419,9 @@ const (
 // When returns the time of the note.
 func (n *ConnNote) When() time.Time { return n.Time }
 
+// Connection returns the connection the record is about (nil: none).
+func (n *ConnNote) Connection() *Conn { return n.Conn }
+
 // Problem is anything that did not decode cleanly, located as precisely as
 // kwatch knows it. The wording of Kind is stable; README.md lists them.
 type Problem struct {
@@ -416,6 +450,9 @@ type Problem struct {
 
 // When returns the time the problem was seen.
 func (p *Problem) When() time.Time { return p.Time }
+
+// Connection returns the connection the record is about (nil: none).
+func (p *Problem) Connection() *Conn { return p.Conn }
 
 // Location formats where the problem is, e.g. "capture.pcap: packet 12:
 // 127.0.0.1:55486 -> 127.0.0.1:8001: server body offset 941".
@@ -657,6 +694,9 @@ type Health struct {
 
 // When returns the time the health was judged.
 func (h *Health) When() time.Time { return h.Time }
+
+// Connection returns the connection the record is about (nil: none).
+func (h *Health) Connection() *Conn { return h.Conn }
 
 // Finding is a problem in a watch's sequence of events.
 type Finding struct {

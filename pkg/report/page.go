@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/printer"
 )
 
@@ -263,13 +264,13 @@ func (r *Report) build(now time.Time) *page {
 	if s := r.summary; s != nil {
 		parts := []string{}
 		if !s.Live {
-			parts = append(parts, plural(int(s.Packets), "packet", "packets"), plural(s.Connections, "TCP connection", "TCP connections"))
+			parts = append(parts, phrase.Count(int(s.Packets), "packet", "packets"), phrase.Count(s.Connections, "TCP connection", "TCP connections"))
 			if r.undecoded > 0 {
 				parts = append(parts, fmt.Sprintf("%d not decoded", r.undecoded))
 			}
 		}
-		parts = append(parts, plural(len(r.order)+r.dropped.lanes, "watch", "watches"), plural(r.counted, "event", "events"),
-			plural(r.problems, "problem", "problems")+", "+plural(r.warnings, "warning", "warnings"))
+		parts = append(parts, phrase.Count(len(r.order)+r.dropped.lanes, "watch", "watches"), phrase.Count(r.counted, "event", "events"),
+			phrase.Count(r.problems, "problem", "problems")+", "+phrase.Count(r.warnings, "warning", "warnings"))
 		p.Summary = strings.Join(parts, " · ")
 	}
 	return p
@@ -293,13 +294,6 @@ func (r *Report) label(l *lane) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
 
 // selector names what a watch asked for beyond its path: label and field
 // selectors, the resourceVersion it started from, a watch-list's

@@ -18,8 +18,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -380,13 +380,13 @@ func (r *Report) observe(rec record.Record) {
 			return
 		}
 		l.start = v.Time
-		l.target = clip(v.Target, maxText)
+		l.target = phrase.Clip(v.Target, maxText)
 		l.path, l.query = splitTarget(v.Target)
-		l.path = clip(l.path, maxText)
-		l.requestRV = clip(l.query.Get("resourceVersion"), 64)
-		l.ua = clip(header(v.Header, "User-Agent"), maxWhat)
+		l.path = phrase.Clip(l.path, maxText)
+		l.requestRV = phrase.Clip(l.query.Get("resourceVersion"), 64)
+		l.ua = phrase.Clip(header(v.Header, "User-Agent"), maxWhat)
 		if p := r.startOf(v.Target); p != nil {
-			l.watchNo, l.reason, l.why, l.after = p.Number, clip(p.Reason, maxWhat), p.Why, p.After
+			l.watchNo, l.reason, l.why, l.after = p.Number, phrase.Clip(p.Reason, maxWhat), p.Why, p.After
 		}
 		r.perConn[l.key.conn]++
 		l.onConn = r.perConn[l.key.conn]
@@ -397,7 +397,7 @@ func (r *Report) observe(rec record.Record) {
 		r.waiting = nil
 	case *record.Response:
 		r.see(v.Time)
-		l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]
+		l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]
 		if l == nil && v.Watch {
 			// A watch whose request the capture missed (one past the
 			// lanes kept was counted at its request).
@@ -407,13 +407,13 @@ func (r *Report) observe(rec record.Record) {
 			return
 		}
 		l.status = v.StatusCode
-		l.encoding = clip(v.ContentEncoding, 64)
+		l.encoding = phrase.Clip(v.ContentEncoding, 64)
 		l.format = v.Format
 	case *record.Event:
 		r.event(v)
 	case *record.End:
 		r.see(v.Time)
-		l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]
+		l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]
 		if l == nil {
 			return
 		}
@@ -425,7 +425,7 @@ func (r *Report) observe(rec record.Record) {
 		if v.Status != nil {
 			l.endHow += " (" + printer.StatusText(v.Status) + ")"
 		}
-		l.endHow = clip(l.endHow, maxWhat)
+		l.endHow = phrase.Clip(l.endHow, maxWhat)
 		// The client ending its own watch (Ctrl-C, an informer
 		// stopping) is no failure of the stream.
 		l.byClient = v.ByClient
@@ -433,7 +433,7 @@ func (r *Report) observe(rec record.Record) {
 		// Drawn on the lanes of its connection: a connection without
 		// a watch kept has none to be drawn on.
 		r.see(v.Time)
-		ci := r.conns[connID(v.Conn)]
+		ci := r.conns[v.Conn.Key()]
 		kind := noteKind(v)
 		switch v.Kind {
 		case "tls", "http2", "not-http":
@@ -442,16 +442,16 @@ func (r *Report) observe(rec record.Record) {
 		if kind == "conn" && len(r.problemList) < maxProblems {
 			// Listed with the problems: a connection kwatch did not
 			// decode (TLS without a key, not HTTP) has no lane.
-			r.problemList = append(r.problemList, note{lane: -1, conn: connID(v.Conn), t: v.Time, kind: "note",
-				text: clip(fmt.Sprintf("#%d %s %s", connID(v.Conn), v.Conn, v.Message), maxWhat)})
+			r.problemList = append(r.problemList, note{lane: -1, conn: v.Conn.Key(), t: v.Time, kind: "note",
+				text: phrase.Clip(fmt.Sprintf("#%d %s %s", v.Conn.Key(), v.Conn, v.Message), maxWhat)})
 		}
 		if kind == "" || ci == nil {
 			return
 		}
 		if kind == "closed" || kind == "reset" || kind == "capture-ended" {
-			ci.closed = clip(v.Message, maxWhat)
+			ci.closed = phrase.Clip(v.Message, maxWhat)
 		}
-		n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: clip(v.Message, maxWhat)}
+		n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: phrase.Clip(v.Message, maxWhat)}
 		if id := streamOf(kind, v); id > 0 {
 			// A RST_STREAM, or a stall of one stream: that stream's
 			// lane (none: a stream kwatch did not follow).
@@ -469,7 +469,7 @@ func (r *Report) observe(rec record.Record) {
 		} else {
 			r.problems++
 		}
-		n := note{lane: -1, t: v.Time, kind: "problem", text: clip(printer.ProblemText(v), maxWhat)}
+		n := note{lane: -1, t: v.Time, kind: "problem", text: phrase.Clip(printer.ProblemText(v), maxWhat)}
 		if v.Warning {
 			n.kind = "warning"
 		}
@@ -477,7 +477,7 @@ func (r *Report) observe(rec record.Record) {
 			p := n
 			if v.Conn != nil {
 				p.conn = v.Conn.ID
-				p.text = clip(fmt.Sprintf("#%d %s", v.Conn.ID, n.text), maxWhat)
+				p.text = phrase.Clip(fmt.Sprintf("#%d %s", v.Conn.ID, n.text), maxWhat)
 			}
 			r.problemList = append(r.problemList, p)
 		}
@@ -496,10 +496,10 @@ func (r *Report) observe(rec record.Record) {
 			r.overall = v
 			return
 		}
-		if l := r.lanes[laneKey{connID(v.Conn), v.Exchange}]; l != nil {
+		if l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]; l != nil {
 			l.health = v
 			for _, f := range v.Findings {
-				l.findings = append(l.findings, clip(fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, f.Detail), maxWhat))
+				l.findings = append(l.findings, phrase.Clip(fmt.Sprintf("%s at event %d (%s)", f.Kind, f.Seq, f.Detail), maxWhat))
 			}
 		}
 	case *record.Summary:
@@ -508,14 +508,14 @@ func (r *Report) observe(rec record.Record) {
 	case *record.List:
 		r.see(v.Time)
 		if len(r.lists) < r.opt.MaxNotes {
-			r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: clip(v.Reason, maxWhat), dur: v.Duration})
+			r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: phrase.Clip(v.Reason, maxWhat), dur: v.Duration})
 		}
 		if v.Why == record.WhyRelist {
 			// kwatch stream --list-mode list lists again after 410:
 			// drawn on the watch that follows.
 			r.relists++
-			text := fmt.Sprintf("LIST: %s at resourceVersion %s (%s)", plural(v.Items, "item", "items"), v.ResourceVersion, v.Reason)
-			if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: clip(text, maxWhat)}) {
+			text := fmt.Sprintf("LIST: %s at resourceVersion %s (%s)", phrase.Count(v.Items, "item", "items"), v.ResourceVersion, v.Reason)
+			if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: phrase.Clip(text, maxWhat)}) {
 				r.waiting = append(r.waiting, len(r.notes)-1)
 			}
 		}
@@ -555,13 +555,6 @@ func (r *Report) startOf(target string) *record.WatchStart {
 	w := r.watchStarts[k]
 	r.watchStarts = append(r.watchStarts[:k], r.watchStarts[k+1:]...)
 	return w
-}
-
-func connID(c *record.Conn) int {
-	if c == nil {
-		return 0
-	}
-	return c.ID
 }
 
 func (r *Report) addNote(n note) bool {
@@ -798,13 +791,13 @@ func (r *Report) detail(l *lane, e *record.Event, special bool) *detail {
 	// Only what the page shows is copied: a slice of a longer string
 	// would keep all of it.
 	obj := string(e.Object[:min(len(e.Object), r.opt.MaxObjectBytes)])
-	what, carried := clip(printer.EventWhat(e), maxWhat), clip(printer.ChunkText(e), maxWhat)
+	what, carried := phrase.Clip(printer.EventWhat(e), maxWhat), phrase.Clip(printer.ChunkText(e), maxWhat)
 	var changes []string
 	for i, c := range e.Changes {
 		if i == 50 {
 			break
 		}
-		changes = append(changes, clip(c, maxWhat))
+		changes = append(changes, phrase.Clip(c, maxWhat))
 	}
 	if more := len(e.Changes) - len(changes) + e.MoreChanges; more > 0 {
 		changes = append(changes, fmt.Sprintf("… %d more changes", more))
@@ -825,7 +818,7 @@ func (r *Report) detail(l *lane, e *record.Event, special bool) *detail {
 		}
 	}
 	r.detailed += cost
-	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: clip(e.Type, 32), what: what, carrier: carried,
+	d := &detail{lane: l.idx, seq: e.Seq, t: e.Time, typ: phrase.Clip(e.Type, 32), what: what, carrier: carried,
 		offset: e.Offset, length: e.Length, format: e.Format, changes: changes,
 		chunks: cs, frames: len(e.Frames) > 0, more: len(e.Chunks) + len(e.Frames) - len(cs), gzip: l.encoding != "", object: obj,
 		ord: r.counted, special: special, cost: cost}
@@ -892,17 +885,6 @@ func followKind(prev, l *lane) string {
 		return "resume"
 	}
 	return "follows"
-}
-
-// clip cuts s to at most n bytes, at a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func hostOf(addr string) string {

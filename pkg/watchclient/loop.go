@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -314,19 +315,12 @@ func (l *loop) onlyRetried() error {
 		return fmt.Errorf("%w: no watch was opened: interrupted before the server answered", ErrOnlyRetried)
 	}
 	return fmt.Errorf("%w: no watch was opened; %d %s failed, the last with: %s", ErrOnlyRetried,
-		l.stats.Retries, pluralWord(l.stats.Retries, "attempt"), l.lastErr)
+		l.stats.Retries, phrase.Plural(l.stats.Retries, "attempt"), l.lastErr)
 }
 
 // ErrOnlyRetried is wrapped by the error of a run in which every list or
 // watch attempt failed and was retried until Ctrl-C.
 var ErrOnlyRetried = errors.New("gave up")
-
-func pluralWord(n int, w string) string {
-	if n == 1 {
-		return w
-	}
-	return w + "s"
-}
 
 func orNone(s string) string {
 	if s == "" {
