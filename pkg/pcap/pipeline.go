@@ -13,7 +13,7 @@ import (
 
 // Read runs on three goroutines, one stage each, so that two cores share
 // the work: the reader (capture reading, packet decoding, TCP reassembly),
-// the decoder (HTTP/1.1, chunks, watch events: pkg/httpconn), and the
+// the decoder (the switchboard and its followers: pkg/wire), and the
 // printer (the caller's sink). Each stage hands the next one batches, in
 // order, through a fixed number of buffers, so the output is the same as
 // on one goroutine, whatever the timing, and memory stays bounded: the
@@ -47,7 +47,7 @@ const (
 type opKind uint8
 
 const (
-	opData  opKind = iota // bytes of one direction: httpconn ClientData/ServerData
+	opData  opKind = iota // bytes of one direction: wire.Conn ClientData/ServerData
 	opGap                 // bytes lost: ClientGap/ServerGap
 	opClose               // a direction ended: CloseClient/CloseServer
 	opEmit                // a record the reader made (a problem, a connection note)
@@ -214,7 +214,7 @@ func (q *opQueue) close() {
 }
 
 // decoder is the second stage: it does the ops in order, and is the sink
-// of every connection's HTTP decoding (httpconn's Locate is its locate).
+// of every connection's decoding (the followers' Locate is its locate).
 type decoder struct {
 	name string
 	out  *recQueue

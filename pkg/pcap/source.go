@@ -1,7 +1,8 @@
 // Package pcap reads packet captures (pcap and pcapng, optionally gzip'd),
 // decodes their link, IP and TCP layers with gopacket, reassembles each TCP
 // connection with gopacket's reassembly package, and hands the bytes of both
-// directions of every connection to pkg/httpconn. It reports what it cannot
+// directions of every connection to the switchboard (pkg/wire), which hands
+// them to the follower of their protocol. It reports what it cannot
 // decode (truncated files, snaplen-cut packets, lost segments, retransmissions
 // whose bytes differ from the first copy) as records with their location.
 package pcap

@@ -451,7 +451,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 func (s *stream) gap(dir reassembly.TCPFlowDirection, n int64, ci gopacket.CaptureInfo) {
 	h := s.halfOf(dir)
 	h.delivered += n
-	// The gap problem is made by httpconn; the decoder's locate gives it
+	// The gap problem is made by the follower; the decoder's locate gives it
 	// the packet after the gap, and the snaplen hint when this direction
 	// had packets cut short.
 	s.rd.q.add(op{kind: opGap, hc: s.hc, client: dir == s.clientDir, n: n, t: ci.Timestamp,

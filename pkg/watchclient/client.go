@@ -1,7 +1,7 @@
 // Package watchclient runs a live Kubernetes list-watch and shows every watch
-// event with the HTTP/1.1 chunks it arrived in. The watch connection is
-// tapped: the bytes it carries (decrypted, for TLS) go through the same
-// pkg/httpconn → pkg/chunk → pkg/event path as a packet capture, so live and
+// event with the chunks or DATA frames it arrived in. The watch connection
+// is tapped: the bytes it carries (decrypted, for TLS) go through the same
+// switchboard (pkg/wire) and followers as a packet capture, so live and
 // captured traffic are decoded by one decoder.
 //
 // It follows the list-watch protocol (Kubernetes API concepts: efficient
