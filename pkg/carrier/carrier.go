@@ -39,6 +39,17 @@ type Options struct {
 	// bounds the bytes held by events in progress, events waiting for their
 	// carriers to complete, and inflaters.
 	Budget *event.Budget
+	// Carriers names the carriers in the plural, for what a Body reports
+	// ("DATA frames"; "" means "chunks").
+	Carriers string
+}
+
+// carriers is Options.Carriers, or "chunks".
+func (o *Options) carriers() string {
+	if o.Carriers == "" {
+		return "chunks"
+	}
+	return o.Carriers
 }
 
 // Env is where a Body's records go.
@@ -227,7 +238,7 @@ func (b *Body) StartInflate(enc string) bool {
 	if !b.opt.Budget.Reserve(inflaterBytes) {
 		b.problems++
 		b.env.Problem(&record.Problem{Direction: b.direction, Where: "body", Offset: 0, Exchange: b.exchange,
-			Kind: event.KindBudget, Time: b.now, Detail: fmt.Sprintf("no room to inflate this %s body; its chunks are listed, its events are not decoded", enc),
+			Kind: event.KindBudget, Time: b.now, Detail: fmt.Sprintf("no room to inflate this %s body; its %s are listed, its events are not decoded", enc, b.opt.carriers()),
 			Hint: "raise --max-buffered-bytes-total"})
 		b.framer.Discard()
 		b.framer = nil
@@ -319,7 +330,7 @@ func (b *Body) Start(c Carrier) {
 	if b.framer == nil {
 		return
 	}
-	b.framer.ChunkStart()
+	b.framer.CarrierStart()
 	c.Events, c.Inflated, c.firstSerial, c.lastSerial = 0, 0, 0, 0
 	c.Data = -1
 	if b.inf == nil {
@@ -431,9 +442,9 @@ func (b *Body) drain() {
 		}
 		if f.UnlistedChunks > 0 {
 			b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
-				Exchange: b.exchange, Kind: "watch event in too many chunks", Warning: true, Time: b.now,
-				Detail: fmt.Sprintf("%d more chunks carried %d of its %d bytes; only the first %d chunks are listed",
-					f.UnlistedChunks, f.UnlistedBytes, f.Length, len(f.Spans))})
+				Exchange: b.exchange, Kind: "watch event in too many " + b.opt.carriers(), Warning: true, Time: b.now,
+				Detail: fmt.Sprintf("%d more %s carried %d of its %d bytes; only the first %d %s are listed",
+					f.UnlistedChunks, b.opt.carriers(), f.UnlistedBytes, f.Length, len(f.Spans), b.opt.carriers())})
 		}
 		if len(b.pending) >= maxPendingEvents || b.pendBytes > b.framerMax() {
 			// A huge carrier full of events (a chunk-size of 1 GiB,
@@ -462,7 +473,7 @@ func (b *Body) flushCompleted(c int) {
 		return
 	}
 	if b.framer.InFrame() && c >= 0 && b.framer.CurrentInChunk(c) {
-		b.countIn([]event.Span{{Chunk: c}}, b.framer.Serial())
+		b.countIn([]event.Span{{Carrier: c}}, b.framer.Serial())
 	}
 	if c >= 0 && b.curData < b.curSize {
 		return // the carrier's data is not complete yet
@@ -473,8 +484,8 @@ func (b *Body) flushCompleted(c int) {
 // countIn counts frame serial in the carriers of spans.
 func (b *Body) countIn(spans []event.Span, serial int) {
 	for _, sp := range spans {
-		w := b.find(sp.Chunk)
-		if sp.Chunk < 0 || w == nil {
+		w := b.find(sp.Carrier)
+		if sp.Carrier < 0 || w == nil {
 			continue
 		}
 		if w.lastSerial < serial {
@@ -626,8 +637,8 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
 	from := len(b.spans)
 	for _, sp := range f.Spans {
-		if sp.Chunk >= 0 {
-			b.spans = append(b.spans, record.Chunk{Index: sp.Chunk, Bytes: sp.Bytes, Ordinal: f.Serial})
+		if sp.Carrier >= 0 {
+			b.spans = append(b.spans, record.Chunk{Index: sp.Carrier, Bytes: sp.Bytes, Ordinal: f.Serial})
 		}
 	}
 	if n := len(b.spans); n > from {

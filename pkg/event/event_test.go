@@ -87,7 +87,7 @@ func TestJSONSeveralEventsInOneChunkAndStraddling(t *testing.T) {
 	if len(c.frames) != 2 {
 		t.Fatalf("frames:\n%s", c.String())
 	}
-	want := []Span{{Chunk: 0, Bytes: 10}, {Chunk: 1, Bytes: int64(len(ev1) - 10)}}
+	want := []Span{{Carrier: 0, Bytes: 10}, {Carrier: 1, Bytes: int64(len(ev1) - 10)}}
 	if fmt.Sprint(c.frames[1].Spans) != fmt.Sprint(want) {
 		t.Errorf("spans %v, want %v", c.frames[1].Spans, want)
 	}
@@ -123,7 +123,7 @@ func TestJSONResyncAtChunkStart(t *testing.T) {
 	fr := c.framer(FormatJSON, 0)
 	fr.Write([]byte(ev1[:20]), 0)
 	fr.Gap(int64(len(ev1) - 20 + 1))
-	fr.ChunkStart()
+	fr.CarrierStart()
 	fr.Write([]byte(ev1+"\n"), 1)
 	if len(c.frames) != 1 || string(c.frames[0].Data) != ev1 || len(c.problems) != 1 || c.problems[0].Kind != KindLost {
 		t.Fatalf("an event starting a chunk after a gap must be framed:\n%s", c.String())
@@ -134,7 +134,7 @@ func TestJSONResyncAtChunkStart(t *testing.T) {
 	fr = d.framer(FormatJSON, 0)
 	fr.Write([]byte(ev1[:20]), 0)
 	fr.Gap(5)
-	fr.ChunkStart()
+	fr.CarrierStart()
 	fr.Write([]byte("x"), 1)
 	fr.Write([]byte(ev1[26:]+"\n"+ev1+"\n"), 1)
 	if len(d.frames) != 1 || string(d.frames[0].Data) != ev1 {
@@ -310,11 +310,11 @@ func TestProtobufRegainAtChunkStart(t *testing.T) {
 	for split := 0; split <= 30; split++ {
 		var col collected
 		fr := col.framer(FormatProtobuf, 0)
-		fr.ChunkStart()
+		fr.CarrierStart()
 		fr.Write([]byte(chunks[0]), 0)
 		fr.Gap(int64(len(a) - 20 + 7)) // the rest of a and the start of a chunk
 		for i, ch := range chunks[1:] {
-			fr.ChunkStart()
+			fr.CarrierStart()
 			k := min(split, len(ch))
 			fr.Write([]byte(ch[:k]), i+1)
 			fr.Write([]byte(ch[k:]), i+1)
@@ -351,11 +351,11 @@ func TestProtobufWrongRegain(t *testing.T) {
 	} {
 		var col collected
 		fr := col.framer(FormatProtobuf, 0)
-		fr.ChunkStart()
+		fr.CarrierStart()
 		fr.Write([]byte(a[:20]), 0)
 		fr.Gap(int64(len(a) - 20 + 3))
 		for i, ch := range []string{tc.chunk, b, c} {
-			fr.ChunkStart()
+			fr.CarrierStart()
 			fr.Write([]byte(ch), i+1)
 			if i == 0 && tc.suspect {
 				fr.Suspect(col.frames[len(col.frames)-1].Serial, 0)

@@ -62,12 +62,14 @@ func (f Format) String() string {
 // decode; apimachinery's streaming decoder default has cut real watches short.
 const DefaultMaxEventBytes = 64 << 20
 
-// Span is the part of one event that one chunk carried.
+// Span is the part of one event that one carrier (an HTTP/1.1 chunk, an
+// HTTP/2 DATA frame) carried.
 type Span struct {
-	// Chunk is the index of the chunk in the body (chunk.Chunk.Index), or
-	// -1 when the body is not chunked.
-	Chunk int
-	// Bytes is how many bytes of the event that chunk carried.
+	// Carrier is the index of the carrier in the body (chunk.Chunk.Index,
+	// record.Frame.Index), or -1 when the body has no carriers (a
+	// Content-Length or close-delimited HTTP/1.1 body).
+	Carrier int
+	// Bytes is how many bytes of the event that carrier carried.
 	Bytes int64
 }
 
@@ -342,7 +344,7 @@ func (fr *Framer) LastListedChunk() int {
 	if !fr.in || len(fr.cur.Spans) == 0 {
 		return -1
 	}
-	return fr.cur.Spans[len(fr.cur.Spans)-1].Chunk
+	return fr.cur.Spans[len(fr.cur.Spans)-1].Carrier
 }
 
 // SpansFull reports whether the event in progress lists as many chunks as
@@ -365,22 +367,22 @@ func (fr *Framer) FirstChunk() int {
 	if !fr.in || len(fr.cur.Spans) == 0 {
 		return -1
 	}
-	return fr.cur.Spans[0].Chunk
+	return fr.cur.Spans[0].Carrier
 }
 
 // CurrentInChunk reports whether the event in progress has bytes in chunk c.
 func (fr *Framer) CurrentInChunk(c int) bool {
-	return fr.in && len(fr.cur.Spans) > 0 && fr.cur.Spans[len(fr.cur.Spans)-1].Chunk == c
+	return fr.in && len(fr.cur.Spans) > 0 && fr.cur.Spans[len(fr.cur.Spans)-1].Carrier == c
 }
 
 // Resync makes the Framer look for the start of an event, as after a gap:
 // for a body whose start was not captured.
 func (fr *Framer) Resync() { fr.resync = true }
 
-// ChunkStart tells the Framer that the next byte written is the first data
-// byte of a chunk. It matters only while a JSON Framer resynchronises after
+// CarrierStart tells the Framer that the next byte written is the first data
+// byte of a carrier (a chunk, a DATA frame). It matters only while a JSON Framer resynchronises after
 // lost bytes (see Gap): a '{' there is taken as the start of an event.
-func (fr *Framer) ChunkStart() {
+func (fr *Framer) CarrierStart() {
 	fr.atChunk = true
 	fr.endProbe() // the chunk before was too short to start an event
 }
@@ -439,10 +441,10 @@ func (fr *Framer) take(p []byte, c int) {
 	}
 	n := int64(len(p))
 	switch s := fr.cur.Spans; {
-	case len(s) > 0 && s[len(s)-1].Chunk == c:
+	case len(s) > 0 && s[len(s)-1].Carrier == c:
 		s[len(s)-1].Bytes += n
 	case len(s) < fr.maxSpans:
-		fr.cur.Spans = append(fr.cur.Spans, Span{Chunk: c, Bytes: n})
+		fr.cur.Spans = append(fr.cur.Spans, Span{Carrier: c, Bytes: n})
 	default:
 		// Bounded bookkeeping: an event cut into more chunks than
 		// are listed (say a million one-byte chunks) costs no more.
@@ -979,7 +981,7 @@ func (fr *Framer) flushJunk() {
 // Gap tells the Framer that n bytes of the body were lost. An event in
 // progress is reported as damaged and dropped. For JSON the Framer then
 // resynchronises on the next line that starts with "{", or on a chunk whose
-// data starts with "{" (see ChunkStart); for protobuf the
+// data starts with "{" (see CarrierStart); for protobuf the
 // length prefix keeps the framing when the gap lies inside the current frame,
 // and otherwise the rest of the body cannot be framed.
 func (fr *Framer) Gap(n int64) {

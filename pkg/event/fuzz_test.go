@@ -108,7 +108,7 @@ func (fc fuzzChunks) run(t *testing.T, f Format, max int64, spans int, split *ra
 			l.fr.Gap(fc.gapLen)
 			l.state("after gap")
 		}
-		l.fr.ChunkStart()
+		l.fr.CarrierStart()
 		for len(c) > 0 {
 			k := len(c)
 			if split != nil {

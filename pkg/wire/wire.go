@@ -85,7 +85,9 @@ func NewBoard(opt Options) *Board {
 
 // h2Options are the HTTP/2 follower's options for opt.
 func h2Options(opt Options) h2conn.Options {
-	return h2conn.Options{Events: opt.Events(), Locate: opt.Locate,
+	events := opt.Events()
+	events.Carriers = "DATA frames"
+	return h2conn.Options{Events: events, Locate: opt.Locate,
 		MaxHeaderListBytes: opt.MaxHeaderBytes, ListFrames: opt.HTTP2Frames}
 }
 
