@@ -18,7 +18,7 @@ type body struct {
 	// byClient: the client closed the connection before the body ended
 	// (record.End.ByClient).
 	byClient   bool
-	s          *side
+	s          *direction
 	resp       *record.Response // nil for a request body
 	exchange   int
 	framing    string // "chunked", "content-length", "close", "none"
@@ -55,7 +55,7 @@ type body struct {
 
 // newBody starts the body of a message with header hdr; noBody says that
 // the message has none whatever its fields say (RFC 9112 §6.3 items 1-2).
-func (s *side) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.Time) *body {
+func (s *direction) newBody(hdr textproto.MIMEHeader, response, noBody bool, t time.Time) *body {
 	f := framing{how: "none"}
 	if !noBody {
 		f = framingOf(hdr, response)

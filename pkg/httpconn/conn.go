@@ -46,8 +46,8 @@ type Conn struct {
 	sink    record.Sink
 	opt     *exchange.Limits
 	up      Upgrader // nil: a 101 to h2c ends what is decoded
-	client  *side
-	server  *side
+	client  *direction
+	server  *direction
 	pending []*record.Request
 	// unqueued counts requests not kept in pending because it was full;
 	// the oldest of them is exchange number unqueuedFirst.
@@ -71,8 +71,8 @@ type Conn struct {
 // is noted as not HTTP/1.1.
 func New(rec *record.Conn, sink record.Sink, opt *exchange.Limits, up Upgrader) *Conn {
 	c := &Conn{rec: rec, sink: sink, opt: opt, up: up}
-	c.client = &side{c: c, isServer: false}
-	c.server = &side{c: c, isServer: true}
+	c.client = &direction{c: c, isServer: false}
+	c.server = &direction{c: c, isServer: true}
 	return c
 }
 
@@ -184,8 +184,8 @@ func (c *Conn) locate(p *record.Problem) {
 	}
 }
 
-// side is one direction of the connection: a sequence of HTTP messages.
-type side struct {
+// direction is one direction of the connection: a sequence of HTTP messages.
+type direction struct {
 	c        *Conn
 	isServer bool
 	off      int64 // stream offset of the next byte
@@ -197,20 +197,20 @@ type side struct {
 	body     *body // current message body, nil while reading a header
 }
 
-func (s *side) name() string {
+func (s *direction) name() string {
 	if s.isServer {
 		return "server"
 	}
 	return "client"
 }
 
-func (s *side) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
+func (s *direction) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
 	s.c.problem(&record.Problem{Direction: s.name(), Where: where, Offset: off, Kind: kind,
 		Detail: detail, Hint: hint, Warning: warning, Time: t, Exchange: s.c.exchange})
 }
 
 // process consumes bytes of HTTP messages.
-func (s *side) process(p []byte, t time.Time) {
+func (s *direction) process(p []byte, t time.Time) {
 	for len(p) > 0 && !s.dead && !s.closed {
 		if s.body != nil {
 			n := s.body.write(p, t)
@@ -249,7 +249,7 @@ func (c *Conn) upgradeHTTP2(req *record.Request, t time.Time) {
 // captured (tcpdump started while a watch was open): the chunk decoder and
 // the event framer look for the next chunk-size line and the next event, as
 // after lost bytes, and the body is confirmed as a watch by its first event.
-func (s *side) startMidStream(t time.Time) {
+func (s *direction) startMidStream(t time.Time) {
 	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "mid-stream",
 		Message: "the capture starts inside a response (no status line captured): looking for chunk framing and watch events"})
 	s.c.exchange++
@@ -268,7 +268,7 @@ func (s *side) startMidStream(t time.Time) {
 
 // readHeader accumulates a header section; it returns the bytes of p
 // consumed. When the section is complete it starts the message.
-func (s *side) readHeader(p []byte, t time.Time) int {
+func (s *direction) readHeader(p []byte, t time.Time) int {
 	if len(s.hdr) == 0 {
 		s.hdrStart = s.off
 		// RFC 9112 §2.2: a recipient should ignore at least one empty
@@ -340,7 +340,7 @@ func (s *side) readHeader(p []byte, t time.Time) int {
 
 // dropHeader forgets the header section being read and releases its bytes
 // from the budget.
-func (s *side) dropHeader() {
+func (s *direction) dropHeader() {
 	s.c.opt.Budget.Release(s.hdrHeld)
 	s.hdrHeld = 0
 	s.hdr = nil
@@ -363,7 +363,7 @@ func headerEnd(b []byte, from int) int {
 	return -1
 }
 
-func (s *side) gap(n int64, t time.Time) {
+func (s *direction) gap(n int64, t time.Time) {
 	if s.dead || n <= 0 {
 		s.off += n
 		return
@@ -388,7 +388,7 @@ func (s *side) gap(n int64, t time.Time) {
 		Message: fmt.Sprintf("%s stream: HTTP framing lost after missing bytes; the rest of this direction is not decoded", s.name())})
 }
 
-func (s *side) close(how exchange.Ending, t time.Time) {
+func (s *direction) close(how exchange.Ending, t time.Time) {
 	if s.closed {
 		return
 	}

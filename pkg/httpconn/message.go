@@ -31,7 +31,7 @@ func parseHeader(h []byte) (string, textproto.MIMEHeader, error) {
 	return line, hdr, err
 }
 
-func (s *side) startRequest(h []byte, t time.Time) {
+func (s *direction) startRequest(h []byte, t time.Time) {
 	line, hdr, err := parseHeader(h)
 	parts := strings.SplitN(line, " ", 3)
 	if len(parts) != 3 || !strings.HasPrefix(parts[2], "HTTP/") {
@@ -60,7 +60,7 @@ func (s *side) startRequest(h []byte, t time.Time) {
 	}
 }
 
-func (s *side) startResponse(h []byte, t time.Time) {
+func (s *direction) startResponse(h []byte, t time.Time) {
 	line, hdr, err := parseHeader(h)
 	parts := strings.SplitN(line, " ", 3)
 	code := 0
@@ -289,7 +289,7 @@ func framingField(line []byte) string {
 // offset in the direction's stream. The first line, the start-line, is
 // never a field line. b is the body the section announced, framed as kwatch
 // frames it.
-func (s *side) bareLFNearFraming(h []byte, b *body, t time.Time) {
+func (s *direction) bareLFNearFraming(h []byte, b *body, t time.Time) {
 	// Each line is looked at when the line after it is known: prev is the
 	// line before (without its ending), prevLF the offset in h of the
 	// bare LF that ended it, or -1 when it ended in CRLF.
@@ -336,7 +336,7 @@ const maxBareLFReports = 4
 // bareLFOnce reports the n+1st bare LF of a header section: the first
 // maxBareLFReports each, the next as a note that the others are not listed,
 // then none. It returns n+1.
-func (s *side) bareLFOnce(n int, off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) int {
+func (s *direction) bareLFOnce(n int, off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) int {
 	switch {
 	case n > maxBareLFReports:
 	case n == maxBareLFReports:
@@ -352,7 +352,7 @@ func (s *side) bareLFOnce(n int, off int64, line []byte, field string, next []by
 // reportBareLF reports the bare LF at stream offset off that ends line (a
 // framing field line when field is set) and comes before next (likewise,
 // nextField).
-func (s *side) reportBareLF(off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) {
+func (s *direction) reportBareLF(off int64, line []byte, field string, next []byte, nextField string, b *body, t time.Time) {
 	var detail, misread string
 	switch {
 	case field != "" && nextField != "":

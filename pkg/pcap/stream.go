@@ -22,7 +22,7 @@ type stream struct {
 	known     bool // clientDir is decided
 	rec       *record.Conn
 	hc        *wire.Conn
-	half      [2]halfState // by gopacket direction
+	half      [2]direction // by gopacket direction
 	sawSYN    bool         // a SYN was captured (either direction)
 	noStart   bool         // reported that the connection began before the capture
 	done      bool
@@ -50,8 +50,8 @@ type afterReset struct {
 	t             time.Time
 }
 
-// halfState is what kwatch tracks of one direction beyond reassembly.
-type halfState struct {
+// direction is what kwatch tracks of one direction beyond reassembly.
+type direction struct {
 	fin, rst, closed bool
 	overlap          overlapCheck
 	// delivered counts the bytes of this direction handed on or reported
@@ -262,7 +262,7 @@ func (s *stream) count(tcp *layers.TCP) {
 
 // advance moves the direction's next sequence number past an in-order
 // packet (RFC 9293 §3.4: SYN and FIN occupy one each).
-func (h *halfState) advance(tcp *layers.TCP) {
+func (h *direction) advance(tcp *layers.TCP) {
 	if tcp.RST && len(tcp.Payload) == 0 {
 		return // a RST occupies no sequence number; judged by inWindow
 	}
@@ -283,12 +283,12 @@ func (h *halfState) advance(tcp *layers.TCP) {
 
 // ahead reports whether segments of this direction wait behind a missing
 // one.
-func (h *halfState) ahead() bool { return h.nextOK && int32(h.maxEnd-h.next) > 0 }
+func (h *direction) ahead() bool { return h.nextOK && int32(h.maxEnd-h.next) > 0 }
 
 // inWindow reports whether a RST at seq is one the receiver takes: at the
 // next sequence number expected (RFC 5961 §3.2; gopacket's assembler drops
 // the others too). Before any packet of the direction, any RST is.
-func (h *halfState) inWindow(seq uint32) bool { return !h.nextOK || seq == h.next }
+func (h *direction) inWindow(seq uint32) bool { return !h.nextOK || seq == h.next }
 
 // linger asks the reader to close, after this packet, the directions of
 // the connection the assembler still has open, so that it forgets the
@@ -309,7 +309,7 @@ func (s *stream) linger() {
 }
 
 // halfOf returns the state of one gopacket direction.
-func (s *stream) halfOf(dir reassembly.TCPFlowDirection) *halfState {
+func (s *stream) halfOf(dir reassembly.TCPFlowDirection) *direction {
 	if dir == reassembly.TCPDirClientToServer {
 		return &s.half[0]
 	}
