@@ -131,50 +131,17 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	if err != nil {
 		return nil, err
 	}
-	if opt.GapTimeout <= 0 {
-		opt.GapTimeout = DefaultGapTimeout
-	}
-	if opt.MaxBufferedPerConn <= 0 {
-		opt.MaxBufferedPerConn = DefaultMaxBufferedPerConn
-	}
-	if opt.MaxBufferedTotal <= 0 {
-		opt.MaxBufferedTotal = DefaultMaxBufferedTotal
-	}
-	if opt.MaxConnections <= 0 {
-		opt.MaxConnections = DefaultMaxConnections
-	}
-	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
-		live: map[*stream]struct{}{}, ended: map[uint64]*endedConn{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
-	dec := &decoder{name: opt.Name, out: newRecQueue()}
-	rd.dec = dec
-	rd.httpOpt = opt.HTTP
-	if rd.httpOpt.Budget == nil {
-		rd.httpOpt.Budget = event.NewBudget(0)
-	}
-	rd.httpOpt.Locate = dec.locate
+	rd := newReader(opt.withDefaults(), src)
 	fr.flush = rd.q.ship
 	var wg sync.WaitGroup
-	wg.Go(func() { dec.run(rd.q) })
-	wg.Go(func() { dec.out.run(sink) })
-	// A capture may begin while a watch is already open.
-	rd.httpOpt.MidStream = true
-	// Secrets may come later than a connection needs them from a key log
-	// file still being written or a pcapng block further on.
-	rd.httpOpt.Keys = opt.Keys
-	rd.httpOpt.NoWait = src.secrets == nil && !opt.WaitForKeys
-	rd.board = wire.NewBoard(rd.httpOpt)
+	wg.Go(func() { rd.dec.run(rd.q) })
+	wg.Go(func() { rd.dec.out.run(sink) })
 	pool := reassembly.NewStreamPool(rd)
 	asm := reassembly.NewAssembler(pool)
-	asm.MaxBufferedPagesPerConnection = opt.MaxBufferedPerConn
-	asm.MaxBufferedPagesTotal = opt.MaxBufferedTotal
-	pkt := newPacketDecoder()
-	badLinks := map[layers.LinkType]bool{}
-	var lastFlush time.Time
-
-	for {
-		if ctx.Err() != nil {
-			break
-		}
+	asm.MaxBufferedPagesPerConnection = rd.opt.MaxBufferedPerConn
+	asm.MaxBufferedPagesTotal = rd.opt.MaxBufferedTotal
+	pk := &packets{asm: asm, dec: newPacketDecoder(), badLinks: map[layers.LinkType]bool{}}
+	for ctx.Err() == nil {
 		data, ci, link, err := src.next()
 		if err == io.EOF {
 			break
@@ -185,58 +152,119 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			}
 			break
 		}
-		rd.stats.Packets++
-		rd.now = ci.Timestamp
-		if ci.CaptureLength < ci.Length {
-			rd.truncated(ci)
-		}
-		netFlow, tcp, ok, err := pkt.decode(link, data)
-		if err != nil {
-			if !badLinks[link] {
-				badLinks[link] = true
-				rd.Emit(&record.Problem{File: opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
-					Kind: "unsupported link type", Detail: err.Error()})
-			}
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if opt.Port != 0 && uint16(tcp.SrcPort) != opt.Port && uint16(tcp.DstPort) != opt.Port {
-			rd.stats.otherPort(min(uint16(tcp.SrcPort), uint16(tcp.DstPort)))
-			continue
-		}
-		rd.stats.TCP++
-		asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
-		rd.closeLingering(asm, ci)
-		if len(rd.live) > opt.MaxConnections {
-			rd.dropIdle(asm)
-		}
-		// Deliver data stuck behind a lost segment once it has waited
-		// GapTimeout of capture time; never close idle connections
-		// (a quiet watch is still open).
-		if ci.Timestamp.Sub(lastFlush) > time.Second {
-			lastFlush = ci.Timestamp
-			rd.q.hold()
-			asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-opt.GapTimeout)})
-			rd.q.release()
-		}
+		rd.packet(pk, data, ci, link)
 	}
+	rd.finish(asm, src)
+	wg.Wait()
+	return rd.stats, nil
+}
+
+// withDefaults returns o with its zero bounds set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.GapTimeout <= 0 {
+		o.GapTimeout = DefaultGapTimeout
+	}
+	if o.MaxBufferedPerConn <= 0 {
+		o.MaxBufferedPerConn = DefaultMaxBufferedPerConn
+	}
+	if o.MaxBufferedTotal <= 0 {
+		o.MaxBufferedTotal = DefaultMaxBufferedTotal
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	return o
+}
+
+// newReader returns the reader stage of capture src, with its decoder
+// stage and the switchboard every connection is made by.
+func newReader(opt Options, src *source) *reader {
+	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
+		live: map[*stream]struct{}{}, ended: map[uint64]*endedConn{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
+	dec := &decoder{name: opt.Name, out: newRecQueue()}
+	rd.dec = dec
+	rd.httpOpt = opt.HTTP
+	if rd.httpOpt.Budget == nil {
+		rd.httpOpt.Budget = event.NewBudget(0)
+	}
+	rd.httpOpt.Locate = dec.locate
+	// A capture may begin while a watch is already open.
+	rd.httpOpt.MidStream = true
+	// Secrets may come later than a connection needs them from a key log
+	// file still being written or a pcapng block further on.
+	rd.httpOpt.Keys = opt.Keys
+	rd.httpOpt.NoWait = src.secrets == nil && !opt.WaitForKeys
+	rd.board = wire.NewBoard(rd.httpOpt)
+	return rd
+}
+
+// packets is what the reader keeps from packet to packet: the assembler,
+// the layer decoder, the link types already reported as unsupported, and
+// when data stuck behind lost segments was last delivered.
+type packets struct {
+	asm       *reassembly.Assembler
+	dec       *packetDecoder
+	badLinks  map[layers.LinkType]bool
+	lastFlush time.Time
+}
+
+// packet decodes one packet (data, captured as ci on link) and hands its
+// TCP segment to reassembly.
+func (rd *reader) packet(pk *packets, data []byte, ci gopacket.CaptureInfo, link layers.LinkType) {
+	rd.stats.Packets++
+	rd.now = ci.Timestamp
+	if ci.CaptureLength < ci.Length {
+		rd.truncated(ci)
+	}
+	netFlow, tcp, ok, err := pk.dec.decode(link, data)
+	if err != nil {
+		if !pk.badLinks[link] {
+			pk.badLinks[link] = true
+			rd.Emit(&record.Problem{File: rd.opt.Name, Packet: rd.stats.Packets, Offset: -1, Time: ci.Timestamp,
+				Kind: "unsupported link type", Detail: err.Error()})
+		}
+		return
+	}
+	if !ok {
+		return
+	}
+	if port := rd.opt.Port; port != 0 && uint16(tcp.SrcPort) != port && uint16(tcp.DstPort) != port {
+		rd.stats.otherPort(min(uint16(tcp.SrcPort), uint16(tcp.DstPort)))
+		return
+	}
+	rd.stats.TCP++
+	pk.asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
+	rd.closeLingering(pk.asm, ci)
+	if len(rd.live) > rd.opt.MaxConnections {
+		rd.dropIdle(pk.asm)
+	}
+	// Deliver data stuck behind a lost segment once it has waited
+	// GapTimeout of capture time; never close idle connections (a quiet
+	// watch is still open).
+	if ci.Timestamp.Sub(pk.lastFlush) > time.Second {
+		pk.lastFlush = ci.Timestamp
+		rd.q.hold()
+		pk.asm.FlushWithOptions(reassembly.FlushOptions{T: ci.Timestamp.Add(-rd.opt.GapTimeout)})
+		rd.q.release()
+	}
+}
+
+// finish ends every connection still open at the end of the capture, says
+// what the capture as a whole lost, and emits the summary.
+func (rd *reader) finish(asm *reassembly.Assembler, src *source) {
 	rd.ending = true
 	rd.q.hold()
 	asm.FlushAll()
 	rd.ending = false
 	rd.q.release()
 	if rd.stats.Truncated > maxTruncatedReports {
-		rd.Emit(&record.Problem{File: opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
+		rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
 	rd.keyProblems(src)
 	rd.stats.Connections = rd.tcpConns
 	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns})
 	rd.q.close()
-	wg.Wait()
-	return rd.stats, nil
 }
 
 // keyProblems reports the key log lines that did not parse and the pcapng
