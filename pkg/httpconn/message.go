@@ -127,33 +127,7 @@ func (s *direction) startResponse(h []byte, t time.Time) {
 		return
 	}
 	if code >= 200 && code < 300 {
-		// A response whose request was not captured may be a watch when
-		// its body streams; the first event confirms it.
-		streams := strings.Contains(resp.ContentType, "stream=watch") || b.framing == "chunked"
-		f, watch, tentative := exchange.WatchOf(req, resp.ContentType, streams)
-		resp.Watch = watch
-		if enc := exchange.ContentCoding(hdr.Values("Content-Encoding")); enc != "" {
-			resp.ContentEncoding = enc
-		}
-		if resp.Watch {
-			switch {
-			case exchange.UnsupportedCoding(resp.ContentEncoding):
-				s.problem("body", 0, exchange.KindContentCoded,
-					exchange.UnsupportedCodingDetail(resp.ContentEncoding, "chunks"), "", true, t)
-				resp.Watch = false
-			case b.coded != "":
-				detail := fmt.Sprintf("Transfer-Encoding: %s; events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
-				if b.framing == "chunked" {
-					detail = fmt.Sprintf("Transfer-Encoding: %s; chunks are listed, events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
-				}
-				s.problem("body", 0, exchange.KindContentCoded, detail, "", true, t)
-				resp.Watch = false
-			default:
-				resp.Format = f.String()
-				b.startEvents(exchange.WatchBody{Format: f, Tentative: tentative, Initial: req != nil && req.InitialState,
-					Secrets: req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets, Coding: resp.ContentEncoding})
-			}
-		}
+		s.watchBody(resp, req, b, hdr, t)
 	} else if code >= 300 {
 		b.keepStatus = true
 	}
@@ -165,6 +139,40 @@ func (s *direction) startResponse(h []byte, t time.Time) {
 	}
 	s.c.emit(resp)
 	s.body = b
+}
+
+// watchBody decides whether the body b of a 2xx response resp (to req, nil
+// when not kept; header section hdr) is followed as a watch, and starts its
+// events when it is (exchange.WatchOf; RFC 9110 §8.4 content codings,
+// RFC 9112 §7 transfer codings).
+func (s *direction) watchBody(resp *record.Response, req *record.Request, b *body, hdr textproto.MIMEHeader, t time.Time) {
+	// A response whose request was not captured may be a watch when
+	// its body streams; the first event confirms it.
+	streams := strings.Contains(resp.ContentType, "stream=watch") || b.framing == "chunked"
+	f, watch, tentative := exchange.WatchOf(req, resp.ContentType, streams)
+	resp.Watch = watch
+	if enc := exchange.ContentCoding(hdr.Values("Content-Encoding")); enc != "" {
+		resp.ContentEncoding = enc
+	}
+	if resp.Watch {
+		switch {
+		case exchange.UnsupportedCoding(resp.ContentEncoding):
+			s.problem("body", 0, exchange.KindContentCoded,
+				exchange.UnsupportedCodingDetail(resp.ContentEncoding, "chunks"), "", true, t)
+			resp.Watch = false
+		case b.coded != "":
+			detail := fmt.Sprintf("Transfer-Encoding: %s; events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
+			if b.framing == "chunked" {
+				detail = fmt.Sprintf("Transfer-Encoding: %s; chunks are listed, events are not decoded", strings.Join(hdr.Values("Transfer-Encoding"), ", "))
+			}
+			s.problem("body", 0, exchange.KindContentCoded, detail, "", true, t)
+			resp.Watch = false
+		default:
+			resp.Format = f.String()
+			b.startEvents(exchange.WatchBody{Format: f, Tentative: tentative, Initial: req != nil && req.InitialState,
+				Secrets: req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets, Coding: resp.ContentEncoding})
+		}
+	}
 }
 
 // framing is how a message body is delimited (RFC 9112 §6.3).
