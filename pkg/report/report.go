@@ -370,31 +370,7 @@ func (r *Report) observe(rec record.Record) {
 			r.watchStarts = append(r.watchStarts, v)
 		}
 	case *record.Request:
-		r.see(v.Time)
-		if !v.Watch {
-			return
-		}
-		l := r.laneFor(v.Conn, v.Exchange, v.Time)
-		if l == nil {
-			r.dropped.lanes++
-			return
-		}
-		l.start = v.Time
-		l.target = phrase.Clip(v.Target, maxText)
-		l.path, l.query = splitTarget(v.Target)
-		l.path = phrase.Clip(l.path, maxText)
-		l.requestRV = phrase.Clip(l.query.Get("resourceVersion"), 64)
-		l.ua = phrase.Clip(header(v.Header, "User-Agent"), maxWhat)
-		if p := r.startOf(v.Target); p != nil {
-			l.watchNo, l.reason, l.why, l.after = p.Number, phrase.Clip(p.Reason, maxWhat), p.Why, p.After
-		}
-		r.perConn[l.key.conn]++
-		l.onConn = r.perConn[l.key.conn]
-		l.relists = r.relists
-		for _, i := range r.waiting {
-			r.notes[i].lane, r.notes[i].conn = l.idx, l.key.conn
-		}
-		r.waiting = nil
+		r.observeRequest(v)
 	case *record.Response:
 		r.see(v.Time)
 		l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]
@@ -412,85 +388,11 @@ func (r *Report) observe(rec record.Record) {
 	case *record.Event:
 		r.event(v)
 	case *record.End:
-		r.see(v.Time)
-		l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]
-		if l == nil {
-			return
-		}
-		l.ended, l.end, l.endClean = true, v.Time, v.Clean
-		l.endHow = v.How
-		if v.Detail != "" {
-			l.endHow += ": " + v.Detail
-		}
-		if v.Status != nil {
-			l.endHow += " (" + printer.StatusText(v.Status) + ")"
-		}
-		l.endHow = phrase.Clip(l.endHow, maxWhat)
-		// The client ending its own watch (Ctrl-C, an informer
-		// stopping) is no failure of the stream.
-		l.byClient = v.ByClient
+		r.observeEnd(v)
 	case *record.ConnNote:
-		// Drawn on the lanes of its connection: a connection without
-		// a watch kept has none to be drawn on.
-		r.see(v.Time)
-		ci := r.conns[v.Conn.Key()]
-		kind := noteKind(v)
-		switch v.Kind {
-		case "tls", "http2", "not-http":
-			r.undecoded++
-		}
-		if kind == "conn" && len(r.problemList) < maxProblems {
-			// Listed with the problems: a connection kwatch did not
-			// decode (TLS without a key, not HTTP) has no lane.
-			r.problemList = append(r.problemList, note{lane: -1, conn: v.Conn.Key(), t: v.Time, kind: "note",
-				text: phrase.Clip(fmt.Sprintf("#%d %s %s", v.Conn.Key(), v.Conn, v.Message), maxWhat)})
-		}
-		if kind == "" || ci == nil {
-			return
-		}
-		if kind == "closed" || kind == "reset" || kind == "capture-ended" {
-			ci.closed = phrase.Clip(v.Message, maxWhat)
-		}
-		n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: phrase.Clip(v.Message, maxWhat)}
-		if id := streamOf(kind, v); id > 0 {
-			// A RST_STREAM, or a stall of one stream: that stream's
-			// lane (none: a stream kwatch did not follow).
-			l := r.lanes[laneKey{ci.id, id}]
-			if l == nil {
-				return
-			}
-			n.lane = l.idx
-		}
-		r.addNote(n)
+		r.observeNote(v)
 	case *record.Problem:
-		r.see(v.Time)
-		if v.Warning {
-			r.warnings++
-		} else {
-			r.problems++
-		}
-		n := note{lane: -1, t: v.Time, kind: "problem", text: phrase.Clip(printer.ProblemText(v), maxWhat)}
-		if v.Warning {
-			n.kind = "warning"
-		}
-		if len(r.problemList) < maxProblems {
-			p := n
-			if v.Conn != nil {
-				p.conn = v.Conn.ID
-				p.text = phrase.Clip(fmt.Sprintf("#%d %s", v.Conn.ID, n.text), maxWhat)
-			}
-			r.problemList = append(r.problemList, p)
-		}
-		if v.Conn != nil {
-			if r.conns[v.Conn.ID] == nil {
-				return
-			}
-			n.conn = v.Conn.ID
-			if l := r.lanes[laneKey{v.Conn.ID, v.Exchange}]; l != nil && v.Exchange != 0 {
-				n.lane = l.idx
-			}
-		}
-		r.addNote(n)
+		r.observeProblem(v)
 	case *record.Health:
 		if v.Scope == "all" {
 			r.overall = v
@@ -506,19 +408,7 @@ func (r *Report) observe(rec record.Record) {
 		r.summary = v
 		r.live = r.live || v.Live
 	case *record.List:
-		r.see(v.Time)
-		if len(r.lists) < r.opt.MaxNotes {
-			r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: phrase.Clip(v.Reason, maxWhat), dur: v.Duration})
-		}
-		if v.Why == record.WhyRelist {
-			// kwatch stream --list-mode list lists again after 410:
-			// drawn on the watch that follows.
-			r.relists++
-			text := fmt.Sprintf("LIST: %s at resourceVersion %s (%s)", phrase.Count(v.Items, "item", "items"), v.ResourceVersion, v.Reason)
-			if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: phrase.Clip(text, maxWhat)}) {
-				r.waiting = append(r.waiting, len(r.notes)-1)
-			}
-		}
+		r.observeList(v)
 	case *record.Relist:
 		// Drawn on the watch that follows the re-list.
 		r.see(v.Time)
@@ -531,6 +421,141 @@ func (r *Report) observe(rec record.Record) {
 		if len(r.retries) < r.opt.MaxNotes {
 			r.retries = append(r.retries, note{lane: -1, t: v.Time, kind: "retry",
 				text: fmt.Sprintf("retry in %s: %s", v.Wait.Round(time.Millisecond), v.Error)})
+		}
+	}
+}
+
+// observeRequest opens the lane of a watch request.
+func (r *Report) observeRequest(v *record.Request) {
+	r.see(v.Time)
+	if !v.Watch {
+		return
+	}
+	l := r.laneFor(v.Conn, v.Exchange, v.Time)
+	if l == nil {
+		r.dropped.lanes++
+		return
+	}
+	l.start = v.Time
+	l.target = phrase.Clip(v.Target, maxText)
+	l.path, l.query = splitTarget(v.Target)
+	l.path = phrase.Clip(l.path, maxText)
+	l.requestRV = phrase.Clip(l.query.Get("resourceVersion"), 64)
+	l.ua = phrase.Clip(header(v.Header, "User-Agent"), maxWhat)
+	if p := r.startOf(v.Target); p != nil {
+		l.watchNo, l.reason, l.why, l.after = p.Number, phrase.Clip(p.Reason, maxWhat), p.Why, p.After
+	}
+	r.perConn[l.key.conn]++
+	l.onConn = r.perConn[l.key.conn]
+	l.relists = r.relists
+	for _, i := range r.waiting {
+		r.notes[i].lane, r.notes[i].conn = l.idx, l.key.conn
+	}
+	r.waiting = nil
+}
+
+// observeEnd closes the lane of a body that ended.
+func (r *Report) observeEnd(v *record.End) {
+	r.see(v.Time)
+	l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]
+	if l == nil {
+		return
+	}
+	l.ended, l.end, l.endClean = true, v.Time, v.Clean
+	l.endHow = v.How
+	if v.Detail != "" {
+		l.endHow += ": " + v.Detail
+	}
+	if v.Status != nil {
+		l.endHow += " (" + printer.StatusText(v.Status) + ")"
+	}
+	l.endHow = phrase.Clip(l.endHow, maxWhat)
+	// The client ending its own watch (Ctrl-C, an informer
+	// stopping) is no failure of the stream.
+	l.byClient = v.ByClient
+}
+
+// observeNote draws a connection note on its connection's lanes (or lists it with the problems).
+func (r *Report) observeNote(v *record.ConnNote) {
+	// Drawn on the lanes of its connection: a connection without
+	// a watch kept has none to be drawn on.
+	r.see(v.Time)
+	ci := r.conns[v.Conn.Key()]
+	kind := noteKind(v)
+	switch v.Kind {
+	case "tls", "http2", "not-http":
+		r.undecoded++
+	}
+	if kind == "conn" && len(r.problemList) < maxProblems {
+		// Listed with the problems: a connection kwatch did not
+		// decode (TLS without a key, not HTTP) has no lane.
+		r.problemList = append(r.problemList, note{lane: -1, conn: v.Conn.Key(), t: v.Time, kind: "note",
+			text: phrase.Clip(fmt.Sprintf("#%d %s %s", v.Conn.Key(), v.Conn, v.Message), maxWhat)})
+	}
+	if kind == "" || ci == nil {
+		return
+	}
+	if kind == "closed" || kind == "reset" || kind == "capture-ended" {
+		ci.closed = phrase.Clip(v.Message, maxWhat)
+	}
+	n := note{lane: -1, conn: ci.id, t: v.Time, kind: kind, text: phrase.Clip(v.Message, maxWhat)}
+	if id := streamOf(kind, v); id > 0 {
+		// A RST_STREAM, or a stall of one stream: that stream's
+		// lane (none: a stream kwatch did not follow).
+		l := r.lanes[laneKey{ci.id, id}]
+		if l == nil {
+			return
+		}
+		n.lane = l.idx
+	}
+	r.addNote(n)
+}
+
+// observeProblem lists a problem, on its lane when it has one.
+func (r *Report) observeProblem(v *record.Problem) {
+	r.see(v.Time)
+	if v.Warning {
+		r.warnings++
+	} else {
+		r.problems++
+	}
+	n := note{lane: -1, t: v.Time, kind: "problem", text: phrase.Clip(printer.ProblemText(v), maxWhat)}
+	if v.Warning {
+		n.kind = "warning"
+	}
+	if len(r.problemList) < maxProblems {
+		p := n
+		if v.Conn != nil {
+			p.conn = v.Conn.ID
+			p.text = phrase.Clip(fmt.Sprintf("#%d %s", v.Conn.ID, n.text), maxWhat)
+		}
+		r.problemList = append(r.problemList, p)
+	}
+	if v.Conn != nil {
+		if r.conns[v.Conn.ID] == nil {
+			return
+		}
+		n.conn = v.Conn.ID
+		if l := r.lanes[laneKey{v.Conn.ID, v.Exchange}]; l != nil && v.Exchange != 0 {
+			n.lane = l.idx
+		}
+	}
+	r.addNote(n)
+}
+
+// observeList keeps a LIST of kwatch stream.
+func (r *Report) observeList(v *record.List) {
+	r.see(v.Time)
+	if len(r.lists) < r.opt.MaxNotes {
+		r.lists = append(r.lists, listInfo{t: v.Time, items: v.Items, rv: v.ResourceVersion, reason: phrase.Clip(v.Reason, maxWhat), dur: v.Duration})
+	}
+	if v.Why == record.WhyRelist {
+		// kwatch stream --list-mode list lists again after 410:
+		// drawn on the watch that follows.
+		r.relists++
+		text := fmt.Sprintf("LIST: %s at resourceVersion %s (%s)", phrase.Count(v.Items, "item", "items"), v.ResourceVersion, v.Reason)
+		if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: phrase.Clip(text, maxWhat)}) {
+			r.waiting = append(r.waiting, len(r.notes)-1)
 		}
 	}
 }
