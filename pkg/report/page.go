@@ -15,6 +15,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/printer"
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 //go:embed assets/page.html
@@ -158,77 +159,9 @@ func (r *Report) build(now time.Time) *page {
 	}
 	links := r.laneLinks()
 	for _, l := range r.order {
-		pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Start: r.ms(l.start),
-			First: r.msp(l.first), Last: r.msp(l.last), How: l.endHow, Clean: l.endClean, Status: l.status,
-			Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense,
-			Findings: l.findings, WatchNo: l.watchNo, Reason: l.reason, Link: links[l.idx], Stream: l.stream,
-			Marks: make([][4]float64, 0, len(l.marks)), BinWidth: float64(l.binWidth.Microseconds()) / 1000}
-		if pl.Findings == nil {
-			pl.Findings = []string{}
-		}
-		if l.after > 0 {
-			pl.After = l.after.Round(time.Millisecond).String()
-		}
-		pl.Label, pl.ByClient = r.label(l), l.byClient
-		if l.ended {
-			pl.End = r.msp(l.end)
-		}
-		if l.conn != nil {
-			pl.Conn, pl.Client, pl.Server, pl.HTTP2, pl.Closed = l.conn.id, l.conn.client, l.conn.server, l.conn.http2, l.conn.closed
-		}
-		if l.health != nil {
-			pl.Health = printer.HealthText(l.health)
-			pl.Restarts = l.health.Restarts
-			b := l.health.Bookmarks
-			pl.Bookmarks = []float64{float64(b.Count), ms(b.Min), ms(b.Median), ms(b.Max)}
-		}
-		for _, m := range l.marks {
-			pl.Marks = append(pl.Marks, [4]float64{r.ms(m.t), float64(m.typ), float64(m.flags), float64(m.ev)})
-		}
-		keys := make([]int64, 0, len(l.bins))
-		for k := range l.bins {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-		for _, k := range keys {
-			b := l.bins[k]
-			row := []float64{r.ms(time.Unix(0, k*int64(l.binWidth)))}
-			for _, c := range b {
-				row = append(row, float64(c))
-			}
-			pl.Bins = append(pl.Bins, row)
-		}
-		if pl.Bins == nil {
-			pl.Bins = [][]float64{}
-		}
-		p.Lanes = append(p.Lanes, pl)
+		p.Lanes = append(p.Lanes, r.pageLane(l, links))
 	}
-	// Details thinned out (see thin) leave holes: number the kept ones.
-	index := make([]int, len(r.events))
-	for i, d := range r.events {
-		index[i] = -1
-		if d == nil {
-			continue
-		}
-		index[i] = len(p.Events)
-		cs := d.chunks
-		if cs == nil {
-			cs = []carrier{}
-		}
-		p.Events = append(p.Events, pageEv{Lane: d.lane, Seq: d.seq, T: r.ms(d.t), Time: d.t.UTC().Format("2006-01-02T15:04:05.000000Z"),
-			Type: d.typ, What: d.what, Carrier: d.carrier, Offset: d.offset, Length: d.length, Format: d.format, Object: d.object,
-			ObjLen: d.objLen, Changes: d.changes, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
-	}
-	marks := 0
-	for i := range p.Lanes {
-		for k, m := range p.Lanes[i].Marks {
-			if m[3] >= 0 {
-				p.Lanes[i].Marks[k][3] = float64(index[int(m[3])])
-			}
-			marks++
-		}
-	}
-	p.Dropped.Details = marks - len(p.Events)
+	r.pageEvents(p)
 	for _, i := range r.waiting {
 		// A re-list with no watch after it: drawn on the last one.
 		if len(r.order) > 0 {
@@ -261,19 +194,104 @@ func (r *Report) build(now time.Time) *page {
 	if r.overall != nil {
 		p.Health = printer.HealthText(r.overall)
 	}
-	if s := r.summary; s != nil {
-		parts := []string{}
-		if !s.Live {
-			parts = append(parts, phrase.Count(int(s.Packets), "packet", "packets"), phrase.Count(s.Connections, "TCP connection", "TCP connections"))
-			if r.undecoded > 0 {
-				parts = append(parts, fmt.Sprintf("%d not decoded", r.undecoded))
-			}
-		}
-		parts = append(parts, phrase.Count(len(r.order)+r.dropped.lanes, "watch", "watches"), phrase.Count(r.counted, "event", "events"),
-			phrase.Count(r.problems, "problem", "problems")+", "+phrase.Count(r.warnings, "warning", "warnings"))
-		p.Summary = strings.Join(parts, " · ")
+	if r.summary != nil {
+		p.Summary = r.summaryText(r.summary)
 	}
 	return p
+}
+
+// pageLane is lane l as the page draws it; links are the lanes' links to
+// the watches they follow (laneLinks).
+func (r *Report) pageLane(l *lane, links map[int]string) pageLane {
+	pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Start: r.ms(l.start),
+		First: r.msp(l.first), Last: r.msp(l.last), How: l.endHow, Clean: l.endClean, Status: l.status,
+		Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense,
+		Findings: l.findings, WatchNo: l.watchNo, Reason: l.reason, Link: links[l.idx], Stream: l.stream,
+		Marks: make([][4]float64, 0, len(l.marks)), BinWidth: float64(l.binWidth.Microseconds()) / 1000}
+	if pl.Findings == nil {
+		pl.Findings = []string{}
+	}
+	if l.after > 0 {
+		pl.After = l.after.Round(time.Millisecond).String()
+	}
+	pl.Label, pl.ByClient = r.label(l), l.byClient
+	if l.ended {
+		pl.End = r.msp(l.end)
+	}
+	if l.conn != nil {
+		pl.Conn, pl.Client, pl.Server, pl.HTTP2, pl.Closed = l.conn.id, l.conn.client, l.conn.server, l.conn.http2, l.conn.closed
+	}
+	if l.health != nil {
+		pl.Health = printer.HealthText(l.health)
+		pl.Restarts = l.health.Restarts
+		b := l.health.Bookmarks
+		pl.Bookmarks = []float64{float64(b.Count), ms(b.Min), ms(b.Median), ms(b.Max)}
+	}
+	for _, m := range l.marks {
+		pl.Marks = append(pl.Marks, [4]float64{r.ms(m.t), float64(m.typ), float64(m.flags), float64(m.ev)})
+	}
+	keys := make([]int64, 0, len(l.bins))
+	for k := range l.bins {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		b := l.bins[k]
+		row := []float64{r.ms(time.Unix(0, k*int64(l.binWidth)))}
+		for _, c := range b {
+			row = append(row, float64(c))
+		}
+		pl.Bins = append(pl.Bins, row)
+	}
+	if pl.Bins == nil {
+		pl.Bins = [][]float64{}
+	}
+	return pl
+}
+
+// pageEvents adds the events whose details are kept to p, and points the
+// lanes' marks at them.
+func (r *Report) pageEvents(p *page) {
+	// Details thinned out (see thin) leave holes: number the kept ones.
+	index := make([]int, len(r.events))
+	for i, d := range r.events {
+		index[i] = -1
+		if d == nil {
+			continue
+		}
+		index[i] = len(p.Events)
+		cs := d.chunks
+		if cs == nil {
+			cs = []carrier{}
+		}
+		p.Events = append(p.Events, pageEv{Lane: d.lane, Seq: d.seq, T: r.ms(d.t), Time: d.t.UTC().Format("2006-01-02T15:04:05.000000Z"),
+			Type: d.typ, What: d.what, Carrier: d.carrier, Offset: d.offset, Length: d.length, Format: d.format, Object: d.object,
+			ObjLen: d.objLen, Changes: d.changes, Carrs: cs, Frames: d.frames, More: d.more, Gzip: d.gzip})
+	}
+	marks := 0
+	for i := range p.Lanes {
+		for k, m := range p.Lanes[i].Marks {
+			if m[3] >= 0 {
+				p.Lanes[i].Marks[k][3] = float64(index[int(m[3])])
+			}
+			marks++
+		}
+	}
+	p.Dropped.Details = marks - len(p.Events)
+}
+
+// summaryText is the page's one-line summary of the run s ended.
+func (r *Report) summaryText(s *record.Summary) string {
+	parts := []string{}
+	if !s.Live {
+		parts = append(parts, phrase.Count(int(s.Packets), "packet", "packets"), phrase.Count(s.Connections, "TCP connection", "TCP connections"))
+		if r.undecoded > 0 {
+			parts = append(parts, fmt.Sprintf("%d not decoded", r.undecoded))
+		}
+	}
+	parts = append(parts, phrase.Count(len(r.order)+r.dropped.lanes, "watch", "watches"), phrase.Count(r.counted, "event", "events"),
+		phrase.Count(r.problems, "problem", "problems")+", "+phrase.Count(r.warnings, "warning", "warnings"))
+	return strings.Join(parts, " · ")
 }
 
 // label names a watch as the terminal does: "#1", "#1 s3" (an HTTP/2
