@@ -83,8 +83,8 @@ type Conn struct {
 	rec     *record.Conn
 	sink    record.Sink
 	opt     Options
-	client  *side
-	server  *side
+	client  *direction
+	server  *direction
 	streams map[uint32]*stream
 	// untracked counts streams not followed (beyond DefaultMaxStreams).
 	untracked int
@@ -117,8 +117,8 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 		opt.MaxHeaderListBytes = DefaultMaxHeaderListBytes
 	}
 	c := &Conn{rec: rec, sink: sink, opt: opt, streams: map[uint32]*stream{}, pings: map[[8]byte]pingSent{}}
-	c.client = newSide(c, false)
-	c.server = newSide(c, true)
+	c.client = newDirection(c, false)
+	c.server = newDirection(c, true)
 	return c
 }
 
@@ -204,8 +204,8 @@ func (e carrierEnv) Emit(r record.Record)      { e.c.emit(r) }
 func (e carrierEnv) Problem(p *record.Problem) { e.c.problem(p) }
 func (e carrierEnv) Locate(p *record.Problem)  { e.c.locate(p) }
 
-// side is one direction of the connection: a sequence of frames.
-type side struct {
+// direction is one direction of the connection: a sequence of frames.
+type direction struct {
 	c        *Conn
 	isServer bool
 	off      int64 // offset of the next byte in this direction
@@ -306,8 +306,8 @@ func newFramer(r io.Reader) *http2.Framer {
 	return fr
 }
 
-func newSide(c *Conn, isServer bool) *side {
-	s := &side{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
+func newDirection(c *Conn, isServer bool) *direction {
+	s := &direction{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
 	s.fr = newFramer(&s.frd)
 	s.dec = hpack.NewDecoder(4096, s.onField)
 	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
@@ -317,27 +317,27 @@ func newSide(c *Conn, isServer bool) *side {
 	return s
 }
 
-func (s *side) name() string {
+func (s *direction) name() string {
 	if s.isServer {
 		return "server"
 	}
 	return "client"
 }
 
-func (s *side) peer() *side {
+func (s *direction) peer() *direction {
 	if s.isServer {
 		return s.c.client
 	}
 	return s.c.server
 }
 
-func (s *side) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
+func (s *direction) problem(where string, off int64, kind, detail, hint string, warning bool, t time.Time) {
 	s.c.problem(&record.Problem{Direction: s.name(), Where: where, Offset: off, Kind: kind,
 		Detail: detail, Hint: hint, Warning: warning, Time: t})
 }
 
 // feed consumes bytes of this direction.
-func (s *side) feed(p []byte, t time.Time) {
+func (s *direction) feed(p []byte, t time.Time) {
 	for len(p) > 0 && !s.dead && !s.closed {
 		if s.skip > 0 {
 			k := min(len(p), s.skip)
@@ -455,7 +455,7 @@ func (r *frameBytes) Read(p []byte) (int, error) {
 }
 
 // setting returns the value this side advertised for id, or def.
-func (s *side) setting(id http2.SettingID, def uint32) uint32 {
+func (s *direction) setting(id http2.SettingID, def uint32) uint32 {
 	if v, ok := s.settings[id]; ok {
 		return v
 	}
@@ -463,7 +463,7 @@ func (s *side) setting(id http2.SettingID, def uint32) uint32 {
 }
 
 // frame handles the complete frame in s.frd.
-func (s *side) frame(t time.Time) {
+func (s *direction) frame(t time.Time) {
 	s.frames++
 	if s.c.opt.ListFrames {
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2-frame", Message: s.frameText()})
@@ -521,7 +521,7 @@ func (s *side) frame(t time.Time) {
 // frameError reports a frame x/net/http2 refused. A frame whose header was
 // read is skipped (the length in its header keeps the framing); HPACK state
 // is not touched.
-func (s *side) frameError(err error, t time.Time) {
+func (s *direction) frameError(err error, t time.Time) {
 	detail := err.Error()
 	if d := s.fr.ErrorDetail(); d != nil {
 		detail += ": " + d.Error()
@@ -546,7 +546,7 @@ func (s *side) frameError(err error, t time.Time) {
 
 // frameText describes the frame in progress from its header: "server
 // DATA stream 1, 16384 bytes, flags END_STREAM, @1234".
-func (s *side) frameText() string {
+func (s *direction) frameText() string {
 	h := s.hdr
 	ft := http2.FrameType(h[3])
 	flags := http2.Flags(h[4])
@@ -589,7 +589,7 @@ const (
 )
 
 // onField collects one decoded header field, within MaxHeaderListBytes.
-func (s *side) onField(f hpack.HeaderField) {
+func (s *direction) onField(f hpack.HeaderField) {
 	s.hpackOut += int64(f.Size())
 	s.listSize += int(f.Size())
 	if s.listSize > s.c.opt.MaxHeaderListBytes {
@@ -602,7 +602,7 @@ func (s *side) onField(f hpack.HeaderField) {
 // headerFragment decodes a header block fragment as it comes (nothing of
 // the block is buffered but the decoder's current field), and handles the
 // fields when the block ends.
-func (s *side) headerFragment(p []byte, end bool, t time.Time) {
+func (s *direction) headerFragment(p []byte, end bool, t time.Time) {
 	if s.hpackBroken {
 		s.inBlock = !end
 		return
@@ -650,7 +650,7 @@ func (s *side) headerFragment(p []byte, end bool, t time.Time) {
 
 // hpackLost reports that this direction's header blocks cannot be decoded
 // any more: the dynamic table is out of step (RFC 7541 §2.3.2).
-func (s *side) hpackLost(t time.Time, why string) {
+func (s *direction) hpackLost(t time.Time, why string) {
 	s.problem("stream", s.frameAt, KindHPACK, why,
 		"the header fields of later streams in this direction cannot be decoded; their frames are still followed", false, t)
 	s.dec = hpack.NewDecoder(4096, s.onField)
@@ -658,7 +658,7 @@ func (s *side) hpackLost(t time.Time, why string) {
 	s.hpackBroken = true
 }
 
-func (s *side) onSettings(f *http2.SettingsFrame, t time.Time) {
+func (s *direction) onSettings(f *http2.SettingsFrame, t time.Time) {
 	if f.IsAck() {
 		return
 	}
@@ -694,7 +694,7 @@ func settingName(id http2.SettingID) string {
 	return n
 }
 
-func (s *side) onPing(f *http2.PingFrame, t time.Time) {
+func (s *direction) onPing(f *http2.PingFrame, t time.Time) {
 	if !f.IsAck() {
 		if !s.c.lastPing.IsZero() && len(s.c.pingGaps) < 64 {
 			s.c.pingGaps = append(s.c.pingGaps, t.Sub(s.c.lastPing))
@@ -727,7 +727,7 @@ func (s *side) onPing(f *http2.PingFrame, t time.Time) {
 
 // data handles a DATA frame: its data are body bytes of the stream, and
 // its length counts against the receiver's flow-control windows.
-func (s *side) data(f *http2.DataFrame, t time.Time) {
+func (s *direction) data(f *http2.DataFrame, t time.Time) {
 	r := s.peer()
 	n := int64(f.Header().Length)
 	st := s.c.streams[f.StreamID]
@@ -760,7 +760,7 @@ func (s *side) data(f *http2.DataFrame, t time.Time) {
 	st.data(s, f, s.frameAt, t)
 }
 
-func (s *side) index() int {
+func (s *direction) index() int {
 	if s.isServer {
 		return 1
 	}
@@ -770,7 +770,7 @@ func (s *side) index() int {
 // windowUpdate handles a WINDOW_UPDATE this side sent: it opens its
 // window again. A window that had reached 0 held the peer's data back
 // (a flow-control stall, RFC 9113 §5.2): how long is said in a note.
-func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
+func (s *direction) windowUpdate(id uint32, inc int64, t time.Time) {
 	if id == 0 {
 		s.connWin += inc
 		if !s.connStall.IsZero() && s.connWin > 0 {
@@ -795,7 +795,7 @@ func (s *side) windowUpdate(id uint32, inc int64, t time.Time) {
 
 // gap handles n lost bytes: frame boundaries in this direction cannot be
 // found again, so the rest of it is not decoded.
-func (s *side) gap(n int64, t time.Time) {
+func (s *direction) gap(n int64, t time.Time) {
 	if s.dead || s.closed || n <= 0 {
 		s.off += n
 		return
@@ -812,7 +812,7 @@ func (s *side) gap(n int64, t time.Time) {
 }
 
 // close ends this direction's byte stream.
-func (s *side) close(how exchange.Ending, t time.Time) {
+func (s *direction) close(how exchange.Ending, t time.Time) {
 	if s.closed {
 		return
 	}
@@ -1021,7 +1021,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 func httpReason(code int) string { return http.StatusText(code) }
 
 // data feeds a DATA frame of the response on st.
-func (st *stream) data(s *side, f *http2.DataFrame, at int64, t time.Time) {
+func (st *stream) data(s *direction, f *http2.DataFrame, at int64, t time.Time) {
 	if s != s.c.server || st.ended {
 		return // a request body, or DATA after the end
 	}
@@ -1101,7 +1101,7 @@ func attachFrames(ev *record.Event, carried []carrier.Carried) {
 }
 
 // reset ends st with RST_STREAM from s.
-func (st *stream) reset(s *side, code http2.ErrCode, t time.Time) {
+func (st *stream) reset(s *direction, code http2.ErrCode, t time.Time) {
 	if !s.isServer && st.ev != nil {
 		st.ev.ClosedByClient(false)
 	}

@@ -98,8 +98,8 @@ type Conn struct {
 	rec  *record.Conn
 	sink record.Sink
 	opt  Options
-	cl   *half
-	sv   *half
+	cl   *direction
+	sv   *direction
 	// ch and sh are the ClientHello and the ServerHello (not a
 	// HelloRetryRequest) once read.
 	ch, sh  *tlsrec.Hello
@@ -125,13 +125,13 @@ type Conn struct {
 // New returns a Conn that reports records of connection rec to sink.
 func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 	c := &Conn{rec: rec, sink: sink, opt: opt}
-	c.cl = &half{c: c}
-	c.sv = &half{c: c, server: true}
+	c.cl = &direction{c: c}
+	c.sv = &direction{c: c, server: true}
 	return c
 }
 
-// half is one direction of the connection.
-type half struct {
+// direction is one direction of the connection.
+type direction struct {
 	c      *Conn
 	server bool
 	// buf holds the bytes of records not handled yet; off is the stream
@@ -187,7 +187,7 @@ type half struct {
 // overhead is what a protected record adds to its plaintext, in bytes: the
 // header, TLS 1.2 AES-GCM's explicit nonce, the AEAD tag, and TLS 1.3's
 // inner content type (RFC 8446 §5.2, RFC 5288 §3).
-func (h *half) overhead() int64 {
+func (h *direction) overhead() int64 {
 	n := int64(5 + 16)
 	switch {
 	case h.c.tls13:
@@ -198,7 +198,7 @@ func (h *half) overhead() int64 {
 	return n
 }
 
-func (h *half) name() string {
+func (h *direction) name() string {
 	if h.server {
 		return "server"
 	}
@@ -223,7 +223,7 @@ func (c *Conn) CloseClient(how exchange.Ending, t time.Time) { c.close(c.cl, how
 // CloseServer ends the server's byte stream.
 func (c *Conn) CloseServer(how exchange.Ending, t time.Time) { c.close(c.sv, how, t) }
 
-func (c *Conn) data(h *half, p []byte, t time.Time) {
+func (c *Conn) data(h *direction, p []byte, t time.Time) {
 	c.last = t
 	if h.dead || h.closed {
 		h.off += int64(len(p))
@@ -257,7 +257,7 @@ const keptStore = 64 << 10
 // in place while store has room after it, else moved to store's front)
 // or bytes of the caller's (p is nil then). store grows to twice what is
 // needed.
-func (h *half) keep(rest, p []byte) {
+func (h *direction) keep(rest, p []byte) {
 	n := len(rest) + len(p)
 	switch {
 	case len(p) > 0 && n <= cap(rest):
@@ -277,7 +277,7 @@ func (h *half) keep(rest, p []byte) {
 // log. c.ch is set.
 func (c *Conn) random() keylog.Random { return keylog.Random(c.ch.Random) }
 
-func (c *Conn) other(h *half) *half {
+func (c *Conn) other(h *direction) *direction {
 	if h == c.cl {
 		return c.sv
 	}
@@ -286,7 +286,7 @@ func (c *Conn) other(h *half) *half {
 
 // hold bounds what a direction keeps: past unreservedBytes from the shared
 // budget, and, waiting for keys, never past maxWait.
-func (c *Conn) hold(h *half) {
+func (c *Conn) hold(h *direction) {
 	if h.dead {
 		return
 	}
@@ -317,13 +317,13 @@ func (c *Conn) hold(h *half) {
 // the shared budget: a few small records.
 const unreservedBytes = 4 << 10
 
-func (h *half) release() {
+func (h *direction) release() {
 	h.c.opt.Budget.Release(h.reserved)
 	h.reserved = 0
 }
 
 // drop forgets the first n bytes of buf.
-func (h *half) drop(n int) {
+func (h *direction) drop(n int) {
 	h.off += int64(n)
 	h.buf = h.buf[n:]
 	if len(h.buf) == 0 {
@@ -339,7 +339,7 @@ func (h *half) drop(n int) {
 // each record the other direction goes on as far as it can too: what one
 // direction learnt (the ServerHello, keys) may let the other go on, and
 // records come out in the order the bytes came.
-func (c *Conn) pump(h *half, t time.Time) {
+func (c *Conn) pump(h *direction, t time.Time) {
 	if h.pumping {
 		return
 	}
@@ -397,7 +397,7 @@ func (c *Conn) pump(h *half, t time.Time) {
 }
 
 // kill stops decoding a direction.
-func (c *Conn) kill(h *half) {
+func (c *Conn) kill(h *direction) {
 	h.dead = true
 	h.off += int64(len(h.buf))
 	h.buf = nil
@@ -406,7 +406,7 @@ func (c *Conn) kill(h *half) {
 
 // record handles one record; it returns false when the record must wait
 // (for the ServerHello or for keys), to be handled again later.
-func (c *Conn) record(h *half, hdr, body []byte, t time.Time) bool {
+func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	typ := hdr[0]
 	// In TLS 1.3 every protected record is application_data on the
 	// outside (RFC 8446 §5.2): a handshake or alert record is in the
@@ -515,7 +515,7 @@ const maxEarlyRecords = 64
 // tryAppKeys opens a TLS 1.3 record under the direction's application
 // traffic keys at sequence number 0 (when the secret is known); on
 // success the direction is in its application phase from there.
-func (c *Conn) tryAppKeys(h *half, hdr, body []byte) ([]byte, byte, bool) {
+func (c *Conn) tryAppKeys(h *direction, hdr, body []byte) ([]byte, byte, bool) {
 	secret := c.secrets.ClientTraffic
 	if h.server {
 		secret = c.secrets.ServerTraffic
@@ -540,7 +540,7 @@ func (c *Conn) tryAppKeys(h *half, hdr, body []byte) ([]byte, byte, bool) {
 // with bytes lost during its handshake: they held handshake messages, not
 // application data, so the HTTP follower is not told of them; a warning
 // says where they went.
-func (c *Conn) handshakeLoss(h *half, t time.Time) {
+func (c *Conn) handshakeLoss(h *direction, t time.Time) {
 	if h.lost == 0 {
 		return
 	}
@@ -551,7 +551,7 @@ func (c *Conn) handshakeLoss(h *half, t time.Time) {
 }
 
 // plain handles the content of a decrypted record.
-func (c *Conn) plain(h *half, typ byte, p []byte, t time.Time) bool {
+func (c *Conn) plain(h *direction, typ byte, p []byte, t time.Time) bool {
 	h.decrypted++
 	switch typ {
 	case typeApplicationData:
@@ -569,7 +569,7 @@ func (c *Conn) plain(h *half, typ byte, p []byte, t time.Time) bool {
 
 // keys sets up the direction's record protection; false when its secrets
 // are not known (yet).
-func (c *Conn) keys(h *half, t time.Time) bool {
+func (c *Conn) keys(h *direction, t time.Time) bool {
 	if c.ch == nil {
 		return false
 	}
@@ -620,7 +620,7 @@ func (c *Conn) keys(h *half, t time.Time) bool {
 
 // lookup finds the connection's secrets for direction h: true when the
 // ones it needs are known.
-func (c *Conn) lookup(h *half) bool {
+func (c *Conn) lookup(h *direction) bool {
 	has := func(s *keylog.Secrets) bool {
 		if s == nil {
 			return false
@@ -646,7 +646,7 @@ func (c *Conn) lookup(h *half) bool {
 
 // nextKeys switches the direction to its application traffic keys after
 // its Finished (TLS 1.3), or to the next generation after a KeyUpdate.
-func (c *Conn) nextKeys(h *half, t time.Time) {
+func (c *Conn) nextKeys(h *direction, t time.Time) {
 	if h.switchApp {
 		h.switchApp = false
 		h.app = true
@@ -696,7 +696,7 @@ func (c *Conn) nextKeys(h *half, t time.Time) {
 
 // handshake reads handshake messages: the hellos in the clear, and in TLS
 // 1.3 the protected EncryptedExtensions (ALPN), Finished and KeyUpdate.
-func (c *Conn) handshake(h *half, p []byte, t time.Time, protected bool) {
+func (c *Conn) handshake(h *direction, p []byte, t time.Time, protected bool) {
 	if h.hsLost {
 		return
 	}
@@ -814,7 +814,7 @@ func encryptedALPN(body []byte) string {
 
 // alert notes an alert (RFC 8446 §6): close_notify ends the direction's
 // data; a fatal one ends the connection.
-func (c *Conn) alert(h *half, p []byte, t time.Time) {
+func (c *Conn) alert(h *direction, p []byte, t time.Time) {
 	if len(p) < 2 {
 		return
 	}
@@ -865,7 +865,7 @@ func alertName(d byte) string {
 // deliver hands decrypted application data to the follower of the
 // decrypted bytes, made at the first by Options.Inner (pkg/wire decides it
 // again from the ALPN choice or the bytes).
-func (c *Conn) deliver(h *half, p []byte, t time.Time) {
+func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 	if c.inner == nil {
 		c.inner = c.opt.Inner(c.alpn, h.server, p, t, func() { c.noteDecrypted(t) })
 	}
@@ -946,7 +946,7 @@ func (c *Conn) note(t time.Time, kind, msg string) {
 
 // giveUp says once why the connection cannot be decrypted (waited, when
 // set, is how long it waited for keys), and stops decoding both directions.
-func (c *Conn) giveUp(h *half, t time.Time, waited string) {
+func (c *Conn) giveUp(h *direction, t time.Time, waited string) {
 	if c.gaveUp {
 		return
 	}
@@ -984,7 +984,7 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 		}
 		c.problem(h, -1, t, "no TLS key for this connection", detail, hint, false)
 	}
-	for _, d := range []*half{c.cl, c.sv} {
+	for _, d := range []*direction{c.cl, c.sv} {
 		if !d.dead {
 			c.kill(d)
 		}
@@ -993,13 +993,13 @@ func (c *Conn) giveUp(h *half, t time.Time, waited string) {
 
 // helloProblem reports a hello that does not parse, when there are keys to
 // decrypt with (without, the connection's note says it).
-func (c *Conn) helloProblem(h *half, off int64, t time.Time, err error) {
+func (c *Conn) helloProblem(h *direction, off int64, t time.Time, err error) {
 	if c.opt.Keys.Given() {
 		c.problem(h, off, t, "TLS hello does not parse", err.Error(), "the connection cannot be decrypted", false)
 	}
 }
 
-func (c *Conn) problem(h *half, off int64, t time.Time, kind, detail, hint string, warning bool) {
+func (c *Conn) problem(h *direction, off int64, t time.Time, kind, detail, hint string, warning bool) {
 	p := &record.Problem{Conn: c.rec, Direction: h.name(), Where: "stream", Offset: off, Time: t,
 		Kind: kind, Detail: detail, Hint: hint, Warning: warning}
 	if off < 0 {
@@ -1014,7 +1014,7 @@ func (c *Conn) problem(h *half, off int64, t time.Time, kind, detail, hint strin
 // gap takes n bytes of a direction that the capture lost. When the record
 // they fell into is known the framing is kept (its length says where the
 // next record starts); otherwise the next record is looked for (resync).
-func (c *Conn) gap(h *half, n int64, t time.Time) {
+func (c *Conn) gap(h *direction, n int64, t time.Time) {
 	c.last = t
 	if h.dead || h.closed || n <= 0 {
 		h.off += n
@@ -1076,7 +1076,7 @@ func (c *Conn) gap(h *half, n int64, t time.Time) {
 // the next sequence numbers. False while it needs more bytes. The search is
 // bounded: maxResyncTries record openings and maxWait bytes scanned after
 // each gap; past either, the direction is given up with a problem.
-func (c *Conn) resync(h *half, t time.Time) bool {
+func (c *Conn) resync(h *direction, t time.Time) bool {
 	if h.cs == nil {
 		// No keys yet: nothing to check a candidate with.
 		c.problem(h, h.off, t, "TLS record framing lost", "bytes were lost before the keys of this direction were known",
@@ -1119,7 +1119,7 @@ func (c *Conn) resync(h *half, t time.Time) bool {
 }
 
 // resyncDrop forgets the first n bytes scanned while resynchronising.
-func (h *half) resyncDrop(n int) {
+func (h *direction) resyncDrop(n int) {
 	if n <= 0 {
 		return
 	}
@@ -1130,7 +1130,7 @@ func (h *half) resyncDrop(n int) {
 
 // resyncBounded gives the direction up once the search after a gap used
 // its budget; false either way (no record found yet).
-func (c *Conn) resyncBounded(h *half, t time.Time) bool {
+func (c *Conn) resyncBounded(h *direction, t time.Time) bool {
 	if h.resyncOpens >= maxResyncTries || h.resyncTotal >= maxResyncTotal || h.resyncScanned > maxWait {
 		c.problem(h, h.off, t, "TLS record framing lost",
 			fmt.Sprintf("no record that decrypts in %d bytes after the bytes lost (%d candidates tried)", h.resyncScanned, h.resyncOpens),
@@ -1140,7 +1140,7 @@ func (c *Conn) resyncBounded(h *half, t time.Time) bool {
 	return false
 }
 
-func (c *Conn) close(h *half, how exchange.Ending, t time.Time) {
+func (c *Conn) close(h *direction, how exchange.Ending, t time.Time) {
 	c.last = t
 	if h.closed {
 		return

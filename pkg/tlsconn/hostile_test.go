@@ -287,7 +287,7 @@ func TestResyncBounded(t *testing.T) {
 // TestKeepReusesStore: a direction's held bytes live in one store that is
 // appended to in place, moved to its front, or grown, never losing a byte.
 func TestKeepReusesStore(t *testing.T) {
-	h := &half{}
+	h := &direction{}
 	caller := []byte("abcdef")
 	h.keep(caller[4:], nil) // the caller's tail: copied into a new store
 	if string(h.buf) != "ef" || len(h.store) != 32<<10 || &h.buf[0] != &h.store[0] {
