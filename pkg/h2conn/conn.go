@@ -210,9 +210,10 @@ type direction struct {
 	c        *Conn
 	isServer bool
 	off      int64 // offset of the next byte in this direction
-	dead     bool  // framing lost: the rest is not decoded
-	closed   bool
-	preface  int // client: bytes of ClientPreface matched so far
+	// phase is what the next bytes are read as, or that they are not
+	// read (phase.go); it changes only in enter.
+	phase   phase
+	preface int // client: bytes of ClientPreface matched so far
 
 	hdr      [9]byte
 	nhdr     int
@@ -236,9 +237,10 @@ type direction struct {
 	// The header block in progress (HEADERS, then CONTINUATION).
 	blockStream uint32
 	blockEnd    bool // END_STREAM on the HEADERS
-	inBlock     bool
 	blockFrames int
-	hpackBroken bool // see hpackLost
+	// hpackBroken: the HPACK decoder is out of step (hpackLost); not a
+	// phase, since frames and header blocks are still followed.
+	hpackBroken bool
 	// settings this side advertised (RFC 9113 §6.5.2), by identifier.
 	settings map[http2.SettingID]uint32
 	frames   int
@@ -314,6 +316,7 @@ func newDirection(c *Conn, isServer bool) *direction {
 	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
 	if isServer {
 		s.preface = len(ClientPreface)
+		s.enter(phaseFrames) // only the client sends a preface
 	}
 	return s
 }
@@ -339,7 +342,7 @@ func (s *direction) problem(where string, off int64, kind, detail, hint string, 
 
 // feed consumes bytes of this direction.
 func (s *direction) feed(p []byte, t time.Time) {
-	for len(p) > 0 && !s.dead && !s.closed {
+	for len(p) > 0 && s.live() {
 		if s.skip > 0 {
 			k := min(len(p), s.skip)
 			s.skip -= k
@@ -347,18 +350,21 @@ func (s *direction) feed(p []byte, t time.Time) {
 			p = p[k:]
 			continue
 		}
-		if s.preface < len(ClientPreface) {
+		if s.phase == phasePreface {
 			n := 0
 			for n < len(p) && s.preface < len(ClientPreface) {
 				if p[n] != ClientPreface[s.preface] {
 					s.problem("stream", s.off, KindPreface, fmt.Sprintf("byte %d is 0x%02x", s.preface, p[n]),
 						"the connection is not HTTP/2 with prior knowledge; neither direction is decoded further", false, t)
-					s.dead = true
-					s.peer().dead = true
+					s.enter(phaseDead)
+					s.peer().enter(phaseDead)
 					return
 				}
 				s.preface++
 				n++
+			}
+			if s.preface == len(ClientPreface) {
+				s.enter(phaseFrames)
 			}
 			s.off += int64(n)
 			p = p[n:]
@@ -474,7 +480,7 @@ func (s *direction) frame(t time.Time) {
 		s.frameError(err, t)
 		return
 	}
-	if s.inBlock {
+	if s.phase == phaseBlock {
 		if cf, ok := f.(*http2.ContinuationFrame); ok && cf.StreamID == s.blockStream {
 			s.blockFrames++
 			s.headerFragment(cf.HeaderBlockFragment(), cf.HeadersEnded(), t)
@@ -485,13 +491,15 @@ func (s *direction) frame(t time.Time) {
 	case *http2.DataFrame:
 		s.data(f, t)
 	case *http2.HeadersFrame:
-		s.blockStream, s.blockEnd, s.inBlock, s.blockFrames = f.StreamID, f.StreamEnded(), true, 1
+		s.blockStream, s.blockEnd, s.blockFrames = f.StreamID, f.StreamEnded(), 1
+		s.enter(phaseBlock)
 		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
 		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
 	case *http2.PushPromiseFrame:
 		// The promised request's fields go through this side's HPACK
 		// decoder too; kwatch does not follow pushed streams.
-		s.blockStream, s.blockEnd, s.inBlock, s.blockFrames = 0, false, true, 1
+		s.blockStream, s.blockEnd, s.blockFrames = 0, false, 1
+		s.enter(phaseBlock)
 		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
 		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
 	case *http2.SettingsFrame:
@@ -539,8 +547,8 @@ func (s *direction) frameError(err error, t time.Time) {
 	// The Framer remembers the last frame to check CONTINUATION order:
 	// start it afresh.
 	s.fr = newFramer(&s.frd)
-	if s.inBlock {
-		s.inBlock = false
+	if s.phase == phaseBlock {
+		s.enter(phaseFrames)
 		s.hpackLost(t, "a header block was cut by a frame that did not decode")
 	}
 }
@@ -604,20 +612,23 @@ func (s *direction) onField(f hpack.HeaderField) {
 // the block is buffered but the decoder's current field), and handles the
 // fields when the block ends.
 func (s *direction) headerFragment(p []byte, end bool, t time.Time) {
+	// The direction is in phaseBlock: END_HEADERS ends it.
 	if s.hpackBroken {
-		s.inBlock = !end
+		if end {
+			s.enter(phaseFrames)
+		}
 		return
 	}
 	s.hpackIn += int64(len(p))
 	if _, err := s.dec.Write(p); err != nil {
-		s.inBlock = false
+		s.enter(phaseFrames)
 		s.hpackLost(t, err.Error())
 		return
 	}
 	if !end {
 		return
 	}
-	s.inBlock = false
+	s.enter(phaseFrames)
 	if err := s.dec.Close(); err != nil {
 		s.hpackLost(t, err.Error())
 		return
@@ -797,14 +808,14 @@ func (s *direction) windowUpdate(id uint32, inc int64, t time.Time) {
 // gap handles n lost bytes: frame boundaries in this direction cannot be
 // found again, so the rest of it is not decoded.
 func (s *direction) gap(n int64, t time.Time) {
-	if s.dead || s.closed || n <= 0 {
+	if !s.live() || n <= 0 {
 		s.off += n
 		return
 	}
 	s.problem("stream", s.off, exchange.KindMissing, fmt.Sprintf("%d bytes missing at offset %d; HTTP/2 frames cannot be found again after them, so the rest of the %s's bytes are not decoded", n, s.off, s.name()),
 		"capture with a larger buffer (tcpdump -B 65536 --immediate-mode)", false, t)
 	s.off += n
-	s.dead = true
+	s.enter(phaseDead)
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
 	if s.isServer {
@@ -814,16 +825,17 @@ func (s *direction) gap(n int64, t time.Time) {
 
 // close ends this direction's byte stream.
 func (s *direction) close(how exchange.Ending, t time.Time) {
-	if s.closed {
+	if s.phase == phaseClosed {
 		return
 	}
-	s.closed = true
+	was := s.phase
+	s.enter(phaseClosed)
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
 	if n := s.frameErrs - maxFrameErrors; n > 0 {
 		s.problem("stream", -1, KindFrame, fmt.Sprintf("%d more frames from the %s did not decode (not listed)", n, s.name()), "", false, t)
 	}
-	if !s.dead && (s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need) {
+	if was != phaseDead && (s.nhdr > 0 || len(s.payload) > 0 && len(s.payload) < s.need) {
 		s.problem("stream", s.frameAt, KindFrameCut, fmt.Sprintf("%d bytes of a frame, then the %s's stream ended", s.off-s.frameAt, s.name()), "", false, t)
 	}
 	if s.isServer {

@@ -143,18 +143,15 @@ type direction struct {
 	// while waiting for keys.
 	reserved int64
 	hs       hsReader
-	// encrypted: records are protected (TLS 1.2 after ChangeCipherSpec,
-	// TLS 1.3 after the ServerHello).
-	encrypted bool
-	cs        *cipherState
-	// app: cs holds application traffic keys (TLS 1.3); switchApp: the
-	// handshake ended with the record just read (its Finished), so the
-	// next record uses them; update: a KeyUpdate came, same.
-	app, switchApp, update bool
-	// trial: TLS 1.3 without a logged handshake secret: encrypted
-	// handshake records are skipped until one opens with the application
-	// keys at sequence number 0.
-	trial   bool
+	// phase is what protects the records, or that they are no longer
+	// read (phase.go); it changes only in enter.
+	phase phase
+	cs    *cipherState
+	// switchApp: the handshake ended with the record just read (its
+	// Finished), so the next record is phaseApp's; update: a KeyUpdate
+	// came, so the next record uses the next application keys.
+	switchApp, update bool
+	// skipped counts records skipped in phaseTrial, and 0-RTT records.
 	skipped int
 	// skip counts bytes of a record cut by a gap still to come; resync
 	// is set when a gap took the record framing with it; lost counts the
@@ -162,8 +159,6 @@ type direction struct {
 	skip   int64
 	resync bool
 	lost   int64
-	dead   bool
-	closed bool
 	// decrypted counts records decrypted (for notes and tests).
 	decrypted int
 	// plain holds a record's decrypted bytes (reused record to record).
@@ -225,7 +220,7 @@ func (c *Conn) CloseServer(how exchange.Ending, t time.Time) { c.close(c.sv, how
 
 func (c *Conn) data(h *direction, p []byte, t time.Time) {
 	c.last = t
-	if h.dead || h.closed {
+	if !h.live() {
 		h.off += int64(len(p))
 		return
 	}
@@ -287,7 +282,7 @@ func (c *Conn) other(h *direction) *direction {
 // hold bounds what a direction keeps: past unreservedBytes from the shared
 // budget, and, waiting for keys, never past maxWait.
 func (c *Conn) hold(h *direction) {
-	if h.dead {
+	if !h.live() {
 		return
 	}
 	want := max(0, int64(len(h.buf))-unreservedBytes)
@@ -346,10 +341,10 @@ func (c *Conn) pump(h *direction, t time.Time) {
 	h.pumping = true
 	defer func() { h.pumping = false }()
 	o := c.other(h)
-	if len(o.buf) > 0 && !o.dead {
+	if len(o.buf) > 0 && o.live() {
 		c.pump(o, t)
 	}
-	for !h.dead {
+	for h.live() {
 		if h.skip > 0 {
 			n := int(min(h.skip, int64(len(h.buf))))
 			h.lost += int64(n)
@@ -387,10 +382,10 @@ func (c *Conn) pump(h *direction, t time.Time) {
 			}
 			return
 		}
-		if !h.dead {
+		if h.live() {
 			h.drop(5 + n)
 		}
-		if len(o.buf) > 0 && !o.dead {
+		if len(o.buf) > 0 && o.live() {
 			c.pump(o, t)
 		}
 	}
@@ -398,7 +393,7 @@ func (c *Conn) pump(h *direction, t time.Time) {
 
 // kill stops decoding a direction.
 func (c *Conn) kill(h *direction) {
-	h.dead = true
+	h.enter(phaseDead)
 	h.off += int64(len(h.buf))
 	h.buf = nil
 	h.release()
@@ -413,7 +408,7 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	// clear whatever came before (a second ClientHello after a
 	// HelloRetryRequest), and change_cipher_spec is only there for
 	// middleboxes (§D.4).
-	clear := !h.encrypted || c.tls13 && typ != typeApplicationData
+	clear := !h.protected() || c.tls13 && typ != typeApplicationData
 	if clear {
 		switch typ {
 		case typeHandshake:
@@ -422,7 +417,7 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 		case typeChangeCipherSpec:
 			switch {
 			case c.sh != nil && !c.tls13:
-				h.encrypted = true // RFC 5246 §7.1: what follows is protected
+				h.enter(phaseProtected) // RFC 5246 §7.1: what follows is protected
 			case c.sh == nil && !h.server && !c.gaveUp:
 				return false // the client's: TLS 1.2's or 1.3's? The ServerHello says.
 			}
@@ -442,7 +437,7 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 		case c.sh == nil && !c.gaveUp:
 			return false // the ServerHello may still come (the other direction)
 		case c.sh != nil:
-			h.encrypted = true // its ChangeCipherSpec was lost
+			h.enter(phaseProtected) // its ChangeCipherSpec was lost
 		default:
 			return true
 		}
@@ -457,14 +452,14 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 		return false
 	}
 	seq := h.cs.seq
-	if h.trial {
+	if h.phase == phaseTrial {
 		// Is it the first record under the application keys?
 		out, inner, err := h.cs.open(h.plain[:0], hdr, body, 0)
 		if err != nil {
 			h.skipped++
 			return true
 		}
-		h.trial, h.app = false, true
+		h.enter(phaseApp)
 		h.cs.seq = 1
 		c.handshakeLoss(h, t)
 		return c.plain(h, inner, out, t)
@@ -473,7 +468,7 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	if cap(out) > cap(h.plain) {
 		h.plain = out[:0] // reused: the followers copy what they keep
 	}
-	if err != nil && c.tls13 && !h.app {
+	if err != nil && c.tls13 && h.phase != phaseApp {
 		// Not under the handshake keys. The handshake's end (its
 		// Finished) may have been lost: is it the first record under
 		// the application keys? Or, from a client that has not yet
@@ -532,7 +527,8 @@ func (c *Conn) tryAppKeys(h *direction, hdr, body []byte) ([]byte, byte, bool) {
 		return nil, 0, false
 	}
 	cs.seq = 1
-	h.cs, h.app, h.switchApp = cs, true, false
+	h.cs, h.switchApp = cs, false
+	h.enter(phaseApp)
 	return out, inner, true
 }
 
@@ -600,8 +596,9 @@ func (c *Conn) keys(h *direction, t time.Time) bool {
 	}
 	secret := hs
 	if hs == nil {
-		secret, h.trial = app, true
-	} else if h.app {
+		secret = app
+		h.enter(phaseTrial)
+	} else if h.phase == phaseApp {
 		secret = app
 	}
 	cs, err := newTLS13State(c.suite, secret)
@@ -611,7 +608,7 @@ func (c *Conn) keys(h *direction, t time.Time) bool {
 		return true
 	}
 	h.cs = cs
-	if !h.trial {
+	if h.phase != phaseTrial {
 		h.cs.seq = h.pendingSeq
 	}
 	h.pendingSeq = 0
@@ -629,9 +626,9 @@ func (c *Conn) lookup(h *direction) bool {
 			return s.Master != nil
 		}
 		if h.server {
-			return s.ServerHandshake != nil || s.ServerTraffic != nil && !h.app
+			return s.ServerHandshake != nil || s.ServerTraffic != nil && h.phase != phaseApp
 		}
-		return s.ClientHandshake != nil || s.ClientTraffic != nil && !h.app
+		return s.ClientHandshake != nil || s.ClientTraffic != nil && h.phase != phaseApp
 	}
 	if has(c.secrets) {
 		return true
@@ -649,7 +646,7 @@ func (c *Conn) lookup(h *direction) bool {
 func (c *Conn) nextKeys(h *direction, t time.Time) {
 	if h.switchApp {
 		h.switchApp = false
-		h.app = true
+		h.enter(phaseApp)
 		secret := c.secrets.ClientTraffic
 		if h.server {
 			secret = c.secrets.ServerTraffic
@@ -702,7 +699,7 @@ func (c *Conn) handshake(h *direction, p []byte, t time.Time, protected bool) {
 	}
 	off := h.off // the record's: where its problems are
 	h.hs.feed(p, func(typ byte, body []byte) {
-		if h.dead || c.gaveUp {
+		if !h.live() || c.gaveUp {
 			return // the connection was given up by an earlier message
 		}
 		switch typ {
@@ -757,8 +754,8 @@ func (c *Conn) handshake(h *direction, p []byte, t time.Time, protected bool) {
 			if c.tls13 {
 				// Everything after the ServerHello is protected, both
 				// ways (RFC 8446 §2).
-				c.sv.encrypted = true
-				c.cl.encrypted = true
+				c.sv.enter(phaseProtected)
+				c.cl.enter(phaseProtected)
 			}
 		case msgEncryptedExtensions:
 			if h.server && body != nil {
@@ -767,18 +764,18 @@ func (c *Conn) handshake(h *direction, p []byte, t time.Time, protected bool) {
 				}
 			}
 		case msgFinished:
-			if c.tls13 && protected && !h.app {
+			if c.tls13 && protected && h.phase != phaseApp {
 				h.switchApp = true
 			}
 		case msgKeyUpdate:
-			if c.tls13 && protected && h.app {
+			if c.tls13 && protected && h.phase == phaseApp {
 				h.update = true
 			}
 		case msgNewSessionTicket:
 		}
 	})
 	if h.hs.err != "" {
-		if !h.dead && !c.gaveUp {
+		if h.live() && !c.gaveUp {
 			c.problem(h, off, t, "TLS handshake message too long", h.hs.err, "", true)
 		}
 		h.hs.err = ""
@@ -985,7 +982,7 @@ func (c *Conn) giveUp(h *direction, t time.Time, waited string) {
 		c.problem(h, -1, t, "no TLS key for this connection", detail, hint, false)
 	}
 	for _, d := range []*direction{c.cl, c.sv} {
-		if !d.dead {
+		if d.live() {
 			c.kill(d)
 		}
 	}
@@ -1016,11 +1013,11 @@ func (c *Conn) problem(h *direction, off int64, t time.Time, kind, detail, hint 
 // next record starts); otherwise the next record is looked for (resync).
 func (c *Conn) gap(h *direction, n int64, t time.Time) {
 	c.last = t
-	if h.dead || h.closed || n <= 0 {
+	if !h.live() || n <= 0 {
 		h.off += n
 		return
 	}
-	if c.inner == nil && !h.encrypted && c.sh == nil {
+	if c.inner == nil && !h.protected() && c.sh == nil {
 		// The handshake itself was cut: nothing to decrypt with.
 		h.off += int64(len(h.buf)) + n
 		h.buf = nil
@@ -1028,7 +1025,7 @@ func (c *Conn) gap(h *direction, n int64, t time.Time) {
 		c.giveUp(h, t, "")
 		return
 	}
-	if c.tls13 && !h.app || !h.encrypted {
+	if c.tls13 && h.phase != phaseApp || !h.protected() {
 		// Handshake messages cut by the loss cannot be read: the end
 		// of the handshake is then found by the first record that
 		// decrypts under the application keys (tryAppKeys).
@@ -1053,7 +1050,7 @@ func (c *Conn) gap(h *direction, n int64, t time.Time) {
 		h.drop(len(h.buf))
 		if h.cs != nil {
 			h.cs.seq++ // the record cut by the gap
-		} else if h.encrypted {
+		} else if h.protected() {
 			h.pendingSeq++ // counted once the keys are known
 		}
 		h.lostRecords++
@@ -1142,27 +1139,27 @@ func (c *Conn) resyncBounded(h *direction, t time.Time) bool {
 
 func (c *Conn) close(h *direction, how exchange.Ending, t time.Time) {
 	c.last = t
-	if h.closed {
+	if h.phase == phaseClosed {
 		return
 	}
-	if !h.dead && len(h.buf) > 0 {
+	if h.live() && len(h.buf) > 0 {
 		c.pump(h, t)
 	}
-	if !h.dead && len(h.buf) > 0 && !c.gaveUp {
-		if c.sh == nil || c.suite != nil && h.cs == nil && h.encrypted {
+	if h.live() && len(h.buf) > 0 && !c.gaveUp {
+		if c.sh == nil || c.suite != nil && h.cs == nil && h.protected() {
 			c.giveUp(h, t, "")
 		} else if !h.resync && len(h.buf) > 0 {
 			c.problem(h, h.off, t, "TLS record cut short",
 				fmt.Sprintf("%d bytes of a record when the %s's stream ended", len(h.buf), h.name()), "", true)
 		}
 	}
-	h.closed = true
-	if !h.dead {
+	if h.live() {
 		h.off += int64(len(h.buf))
 		h.buf = nil
 		h.release()
 	}
-	if c.inner == nil && !c.noted && (c.cl.closed && c.sv.closed) {
+	h.enter(phaseClosed)
+	if c.inner == nil && !c.noted && (c.cl.phase == phaseClosed && c.sv.phase == phaseClosed) {
 		switch {
 		case c.authFailed && c.cl.decrypted+c.sv.decrypted == 0:
 			c.noteUndecoded(t, "the logged keys do not decrypt it")

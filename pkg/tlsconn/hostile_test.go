@@ -276,8 +276,8 @@ func TestResyncBounded(t *testing.T) {
 	c.ServerData(sv[:cut], t0)
 	c.ServerGap(100000, t0)
 	c.ServerData(junk, t0)
-	if c.sv.resyncTotal > maxResyncTries || !c.sv.dead {
-		t.Errorf("%d trial decryptions, dead %v", c.sv.resyncTotal, c.sv.dead)
+	if c.sv.resyncTotal > maxResyncTries || c.sv.phase != phaseDead {
+		t.Errorf("%d trial decryptions, in phase %v", c.sv.resyncTotal, c.sv.phase)
 	}
 	if strings.Join(problems, "|") != "TLS record framing lost" {
 		t.Errorf("problems %q", problems)
