@@ -87,7 +87,9 @@ func indexEvent(data []byte, members, metas []member) (eventIndex, bool) {
 	return x, true
 }
 
-// readEvent is indexEvent, whose x is only meaningful when ok.
+// readEvent is indexEvent, whose x is only meaningful when ok. It walks the
+// grammar; readKey and valueEnd read a key and a scalar value, and
+// eventLists notes what indexEvent lists as keys and values end.
 func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 	const (
 		wantValue        = iota // a value: after ':', or after ',' in an array
@@ -98,20 +100,7 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 	)
 	var stackBuf [32]bool
 	stack := stackBuf[:0] // the open containers: true for an object
-	var (
-		key1  []byte // the key of the event's member being read
-		val1  int    // where its value starts
-		inObj bool   // the event's "object" is an object, being read
-		// Where the key of the object's member being read starts and
-		// ends, and where its value starts.
-		key2, key2End, val2 int
-		over                bool // the object has more than maxIndexedMembers
-		// The same for the members of the object's "metadata".
-		inMeta              bool
-		key3, key3End, val3 int
-		metaStart           int
-		metaOver            bool
-	)
+	l := eventLists{members: members, metas: metas}
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return x, false
@@ -130,44 +119,11 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 				stack = stack[:len(stack)-1]
 				break
 			}
-			if c != '"' {
+			key, esc, at, ok := readKey(data, i)
+			if !ok || len(stack) <= notedDepth && !l.keyRead(data, len(stack), key, esc, i+1, at) {
 				return x, false
 			}
-			i0 := i
-			end, esc, ok := strictString(data, i+1)
-			if !ok {
-				return x, false
-			}
-			key := data[i+1 : end]
-			i = skipSpace(data, end+1)
-			if i >= len(data) || data[i] != ':' {
-				return x, false
-			}
-			i = skipSpace(data, i+1)
-			switch d := len(stack); {
-			case d == 1:
-				if esc || bytes.EqualFold(key, []byte("kind")) || bytes.EqualFold(key, []byte("apiVersion")) {
-					// An escaped key of the event, or one client-go's
-					// decoder reads the event's own type from:
-					// apimachinery decides.
-					return x, false
-				}
-				key1, val1 = key, i
-				if string(key) == "object" {
-					inObj = i < len(data) && data[i] == '{'
-					members, over, metas = members[:0], false, metas[:0]
-				}
-			case d == 2 && inObj:
-				key2, key2End, val2 = i0+1, end, i
-				if string(key) == "metadata" {
-					// Listed only for a member that is listed itself.
-					inMeta = i < len(data) && data[i] == '{' && len(members) < maxIndexedMembers
-					metaStart, metaOver = len(metas), false
-				}
-			case d == 3 && inMeta:
-				key3, key3End, val3 = i0+1, end, i
-			}
-			state = wantValue
+			i, state = at, wantValue
 			continue
 		case wantNext:
 			isObj := stack[len(stack)-1]
@@ -201,74 +157,158 @@ func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
 					state = wantKeyOrClose
 				}
 				continue
-			case c == '"':
-				end, _, ok := strictString(data, i+1)
-				if !ok {
-					return x, false
-				}
-				i = end + 1
-			case c == 't':
-				if !bytes.HasPrefix(data[i:], []byte("true")) {
-					return x, false
-				}
-				i += 4
-			case c == 'f':
-				if !bytes.HasPrefix(data[i:], []byte("false")) {
-					return x, false
-				}
-				i += 5
-			case c == 'n':
-				if !bytes.HasPrefix(data[i:], []byte("null")) {
-					return x, false
-				}
-				i += 4
-			case c == '-' || '0' <= c && c <= '9':
-				if i, ok = numberEnd(data, i); !ok {
-					return x, false
-				}
 			default:
-				return x, false
+				if i, ok = valueEnd(data, i); !ok {
+					return x, false
+				}
 			}
 		}
 		// A value ended at i, in the container at depth len(stack).
-		switch d := len(stack); {
-		case d == 0: // the event itself
+		if len(stack) == 0 { // the event itself
 			return x, skipSpace(data, i) == len(data)
-		case d == 1:
-			v := data[val1:i]
-			switch string(key1) {
-			case "type":
-				if !eventType(v, &x.typ) {
-					return x, false
-				}
-			case "object":
-				if string(v) != "null" { // a null leaves the object as it was
-					x.obj, x.objAt = v, val1
-					x.members, x.indexed = members, inObj && !over
-					x.metas = metas
-				}
-				inObj = false
-			}
-		case d == 2 && inObj:
-			mb := member{keyAt: key2, keyEnd: key2End, valAt: val2, valEnd: i}
-			if inMeta {
-				mb.sub, mb.subEnd, mb.subIndexed = metaStart, len(metas), !metaOver
-				inMeta = false
-			}
-			if len(members) < maxIndexedMembers {
-				members = append(members, mb)
-			} else {
-				over = true
-			}
-		case d == 3 && inMeta:
-			if len(metas)-metaStart < maxIndexedMembers && len(metas) < maxIndexedMetas {
-				metas = append(metas, member{keyAt: key3, keyEnd: key3End, valAt: val3, valEnd: i})
-			} else {
-				metaOver = true
-			}
+		}
+		if len(stack) <= notedDepth && !l.valueRead(data, len(stack), i, &x) {
+			return x, false
 		}
 		state = wantNext
 	}
+}
+
+// readKey reads the member key whose opening quote is data[i], and the ':'
+// after it: it returns the key (escapes as written), whether it holds an
+// escape, and where the member's value starts (whitespace skipped); ok is
+// false when data[i:] does not start with a key and its ':'.
+func readKey(data []byte, i int) (key []byte, esc bool, valAt int, ok bool) {
+	if data[i] != '"' {
+		return nil, false, 0, false
+	}
+	end, esc, ok := strictString(data, i+1)
+	if !ok {
+		return nil, false, 0, false
+	}
+	key = data[i+1 : end]
+	i = skipSpace(data, end+1)
+	if i >= len(data) || data[i] != ':' {
+		return nil, false, 0, false
+	}
+	return key, esc, skipSpace(data, i+1), true
+}
+
+// valueEnd returns where the scalar value (a string, true, false, null or
+// a number) that starts at data[i] ends; ok is false when none starts
+// there.
+func valueEnd(data []byte, i int) (end int, ok bool) {
+	switch c := data[i]; {
+	case c == '"':
+		end, _, ok := strictString(data, i+1)
+		return end + 1, ok
+	case c == 't':
+		return i + 4, bytes.HasPrefix(data[i:], []byte("true"))
+	case c == 'f':
+		return i + 5, bytes.HasPrefix(data[i:], []byte("false"))
+	case c == 'n':
+		return i + 4, bytes.HasPrefix(data[i:], []byte("null"))
+	case c == '-' || '0' <= c && c <= '9':
+		return numberEnd(data, i)
+	}
+	return i, false
+}
+
+// notedDepth is the deepest container whose members eventLists notes:
+// the object's metadata, in the event's object, in the event. readEvent
+// does not call it for deeper ones.
+const notedDepth = 3
+
+// eventLists is what readEvent keeps of the members it is in while it
+// reads: the event's member being read, and the members of the event's
+// object and of the object's "metadata" listed so far.
+type eventLists struct {
+	members, metas []member
+	key1           []byte // the key of the event's member being read
+	val1           int    // where its value starts
+	inObj          bool   // the event's "object" is an object, being read
+	// Where the key of the object's member being read starts and ends,
+	// and where its value starts.
+	key2, key2End, val2 int
+	over                bool // the object has more than maxIndexedMembers
+	// The same for the members of the object's "metadata".
+	inMeta              bool
+	key3, key3End, val3 int
+	metaStart           int
+	metaOver            bool
+}
+
+// keyRead notes the key of a member at depth d (1: the event's, 2: its
+// object's, 3: the object's metadata's), found at data[keyAt:] with its
+// value at data[valAt:]. It returns false for a key of the event that
+// apimachinery is to decide about.
+func (l *eventLists) keyRead(data []byte, d int, key []byte, esc bool, keyAt, valAt int) bool {
+	switch {
+	case d == 1:
+		if esc || bytes.EqualFold(key, []byte("kind")) || bytes.EqualFold(key, []byte("apiVersion")) {
+			// An escaped key of the event, or one client-go's
+			// decoder reads the event's own type from:
+			// apimachinery decides.
+			return false
+		}
+		l.key1, l.val1 = key, valAt
+		if string(key) == "object" {
+			l.inObj = valAt < len(data) && data[valAt] == '{'
+			l.members, l.over, l.metas = l.members[:0], false, l.metas[:0]
+		}
+	case d == 2 && l.inObj:
+		l.key2, l.key2End, l.val2 = keyAt, keyAt+len(key), valAt
+		if string(key) == "metadata" {
+			// Listed only for a member that is listed itself.
+			l.inMeta = valAt < len(data) && data[valAt] == '{' && len(l.members) < maxIndexedMembers
+			l.metaStart, l.metaOver = len(l.metas), false
+		}
+	case d == 3 && l.inMeta:
+		l.key3, l.key3End, l.val3 = keyAt, keyAt+len(key), valAt
+	}
+	return true
+}
+
+// valueRead notes a value that ended at data[end] in a container at depth
+// d (at least 1): the event's type and object go into x, the object's
+// members and its metadata's into the lists. It returns false for a type
+// that is not one (eventType).
+func (l *eventLists) valueRead(data []byte, d, end int, x *eventIndex) bool {
+	switch {
+	case d == 1:
+		v := data[l.val1:end]
+		switch string(l.key1) {
+		case "type":
+			if !eventType(v, &x.typ) {
+				return false
+			}
+		case "object":
+			if string(v) != "null" { // a null leaves the object as it was
+				x.obj, x.objAt = v, l.val1
+				x.members, x.indexed = l.members, l.inObj && !l.over
+				x.metas = l.metas
+			}
+			l.inObj = false
+		}
+	case d == 2 && l.inObj:
+		mb := member{keyAt: l.key2, keyEnd: l.key2End, valAt: l.val2, valEnd: end}
+		if l.inMeta {
+			mb.sub, mb.subEnd, mb.subIndexed = l.metaStart, len(l.metas), !l.metaOver
+			l.inMeta = false
+		}
+		if len(l.members) < maxIndexedMembers {
+			l.members = append(l.members, mb)
+		} else {
+			l.over = true
+		}
+	case d == 3 && l.inMeta:
+		if len(l.metas)-l.metaStart < maxIndexedMembers && len(l.metas) < maxIndexedMetas {
+			l.metas = append(l.metas, member{keyAt: l.key3, keyEnd: l.key3End, valAt: l.val3, valEnd: end})
+		} else {
+			l.metaOver = true
+		}
+	}
+	return true
 }
 
 // strictString scans the contents of a JSON string from p[i] (just after
