@@ -87,17 +87,19 @@ func indexEvent(data []byte, members, metas []member) (eventIndex, bool) {
 	return x, true
 }
 
+// What readEvent reads next.
+const (
+	wantValue        = iota // a value: after ':', or after ',' in an array
+	wantValueOrClose        // after '['
+	wantKey                 // after ',' in an object
+	wantKeyOrClose          // after '{'
+	wantNext                // after a value: ',' or the container's close
+)
+
 // readEvent is indexEvent, whose x is only meaningful when ok. It walks the
 // grammar; readKey and valueEnd read a key and a scalar value, and
 // eventLists notes what indexEvent lists as keys and values end.
 func readEvent(data []byte, members, metas []member) (x eventIndex, ok bool) {
-	const (
-		wantValue        = iota // a value: after ':', or after ',' in an array
-		wantValueOrClose        // after '['
-		wantKey                 // after ',' in an object
-		wantKeyOrClose          // after '{'
-		wantNext                // after a value: ',' or the container's close
-	)
 	var stackBuf [32]bool
 	stack := stackBuf[:0] // the open containers: true for an object
 	l := eventLists{members: members, metas: metas}
