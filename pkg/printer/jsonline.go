@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // appendEventLine appends ev as one JSON object, byte for byte what
@@ -26,77 +28,117 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 		b = append(b, ev.Object...)
 	}
 	b = append(b, `,"chunks":`...)
-	if ev.Chunks == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range ev.Chunks {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			c := &ev.Chunks[i]
-			b = append(b, `{"size":`...)
-			b = strconv.AppendInt(b, c.Size, 10)
-			b = append(b, `,"sizeLine":`...)
-			b = appendJSONString(b, c.SizeLine)
-			b = append(b, `,"offset":`...)
-			b = strconv.AppendInt(b, c.Offset, 10)
-			b = append(b, `,"index":`...)
-			b = strconv.AppendInt(b, int64(c.Index), 10)
-			b = append(b, `,"events":`...)
-			b = strconv.AppendInt(b, int64(c.Events), 10)
-			b = append(b, `,"bytes":`...)
-			b = strconv.AppendInt(b, c.Bytes, 10)
-			if c.Inflated > 0 {
-				b = append(b, `,"inflated":`...)
-				b = strconv.AppendInt(b, c.Inflated, 10)
-			}
-			if c.Wire != "" {
-				b = append(b, `,"wire":`...)
-				b = appendJSONString(b, c.Wire)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendChunks(b, ev.Chunks)
 	if len(ev.Frames) > 0 {
-		b = append(b, `,"frames":[`...)
-		for i := range ev.Frames {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			f := &ev.Frames[i]
-			b = append(b, `{"stream":`...)
-			b = strconv.AppendUint(b, uint64(f.Stream), 10)
-			b = append(b, `,"index":`...)
-			b = strconv.AppendInt(b, int64(f.Index), 10)
-			b = append(b, `,"length":`...)
-			b = strconv.AppendInt(b, f.Length, 10)
-			if f.Padded {
-				b = append(b, `,"padded":true`...)
-			}
-			if f.Padding != 0 {
-				b = append(b, `,"padding":`...)
-				b = strconv.AppendInt(b, f.Padding, 10)
-			}
-			if f.EndStream {
-				b = append(b, `,"endStream":true`...)
-			}
-			b = append(b, `,"offset":`...)
-			b = strconv.AppendInt(b, f.Offset, 10)
-			for _, kv := range [...]struct {
-				key string
-				v   int64
-			}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
-				if kv.v != 0 {
-					b = append(b, kv.key...)
-					b = strconv.AppendInt(b, kv.v, 10)
-				}
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = append(b, `,"frames":`...)
+		b = appendFrames(b, ev.Frames)
 	}
+	b = appendEventPlace(b, ev)
+	b = appendEventIdentity(b, ev)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, ev.Offset, 10)
+	b = append(b, `,"length":`...)
+	b = strconv.AppendInt(b, ev.Length, 10)
+	b = append(b, `,"format":`...)
+	b = appendJSONString(b, ev.Format)
+	if len(ev.Diff) > 0 {
+		b = append(b, `,"diff":`...)
+		b = appendCompactDiff(b, ev.Diff)
+	}
+	return append(b, '}')
+}
+
+// appendChunks appends a jsonEvent's chunks as encoding/json writes them:
+// null for a nil slice, else an array of their objects (appendChunk).
+func appendChunks(b []byte, chunks []jsonChunk) []byte {
+	if chunks == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range chunks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendChunk(b, &chunks[i])
+	}
+	return append(b, ']')
+}
+
+// appendChunk appends one jsonChunk as encoding/json writes it: inflated
+// and wire only when set (omitempty).
+func appendChunk(b []byte, c *jsonChunk) []byte {
+	b = append(b, `{"size":`...)
+	b = strconv.AppendInt(b, c.Size, 10)
+	b = append(b, `,"sizeLine":`...)
+	b = appendJSONString(b, c.SizeLine)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, c.Offset, 10)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
+	b = append(b, `,"events":`...)
+	b = strconv.AppendInt(b, int64(c.Events), 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, c.Bytes, 10)
+	if c.Inflated > 0 {
+		b = append(b, `,"inflated":`...)
+		b = strconv.AppendInt(b, c.Inflated, 10)
+	}
+	if c.Wire != "" {
+		b = append(b, `,"wire":`...)
+		b = appendJSONString(b, c.Wire)
+	}
+	return append(b, '}')
+}
+
+// appendFrames appends a jsonEvent's HTTP/2 DATA frames as a JSON array of
+// their objects (appendFrame).
+func appendFrames(b []byte, frames []record.Frame) []byte {
+	b = append(b, '[')
+	for i := range frames {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendFrame(b, &frames[i])
+	}
+	return append(b, ']')
+}
+
+// appendFrame appends one record.Frame as encoding/json writes it: the
+// fields tagged omitempty only when set.
+func appendFrame(b []byte, f *record.Frame) []byte {
+	b = append(b, `{"stream":`...)
+	b = strconv.AppendUint(b, uint64(f.Stream), 10)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(f.Index), 10)
+	b = append(b, `,"length":`...)
+	b = strconv.AppendInt(b, f.Length, 10)
+	if f.Padded {
+		b = append(b, `,"padded":true`...)
+	}
+	if f.Padding != 0 {
+		b = append(b, `,"padding":`...)
+		b = strconv.AppendInt(b, f.Padding, 10)
+	}
+	if f.EndStream {
+		b = append(b, `,"endStream":true`...)
+	}
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, f.Offset, 10)
+	for _, kv := range [...]struct {
+		key string
+		v   int64
+	}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
+		if kv.v != 0 {
+			b = append(b, kv.key...)
+			b = strconv.AppendInt(b, kv.v, 10)
+		}
+	}
+	return append(b, '}')
+}
+
+// appendEventPlace appends where a jsonEvent was seen: its connection,
+// time, exchange and number in the exchange.
+func appendEventPlace(b []byte, ev *jsonEvent) []byte {
 	b = append(b, `,"connection":`...)
 	b = appendJSONString(b, ev.Connection)
 	b = append(b, `,"time":`...)
@@ -104,7 +146,13 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 	b = append(b, `,"exchange":`...)
 	b = strconv.AppendInt(b, int64(ev.Exchange), 10)
 	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, int64(ev.Seq), 10)
+	return strconv.AppendInt(b, int64(ev.Seq), 10)
+}
+
+// appendEventIdentity appends what a jsonEvent says of its object (kind,
+// row kind, namespace, name, resource version) and of its place in the
+// initial events, each only when set (omitempty).
+func appendEventIdentity(b []byte, ev *jsonEvent) []byte {
 	for _, f := range [...]struct{ key, v string }{
 		{`,"kind":`, ev.Kind}, {`,"rowKind":`, ev.RowKind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
 		{`,"resourceVersion":`, ev.ResourceVersion},
@@ -120,22 +168,17 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 	if ev.Initial {
 		b = append(b, `,"initial":true`...)
 	}
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, ev.Offset, 10)
-	b = append(b, `,"length":`...)
-	b = strconv.AppendInt(b, ev.Length, 10)
-	b = append(b, `,"format":`...)
-	b = appendJSONString(b, ev.Format)
-	if len(ev.Diff) > 0 {
-		b = append(b, `,"diff":`...)
-		var c bytes.Buffer
-		if json.Compact(&c, ev.Diff) == nil {
-			b = append(b, c.Bytes()...)
-		} else {
-			b = append(b, "null"...)
-		}
+	return b
+}
+
+// appendCompactDiff appends a diff compacted as encoding/json writes a
+// json.RawMessage, or null when it is not valid JSON.
+func appendCompactDiff(b []byte, diff json.RawMessage) []byte {
+	var c bytes.Buffer
+	if json.Compact(&c, diff) == nil {
+		return append(b, c.Bytes()...)
 	}
-	return append(b, '}')
+	return append(b, "null"...)
 }
 
 const hexDigits = "0123456789abcdef"
