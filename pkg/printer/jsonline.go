@@ -33,7 +33,14 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 		b = append(b, `,"frames":`...)
 		b = appendFrames(b, ev.Frames)
 	}
-	b = appendEventPlace(b, ev)
+	b = append(b, `,"connection":`...)
+	b = appendJSONString(b, ev.Connection)
+	b = append(b, `,"time":`...)
+	b = appendJSONString(b, ev.Time)
+	b = append(b, `,"exchange":`...)
+	b = strconv.AppendInt(b, int64(ev.Exchange), 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(ev.Seq), 10)
 	b = appendEventIdentity(b, ev)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, ev.Offset, 10)
@@ -49,7 +56,8 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 }
 
 // appendChunks appends a jsonEvent's chunks as encoding/json writes them:
-// null for a nil slice, else an array of their objects (appendChunk).
+// null for a nil slice, else an array of their objects, inflated and wire
+// only when set (omitempty).
 func appendChunks(b []byte, chunks []jsonChunk) []byte {
 	if chunks == nil {
 		return append(b, "null"...)
@@ -59,94 +67,72 @@ func appendChunks(b []byte, chunks []jsonChunk) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendChunk(b, &chunks[i])
+		c := &chunks[i]
+		b = append(b, `{"size":`...)
+		b = strconv.AppendInt(b, c.Size, 10)
+		b = append(b, `,"sizeLine":`...)
+		b = appendJSONString(b, c.SizeLine)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, c.Offset, 10)
+		b = append(b, `,"index":`...)
+		b = strconv.AppendInt(b, int64(c.Index), 10)
+		b = append(b, `,"events":`...)
+		b = strconv.AppendInt(b, int64(c.Events), 10)
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, c.Bytes, 10)
+		if c.Inflated > 0 {
+			b = append(b, `,"inflated":`...)
+			b = strconv.AppendInt(b, c.Inflated, 10)
+		}
+		if c.Wire != "" {
+			b = append(b, `,"wire":`...)
+			b = appendJSONString(b, c.Wire)
+		}
+		b = append(b, '}')
 	}
 	return append(b, ']')
 }
 
-// appendChunk appends one jsonChunk as encoding/json writes it: inflated
-// and wire only when set (omitempty).
-func appendChunk(b []byte, c *jsonChunk) []byte {
-	b = append(b, `{"size":`...)
-	b = strconv.AppendInt(b, c.Size, 10)
-	b = append(b, `,"sizeLine":`...)
-	b = appendJSONString(b, c.SizeLine)
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, c.Offset, 10)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(c.Index), 10)
-	b = append(b, `,"events":`...)
-	b = strconv.AppendInt(b, int64(c.Events), 10)
-	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, c.Bytes, 10)
-	if c.Inflated > 0 {
-		b = append(b, `,"inflated":`...)
-		b = strconv.AppendInt(b, c.Inflated, 10)
-	}
-	if c.Wire != "" {
-		b = append(b, `,"wire":`...)
-		b = appendJSONString(b, c.Wire)
-	}
-	return append(b, '}')
-}
-
-// appendFrames appends a jsonEvent's HTTP/2 DATA frames as a JSON array of
-// their objects (appendFrame).
+// appendFrames appends a jsonEvent's HTTP/2 DATA frames as encoding/json
+// writes them: an array of their objects, the fields tagged omitempty only
+// when set.
 func appendFrames(b []byte, frames []record.Frame) []byte {
 	b = append(b, '[')
 	for i := range frames {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendFrame(b, &frames[i])
+		f := &frames[i]
+		b = append(b, `{"stream":`...)
+		b = strconv.AppendUint(b, uint64(f.Stream), 10)
+		b = append(b, `,"index":`...)
+		b = strconv.AppendInt(b, int64(f.Index), 10)
+		b = append(b, `,"length":`...)
+		b = strconv.AppendInt(b, f.Length, 10)
+		if f.Padded {
+			b = append(b, `,"padded":true`...)
+		}
+		if f.Padding != 0 {
+			b = append(b, `,"padding":`...)
+			b = strconv.AppendInt(b, f.Padding, 10)
+		}
+		if f.EndStream {
+			b = append(b, `,"endStream":true`...)
+		}
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, f.Offset, 10)
+		for _, kv := range [...]struct {
+			key string
+			v   int64
+		}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
+			if kv.v != 0 {
+				b = append(b, kv.key...)
+				b = strconv.AppendInt(b, kv.v, 10)
+			}
+		}
+		b = append(b, '}')
 	}
 	return append(b, ']')
-}
-
-// appendFrame appends one record.Frame as encoding/json writes it: the
-// fields tagged omitempty only when set.
-func appendFrame(b []byte, f *record.Frame) []byte {
-	b = append(b, `{"stream":`...)
-	b = strconv.AppendUint(b, uint64(f.Stream), 10)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(f.Index), 10)
-	b = append(b, `,"length":`...)
-	b = strconv.AppendInt(b, f.Length, 10)
-	if f.Padded {
-		b = append(b, `,"padded":true`...)
-	}
-	if f.Padding != 0 {
-		b = append(b, `,"padding":`...)
-		b = strconv.AppendInt(b, f.Padding, 10)
-	}
-	if f.EndStream {
-		b = append(b, `,"endStream":true`...)
-	}
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, f.Offset, 10)
-	for _, kv := range [...]struct {
-		key string
-		v   int64
-	}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
-		if kv.v != 0 {
-			b = append(b, kv.key...)
-			b = strconv.AppendInt(b, kv.v, 10)
-		}
-	}
-	return append(b, '}')
-}
-
-// appendEventPlace appends where a jsonEvent was seen: its connection,
-// time, exchange and number in the exchange.
-func appendEventPlace(b []byte, ev *jsonEvent) []byte {
-	b = append(b, `,"connection":`...)
-	b = appendJSONString(b, ev.Connection)
-	b = append(b, `,"time":`...)
-	b = appendJSONString(b, ev.Time)
-	b = append(b, `,"exchange":`...)
-	b = strconv.AppendInt(b, int64(ev.Exchange), 10)
-	b = append(b, `,"seq":`...)
-	return strconv.AppendInt(b, int64(ev.Seq), 10)
 }
 
 // appendEventIdentity appends what a jsonEvent says of its object (kind,
