@@ -76,9 +76,6 @@ func New(rec *record.Conn, sink record.Sink, opt *exchange.Limits, up Upgrader) 
 	return c
 }
 
-// Record returns the connection's identity.
-func (c *Conn) Record() *record.Conn { return c.rec }
-
 // ClientData feeds bytes the client sent, seen at time t.
 func (c *Conn) ClientData(p []byte, t time.Time) {
 	c.last = t

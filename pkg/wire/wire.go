@@ -53,9 +53,8 @@ type Options struct {
 // Conn method makes the connections. It is not changed after NewBoard, so
 // connections on several goroutines may share it.
 type Board struct {
-	opt  Options
-	http exchange.Limits
-	h2   h2conn.Options
+	opt Options
+	h2  h2conn.Options
 	// decrypted is the board of TLS connections' decrypted bytes (no TLS
 	// inside TLS, no capture starting mid-response, problems located in
 	// the decrypted bytes); nil when TLS is not followed.
@@ -64,7 +63,7 @@ type Board struct {
 
 // NewBoard returns the Board of connections followed with opt.
 func NewBoard(opt Options) *Board {
-	b := &Board{opt: opt, http: opt.Limits, h2: h2Options(opt)}
+	b := &Board{opt: opt, h2: h2Options(opt)}
 	if opt.Keys != nil {
 		in := opt
 		in.Keys, in.MidStream = nil, false
@@ -158,7 +157,7 @@ func New(rec *record.Conn, sink record.Sink, opt Options) *Conn {
 // call (making it emits nothing).
 func (c *Conn) httpConn() *httpconn.Conn {
 	if c.http == nil {
-		c.http = httpconn.New(c.rec, c.sink, &c.b.http, (*upgrader)(c))
+		c.http = httpconn.New(c.rec, c.sink, &c.b.opt.Limits, (*upgrader)(c))
 	}
 	return c.http
 }
