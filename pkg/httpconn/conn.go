@@ -42,13 +42,14 @@ type Upgrader interface {
 // implements exchange.Follower. Every byte fed to it is taken as HTTP/1.1:
 // pkg/wire decides which connections are.
 type Conn struct {
-	rec     *record.Conn
-	sink    record.Sink
-	opt     *exchange.Limits
-	up      Upgrader // nil: a 101 to h2c ends what is decoded
-	client  *direction
-	server  *direction
-	pending []*record.Request
+	rec  *record.Conn
+	sink record.Sink
+	opt  *exchange.Limits
+	up   Upgrader // nil: a 101 to h2c ends what is decoded
+	// client and server are the two directions, held in the Conn (one
+	// allocation per connection, not three).
+	client, server direction
+	pending        []*record.Request
 	// unqueued counts requests not kept in pending because it was full;
 	// the oldest of them is exchange number unqueuedFirst.
 	unqueued      int
@@ -71,8 +72,8 @@ type Conn struct {
 // is noted as not HTTP/1.1.
 func New(rec *record.Conn, sink record.Sink, opt *exchange.Limits, up Upgrader) *Conn {
 	c := &Conn{rec: rec, sink: sink, opt: opt, up: up}
-	c.client = &direction{c: c, isServer: false}
-	c.server = &direction{c: c, isServer: true}
+	c.client = direction{c: c, isServer: false}
+	c.server = direction{c: c, isServer: true}
 	return c
 }
 
