@@ -370,7 +370,8 @@ type ConnNote struct {
 	// decoded), "closed", "capture-ended", "h2" (what an HTTP/2
 	// connection shows: its preface, SETTINGS, PING round trips,
 	// RST_STREAM, GOAWAY), "tls-decrypted" (a TLS connection decrypted
-	// with keys from a key log), "tls-alert" or "tls-key-update".
+	// with keys from a key log), "tls-alert", "tls-key-update" or "process" (kwatch
+	// attach: which processes are at its ends).
 	Kind    string
 	Message string
 	// Suite is, for a "tls-decrypted" note, the TLS version and cipher

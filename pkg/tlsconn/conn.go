@@ -151,6 +151,11 @@ type direction struct {
 	// Finished), so the next record is phaseApp's; update: a KeyUpdate
 	// came, so the next record uses the next application keys.
 	switchApp, update bool
+	// awaitTraffic: the handshake ended before the direction's traffic
+	// secret was known and secrets may still come (not Options.NoWait: a
+	// key source such as an uprobe hands them over while packets flow);
+	// its records wait for it.
+	awaitTraffic bool
 	// skipped counts records skipped in phaseTrial, and 0-RTT records.
 	skipped int
 	// skip counts bytes of a record cut by a gap still to come; resync
@@ -448,6 +453,9 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	if c.suite == nil {
 		return false
 	}
+	if h.awaitTraffic && !c.trafficKeys(h, t) {
+		return false
+	}
 	if h.cs == nil && !c.keys(h, t) {
 		return false
 	}
@@ -641,6 +649,49 @@ func (c *Conn) lookup(h *direction) bool {
 	return has(s)
 }
 
+// trafficKeys sets up the direction's application traffic keys once its
+// secret, awaited since its handshake ended (awaitTraffic), is known: false
+// while it is not.
+func (c *Conn) trafficKeys(h *direction, t time.Time) bool {
+	s, ok := c.opt.Keys.Lookup(c.random())
+	if !ok {
+		return false
+	}
+	secret := s.ClientTraffic
+	if h.server {
+		secret = s.ServerTraffic
+	}
+	if secret == nil {
+		return false
+	}
+	c.secrets, h.awaitTraffic = s, false
+	cs, err := newTLS13State(c.suite, secret)
+	if err != nil {
+		c.problem(h, h.off, t, "TLS keys cannot be derived", err.Error(), "", false)
+		c.kill(h)
+		return true
+	}
+	h.cs = cs
+	c.handshakeLoss(h, t)
+	return true
+}
+
+// Retry goes on with the records that wait for keys, in both directions,
+// at time t: a key source that hands secrets over while packets flow (an
+// uprobe) calls it when new secrets came, since no more bytes may come to
+// make the connection look again (a quiet watch).
+//
+// The server's direction is pumped first, and so the client's before it
+// (pump lets the other direction go first): what waited is most often a
+// request and the response to it.
+func (c *Conn) Retry(t time.Time) {
+	for _, h := range []*direction{c.sv, c.cl} {
+		if len(h.buf) > 0 && h.live() {
+			c.pump(h, t)
+		}
+	}
+}
+
 // nextKeys switches the direction to its application traffic keys after
 // its Finished (TLS 1.3), or to the next generation after a KeyUpdate.
 func (c *Conn) nextKeys(h *direction, t time.Time) {
@@ -661,6 +712,11 @@ func (c *Conn) nextKeys(h *direction, t time.Time) {
 					secret = s.ServerTraffic
 				}
 			}
+		}
+		if secret == nil && !c.opt.NoWait {
+			// The traffic secret may still come: the records wait.
+			h.cs, h.awaitTraffic = nil, true
+			return
 		}
 		if secret == nil {
 			c.problem(h, h.off, t, "no TLS key for this connection",

@@ -219,6 +219,16 @@ func (c *Conn) CloseServer(how exchange.Ending, t time.Time) {
 	c.close(&c.server, how, t)
 }
 
+// RetryKeys goes on with a TLS connection's records that wait for keys, at
+// time t (tlsconn.Conn.Retry); it does nothing for other connections. A
+// source whose key store grows while packets flow (kwatch attach) calls
+// it on its connections when new secrets came.
+func (c *Conn) RetryKeys(t time.Time) {
+	if tc, ok := c.other.(*tlsconn.Conn); ok {
+		tc.Retry(t)
+	}
+}
+
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 
 func (c *Conn) note(t time.Time, kind, msg string) {
