@@ -86,6 +86,11 @@ type Options struct {
 	// up to 64 KiB a direction until they come. A pcapng's Decryption
 	// Secrets Blocks are waited for anyway.
 	WaitForKeys bool
+	// Owner, when set, names what is known of a connection's endpoints
+	// beyond their addresses (kwatch attach: the processes at either end,
+	// e.g. "client kube-controller-manager (pid 812)"); a non-empty answer
+	// becomes the connection's "process" note, before its first record.
+	Owner func(client, server netip.AddrPort) string
 }
 
 // Stats counts what Read saw.
@@ -131,16 +136,9 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	if err != nil {
 		return nil, err
 	}
-	rd := newReader(opt.withDefaults(), src)
+	rd := newReader(opt.withDefaults(), src.format, src.secrets != nil)
 	fr.flush = rd.q.ship
-	var wg sync.WaitGroup
-	wg.Go(func() { rd.dec.run(rd.q) })
-	wg.Go(func() { rd.dec.out.run(sink) })
-	pool := reassembly.NewStreamPool(rd)
-	asm := reassembly.NewAssembler(pool)
-	asm.MaxBufferedPagesPerConnection = rd.opt.MaxBufferedPerConn
-	asm.MaxBufferedPagesTotal = rd.opt.MaxBufferedTotal
-	pk := &packets{asm: asm, dec: newPacketDecoder(), badLinks: map[layers.LinkType]bool{}}
+	run := rd.start(sink)
 	for ctx.Err() == nil {
 		data, ci, link, err := src.next()
 		if err == io.EOF {
@@ -152,11 +150,98 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 			}
 			break
 		}
-		rd.packet(pk, data, ci, link)
+		rd.packet(run.pk, data, ci, link)
 	}
-	rd.finish(asm, src)
-	wg.Wait()
+	rd.finish(run, src.secrets)
 	return rd.stats, nil
+}
+
+// Packets is a live packet source (pkg/live): an AF_PACKET socket, say.
+type Packets interface {
+	// ReadPacket returns the next packet's bytes (valid until the next
+	// call), its capture info and its link type. When no packet came for
+	// a while (a tenth of a second, say) it returns no bytes and no error,
+	// with ci.Timestamp the time now, so that what waits on time (data
+	// behind a lost segment, records waiting for keys) goes on, and what
+	// was decoded is shown. It returns io.EOF when the source ended; any
+	// other error ends the capture.
+	ReadPacket() (data []byte, ci gopacket.CaptureInfo, link layers.LinkType, err error)
+}
+
+// ReadLive decodes the packets of a live source as Read decodes a
+// capture's, as they come, and sends records to sink, then a
+// record.Summary when ctx is cancelled or src ends. A src with a
+// Dropped() uint64 method (the packets its kernel dropped) gets a "packets
+// dropped by the kernel" problem before the summary when it is not 0. Secrets may come into
+// opt.Keys while packets flow (kwatch attach): TLS records wait for them
+// (up to 64 KiB a direction) and go on when they come. A read error of src
+// other than io.EOF is reported as a "live capture failed"
+// problem and ends the capture. Like Read, it calls sink from a goroutine of
+// its own and never after it returns.
+func ReadLive(ctx context.Context, src Packets, opt Options, sink record.Sink) *Stats {
+	if opt.Keys == nil {
+		opt.Keys = keylog.New()
+	}
+	opt.WaitForKeys = true
+	rd := newReader(opt.withDefaults(), "live", true)
+	rd.dec.open = map[*wire.Conn]uint8{}
+	run := rd.start(sink)
+	gen := opt.Keys.Generation()
+	for ctx.Err() == nil {
+		data, ci, link, err := src.ReadPacket()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: time.Now(), Kind: "live capture failed",
+					Detail: err.Error(), Hint: "what was captured before is decoded"})
+			}
+			break
+		}
+		idle := data == nil
+		if idle {
+			rd.idle(run.pk, ci.Timestamp)
+		} else {
+			rd.packet(run.pk, data, ci, link)
+		}
+		if g := opt.Keys.Generation(); g != gen {
+			gen = g
+			rd.q.add(op{kind: opRetry, t: rd.now, packet: rd.stats.Packets})
+		}
+		if idle {
+			rd.q.ship()
+		}
+	}
+	if d, ok := src.(interface{ Dropped() uint64 }); ok {
+		if n := d.Dropped(); n > 0 {
+			rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "packets dropped by the kernel",
+				Detail: fmt.Sprintf("%d packets came while the capture's ring was full: kwatch fell behind", n),
+				Hint:   "capture fewer connections (--port), or give kwatch more CPU"})
+		}
+	}
+	rd.finish(run, nil)
+	return rd.stats
+}
+
+// running is a Read or ReadLive under way: its packet state and the
+// goroutines of its later stages.
+type running struct {
+	pk *packets
+	wg sync.WaitGroup
+}
+
+// start starts the decoder and printer stages, which send records to sink.
+func (rd *reader) start(sink record.Sink) *running {
+	run := &running{}
+	run.wg.Go(func() { rd.dec.run(rd.q) })
+	run.wg.Go(func() { rd.dec.out.run(sink) })
+	pool := reassembly.NewStreamPool(rd)
+	asm := reassembly.NewAssembler(pool)
+	asm.MaxBufferedPagesPerConnection = rd.opt.MaxBufferedPerConn
+	asm.MaxBufferedPagesTotal = rd.opt.MaxBufferedTotal
+	run.pk = &packets{asm: asm, dec: newPacketDecoder(), badLinks: map[layers.LinkType]bool{}}
+	return run
 }
 
 // withDefaults returns o with its zero bounds set to their defaults.
@@ -176,10 +261,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// newReader returns the reader stage of capture src, with its decoder
+// newReader returns the reader stage of a capture in format (secretsBlocks:
+// one that may hold pcapng Decryption Secrets Blocks), with its decoder
 // stage and the switchboard every connection is made by.
-func newReader(opt Options, src *source) *reader {
-	rd := &reader{opt: opt, stats: &Stats{Format: src.format},
+func newReader(opt Options, format string, secretsBlocks bool) *reader {
+	rd := &reader{opt: opt, stats: &Stats{Format: format},
 		live: map[*stream]struct{}{}, ended: map[uint64]*endedConn{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
 	dec := &decoder{name: opt.Name, out: newRecQueue()}
 	rd.dec = dec
@@ -193,7 +279,7 @@ func newReader(opt Options, src *source) *reader {
 	// Secrets may come later than a connection needs them from a key log
 	// file still being written or a pcapng block further on.
 	rd.httpOpt.Keys = opt.Keys
-	rd.httpOpt.NoWait = src.secrets == nil && !opt.WaitForKeys
+	rd.httpOpt.NoWait = !secretsBlocks && !opt.WaitForKeys
 	rd.board = wire.NewBoard(rd.httpOpt)
 	return rd
 }
@@ -249,29 +335,47 @@ func (rd *reader) packet(pk *packets, data []byte, ci gopacket.CaptureInfo, link
 	}
 }
 
+// idle is the reader's turn when no packet came: the capture's clock is at
+// now, and data stuck behind a lost segment is delivered once it waited
+// GapTimeout.
+func (rd *reader) idle(pk *packets, now time.Time) {
+	if now.Before(rd.now) {
+		return
+	}
+	rd.now = now
+	if now.Sub(pk.lastFlush) > time.Second {
+		pk.lastFlush = now
+		rd.q.hold()
+		pk.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-rd.opt.GapTimeout)})
+		rd.q.release()
+	}
+}
+
 // finish ends every connection still open at the end of the capture, says
-// what the capture as a whole lost, and emits the summary.
-func (rd *reader) finish(asm *reassembly.Assembler, src *source) {
+// what the capture as a whole lost, emits the summary and waits for the
+// later stages to be done.
+func (rd *reader) finish(run *running, secrets *secretsTap) {
 	rd.ending = true
 	rd.q.hold()
-	asm.FlushAll()
+	run.pk.asm.FlushAll()
 	rd.ending = false
 	rd.q.release()
 	if rd.stats.Truncated > maxTruncatedReports {
 		rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "packets cut short by the snaplen",
 			Detail: fmt.Sprintf("%d packets in all were cut short", rd.stats.Truncated), Hint: "capture with -s 0", Warning: true})
 	}
-	rd.keyProblems(src)
+	rd.keyProblems(secrets)
 	rd.stats.Connections = rd.tcpConns
 	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns})
 	rd.q.close()
+	run.wg.Wait()
 }
 
 // keyProblems reports the key log lines that did not parse and the pcapng
 // Decryption Secrets Blocks that could not be read.
-func (rd *reader) keyProblems(src *source) {
-	if src.secrets != nil {
-		for _, d := range src.secrets.problems {
+func (rd *reader) keyProblems(secrets *secretsTap) {
+	if secrets != nil {
+		for _, d := range secrets.problems {
 			rd.Emit(&record.Problem{File: rd.opt.Name, Offset: -1, Time: rd.now, Kind: "TLS secrets not read",
 				Detail: d, Warning: true})
 		}

@@ -51,6 +51,7 @@ const (
 	opGap                 // bytes lost: ClientGap/ServerGap
 	opClose               // a direction ended: CloseClient/CloseServer
 	opEmit                // a record the reader made (a problem, a connection note)
+	opRetry               // new TLS secrets came: connections waiting for keys go on (wire.Conn RetryKeys)
 )
 
 // op is one step of the decoder, in capture order.
@@ -221,6 +222,28 @@ type decoder struct {
 	// packet and gap locate the problems of the op being done.
 	packet int64
 	gap    gapContext
+	// open holds, in a live capture (ReadLive), the connections with a
+	// direction still open, and which of their directions closed (1:
+	// client, 2: server), for opRetry; nil otherwise.
+	open map[*wire.Conn]uint8
+}
+
+// track keeps d.open up to date with op o.
+func (d *decoder) track(o *op) {
+	switch o.kind {
+	case opData, opGap:
+		if _, ok := d.open[o.hc]; !ok {
+			d.open[o.hc] = 0
+		}
+	case opClose:
+		bit := uint8(2)
+		if o.client {
+			bit = 1
+		}
+		if d.open[o.hc] |= bit; d.open[o.hc] == 3 {
+			delete(d.open, o.hc)
+		}
+	}
 }
 
 // run does the ops of every batch, giving each batch back once done.
@@ -257,6 +280,9 @@ var decodedHook func()
 
 func (d *decoder) do(b *opBatch, o *op) {
 	d.packet = o.packet
+	if d.open != nil {
+		d.track(o)
+	}
 	switch o.kind {
 	case opData:
 		if o.client {
@@ -280,6 +306,10 @@ func (d *decoder) do(b *opBatch, o *op) {
 		}
 	case opEmit:
 		d.Emit(o.rec)
+	case opRetry:
+		for hc := range d.open {
+			hc.RetryKeys(o.t)
+		}
 	}
 }
 

@@ -359,6 +359,11 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
 	s.rd.nconn++
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
 	s.hc = s.rd.board.Conn(s.rec, s.rd.dec)
+	if s.rd.opt.Owner != nil {
+		if who := s.rd.opt.Owner(a, b); who != "" {
+			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who})
+		}
+	}
 }
 
 func portOf(b []byte) uint16 {
