@@ -1,0 +1,233 @@
+// Package live captures packets as they travel, in pure Go: a Linux packet
+// socket (AF_PACKET, packet(7)) with a TPACKET_V3 ring, through gopacket's
+// afpacket package (cgo-free; pcapgo's EthernetHandle takes no "any" and
+// buffers one MTU, too little for loopback's GRO frames), filtered in the
+// kernel by a classic BPF program (filter.go). It is a packet source for
+// pkg/pcap's ReadLive, as a capture file is for Read; kwatch pcap -i and
+// kwatch attach use it. Capturing needs CAP_NET_RAW.
+package live
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/afpacket"
+	"github.com/gopacket/gopacket/layers"
+	"golang.org/x/sys/unix"
+)
+
+// Options tune Open.
+type Options struct {
+	// Interface is the interface to capture on; "" or "any": every
+	// interface of the network namespace.
+	Interface string
+	// NetNS is the path of the network namespace to capture in, such as
+	// /proc/PID/ns/net for a process in a pod; "" is kwatch's own.
+	NetNS string
+	// Filter says which packets are kept (in the kernel).
+	Filter Filter
+	// Poll is how long ReadPacket waits for a packet before it returns
+	// none (an idle turn); 100 ms when 0.
+	Poll time.Duration
+	// RingBytes is the size of the ring the kernel fills, in bytes;
+	// DefaultRingBytes when 0. Packets that come while it is full are
+	// dropped by the kernel and counted (Stats).
+	RingBytes int
+}
+
+// DefaultRingBytes is the ring's size when Options.RingBytes is 0: 64 MiB,
+// a second and more of a 10 000 events/s watch stream.
+const DefaultRingBytes = 64 << 20
+
+// blockBytes is the size of one block of the TPACKET_V3 ring: larger than
+// SnapLen, so that a whole GRO frame fits in one.
+const blockBytes = 1 << 20
+
+// Capture is a live capture on one interface (or all) of one network
+// namespace. It is not safe for concurrent ReadPacket calls; SetFilter,
+// Stats and Close may be called from another goroutine.
+type Capture struct {
+	tp      *afpacket.TPacket
+	opt     Options
+	loIndex int
+	name    string
+}
+
+// Open starts a capture. Packets come as their IP packets (a SOCK_DGRAM
+// socket: no link-layer header, whatever the interface), so the link type
+// is LINKTYPE_RAW. Errors: CAP_NET_RAW missing (ErrPermission), an
+// interface or namespace that does not exist, a filter that does not
+// compile.
+func Open(opt Options) (*Capture, error) {
+	if opt.Poll <= 0 {
+		opt.Poll = 100 * time.Millisecond
+	}
+	if opt.RingBytes <= 0 {
+		opt.RingBytes = DefaultRingBytes
+	}
+	iface := opt.Interface
+	if iface == "any" {
+		iface = ""
+	}
+	c := &Capture{opt: opt, name: opt.Interface}
+	if c.name == "" {
+		c.name = "any"
+	}
+	err := inNetNS(opt.NetNS, func() error {
+		if lo, err := loopback(); err == nil {
+			c.loIndex = lo
+		}
+		if iface != "" {
+			if _, err := net.InterfaceByName(iface); err != nil {
+				return fmt.Errorf("interface %s: %w", iface, err)
+			}
+		}
+		args := []any{afpacket.OptSocketType(afpacket.SocketDgram), afpacket.OptTPacketVersion(afpacket.TPacketVersion3),
+			afpacket.OptFrameSize(SnapLen), afpacket.OptBlockSize(blockBytes), afpacket.OptNumBlocks(max(opt.RingBytes/blockBytes, 2)),
+			afpacket.OptPollTimeout(opt.Poll), afpacket.OptBlockTimeout(10 * time.Millisecond)}
+		if iface != "" {
+			args = append(args, afpacket.OptInterface(iface))
+		}
+		tp, err := afpacket.NewTPacket(args...)
+		if err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, os.ErrPermission) {
+				return fmt.Errorf("%w: a packet socket needs CAP_NET_RAW (run as root)", ErrPermission)
+			}
+			return err
+		}
+		c.tp = tp
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SetFilter(opt.Filter); err != nil {
+		c.tp.Close()
+		return nil, err
+	}
+	if err := c.tp.InitSocketStats(); err != nil {
+		c.tp.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ErrPermission is wrapped by Open's error when kwatch may not open a
+// packet socket (no CAP_NET_RAW).
+var ErrPermission = errors.New("not permitted to capture packets")
+
+// Name is the interface captured on, "any" for all.
+func (c *Capture) Name() string { return c.name }
+
+// SetFilter replaces the kernel filter; packets already in the ring were
+// filtered by the one before.
+func (c *Capture) SetFilter(f Filter) error {
+	lo := c.loIndex
+	if c.opt.Interface != "" && c.opt.Interface != "any" && c.opt.Interface != "lo" {
+		lo = 0 // no loopback packets on another interface
+	}
+	raw, err := Compile(f, lo)
+	if err != nil {
+		return err
+	}
+	return c.tp.SetBPF(raw)
+}
+
+// ReadPacket returns the next packet (pkg/pcap's Packets): its IP packet,
+// valid until the next call, and when it was captured. After Options.Poll
+// with no packet it returns no bytes, no error and the time now.
+func (c *Capture) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	for {
+		data, ci, err := c.tp.ZeroCopyReadPacketData()
+		if errors.Is(err, afpacket.ErrTimeout) {
+			return nil, gopacket.CaptureInfo{Timestamp: time.Now()}, layers.LinkTypeRaw, nil
+		}
+		if err != nil {
+			return nil, ci, layers.LinkTypeRaw, err
+		}
+		if len(data) == 0 {
+			continue
+		}
+		return data, ci, layers.LinkTypeRaw, nil
+	}
+}
+
+// Stats returns the packets the kernel put in the ring and those it
+// dropped because the ring was full, since Open (PACKET_STATISTICS).
+func (c *Capture) Stats() (received, dropped uint64, err error) {
+	_, v3, err := c.tp.SocketStats()
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(v3.Packets()), uint64(v3.Drops()), nil
+}
+
+// Dropped returns the packets the kernel dropped since Open (Stats), 0
+// when they cannot be read.
+func (c *Capture) Dropped() uint64 {
+	_, d, _ := c.Stats()
+	return d
+}
+
+// Close ends the capture.
+func (c *Capture) Close() { c.tp.Close() }
+
+// loopback returns the index of the loopback interface of the current
+// network namespace.
+func loopback() (int, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 0, err
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback != 0 {
+			return i.Index, nil
+		}
+	}
+	return 0, errors.New("no loopback interface")
+}
+
+// inNetNS runs f on an OS thread in the network namespace at path ("":
+// the current one), then puts the thread back. A socket opened in f stays
+// in that namespace (network_namespaces(7)).
+func inNetNS(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	ns, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("network namespace: %w", err)
+	}
+	defer ns.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("network namespace: %w", err)
+			return
+		}
+		defer self.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("network namespace %s: %w", path, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread stays locked and ends with this goroutine: it
+			// must not run other goroutines in the wrong namespace.
+			errc <- errors.Join(ferr, fmt.Errorf("network namespace: back to kwatch's: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
