@@ -19,6 +19,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/live"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/wire"
@@ -43,12 +44,14 @@ type pcapOptions struct {
 	bufferedBytesTotal int64
 	gapTimeout         time.Duration
 	tlsKeylog          string
+	// iface is -i: a live capture on this interface instead of a file.
+	iface string
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
 	o := &pcapOptions{}
 	c := &cobra.Command{
-		Use:   "pcap FILE",
+		Use:   "pcap FILE | -i IFACE",
 		Short: "Decode watch events and their chunks from a packet capture",
 		Long: `Read a pcap or pcapng capture (gzip'd or not; "-" reads stdin), reassemble its
 TCP connections, parse HTTP/1.1 (and HTTP/2) and decode every watch response
@@ -61,14 +64,22 @@ environment variable, or Decryption Secrets Blocks inside a pcapng; the
 decrypted bytes are decoded as HTTP/1.1 or HTTP/2.
 
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
-2 unusable input or flags, 130 interrupted by Ctrl-C (with --follow, Ctrl-C is
-how it ends: 0 or 1).`,
+2 unusable input or flags, 130 interrupted by Ctrl-C (with --follow or -i,
+Ctrl-C is how it ends: 0 or 1).
+
+-i IFACE captures live instead, as tcpdump -i does ("any": every interface),
+in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
+TCP (and to --port when given), with loopback's second copy of each packet
+dropped; what the kernel dropped because kwatch fell behind is said at the end.`,
 		Example: `  # Capture a watch through kubectl proxy, then decode it
   tcpdump -i any -s 0 -U --immediate-mode -B 65536 -w watch.pcap port 8001 &
   curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
   kwatch pcap watch.pcap
 
-  # Decode live, event by event, as packets arrive
+  # Capture live, without tcpdump: the watches through kubectl proxy
+  kwatch pcap -i lo --port 8001
+
+  # Decode live, event by event, as tcpdump hands packets over
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
 
   # Follow a capture file that tcpdump is still writing
@@ -87,6 +98,12 @@ how it ends: 0 or 1).`,
   # JSON Lines: event type, object name and chunk sizes
   kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
 		Args: func(_ *cobra.Command, args []string) error {
+			if o.iface != "" {
+				if len(args) != 0 {
+					return fmt.Errorf("-i %s captures live: give no capture file (got %q)", o.iface, args[0])
+				}
+				return nil
+			}
 			if len(args) != 1 {
 				return fmt.Errorf("want one capture file (or - for stdin), got %d arguments", len(args))
 			}
@@ -96,7 +113,9 @@ how it ends: 0 or 1).`,
 			return []string{"pcap", "pcapng", "gz"}, cobra.ShellCompDirectiveFilterFileExt
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.file = args[0]
+			if len(args) == 1 {
+				o.file = args[0]
+			}
 			if err := o.validate(); err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
@@ -106,6 +125,7 @@ how it ends: 0 or 1).`,
 	fs := c.Flags()
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
+	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	fs.Var(newIntSize(&o.maxHeaderBytes, exchange.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
@@ -137,10 +157,13 @@ func (o *pcapOptions) validate() error {
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
 	}
+	if o.iface != "" && o.follow {
+		return fmt.Errorf("-i captures live; --follow is for a capture file that grows")
+	}
 	if o.follow && o.file == "-" {
 		return fmt.Errorf("--follow reads a file that grows; stdin is already read as it comes")
 	}
-	if o.output.Report != "" && o.file != "-" {
+	if o.output.Report != "" && o.file != "-" && o.iface == "" {
 		in, err1 := os.Stat(o.file)
 		out, err2 := os.Stat(o.output.Report)
 		if err1 == nil && err2 == nil && os.SameFile(in, out) {
@@ -167,6 +190,9 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
+	if o.iface != "" {
+		return o.runInterface(cmd, streams)
+	}
 	in, closeInput, err := o.openInput(cmd.Context(), streams)
 	if errors.Is(err, errCtrlCBeforeInput) {
 		return o.interruptedBeforeInput()
@@ -178,16 +204,22 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	name := o.file
 	p := o.output.printer(streams, o.allHTTP)
 	o.output.ReportTitle = "kwatch pcap " + o.file
-	opt := pcap.Options{
+	opt := o.readOptions(keys)
+	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
+	return o.end(cmd.Context(), streams, p, stats, err)
+}
+
+// readOptions are pcap.Options from the flags, with keys.
+func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
+	return pcap.Options{
 		Keys: keys,
 		// Keys may come after the connections that need them only
 		// while the capture is live: a key log and a capture being
 		// written at the same time.
-		WaitForKeys:        o.follow || o.file == "-",
-		Name:               name,
+		WaitForKeys:        o.live(),
+		Name:               o.file,
 		Port:               uint16(o.port),
 		MaxConnections:     o.maxConnections,
 		MaxBufferedPerConn: o.bufferedPages,
@@ -205,8 +237,36 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 			HTTP2Frames: o.output.Frames,
 		},
 	}
-	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, err)
+}
+
+// live says that the capture is read as it is written (stdin, --follow,
+// -i): key logs may still grow.
+func (o *pcapOptions) live() bool { return o.follow || o.file == "-" || o.iface != "" }
+
+// runInterface is kwatch pcap -i: a live capture decoded as it comes, until
+// Ctrl-C.
+func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error {
+	keys, err := o.keys(streams)
+	if err != nil {
+		return err
+	}
+	var f live.Filter
+	if o.port != 0 {
+		f.Ports = []uint16{uint16(o.port)}
+	}
+	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
+	if err != nil {
+		code := ExitUsage
+		return &exitError{code: code, err: fmt.Errorf("-i %s: %w", o.iface, err)}
+	}
+	defer c.Close()
+	o.file = c.Name()
+	p := o.output.printer(streams, o.allHTTP)
+	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
+	opt := o.readOptions(keys)
+	opt.Name = "-i " + c.Name()
+	stats := pcap.ReadLive(cmd.Context(), c, opt, o.output.sink(p, true))
+	return o.end(cmd.Context(), streams, p, stats, nil)
 }
 
 // errCtrlCBeforeInput is openInput's error when Ctrl-C came before the
@@ -286,7 +346,7 @@ func (o *pcapOptions) keys(streams IOStreams) (*keylog.Log, error) {
 	choice := keylog.Choose(o.tlsKeylog, getenv(streams, "SSLKEYLOGFILE"))
 	// A client may be about to write the key log (kwatch pcap - from
 	// tcpdump, or --follow): read when it appears.
-	if p := keys.AddChoice(choice, keylog.ChoiceOptions{Live: o.follow || o.file == "-", CaptureFormat: pcap.CaptureFormat}); p != nil {
+	if p := keys.AddChoice(choice, keylog.ChoiceOptions{Live: o.live(), CaptureFormat: pcap.CaptureFormat}); p != nil {
 		if p.Fatal {
 			return nil, &exitError{code: ExitUsage, err: p}
 		}
@@ -322,7 +382,7 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",
 			o.port, portCounts(stats.OtherPorts))
 	}
-	if ctx.Err() != nil && !o.follow {
+	if ctx.Err() != nil && !o.follow && o.iface == "" {
 		return &exitError{code: ExitInterrupted}
 	}
 	if t := p.Tally(); t.Problems+t.Warnings > 0 {
