@@ -1,0 +1,84 @@
+package procnet
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+)
+
+func TestParseTCP(t *testing.T) {
+	text := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F41 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 31337 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:C5A2 0100007F:192B 01 00000000:00000000 02:000A7D00 00000000     0        0 4242 2 0000000000000000 20 4 30 10 -1
+`
+	got, err := ParseTCP([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Socket{
+		{Local: netip.MustParseAddrPort("127.0.0.1:8001"), Remote: netip.MustParseAddrPort("0.0.0.0:0"), State: StateListen, Inode: 31337},
+		{Local: netip.MustParseAddrPort("127.0.0.1:50594"), Remote: netip.MustParseAddrPort("127.0.0.1:6443"), State: StateEstablished, Inode: 4242},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	v6 := `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:192B 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000000000000000 100 0 0 10 0
+`
+	got, err = ParseTCP([]byte(v6))
+	if err != nil || len(got) != 1 || got[0].Local != netip.MustParseAddrPort("[::1]:6443") {
+		t.Errorf("IPv6: %v, %v", got, err)
+	}
+	if _, err := ParseTCP([]byte("header\n 0: zz:1 00:0 0A 0 0 0 0 0 1 2\n")); err == nil {
+		t.Error("a bad address parsed")
+	}
+}
+
+// TestSockets finds this test's own listening socket and connection.
+func TestSockets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	socks, err := Sockets(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnAddr := netip.MustParseAddrPort(ln.Addr().String())
+	local := netip.MustParseAddrPort(c.LocalAddr().String())
+	var listen, conn bool
+	for _, s := range socks {
+		listen = listen || s.State == StateListen && s.Local == lnAddr
+		conn = conn || s.Local == local && s.Remote == lnAddr && s.State == StateEstablished
+	}
+	if !listen || !conn {
+		t.Errorf("listen %v, connection %v in %v", listen, conn, socks)
+	}
+	p, err := Get(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	byExe, err := ByExe(exe)
+	if err != nil || !slices.ContainsFunc(byExe, func(q Process) bool { return q.PID == p.PID }) {
+		t.Errorf("ByExe(%s): %v, %v", exe, byExe, err)
+	}
+	byName, err := ByName(p.Name(), 0)
+	if err != nil || !slices.ContainsFunc(byName, func(q Process) bool { return q.PID == p.PID }) {
+		t.Errorf("ByName(%s): %v, %v", p.Name(), byName, err)
+	}
+	if !Alive(p.PID) || Alive(1<<30) {
+		t.Error("Alive")
+	}
+	if _, ino, err := NetNS(p.PID); err != nil || ino == 0 {
+		t.Errorf("NetNS: %d, %v", ino, err)
+	}
+}
