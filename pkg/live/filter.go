@@ -14,6 +14,10 @@ type Filter struct {
 	// Ports keeps the TCP segments with either port among these; none
 	// keeps every TCP segment. At most MaxPorts.
 	Ports []uint16
+	// SYN also keeps every segment with SYN set (RFC 9293 §3.1), whatever
+	// its ports: the first packet of every new connection, so that a
+	// connection to a port not in Ports yet is known from its start.
+	SYN bool
 }
 
 // MaxPorts bounds Filter.Ports: a classic BPF jump reaches at most 255
@@ -123,10 +127,16 @@ func Compile(f Filter, loIndex int) ([]bpf.RawInstruction, error) {
 	a.add(bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 4})
 	a.jumpIf(bpf.JumpEqual, 4, "v4", "")
 	a.jumpIf(bpf.JumpEqual, 6, "v6", "reject")
-	ports2 := func(src, dst bpf.Instruction) {
+	// ports2 tests the ports loaded by src and dst, and the TCP flags
+	// loaded by flags.
+	ports2 := func(src, dst, flags bpf.Instruction) {
 		if len(ports) == 0 {
 			a.jump("accept")
 			return
+		}
+		if f.SYN {
+			a.add(flags)
+			a.jumpIf(bpf.JumpBitsSet, 0x02, "accept", "")
 		}
 		for _, in := range []bpf.Instruction{src, dst} {
 			a.add(in)
@@ -144,12 +154,12 @@ func Compile(f Filter, loIndex int) ([]bpf.RawInstruction, error) {
 	a.add(bpf.LoadAbsolute{Off: 6, Size: 2})
 	a.jumpIf(bpf.JumpBitsSet, 0x1fff, "reject", "")
 	a.add(bpf.LoadMemShift{Off: 0})
-	ports2(bpf.LoadIndirect{Off: 0, Size: 2}, bpf.LoadIndirect{Off: 2, Size: 2})
+	ports2(bpf.LoadIndirect{Off: 0, Size: 2}, bpf.LoadIndirect{Off: 2, Size: 2}, bpf.LoadIndirect{Off: 13, Size: 1})
 	// IPv6 (RFC 8200): next header at 6, TCP right after the 40 bytes.
 	a.label("v6")
 	a.add(bpf.LoadAbsolute{Off: 6, Size: 1})
 	a.jumpIf(bpf.JumpNotEqual, 6, "reject", "")
-	ports2(bpf.LoadAbsolute{Off: 40, Size: 2}, bpf.LoadAbsolute{Off: 42, Size: 2})
+	ports2(bpf.LoadAbsolute{Off: 40, Size: 2}, bpf.LoadAbsolute{Off: 42, Size: 2}, bpf.LoadAbsolute{Off: 53, Size: 1})
 	a.label("accept")
 	a.add(bpf.RetConstant{Val: SnapLen})
 	a.label("reject")

@@ -18,6 +18,7 @@ func TestCompile(t *testing.T) {
 		p[9] = proto
 		binary.BigEndian.PutUint16(p[ihl*4:], sport)
 		binary.BigEndian.PutUint16(p[ihl*4+2:], dport)
+		p[ihl*4+13] = 0x10 // ACK
 		return p
 	}
 	v6 := func(next byte, sport, dport uint16) []byte {
@@ -26,8 +27,10 @@ func TestCompile(t *testing.T) {
 		p[6] = next
 		binary.BigEndian.PutUint16(p[40:], sport)
 		binary.BigEndian.PutUint16(p[42:], dport)
+		p[53] = 0x10
 		return p
 	}
+	syn := func(p []byte, off int) []byte { p[off] = 0x02; return p }
 	for _, tc := range []struct {
 		name   string
 		f      Filter
@@ -45,6 +48,11 @@ func TestCompile(t *testing.T) {
 		{"v6 other", Filter{Ports: []uint16{6443}}, v6(6, 1, 2), false},
 		{"v6 extension header", Filter{}, v6(0, 6443, 50000), false},
 		{"not ip", Filter{}, []byte{0x00, 1, 2, 3}, false},
+		{"v4 SYN of another port", Filter{Ports: []uint16{6443}, SYN: true}, syn(v4(6, 0, 6, 50000, 443), 24+13), true},
+		{"v4 ACK of another port", Filter{Ports: []uint16{6443}, SYN: true}, v4(6, 0, 6, 50000, 443), false},
+		{"v4 SYN without the rule", Filter{Ports: []uint16{6443}}, syn(v4(6, 0, 5, 50000, 443), 20+13), false},
+		{"v6 SYN of another port", Filter{Ports: []uint16{6443}, SYN: true}, syn(v6(6, 50000, 443), 53), true},
+		{"v6 ACK of another port", Filter{Ports: []uint16{6443}, SYN: true}, v6(6, 50000, 443), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := Compile(tc.f, 0)
@@ -78,7 +86,7 @@ func TestCompile(t *testing.T) {
 	if _, err := Compile(Filter{Ports: many}, 1); err == nil {
 		t.Errorf("%d ports compiled", len(many))
 	}
-	if _, err := Compile(Filter{Ports: many[:MaxPorts]}, 1); err != nil {
+	if _, err := Compile(Filter{Ports: many[:MaxPorts], SYN: true}, 1); err != nil {
 		t.Errorf("%d ports: %v", MaxPorts, err)
 	}
 }
