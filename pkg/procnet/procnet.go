@@ -258,3 +258,19 @@ func parseAddr(s string) (netip.AddrPort, error) {
 	ip, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
+
+// Capabilities returns the effective capability set of process pid, as
+// /proc/PID/status gives it (proc(5): "CapEff:\t<64-bit hex mask>"; bit
+// N is capability N of capabilities(7)).
+func Capabilities(pid int) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(Root, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, errors.New("no CapEff line in " + filepath.Join(Root, strconv.Itoa(pid), "status"))
+}
