@@ -14,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
@@ -128,6 +129,16 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
+	o.addDecodeFlags(fs)
+	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
+	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
+	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
+	return c
+}
+
+// addDecodeFlags adds the flags that tune decoding and bound its memory,
+// which kwatch pcap and kwatch attach share.
+func (o *pcapOptions) addDecodeFlags(fs *pflag.FlagSet) {
 	fs.Var(newIntSize(&o.maxHeaderBytes, exchange.DefaultMaxHeaderBytes), "max-header-bytes", "largest HTTP header section, in bytes or as a quantity (e.g. 1Mi)")
 	fs.Var(newIntSize(&o.maxLineBytes, chunk.DefaultMaxLineBytes), "max-chunk-line-bytes", "longest chunk-size line (and trailer line), in bytes or as a quantity (e.g. 4Ki)")
 	fs.Var(newIntSize(&o.maxTrailer, chunk.DefaultMaxTrailerBytes), "max-trailer-bytes", "largest trailer section after the last chunk, in bytes or as a quantity (e.g. 64Ki)")
@@ -136,12 +147,8 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.IntVar(&o.bufferedPages, "max-buffered-pages", pcap.DefaultMaxBufferedPerConn, "out-of-order data one connection may buffer while a segment is missing, in reassembly pages of about 1900 bytes")
 	fs.IntVar(&o.bufferedTotal, "max-buffered-pages-total", pcap.DefaultMaxBufferedTotal, "out-of-order data buffered over all connections, in pages of about 1900 bytes")
 	fs.Var(newByteSize(&o.bufferedBytesTotal, event.DefaultBudgetBytes, math.MaxInt64), "max-buffered-bytes-total", "header sections and watch events in progress held over all connections, in bytes or as a quantity (e.g. 256Mi); what does not fit is reported and skipped")
-	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
 	o.gapTimeout = pcap.DefaultGapTimeout
 	fs.Var(durationValue{&o.gapTimeout}, "gap-timeout", "capture time data may wait behind a missing segment before the gap is reported and skipped, e.g. 2s")
-	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
-	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
-	return c
 }
 
 func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
