@@ -1,0 +1,121 @@
+// Command kwatch-watcher is a client-go program that watches ConfigMaps the
+// way controllers do, for kwatch attach's end-to-end tests: a shared
+// informer with an event handler, and a plain Watch, both on one namespace,
+// over client-go's default transport (HTTP/2 over TLS 1.3 to the API server
+// of the kubeconfig). It writes no key log: kwatch attach takes the keys
+// from the running process.
+//
+// stdout: "ready" once the informer has synced and the Watch is open, then
+// one JSON line per event each of them received:
+//
+//	{"source":"informer"|"watch","type":"ADDED"|"MODIFIED"|"DELETED","name":…,"resourceVersion":…}
+//
+// It runs until stdin is closed (or reads EOF), then exits 0.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+type line struct {
+	Source          string `json:"source"`
+	Type            string `json:"type"`
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")
+	namespace := flag.String("namespace", "default", "namespace whose ConfigMaps are watched")
+	waitStdin := flag.Bool("wait", false, "wait for a first line on stdin before connecting (so that kwatch attach by PID is in place first)")
+	flag.Parse()
+	if err := run(*kubeconfig, *namespace, *waitStdin); err != nil {
+		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, namespace string, waitStdin bool) error {
+	if waitStdin {
+		var b [1]byte
+		for b[0] != '\n' {
+			if _, err := os.Stdin.Read(b[:]); err != nil {
+				return err
+			}
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(os.Stdout)
+	emit := func(source, typ string, obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			if d, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+				cm, ok = d.Obj.(*corev1.ConfigMap)
+			}
+			if !ok {
+				return
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(line{Source: source, Type: typ, Name: cm.Name, ResourceVersion: cm.ResourceVersion})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { emit("informer", "ADDED", obj) },
+		UpdateFunc: func(_, obj any) { emit("informer", "MODIFIED", obj) },
+		DeleteFunc: func(obj any) { emit("informer", "DELETED", obj) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("informer did not sync")
+	}
+	list, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := cs.CoreV1().ConfigMaps(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				emit("watch", string(ev.Type), ev.Object)
+			}
+		}
+	}()
+	mu.Lock()
+	fmt.Println("ready")
+	mu.Unlock()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
