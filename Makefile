@@ -28,7 +28,7 @@ lint: ## gofmt, go vet, staticcheck
 	hack/lint.sh
 
 CBOR ?= 1
-cluster-up: ## start etcd + kube-apiserver + kubectl proxy on 127.0.0.1 (CBOR=0: without the CBOR feature gate)
+cluster-up: ## start etcd + kube-apiserver + kube-controller-manager + kubectl proxy on 127.0.0.1 (CBOR=0: without the CBOR feature gate)
 	KWATCH_CBOR=$(CBOR) hack/cluster-up.sh
 
 cluster-down: ## stop the control plane started by cluster-up

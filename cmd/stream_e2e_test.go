@@ -668,7 +668,8 @@ func TestStreamAPIServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	env := append(os.Environ(), "KWATCH_CLUSTER_DIR="+dir,
 		fmt.Sprintf("KWATCH_ETCD_CLIENT_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_ETCD_PEER_PORT=%d", freePort(t)),
-		fmt.Sprintf("KWATCH_APISERVER_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_PROXY_PORT=%d", freePort(t)))
+		fmt.Sprintf("KWATCH_APISERVER_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_PROXY_PORT=%d", freePort(t)),
+		fmt.Sprintf("KWATCH_CONTROLLER_MANAGER_PORT=%d", freePort(t)))
 	script := func(name string) string {
 		cmd := exec.Command("bash", filepath.Join(root, "hack", name))
 		cmd.Env = env

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Start a real Kubernetes control plane on 127.0.0.1 for tests and recordings:
-# etcd (2379/2380), kube-apiserver (6443) and `kubectl proxy` (8001), all built
-# from Go modules by hack/cluster (see hack/lib.sh for the cache layout).
+# etcd (2379/2380), kube-apiserver (6443), kube-controller-manager (10257:
+# /healthz and /metrics) and `kubectl proxy` (8001), all built from Go modules
+# by hack/cluster (see hack/lib.sh for the cache layout).
 #
 # Idempotent: if the stack is already up and healthy it only prints the lines
-# below; if part of it is missing it starts that part.
+# below; if part of it is missing it starts that part (e.g. only
+# kube-controller-manager, next to a stack started before it was part of it).
 #
 # CBOR: KWATCH_CBOR=1 (the default; `make cluster-up CBOR=0` turns it off)
 # starts kube-apiserver with the alpha feature gate CBORServingAndStorage, so
 # that clients asking for application/cbor get CBOR bodies and CBOR watch
 # streams (application/cbor-seq). Clients that do not ask are served as
 # before. A running kube-apiserver started with the other setting is
-# restarted (with the proxy, which pools connections to it).
+# restarted, with the proxy, which pools connections to it, and
+# kube-controller-manager, whose open watches would hold up the server's
+# shutdown until the SIGKILL 10 s later.
 #
 # stdout: exactly two lines, also written to $KW_RUN_DIR/env for sourcing:
 #   KUBECONFIG=/abs/path
@@ -66,6 +70,7 @@ apiserver_gates() {
 if kw_pid_alive kube-apiserver && [ "$(apiserver_gates)" != "$KW_FEATURE_GATES" ]; then
   kw_log "kube-apiserver runs with feature gates '$(apiserver_gates)', wanted '$KW_FEATURE_GATES'; restarting it"
   kw_stop proxy
+  kw_stop kube-controller-manager
   kw_stop kube-apiserver
 fi
 
@@ -138,11 +143,15 @@ kw_need_port() {
 kw_pid_alive etcd || { kw_need_port etcd "$KW_ETCD_CLIENT_PORT"; kw_need_port etcd "$KW_ETCD_PEER_PORT"; }
 kw_pid_alive kube-apiserver || kw_need_port kube-apiserver "$KW_APISERVER_PORT"
 kw_pid_alive proxy || kw_need_port "kubectl proxy" "$KW_PROXY_PORT"
+kw_pid_alive kube-controller-manager || kw_need_port kube-controller-manager "$KW_CONTROLLER_MANAGER_PORT"
 
 # --- credentials --------------------------------------------------------------
 # Service-account signing keys and a static admin bearer token. The serving
-# certificate is not ours: kube-apiserver writes a self-signed one into
-# --cert-dir on first start, and the kubeconfig trusts that file.
+# certificates are not ours: kube-apiserver and kube-controller-manager each
+# write a self-signed one into --cert-dir on first start, and the kubeconfigs
+# trust kube-apiserver's file. sa.key signs service-account tokens (the API
+# server's --service-account-signing-key-file, the controller manager's
+# --service-account-private-key-file); sa.pub verifies them.
 mkdir -p "$KW_RUN_DIR/pki" "$KW_RUN_DIR/cert"
 chmod 700 "$KW_RUN_DIR/pki"
 if [ ! -s "$KW_RUN_DIR/pki/sa.key" ] || [ ! -s "$KW_RUN_DIR/pki/sa.pub" ]; then
@@ -161,9 +170,10 @@ fi
 if kw_pid_alive etcd; then
   kw_wait_for etcd 30 "etcd /health" kw_etcd_healthy
 else
-  # A new etcd means a new, empty store: an API server or proxy still running
-  # against the old one would serve stale caches, so restart everything.
-  if kw_pid_alive kube-apiserver || kw_pid_alive proxy; then
+  # A new etcd means a new, empty store: an API server, proxy or controller
+  # manager still running against the old one would serve (or act on) stale
+  # caches, so restart everything.
+  if kw_pid_alive kube-apiserver || kw_pid_alive proxy || kw_pid_alive kube-controller-manager; then
     kw_log "etcd is not running but other components are; stopping them first"
     "$KW_REPO_ROOT/hack/cluster-down.sh"
   fi
@@ -222,11 +232,13 @@ else
   kw_log "kube-apiserver is ready"
 fi
 
-# --- kubeconfig -----------------------------------------------------------------
-# Token auth; the CA is the self-signed serving certificate (its file holds the
-# signing CA too).
-umask 077
-cat >"$KW_RUN_DIR/kubeconfig.tmp" <<EOF
+# --- kubeconfigs ----------------------------------------------------------------
+# write_kubeconfig FILE USER TOKEN: token auth; the CA is kube-apiserver's
+# self-signed serving certificate (its file holds the signing CA too). Written
+# atomically: a reader never sees half a file.
+write_kubeconfig() {
+  umask 077
+  cat >"$1.tmp" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -235,18 +247,27 @@ clusters:
     server: https://127.0.0.1:$KW_APISERVER_PORT
     certificate-authority: $KW_RUN_DIR/cert/apiserver.crt
 users:
-- name: admin
+- name: $2
   user:
-    token: $(kw_token)
+    token: $3
 contexts:
 - name: kwatch
   context:
     cluster: kwatch
-    user: admin
+    user: $2
 current-context: kwatch
 EOF
-umask 022
-mv "$KW_RUN_DIR/kubeconfig.tmp" "$KW_RUN_DIR/kubeconfig"
+  umask 022
+  mv "$1.tmp" "$1"
+}
+write_kubeconfig "$KW_RUN_DIR/kubeconfig" admin "$(kw_token)"
+# kube-controller-manager's own file, with the same admin token: this stack has
+# no client CA (so no client certificates) and kube-apiserver reads its token
+# file only when it starts, so an identity of the controller manager's own
+# would mean restarting a running API server to add it. With
+# --authorization-mode=AlwaysAllow every authenticated user may do
+# everything, so the identity changes nothing the controllers can do.
+write_kubeconfig "$KW_RUN_DIR/controller-manager.kubeconfig" admin "$(kw_token)"
 
 # --- kubectl proxy --------------------------------------------------------------
 if ! kw_pid_alive proxy; then
@@ -255,6 +276,79 @@ if ! kw_pid_alive proxy; then
     --address=127.0.0.1 --port="$KW_PROXY_PORT"
 fi
 kw_wait_for proxy 30 "kubectl proxy to serve $KW_PROXY_URL/api" kw_proxy_serves
+
+# --- kube-controller-manager ------------------------------------------------------
+# The real controllers, so that the stack behaves like a cluster: a deleted
+# namespace is emptied and finalized, the garbage collector removes dependents
+# of deleted owners, every namespace gets its "default" ServiceAccount. It
+# talks to kube-apiserver over TLS on its port, not through the proxy. A
+# running one is left alone when kube-apiserver had died and was started
+# again above (its informers watch again from where they were, on the same
+# etcd); a new etcd restarts everything (above).
+
+# root_ca FILE OUT: the CA certificate (basicConstraints CA:TRUE) among the
+# PEM blocks of FILE, written atomically to OUT. kube-apiserver's
+# apiserver.crt holds its serving certificate and then the CA that signed it;
+# --root-ca-file must be the CA alone: kube-controller-manager also publishes
+# it as a ClusterTrustBundle, whose entries must all be CAs.
+root_ca() {
+  local tmp f
+  tmp="$(mktemp -d)"
+  awk -v d="$tmp" '/-----BEGIN CERTIFICATE-----/ { n++ } n { print > (d "/" n ".pem") }' "$1"
+  for f in "$tmp"/*.pem; do
+    if openssl x509 -in "$f" -noout -ext basicConstraints 2>/dev/null | grep -q 'CA:TRUE'; then
+      cp "$f" "$2.tmp"
+      mv "$2.tmp" "$2"
+      rm -rf "$tmp"
+      return 0
+    fi
+  done
+  rm -rf "$tmp"
+  kw_die "no CA certificate in $1"
+}
+root_ca "$KW_RUN_DIR/cert/apiserver.crt" "$KW_RUN_DIR/pki/apiserver-ca.crt"
+
+if kw_pid_alive kube-controller-manager; then
+  kw_wait_for kube-controller-manager 60 "kube-controller-manager /healthz" kw_controller_manager_healthy
+else
+  kw_need_port kube-controller-manager "$KW_CONTROLLER_MANAGER_PORT"
+  # --authentication-/--authorization-kubeconfig: requests to its /metrics
+  #   are checked with the API server (TokenReview, SubjectAccessReview), as
+  #   in kubeadm's setup; /healthz stays open to anyone.
+  # --authentication-skip-lookup: do not look for client-CA and front-proxy
+  #   settings in kube-system/extension-apiserver-authentication, which
+  #   kube-apiserver does not write without --client-ca-file (it would log
+  #   "not found" every few seconds).
+  # --service-account-private-key-file: signs the tokens of service-account
+  #   token Secrets (kube-apiserver verifies them with sa.pub).
+  # --root-ca-file: the CA put into those Secrets and published as a
+  #   ClusterTrustBundle: the CA that signed kube-apiserver's serving
+  #   certificate (see root_ca).
+  # --use-service-account-credentials=false: every controller uses this
+  #   kubeconfig, not a service account of its own.
+  # --leader-elect=false: one instance; no Lease to take or renew.
+  # --controllers: the default set ('*'), whose members that need what this
+  #   stack does not have (a cloud provider, node CIDRs, a CSR signing CA)
+  #   disable themselves, saying so in the log; minus the root CA publisher,
+  #   which writes a kube-root-ca.crt ConfigMap into every namespace: tests
+  #   and recordings (make record) watch the ConfigMaps of a namespace of
+  #   their own and expect to see only those they create.
+  kw_start kube-controller-manager \
+    --kubeconfig="$KW_RUN_DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$KW_RUN_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$KW_RUN_DIR/controller-manager.kubeconfig" \
+    --authentication-skip-lookup \
+    --bind-address=127.0.0.1 \
+    --secure-port="$KW_CONTROLLER_MANAGER_PORT" \
+    --cert-dir="$KW_RUN_DIR/cert" \
+    --service-account-private-key-file="$KW_RUN_DIR/pki/sa.key" \
+    --root-ca-file="$KW_RUN_DIR/pki/apiserver-ca.crt" \
+    --use-service-account-credentials=false \
+    --leader-elect=false \
+    --controllers='*,-root-ca-certificate-publisher-controller'
+  kw_wait_for kube-controller-manager 60 "kube-controller-manager /healthz on https://127.0.0.1:$KW_CONTROLLER_MANAGER_PORT" kw_controller_manager_healthy
+  kw_log "kube-controller-manager is healthy"
+fi
 
 # The API server creates kube-system (and default) just after /readyz; tests
 # and recordings should not race it.

@@ -5,12 +5,15 @@
 #
 # Layout (all outside the repository, so a fresh clone on the same machine
 # reuses the binaries and nothing built ends up in git):
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/cluster/<hash>/bin/{etcd,kube-apiserver,kubectl}
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/cluster/<hash>/bin/
+#       {etcd,kube-apiserver,kube-controller-manager,kubectl}
 #       <hash> covers hack/cluster's go.mod, go.sum, its .go files, the Go
 #       version and the build flags, so the binaries are rebuilt only when a pin
 #       (or the toolchain) changes.
 #   ${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}/
-#       logs, pid files, certificates, the etcd data dir, the kubeconfig, the
+#       logs, pid files (NAME.pid and NAME.log for NAME in etcd,
+#       kube-apiserver, kube-controller-manager, proxy), certificates, the etcd
+#       data dir, the kubeconfigs (kubeconfig, controller-manager.kubeconfig), the
 #       `env` file with KUBECONFIG=… and PROXY_URL=…, `etcd-endpoint` (etcd's
 #       client URL, for tests that talk to etcd itself, e.g. to compact), and
 #       `bin`, a symlink to the binaries the running stack was started from.
@@ -29,6 +32,9 @@ KW_ETCD_CLIENT_PORT="${KWATCH_ETCD_CLIENT_PORT:-2379}"
 KW_ETCD_PEER_PORT="${KWATCH_ETCD_PEER_PORT:-2380}"
 KW_APISERVER_PORT="${KWATCH_APISERVER_PORT:-6443}"
 KW_PROXY_PORT="${KWATCH_PROXY_PORT:-8001}"
+# kube-controller-manager's secure port (it serves only /healthz and /metrics
+# there; it has no insecure port).
+KW_CONTROLLER_MANAGER_PORT="${KWATCH_CONTROLLER_MANAGER_PORT:-10257}"
 KW_PROXY_URL="http://127.0.0.1:$KW_PROXY_PORT"
 
 kw_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -114,14 +120,25 @@ kw_go_build_progress() {
   kw_log "built $name in ${elapsed}s"
 }
 
-# kw_build: make sure the three binaries exist in the cache; build them if
-# not. Safe to run concurrently (flock): a second caller waits for the first.
+# The binaries hack/cluster builds, one per main package in hack/cluster/cmd.
+KW_BINARIES=(etcd kube-apiserver kube-controller-manager kubectl)
+
+# kw_bins_present DIR: true if DIR holds every binary of KW_BINARIES.
+kw_bins_present() {
+  local b
+  for b in "${KW_BINARIES[@]}"; do
+    [ -x "$1/$b" ] || return 1
+  done
+}
+
+# kw_build: make sure the binaries exist in the cache; build them if not.
+# Safe to run concurrently (flock): a second caller waits for the first.
 kw_build() {
   local bindir hashdir tmp lock start kubever etcdver
   command -v go >/dev/null || kw_die "go is not on PATH"
   bindir="$(kw_bin_dir)"
   hashdir="$(dirname "$bindir")"
-  if [ -x "$bindir/etcd" ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/kubectl" ]; then
+  if kw_bins_present "$bindir"; then
     return 0
   fi
   mkdir -p "$hashdir"
@@ -131,14 +148,14 @@ kw_build() {
     kw_log "another build of the control plane is running; waiting for it (up to 30 min)"
     flock -w 1800 8 || kw_die "timed out waiting for the build lock $lock"
   fi
-  if [ -x "$bindir/etcd" ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/kubectl" ]; then
+  if kw_bins_present "$bindir"; then
     exec 8>&-
     return 0
   fi
   kubever="$(kw_pin k8s.io/kubernetes)"
   etcdver="$(kw_pin go.etcd.io/etcd/server/v3)"
   [ -n "$kubever" ] && [ -n "$etcdver" ] || kw_die "cannot read the pins from $KW_CLUSTER_MOD/go.mod"
-  kw_log "building the control plane (etcd $etcdver, kube-apiserver and kubectl $kubever) into $bindir"
+  kw_log "building the control plane (etcd $etcdver; kube-apiserver, kube-controller-manager and kubectl $kubever) into $bindir"
   kw_log "a cold build takes 5-10 minutes on 2 cores; later runs reuse the cached binaries"
   start=$(date +%s)
   # Build into a temporary directory and rename it at the end, so that an
@@ -151,10 +168,11 @@ kw_build() {
   (cd "$KW_CLUSTER_MOD" && GOWORK=off go mod download) >>"$hashdir/build.log" 2>&1 ||
     { tail -n 20 "$hashdir/build.log" >&2; rm -rf "$tmp"; kw_die "go mod download failed (log: $hashdir/build.log)"; }
   # One binary at a time: etcd first (under a minute), then kube-apiserver
-  # (the long one), then kubectl, which reuses most of kube-apiserver's
-  # compiled packages from the build cache.
+  # (the long one), then kube-controller-manager and kubectl, which reuse
+  # most of kube-apiserver's compiled packages from the build cache.
   kw_go_build_progress "etcd $etcdver" "$hashdir/build.log" ./cmd/etcd "-s -w" "$tmp" &&
     kw_go_build_progress "kube-apiserver $kubever" "$hashdir/build.log" ./cmd/kube-apiserver "$(kw_ldflags_kube)" "$tmp" &&
+    kw_go_build_progress "kube-controller-manager $kubever" "$hashdir/build.log" ./cmd/kube-controller-manager "$(kw_ldflags_kube)" "$tmp" &&
     kw_go_build_progress "kubectl $kubever" "$hashdir/build.log" ./cmd/kubectl "$(kw_ldflags_kube)" "$tmp" ||
     { rm -rf "$tmp"; kw_die "building the control plane failed (log: $hashdir/build.log)"; }
   chmod 755 "$tmp"  # mktemp -d made it private
@@ -221,6 +239,14 @@ kw_apiserver_ready() {
 kw_proxy_serves() {
   curl -fsS --max-time 3 "$KW_PROXY_URL/api" 2>/dev/null | grep -q '"kind": *"APIVersions"'
 }
+# kube-controller-manager writes a self-signed serving certificate (with its
+# CA) into --cert-dir on first start, as kube-apiserver does; /healthz is
+# open to anonymous requests (--authorization-always-allow-paths).
+kw_controller_manager_healthy() {
+  [ -s "$KW_RUN_DIR/cert/kube-controller-manager.crt" ] || return 1
+  [ "$(curl -sS --max-time 3 --cacert "$KW_RUN_DIR/cert/kube-controller-manager.crt" \
+    "https://127.0.0.1:$KW_CONTROLLER_MANAGER_PORT/healthz" 2>/dev/null)" = ok ]
+}
 
 # kw_wait_for NAME SECONDS DESCRIPTION PROBE...: poll PROBE every 0.5 s until
 # it succeeds, the process NAME dies, or SECONDS pass. On failure print the
@@ -244,11 +270,17 @@ kw_wait_for() {
   done
 }
 
-# kw_stack_healthy: all three components are ours, alive, and answer.
-kw_stack_healthy() {
+# kw_core_healthy: etcd, kube-apiserver and the proxy, the part of the stack
+# that clients talk to, are ours, alive, and answer.
+kw_core_healthy() {
   kw_pid_alive etcd && kw_pid_alive kube-apiserver && kw_pid_alive proxy &&
     [ -s "$KW_RUN_DIR/kubeconfig" ] && [ -s "$KW_RUN_DIR/env" ] &&
     kw_etcd_healthy && kw_apiserver_ready && kw_proxy_serves
+}
+
+# kw_stack_healthy: all four components are ours, alive, and answer.
+kw_stack_healthy() {
+  kw_core_healthy && kw_pid_alive kube-controller-manager && kw_controller_manager_healthy
 }
 
 # kw_stop NAME: SIGTERM the recorded pid, wait up to 10 s, then SIGKILL. Only

@@ -12,7 +12,8 @@
 #    again under the race detector; arguments, if any, replace both
 #    (e.g. `hack/test.sh -run TestX ./internal/e2e/`).
 # 4. Brings the stack down again, even on failure or Ctrl-C, unless it was
-#    already running before (then it is left as it was found).
+#    already running before (then it is left as it was found: if only
+#    kube-controller-manager was missing, only that is stopped again).
 # Exits with go test's status.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -22,10 +23,15 @@ cd "$KW_REPO_ROOT"
 start=$(date +%s)
 elapsed() { echo "$(($(date +%s) - start))s"; }
 
-was_up=0
-if kw_stack_healthy; then
+was_up=0 kcm_was_up=0
+kw_pid_alive kube-controller-manager && kcm_was_up=1
+if kw_core_healthy; then
   was_up=1
-  kw_log "control plane already running; it will be left running"
+  if [ "$kcm_was_up" = 1 ]; then
+    kw_log "control plane already running; it will be left running"
+  else
+    kw_log "control plane already running without kube-controller-manager; cluster-up adds it, and only that is stopped afterwards"
+  fi
 fi
 
 finish() {
@@ -33,6 +39,9 @@ finish() {
   if [ "$was_up" = 0 ]; then
     kw_log "stopping the control plane"
     "$KW_REPO_ROOT/hack/cluster-down.sh" || rc=1
+  elif [ "$kcm_was_up" = 0 ]; then
+    kw_log "stopping kube-controller-manager (the rest was running before)"
+    kw_stop kube-controller-manager || rc=1
   fi
   kw_log "hack/test.sh: total time $(elapsed) (exit $rc)"
   exit "$rc"

@@ -1,7 +1,7 @@
 // Package e2e gives kwatch's end-to-end tests a real Kubernetes control plane:
-// etcd, kube-apiserver and kubectl proxy on 127.0.0.1, started by
-// hack/cluster-up.sh (see hack/lib.sh for where binaries, logs and the
-// kubeconfig live).
+// etcd, kube-apiserver, kube-controller-manager and kubectl proxy on
+// 127.0.0.1, started by hack/cluster-up.sh (see hack/lib.sh for where
+// binaries, logs and the kubeconfig live).
 //
 // Tests call Cluster, which skips only under -short. Otherwise it uses the
 // stack described by an env file (KUBECONFIG=… and PROXY_URL=… lines) when
@@ -24,12 +24,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,10 +93,13 @@ var (
 // The stack is looked up once per test binary: the env file named by
 // KWATCH_CLUSTER_ENV, else the `env` file in the default run folder
 // (${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}). If that
-// file is missing or its proxy does not answer /readyz, and KWATCH_CLUSTER_ENV
-// is not set, Cluster runs hack/cluster-up.sh from the repository root (found
-// by walking up to kwatch's go.mod) and leaves the stack running afterwards
-// for the next test run; stop it with hack/cluster-down.sh.
+// file is missing, its proxy does not answer /readyz or its
+// kube-controller-manager is not running (a stack started by an older
+// hack/cluster-up.sh), and KWATCH_CLUSTER_ENV is not set, Cluster runs
+// hack/cluster-up.sh from the repository root (found by walking up to
+// kwatch's go.mod), which starts what is missing, and leaves the stack
+// running afterwards for the next test run; stop it with
+// hack/cluster-down.sh.
 func Cluster(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() {
@@ -106,7 +111,7 @@ func Cluster(t testing.TB) *Env {
 	}
 	if started {
 		startedLog.Do(func() {
-			t.Logf("started the control plane with hack/cluster-up.sh (run folder %s); it stays up, stop it with hack/cluster-down.sh", shared.runDir)
+			t.Logf("ran hack/cluster-up.sh (run folder %s); the control plane stays up, stop it with hack/cluster-down.sh", shared.runDir)
 		})
 	}
 	return shared
@@ -134,7 +139,9 @@ func setup() (*Env, error) {
 		return nil, err
 	}
 	if env, err := readEnvFile(filepath.Join(runDir, "env")); err == nil && env.ping() == nil {
-		return env, nil
+		if _, err := env.ControllerManager(); err == nil {
+			return env, nil
+		}
 	}
 	env, err := startStack()
 	if err != nil {
@@ -243,7 +250,7 @@ func (e *Env) ping() error {
 // error messages.
 func (e *Env) logTails() string {
 	var b strings.Builder
-	for _, name := range []string{"etcd", "kube-apiserver", "proxy"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "proxy"} {
 		path := filepath.Join(e.runDir, name+".log")
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -304,7 +311,7 @@ func startStack() (*Env, error) {
 	// If the timeout kills bash, do not wait for anything it left holding
 	// our pipes (the components themselves redirect theirs).
 	cmd.WaitDelay = 10 * time.Second
-	fmt.Fprintf(os.Stderr, "e2e: no running control plane found; starting one with %s (a cold build takes 5-10 minutes)\n", script)
+	fmt.Fprintf(os.Stderr, "e2e: the control plane is not (fully) running; starting what is missing with %s (a cold build takes 5-10 minutes)\n", script)
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
 		runErr = fmt.Errorf("%s did not finish within %s", script, startTimeout)
@@ -321,6 +328,81 @@ func startStack() (*Env, error) {
 		return nil, fmt.Errorf("%s succeeded but the stack does not answer: %w%s", script, err, env.logTails())
 	}
 	return env, nil
+}
+
+// Process is a component of the control plane, found through the pid file
+// hack/cluster-up.sh wrote for it in the run folder.
+type Process struct {
+	// PID is its process id.
+	PID int
+	// Exe is the absolute path of the executable it runs, as
+	// /proc/PID/exe names it: the binary in the hash-addressed cache
+	// folder of hack/lib.sh.
+	Exe string
+	// Log is the file its stdout and stderr go to.
+	Log string
+}
+
+// ControllerManagerPIDFile returns the path of the file in which
+// hack/cluster-up.sh records the pid of the stack's kube-controller-manager
+// (kube-controller-manager.pid in the run folder, beside its log
+// kube-controller-manager.log). The file may name a process that has ended;
+// ControllerManager checks.
+func (e *Env) ControllerManagerPIDFile() string {
+	return filepath.Join(e.runDir, "kube-controller-manager.pid")
+}
+
+// ControllerManager returns the stack's running kube-controller-manager: the
+// pid in ControllerManagerPIDFile, checked as hack/lib.sh checks its pids
+// (the process exists, is not a zombie and runs an executable named
+// kube-controller-manager, so that a recycled pid is never taken for it). It
+// returns an error if the stack runs none, e.g. one started by a
+// hack/cluster-up.sh from before kube-controller-manager was part of it.
+// It reads /proc, so it works on Linux only.
+func (e *Env) ControllerManager() (Process, error) {
+	return e.process("kube-controller-manager")
+}
+
+// process finds the component whose pid file is RUN/name.pid and whose
+// executable is named name.
+func (e *Env) process(name string) (Process, error) {
+	pidFile := filepath.Join(e.runDir, name+".pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return Process{}, fmt.Errorf("no %s recorded: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return Process{}, fmt.Errorf("%s: %q is not a pid", pidFile, bytes.TrimSpace(data))
+	}
+	proc := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(proc + "/stat")
+	if err != nil {
+		return Process{}, fmt.Errorf("%s (pid %d from %s) is not running: %w", name, pid, pidFile, err)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold spaces and parentheses.
+	state := ""
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 0 {
+			state = f[0]
+		}
+	}
+	switch state {
+	case "":
+		return Process{}, fmt.Errorf("%s (pid %d from %s): cannot read the state in %s/stat", name, pid, pidFile, proc)
+	case "Z", "X":
+		return Process{}, fmt.Errorf("%s (pid %d from %s) has exited (state %s)", name, pid, pidFile, state)
+	}
+	exe, err := os.Readlink(proc + "/exe")
+	if err != nil {
+		return Process{}, fmt.Errorf("%s (pid %d from %s): %w", name, pid, pidFile, err)
+	}
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	if filepath.Base(exe) != name {
+		return Process{}, fmt.Errorf("pid %d from %s runs %s, not %s (the pid was reused)", pid, pidFile, exe, name)
+	}
+	return Process{PID: pid, Exe: exe, Log: filepath.Join(e.runDir, name+".log")}, nil
 }
 
 // RESTConfig returns a client configuration for the API server from the
@@ -348,10 +430,12 @@ func (e *Env) Clientset(t testing.TB) *kubernetes.Clientset {
 // that tests never see each other's objects (nor those of anyone else using
 // the stack), and returns its name. When t ends, the objects the tests make
 // in it (ConfigMaps, Secrets, PodTemplates, custom resources are deleted
-// with their CRD) and the namespace itself are deleted: this control plane
-// runs no kube-controller-manager, so the test also removes the namespace's
-// "kubernetes" finalizer, as the namespace controller would once the
-// namespace is empty.
+// with their CRD) and the namespace itself are deleted; kube-controller-
+// manager's namespace controller then deletes the rest (its "default"
+// ServiceAccount, its kube-root-ca.crt ConfigMap) and finalizes it. On a
+// stack without kube-controller-manager (see ControllerManager) the test
+// removes the namespace's "kubernetes" finalizer itself, as that controller
+// would once the namespace is empty.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	prefix := strings.ToLower(nonDNS.ReplaceAllString(t.Name(), "-"))
@@ -374,7 +458,8 @@ func (e *Env) Namespace(t testing.TB) string {
 	return got.Name
 }
 
-// deleteNamespace deletes what the tests create in ns, then ns.
+// deleteNamespace deletes what the tests create in ns, then ns, and
+// finalizes ns if no namespace controller will.
 func (e *Env) deleteNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -386,10 +471,14 @@ func (e *Env) deleteNamespace(t testing.TB, cs kubernetes.Interface, ns string) 
 		cs.CoreV1().PodTemplates(ns).DeleteCollection(ctx, del, all),
 		cs.CoreV1().Namespaces().Delete(ctx, ns, del),
 	}
-	if cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-		cur.Spec.Finalizers = nil
-		_, err = cs.CoreV1().Namespaces().Finalize(ctx, cur, metav1.UpdateOptions{})
-		errs = append(errs, err)
+	if _, err := e.ControllerManager(); err != nil {
+		if cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+			cur.Spec.Finalizers = nil
+			_, err = cs.CoreV1().Namespaces().Finalize(ctx, cur, metav1.UpdateOptions{})
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Errorf("cleaning up namespace %s: %v", ns, err)
