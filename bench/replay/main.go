@@ -14,17 +14,32 @@
 // (/api, /apis, /api/v1) and the LIST of configmaps that kubectl get -w and
 // kwatch stream make before they watch.
 //
-// Usage: replay -addr 127.0.0.1:18080 -events 100000 [-flush event|drained]
+// -rate N paces the events at N a second (0: as fast as it can), for
+// measuring what following a stream of a given rate costs (kwatch pcap -i,
+// kwatch attach). -tls serves HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with a
+// self-signed certificate made at start, so that a Go client (kubectl
+// --insecure-skip-tls-verify) talks TLS to it.
+//
+// Usage: replay -addr 127.0.0.1:18080 -events 100000 [-flush event|drained] [-rate N] [-tls]
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"flag"
 	"fmt"
 	"log"
+	"math/big"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // event is a ConfigMap MODIFIED event of about 1 KB, shaped like those in
@@ -48,6 +63,8 @@ func main() {
 	n := flag.Int("events", 100000, "events per watch")
 	verbose := flag.Bool("v", false, "log every request")
 	flush := flag.String("flush", "event", "when the watch body is flushed: after every event, or once drained (at the end)")
+	rate := flag.Int("rate", 0, "events a second (0: as fast as it can)")
+	useTLS := flag.Bool("tls", false, "serve HTTPS with a self-signed certificate")
 	flag.Parse()
 	if *flush != "event" && *flush != "drained" {
 		log.Fatalf("-flush %q: want event or drained", *flush)
@@ -89,7 +106,14 @@ func main() {
 		f := w.(http.Flusher)
 		head, tail, _ := strings.Cut(event, "RV")
 		buf := make([]byte, 0, len(event)+16)
+		start := time.Now()
 		for i := 0; i < *n; i++ {
+			if *rate > 0 {
+				// Event i is due at start + i/rate.
+				if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(*rate))); d > 0 {
+					time.Sleep(d)
+				}
+			}
 			buf = append(strconv.AppendInt(append(buf[:0], head...), int64(1000+i), 10), tail...)
 			if _, err := w.Write(buf); err != nil {
 				return
@@ -101,5 +125,30 @@ func main() {
 		f.Flush()
 		served.Store(true)
 	})
+	if *useTLS {
+		cert, err := selfSigned()
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv := &http.Server{Addr: *addr, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+		log.Fatal(srv.ListenAndServeTLS("", ""))
+	}
 	log.Fatal(http.ListenAndServe(*addr, nil))
+}
+
+// selfSigned makes an ECDSA P-256 certificate for 127.0.0.1, valid a day.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "replay"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
