@@ -15,8 +15,17 @@ import (
 var buildDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helper())
+	}
 	dir, err := os.MkdirTemp("", "gotls-test-")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Readable by all: the unprivileged test runs a copy of the test
+	// binary from here as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

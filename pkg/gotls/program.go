@@ -25,19 +25,21 @@ const (
 //
 //	offset  size
 //	     0     8  bpf_get_current_pid_tgid(): tgid<<32 | thread id
-//	     8     4  label length
-//	    12     4  secret length
-//	    16    64  label
-//	    80    32  client random
-//	   112    64  secret
+//	     8     8  the current goroutine (the runtime's g pointer)
+//	    16     4  label length
+//	    20     4  secret length
+//	    24    64  label
+//	    88    32  client random
+//	   120    64  secret
 const (
 	recPIDTGID    = 0
-	recLabelLen   = 8
-	recSecretLen  = 12
-	recLabel      = 16
+	recG          = 8
+	recLabelLen   = 16
+	recSecretLen  = 20
+	recLabel      = 24
 	recRandom     = recLabel + maxLabel
 	recSecret     = recRandom + randomLen
-	recordSize    = recSecret + maxSecret // 176
+	recordSize    = recSecret + maxSecret // 184
 	recordOnStack = -8 - recordSize       // the perf path's record, under the counter key
 )
 
@@ -69,10 +71,12 @@ const (
 
 // program returns the instructions of the probe for arch's registers,
 // writing to out. On entry it reads writeKeyLog's label, clientRandom and
-// secret (pointer and length each) from the context, skips the call unless
+// secret (pointer and length each) and the current goroutine from the
+// context, skips the call unless
 // the label is at most maxLabel bytes, the random exactly randomLen and the
 // secret at most maxSecret, copies the three with bpf_probe_read_user into a
-// record with bpf_get_current_pid_tgid and the two lengths, and hands the
+// record with bpf_get_current_pid_tgid, the goroutine and the two lengths,
+// and hands the
 // record on; a record that finds its buffer full is counted in
 // counters[counterLost], a skipped call in counters[counterSkipped]. Helper
 // semantics: the kernel's include/uapi/linux/bpf.h.
@@ -121,6 +125,8 @@ func program(arch string, out output) (asm.Instructions, error) {
 	insns = append(insns,
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.StoreMem(asm.R7, recPIDTGID, asm.R0, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R6, r.g, asm.DWord),
+		asm.StoreMem(asm.R7, recG, asm.R1, asm.DWord),
 		asm.StoreMem(asm.R7, recLabelLen, asm.R8, asm.Word),
 		asm.StoreMem(asm.R7, recSecretLen, asm.R9, asm.Word),
 	)
@@ -179,24 +185,25 @@ func program(arch string, out output) (asm.Instructions, error) {
 	return insns, nil
 }
 
-// decode reads a record the program wrote. Records are checked again here,
-// as bytes from another process: lengths within bounds, a label of
-// upper-case letters, digits and underscores (every label crypto/tls writes),
-// so that a key log line made from it is one well-formed line.
-func decode(b []byte) (Secret, error) {
+// decode reads a record the program wrote, and returns its secret and the
+// goroutine that made the call. Records are checked again here, as bytes
+// from another process: lengths within bounds, a label of upper-case
+// letters, digits and underscores (every label crypto/tls writes), so that a
+// key log line made from it is one well-formed line.
+func decode(b []byte) (Secret, uint64, error) {
 	if len(b) < recordSize {
-		return Secret{}, fmt.Errorf("record of %d bytes, want %d", len(b), recordSize)
+		return Secret{}, 0, fmt.Errorf("record of %d bytes, want %d", len(b), recordSize)
 	}
 	bo := binary.NativeEndian
 	pidTGID := bo.Uint64(b[recPIDTGID:])
 	labelLen, secretLen := bo.Uint32(b[recLabelLen:]), bo.Uint32(b[recSecretLen:])
 	if labelLen == 0 || labelLen > maxLabel || secretLen == 0 || secretLen > maxSecret {
-		return Secret{}, fmt.Errorf("record with a %d-byte label and a %d-byte secret", labelLen, secretLen)
+		return Secret{}, 0, fmt.Errorf("record with a %d-byte label and a %d-byte secret", labelLen, secretLen)
 	}
 	label := b[recLabel : recLabel+labelLen]
 	for _, c := range label {
 		if !('A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return Secret{}, fmt.Errorf("record whose label holds the byte %#x", c)
+			return Secret{}, 0, fmt.Errorf("record whose label holds the byte %#x", c)
 		}
 	}
 	s := Secret{
@@ -206,5 +213,5 @@ func decode(b []byte) (Secret, error) {
 		Secret: append([]byte(nil), b[recSecret:recSecret+secretLen]...),
 	}
 	copy(s.ClientRandom[:], b[recRandom:recRandom+randomLen])
-	return s, nil
+	return s, bo.Uint64(b[recG:]), nil
 }

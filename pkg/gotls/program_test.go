@@ -16,12 +16,13 @@ import (
 // here only: the machine running the tests is amd64), and for both outputs.
 func TestProgramRegisters(t *testing.T) {
 	// In the order the program reads them: the random's, label's and
-	// secret's lengths, then the label's, random's and secret's pointers.
+	// secret's lengths, the goroutine, then the label's, random's and
+	// secret's pointers.
 	want := map[string][]int16{
-		// rsi, rcx, r10; rbx, rdi, r9 (arch/x86/include/asm/ptrace.h)
-		"amd64": {104, 88, 56, 40, 112, 64},
-		// x4, x2, x7; x1, x3, x6 (user_pt_regs.regs[i] at 8*i)
-		"arm64": {8 * 4, 8 * 2, 8 * 7, 8 * 1, 8 * 3, 8 * 6},
+		// rsi, rcx, r10; r14; rbx, rdi, r9 (arch/x86/include/asm/ptrace.h)
+		"amd64": {104, 88, 56, 8, 40, 112, 64},
+		// x4, x2, x7; x28; x1, x3, x6 (user_pt_regs.regs[i] at 8*i)
+		"arm64": {8 * 4, 8 * 2, 8 * 7, 8 * 28, 8 * 1, 8 * 3, 8 * 6},
 	}
 	for arch, offsets := range want {
 		for _, out := range []output{toRing, toPerf} {
@@ -56,6 +57,7 @@ func TestProgramRegisters(t *testing.T) {
 func record(pid, tid uint32, label string, random [32]byte, secret []byte) []byte {
 	b := make([]byte, recordSize)
 	binary.NativeEndian.PutUint64(b[recPIDTGID:], uint64(pid)<<32|uint64(tid))
+	binary.NativeEndian.PutUint64(b[recG:], 0xc000001234)
 	binary.NativeEndian.PutUint32(b[recLabelLen:], uint32(len(label)))
 	binary.NativeEndian.PutUint32(b[recSecretLen:], uint32(len(secret)))
 	copy(b[recLabel:recLabel+maxLabel], label)
@@ -70,12 +72,12 @@ func TestDecode(t *testing.T) {
 		random[i] = byte(i)
 	}
 	secret := bytes.Repeat([]byte{0xab}, 48)
-	s, err := decode(record(1234, 1240, "CLIENT_TRAFFIC_SECRET_0", random, secret))
+	s, g, err := decode(record(1234, 1240, "CLIENT_TRAFFIC_SECRET_0", random, secret))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.PID != 1234 || s.TID != 1240 || s.Label != "CLIENT_TRAFFIC_SECRET_0" || s.ClientRandom != random || !bytes.Equal(s.Secret, secret) {
-		t.Errorf("decoded %+v", s)
+	if s.PID != 1234 || s.TID != 1240 || s.Label != "CLIENT_TRAFFIC_SECRET_0" || s.ClientRandom != random || !bytes.Equal(s.Secret, secret) || g != 0xc000001234 {
+		t.Errorf("decoded %+v, goroutine %#x", s, g)
 	}
 
 	for _, c := range []struct {
@@ -83,7 +85,7 @@ func TestDecode(t *testing.T) {
 		rec  []byte
 		says string
 	}{
-		{"short", record(1, 1, "CLIENT_RANDOM", random, secret)[:recordSize-1], "record of 175 bytes"},
+		{"short", record(1, 1, "CLIENT_RANDOM", random, secret)[:recordSize-1], "record of 183 bytes"},
 		{"empty label", record(1, 1, "", random, secret), "0-byte label"},
 		{"empty secret", record(1, 1, "CLIENT_RANDOM", random, nil), "0-byte secret"},
 		{"label too long", func() []byte {
@@ -101,7 +103,7 @@ func TestDecode(t *testing.T) {
 		{"lower case", record(1, 1, "client_random", random, secret), "byte 0x63"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := decode(c.rec); err == nil || !strings.Contains(err.Error(), c.says) {
+			if _, _, err := decode(c.rec); err == nil || !strings.Contains(err.Error(), c.says) {
 				t.Errorf("err %v, want one saying %q", err, c.says)
 			}
 		})
@@ -115,5 +117,34 @@ func TestKeyLogLine(t *testing.T) {
 	want := "CLIENT_RANDOM 01000000000000000000000000000000000000000000000000000000000000fe deadbeef\n"
 	if got := string(s.KeyLogLine()); got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// TestSeen: a call is recognised as reported again among the last
+// recentCalls, and forgotten after.
+func TestSeen(t *testing.T) {
+	var p Probe
+	first := call{pid: 1, g: 0xc000002000, label: "CLIENT_RANDOM", random: [32]byte{1}}
+	if p.seen(first) {
+		t.Fatal("a first call seen before")
+	}
+	for _, c := range []call{
+		{pid: 2, g: first.g, label: first.label, random: first.random},      // another process
+		{pid: 1, g: 0xc000003000, label: first.label, random: first.random}, // another goroutine: the other side
+		{pid: 1, g: first.g, label: "SERVER_TRAFFIC_SECRET_0", random: first.random},
+		{pid: 1, g: first.g, label: first.label, random: [32]byte{2}},
+	} {
+		if p.seen(c) {
+			t.Errorf("%+v: seen", c)
+		}
+	}
+	if !p.seen(first) {
+		t.Error("a call reported twice: not seen")
+	}
+	for i := range recentCalls {
+		p.seen(call{pid: 3, g: uint64(i)})
+	}
+	if p.seen(first) {
+		t.Errorf("remembered after %d other calls", recentCalls)
 	}
 }
