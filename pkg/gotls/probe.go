@@ -47,6 +47,7 @@ type Probe struct {
 	perf     *perf.Reader    // when out == toPerf
 	bad      atomic.Uint64   // records decode refused
 	repeats  atomic.Uint64   // records Read dropped as a call's second report
+	deadline atomic.Int64    // SetDeadline's, in Unix nanoseconds; 0 for none
 	recent   [recentCalls]call
 	next     int // where in recent the next call goes
 
@@ -271,35 +272,25 @@ func runs(pid int, path string, fi os.FileInfo) error {
 
 // Read blocks until the probe has a secret, and returns it. Secrets come in
 // the order the kernel wrote them (in the perf fallback, in order per CPU
-// only). Records that are not well-formed (see decode) are skipped and
-// counted (Skipped). A call whose entry ran twice is reported once: Go's
-// runtime restarts a function from its entry after growing the goroutine's
-// stack, and the kernel executes the probed instruction again when a signal
-// interrupts the uprobe's single step, and each time the probe fires; Read
-// drops a record with the process, goroutine, label and client random of
-// one of the last 64. After Close it returns an error wrapping
-// os.ErrClosed; past a deadline (SetDeadline), one wrapping
-// os.ErrDeadlineExceeded.
+// only), up to 20 ms (pollInterval) after the call: the program wakes Read
+// only when the ring buffer is a quarter full (the perf fallback wakes it
+// for every secret), and Read looks at the buffer every 20 ms. Records that are not well-formed (see decode) are
+// skipped and counted (Skipped).
+//
+// A call whose entry ran twice is reported once. Go's runtime restarts a
+// function from its entry after growing the goroutine's stack (the
+// prologue's morestack call jumps back to the entry), and the kernel
+// executes the probed instruction again when a signal interrupts the
+// uprobe's single step; each time the probe fires. Read drops a record with
+// the process, goroutine, label and client random of one of the last 64.
+//
+// After Close it returns an error wrapping os.ErrClosed; past a deadline
+// (SetDeadline), one wrapping os.ErrDeadlineExceeded.
 func (p *Probe) Read() (Secret, error) {
 	for {
-		var raw []byte
-		if p.ring != nil {
-			rec, err := p.ring.Read()
-			if err != nil {
-				return Secret{}, readError(err)
-			}
-			raw = rec.RawSample
-		} else {
-			rec, err := p.perf.Read()
-			if err != nil {
-				return Secret{}, readError(err)
-			}
-			// rec.LostSamples is not added to Lost: the program
-			// already counted each failed bpf_perf_event_output.
-			if rec.LostSamples > 0 || len(rec.RawSample) == 0 {
-				continue
-			}
-			raw = rec.RawSample
+		raw, err := p.readRaw()
+		if err != nil {
+			return Secret{}, err
 		}
 		s, g, err := decode(raw)
 		if err != nil {
@@ -315,6 +306,53 @@ func (p *Probe) Read() (Secret, error) {
 	}
 }
 
+// pollInterval is how often Read looks at the ring buffer when the kernel
+// has not woken it: the program wakes it only when the ring is filling up
+// (wakeAt), so a secret can wait this long before Read returns it.
+const pollInterval = 20 * time.Millisecond
+
+// readRaw returns the next record's bytes, looking at the buffer at least
+// every pollInterval until the deadline.
+func (p *Probe) readRaw() ([]byte, error) {
+	for {
+		tick := time.Now().Add(pollInterval)
+		d := p.deadline.Load()
+		if d != 0 && d < tick.UnixNano() {
+			tick = time.Unix(0, d)
+		}
+		var raw []byte
+		var err error
+		if p.ring != nil {
+			p.ring.SetDeadline(tick)
+			var rec ringbuf.Record
+			rec, err = p.ring.Read()
+			raw = rec.RawSample
+		} else {
+			p.perf.SetDeadline(tick)
+			var rec perf.Record
+			rec, err = p.perf.Read()
+			// rec.LostSamples is not added to Lost: the program
+			// already counted each failed bpf_perf_event_output.
+			if err == nil && (rec.LostSamples > 0 || len(rec.RawSample) == 0) {
+				continue
+			}
+			raw = rec.RawSample
+		}
+		switch {
+		case err == nil:
+			return raw, nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if d := p.deadline.Load(); d == 0 || time.Now().UnixNano() < d {
+				continue
+			}
+			return nil, fmt.Errorf("reading secrets: %w", err)
+		case errors.Is(err, os.ErrClosed):
+			return nil, fmt.Errorf("reading secrets: the probe is closed: %w", os.ErrClosed)
+		}
+		return nil, fmt.Errorf("reading secrets: %w", err)
+	}
+}
+
 // seen reports whether c is one of the recent calls, and remembers it.
 func (p *Probe) seen(c call) bool {
 	for _, r := range p.recent {
@@ -327,22 +365,16 @@ func (p *Probe) seen(c call) bool {
 	return false
 }
 
-func readError(err error) error {
-	if errors.Is(err, os.ErrClosed) {
-		return fmt.Errorf("reading secrets: the probe is closed: %w", os.ErrClosed)
-	}
-	return fmt.Errorf("reading secrets: %w", err)
-}
-
 // SetDeadline makes a Read that is blocked, or a later one, return an error
-// wrapping os.ErrDeadlineExceeded once t has passed; the zero time removes
-// the deadline.
+// wrapping os.ErrDeadlineExceeded once t has passed (a blocked Read notices
+// a new deadline within pollInterval, 20 ms); the zero time removes the
+// deadline.
 func (p *Probe) SetDeadline(t time.Time) {
-	if p.ring != nil {
-		p.ring.SetDeadline(t)
-	} else {
-		p.perf.SetDeadline(t)
+	if t.IsZero() {
+		p.deadline.Store(0)
+		return
 	}
+	p.deadline.Store(max(t.UnixNano(), 1))
 }
 
 // Lost returns how many secrets the probe saw but could not hand on because
