@@ -67,18 +67,19 @@ func checkCaps(eff uint64) error {
 	return fmt.Errorf("%w: run as root, or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8); this process lacks %s and CAP_SYS_ADMIN", ErrNotPermitted, strings.Join(lacks, " and "))
 }
 
-// checkProcess checks this process's capabilities (when /proc/self/status
-// can be read: else the kernel will say) and the kernel's uprobe PMU.
-func checkProcess() error {
-	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+// checkProcess checks this process's capabilities in status
+// (/proc/self/status; when it cannot be read, the kernel will say) and the
+// kernel's uprobe PMU (uprobePMU).
+func checkProcess(status, pmu string) error {
+	if status, err := os.ReadFile(status); err == nil {
 		if eff, err := capEff(string(status)); err == nil {
 			if err := checkCaps(eff); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := os.Stat(uprobePMU); err != nil {
-		return fmt.Errorf("%w: no %s (CONFIG_UPROBE_EVENTS, Linux 4.17 or later)", ErrNoUprobes, uprobePMU)
+	if _, err := os.Stat(pmu); err != nil {
+		return fmt.Errorf("%w: no %s (CONFIG_UPROBE_EVENTS, Linux 4.17 or later)", ErrNoUprobes, pmu)
 	}
 	return nil
 }

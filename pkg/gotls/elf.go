@@ -122,7 +122,7 @@ func Find(path string) (Location, error) {
 	if !found {
 		tab, tabErr = findPclntab(ef)
 	}
-	if loc.GoVersion == "" && !hasMain && tab == nil {
+	if !found && loc.GoVersion == "" && !hasMain && tab == nil {
 		return Location{}, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
 	}
 	loc.Arch = archOf(ef)

@@ -102,7 +102,7 @@ func Open() (*Probe, error) {
 }
 
 func open(o options) (*Probe, error) {
-	if err := checkProcess(); err != nil {
+	if err := checkProcess("/proc/self/status", uprobePMU); err != nil {
 		return nil, err
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later

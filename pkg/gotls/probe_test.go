@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/kwatch/kwatch/pkg/keylog"
 )
 
@@ -445,6 +447,38 @@ func TestOpenUnprivileged(t *testing.T) {
 	want := "not permitted to load BPF programs and place uprobes: run as root, or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8); this process lacks CAP_BPF and CAP_PERFMON and CAP_SYS_ADMIN\n"
 	if msg != want {
 		t.Errorf("stderr %q, want %q", msg, want)
+	}
+}
+
+// TestOpenErrors: what Open says of a kernel without a uprobe PMU or BPF,
+// which this machine cannot show: each a one-line error wrapping its
+// sentinel.
+func TestOpenErrors(t *testing.T) {
+	status := filepath.Join(t.TempDir(), "status")
+	if err := os.WriteFile(status, []byte("Name:\tx\nCapEff:\t000001ffffffffff\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pmu := filepath.Join(t.TempDir(), "uprobe")
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+		says string
+	}{
+		{"no uprobe PMU", checkProcess(status, pmu), ErrNoUprobes, "the kernel has no uprobe PMU: no " + pmu + " (CONFIG_UPROBE_EVENTS"},
+		{"no bpf(2)", bpfError("probing for kprobe programs", fmt.Errorf("detect support: %w", syscall.ENOSYS)), ErrNoBPF, "the kernel has no BPF for uprobes: probing for kprobe programs"},
+		{"no kprobe programs", bpfError("probing for kprobe programs", ebpf.ErrNotSupported), ErrNoBPF, "(CONFIG_BPF_SYSCALL, CONFIG_BPF_EVENTS)"},
+		{"refused", bpfError("loading the uprobe program", fmt.Errorf("load: %w", syscall.EPERM)), ErrNotPermitted, "the kernel refused"},
+		{"other", bpfError("loading the uprobe program", errors.New("verifier says no")), nil, "loading the uprobe program: verifier says no"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.err == nil || c.want != nil && !errors.Is(c.err, c.want) || !strings.Contains(c.err.Error(), c.says) || strings.Contains(c.err.Error(), "\n") {
+				t.Errorf("%v; want one line wrapping %v, saying %q", c.err, c.want, c.says)
+			}
+		})
+	}
+	if err := checkProcess(status, t.TempDir()); err != nil {
+		t.Errorf("with a PMU: %v", err)
 	}
 }
 
