@@ -1,0 +1,387 @@
+package gotls
+
+// Finding crypto/tls.(*Config).writeKeyLog in an ELF executable: in its
+// symbol tables when it has them, else in the function table every Go
+// program carries (.gopclntab), which stripping (-ldflags "-s -w") keeps.
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"debug/gosym"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// FuncName is the function the probe is placed on: crypto/tls's
+// (*Config).writeKeyLog(label string, clientRandom, secret []byte) error,
+// which Go's crypto/tls calls for every secret of every handshake, client
+// and server side, whether or not Config.KeyLogWriter is set (the nil check
+// is inside it: crypto/tls/common.go).
+const FuncName = "crypto/tls.(*Config).writeKeyLog"
+
+// Errors of Find (and of Probe.Attach, which calls it). Each is returned
+// wrapped with the path: test for them with errors.Is.
+var (
+	// ErrNotELF: the file is not an ELF file (or not one debug/elf can read).
+	ErrNotELF = errors.New("not an ELF file")
+	// ErrNotGo: an ELF file with neither Go build information nor a Go
+	// function table (.gopclntab): not a Go program.
+	ErrNotGo = errors.New("not a Go program")
+	// ErrNoCryptoTLS: a Go program in which crypto/tls.(*Config).writeKeyLog
+	// is absent: it does not link crypto/tls, or the linker dropped the
+	// function because nothing in it makes a TLS handshake.
+	ErrNoCryptoTLS = errors.New("a Go program without crypto/tls")
+	// ErrUnsupportedArch: an ELF file for an architecture other than amd64
+	// (x86-64) and arm64 (AArch64), the two whose registers the probe
+	// knows; or, from Probe.Attach, an executable for an architecture other
+	// than the running kernel's.
+	ErrUnsupportedArch = errors.New("unsupported architecture")
+)
+
+// Method says how Find found the function.
+type Method int
+
+const (
+	// BySymbolTable: in the ELF symbol table (.symtab, or .dynsym).
+	BySymbolTable Method = iota + 1
+	// ByPclntab: in Go's function table (.gopclntab, or the bytes that
+	// hold it when the section headers are gone), read with debug/gosym.
+	ByPclntab
+)
+
+// String returns "symbol table" or ".gopclntab".
+func (m Method) String() string {
+	switch m {
+	case BySymbolTable:
+		return "symbol table"
+	case ByPclntab:
+		return ".gopclntab"
+	}
+	return fmt.Sprintf("Method(%d)", int(m))
+}
+
+// Location is where FuncName is in one executable.
+type Location struct {
+	// Path is the executable as given to Find.
+	Path string
+	// Address is the function's entry as linked (a virtual address; for a
+	// position-independent executable, before the loader moves it).
+	Address uint64
+	// Offset is the entry's offset in the file, in bytes: Address minus the
+	// virtual address of the PT_LOAD segment that holds it plus that
+	// segment's file offset. This is what a uprobe is placed at.
+	Offset uint64
+	// Method says how the function was found.
+	Method Method
+	// Arch is the executable's architecture, as GOARCH names it: "amd64"
+	// or "arm64".
+	Arch string
+	// GoVersion is the Go toolchain that built it (debug/buildinfo, e.g.
+	// "go1.26.8"); "" when the file does not say.
+	GoVersion string
+}
+
+// Find returns where FuncName is in the ELF executable at path (an ordinary
+// file or /proc/PID/exe). It looks in the symbol tables first (.symtab, then
+// .dynsym); a stripped program has neither, so it then reads Go's function
+// table (.gopclntab) with debug/gosym, taking the start of the text
+// (runtime.text), against which that table's entries are stored, from the
+// module data (the .go.module section; see pclnText). Position-independent
+// and fixed-address executables, amd64 and arm64, are read the same way.
+//
+// Errors wrap ErrNotELF, ErrNotGo, ErrUnsupportedArch or ErrNoCryptoTLS, and
+// name the path; errors opening or reading the file are returned as they
+// come (wrapped), so os.ErrNotExist and os.ErrPermission can be tested for.
+func Find(path string) (Location, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Location{}, err
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
+		return Location{}, fmt.Errorf("%s: %w", path, ErrNotELF)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return Location{}, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+	}
+	loc := Location{Path: path}
+	if bi, err := buildinfo.Read(f); err == nil {
+		loc.GoVersion = bi.GoVersion
+	}
+	syms := symbols(ef)
+	addr, found := syms[FuncName]
+	_, hasMain := syms["runtime.main"]
+	var tab *pclntab
+	var tabErr error
+	if !found {
+		tab, tabErr = findPclntab(ef)
+	}
+	if !found && loc.GoVersion == "" && !hasMain && tab == nil {
+		return Location{}, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
+	}
+	loc.Arch = archOf(ef)
+	if loc.Arch == "" {
+		return Location{}, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
+	}
+	switch {
+	case found:
+		loc.Address, loc.Method = addr, BySymbolTable
+	case tabErr != nil:
+		return Location{}, fmt.Errorf("%s: %w", path, tabErr)
+	case tab == nil:
+		// A Go program (build information, runtime.main) whose function
+		// table cannot be found: without it nothing can be looked up.
+		return Location{}, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, FuncName)
+	default:
+		text, err := pclnText(ef, tab)
+		if err != nil {
+			return Location{}, fmt.Errorf("%s: %w", path, err)
+		}
+		fn := tab.lookup(FuncName, text)
+		if fn == nil {
+			return Location{}, noCryptoTLS(path)
+		}
+		loc.Address, loc.Method = fn.Entry, ByPclntab
+	}
+	off, err := fileOffset(ef, loc.Address)
+	if err != nil {
+		return Location{}, fmt.Errorf("%s: %s: %w", path, FuncName, err)
+	}
+	loc.Offset = off
+	return loc, nil
+}
+
+func noCryptoTLS(path string) error {
+	return fmt.Errorf("%s: %w: it has no %s (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNoCryptoTLS, FuncName)
+}
+
+// archOf names the architecture of a 64-bit little-endian ELF file as GOARCH
+// does; "" for any other.
+func archOf(ef *elf.File) string {
+	if ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
+		return ""
+	}
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		return "amd64"
+	case elf.EM_AARCH64:
+		return "arm64"
+	}
+	return ""
+}
+
+// symbols returns the defined functions of .symtab and .dynsym by name, with
+// their addresses; empty for a stripped file.
+func symbols(ef *elf.File) map[string]uint64 {
+	m := map[string]uint64{}
+	add := func(syms []elf.Symbol, _ error) {
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
+				if _, ok := m[s.Name]; !ok {
+					m[s.Name] = s.Value
+				}
+			}
+		}
+	}
+	add(ef.Symbols())
+	add(ef.DynamicSymbols())
+	return m
+}
+
+// fileOffset converts a virtual address as linked into its offset in the
+// file, through the executable PT_LOAD segment that holds it.
+func fileOffset(ef *elf.File, addr uint64) (uint64, error) {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Filesz {
+			return addr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x is in no executable PT_LOAD segment", addr)
+}
+
+// pclntab is a Go function table found in a file: its bytes from its header
+// on and its virtual address.
+type pclntab struct {
+	data []byte
+	addr uint64
+}
+
+// Magic numbers of the pclntab header, by the Go release that introduced
+// them (internal/abi/symtab.go, debug/gosym/pclntab.go), little-endian.
+var pclnMagics = []uint32{0xfffffff1 /* 1.20 */, 0xfffffff0 /* 1.18 */, 0xfffffffa /* 1.16 */, 0xfffffffb /* 1.2 */}
+
+// findPclntab returns the file's Go function table: the .gopclntab section,
+// or, when there is none (no section headers, or a linker that put the
+// table inside another section), the first place in a PT_LOAD segment that
+// starts with a pclntab header debug/gosym can read. nil if there is none.
+func findPclntab(ef *elf.File) (*pclntab, error) {
+	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("reading .gopclntab: %w", err)
+		}
+		return &pclntab{data: data, addr: s.Addr}, nil
+	}
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Filesz == 0 {
+			continue
+		}
+		data, err := io.ReadAll(p.Open())
+		if err != nil {
+			return nil, fmt.Errorf("reading the segment at %#x: %w", p.Vaddr, err)
+		}
+		for _, magic := range pclnMagics {
+			var head [6]byte
+			binary.LittleEndian.PutUint32(head[:], magic)
+			for i := 0; ; {
+				j := bytes.Index(data[i:], head[:])
+				if j < 0 {
+					break
+				}
+				i += j
+				if t := (&pclntab{data: data[i:], addr: p.Vaddr + uint64(i)}); t.valid() {
+					return t, nil
+				}
+				i++
+			}
+		}
+	}
+	return nil, nil
+}
+
+// valid reports whether t reads as a Go function table that holds
+// runtime.main (whatever the text start: valid only looks at names).
+func (t *pclntab) valid() bool {
+	if len(t.data) < 16 || (t.data[6] != 1 && t.data[6] != 2 && t.data[6] != 4) || t.data[7] != 8 {
+		return false
+	}
+	return t.lookup("runtime.main", 0) != nil
+}
+
+// lookup returns the function called name, with its entry computed from
+// text (runtime.text); nil if the table has no such function.
+func (t *pclntab) lookup(name string, text uint64) *gosym.Func {
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(t.data, text))
+	if err != nil {
+		return nil
+	}
+	return tab.LookupFunc(name)
+}
+
+// Words of runtime.moduledata (runtime/symtab.go) that pclnText reads: the
+// first field is the pcHeader pointer; after six slices (three words each),
+// findfunctab, minpc and maxpc comes text.
+const (
+	moduledataPCHeader = 0
+	moduledataMinPC    = 20
+	moduledataText     = 22
+	moduledataWords    = 23
+)
+
+// pclnText returns runtime.text, the address the function table's entries
+// are offsets from (Go 1.18 on). It is read from the module data: the
+// .go.module section (Go 1.26; its first word must be the table's address),
+// or, with no such section, the first 8-byte-aligned word in a writable
+// segment that holds the table's address and is followed, 22 words on, by a
+// text address inside an executable segment. Go 1.18-1.25 also stored it in
+// the table's header (Go 1.26 leaves that field 0: runtime/symtab.go), which
+// is used when no module data is found. Words that are 0 in the file because
+// the linker left them to a dynamic relocation (R_*_RELATIVE in a RELA
+// section) are read from the relocation's addend.
+//
+// The .text section's address is never used: with external linking it is
+// not runtime.text (0x100 bytes before it, measured), and a uprobe placed
+// mid-instruction would break the program.
+func pclnText(ef *elf.File, t *pclntab) (uint64, error) {
+	if t.data[0] == 0xfb || t.data[0] == 0xfa { // Go 1.2-1.17: entries are addresses
+		return 0, nil
+	}
+	if s := ef.Section(".go.module"); s != nil && s.Type != elf.SHT_NOBITS {
+		data, err := s.Data()
+		if err != nil {
+			return 0, fmt.Errorf("reading .go.module: %w", err)
+		}
+		if len(data) < 8*moduledataWords {
+			return 0, fmt.Errorf(".go.module holds %d bytes, fewer than the %d of runtime.moduledata's first words", len(data), 8*moduledataWords)
+		}
+		word := func(i int) uint64 { return relocated(ef, s.Addr+uint64(8*i), binary.LittleEndian.Uint64(data[8*i:])) }
+		if h := word(moduledataPCHeader); h != t.addr {
+			return 0, fmt.Errorf(".go.module's pcHeader is %#x, not the function table's address %#x", h, t.addr)
+		}
+		return word(moduledataText), nil
+	}
+	if text, ok := scanModuledata(ef, t.addr); ok {
+		return text, nil
+	}
+	const textStart = 8 + 2*8 // magic, pads, quantum, ptrsize; nfunc, nfiles
+	if text := relocated(ef, t.addr+textStart, binary.LittleEndian.Uint64(t.data[textStart:])); text != 0 {
+		return text, nil
+	}
+	return 0, errors.New("found no runtime.text: neither a .go.module section, nor module data pointing at the function table, nor a text start in its header")
+}
+
+// scanModuledata looks for runtime.moduledata in the writable segments (see
+// pclnText) and returns its text word.
+func scanModuledata(ef *elf.File, pcHeader uint64) (uint64, bool) {
+	var want [8]byte
+	binary.LittleEndian.PutUint64(want[:], pcHeader)
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 {
+			continue
+		}
+		data, err := io.ReadAll(p.Open())
+		if err != nil {
+			continue
+		}
+		for i := 0; i+8*moduledataWords <= len(data); i += 8 {
+			if !bytes.Equal(data[i:i+8], want[:]) {
+				continue
+			}
+			text := binary.LittleEndian.Uint64(data[i+8*moduledataText:])
+			minpc := binary.LittleEndian.Uint64(data[i+8*moduledataMinPC:])
+			if _, err := fileOffset(ef, text); err == nil && minpc >= text {
+				return text, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// relocated returns v, the word stored at addr in the file, or, when v is 0,
+// the addend of a relative dynamic relocation at addr: linkers that leave
+// RELA targets 0 in the file (lld does) put the value there.
+func relocated(ef *elf.File, addr, v uint64) uint64 {
+	if v != 0 {
+		return v
+	}
+	var relative uint32
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		relative = uint32(elf.R_X86_64_RELATIVE)
+	case elf.EM_AARCH64:
+		relative = uint32(elf.R_AARCH64_RELATIVE)
+	default:
+		return v
+	}
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_RELA {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela: offset, info, addend
+			if binary.LittleEndian.Uint64(data[i:]) == addr && uint32(binary.LittleEndian.Uint64(data[i+8:])) == relative {
+				return binary.LittleEndian.Uint64(data[i+16:])
+			}
+		}
+	}
+	return v
+}
