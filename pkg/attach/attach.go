@@ -1,0 +1,534 @@
+// Package attach follows the watches of running processes, live and
+// decrypted, with no key log and no restart (kwatch attach): the TLS
+// secrets come from the processes themselves, through an eBPF uprobe on Go's
+// crypto/tls (pkg/gotls), and the packets from a live capture (pkg/live) in
+// each process's network namespace, kept to the processes' own connections
+// (pkg/procnet: their sockets, re-read as connections come and go). Both
+// go through the path of kwatch pcap (pcap.ReadLive): decrypt, HTTP/1.1 or
+// HTTP/2, gzip, watch events with their chunks or DATA frames.
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/kwatch/kwatch/pkg/gotls"
+	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/live"
+	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/pcapwriter"
+	"github.com/kwatch/kwatch/pkg/procnet"
+	"github.com/kwatch/kwatch/pkg/record"
+)
+
+// Options say what to attach to and how to decode.
+type Options struct {
+	// Targets are processes by PID or by name (as pgrep -x matches).
+	Targets []string
+	// Exes are executables: every process of each, running now or
+	// started later (the uprobe is on the file, for any process).
+	Exes []string
+	// Read tunes the decoding (its Keys, WaitForKeys, Name and Owner are
+	// set by Run).
+	Read pcap.Options
+	// Record, when set, receives a pcapng of the packets captured and
+	// the secrets taken (Decryption Secrets Blocks), so that TShark,
+	// Wireshark and kwatch pcap decrypt it with no key log.
+	Record io.Writer
+	// Notice, when set, is told what attach does and meets, one line at a
+	// time, without a trailing newline: processes attached and exited.
+	Notice func(line string)
+	// Ports are server ports whose connections are captured from the
+	// start besides DefaultPorts and those the processes are seen to use.
+	Ports []uint16
+	// Rescan is how often the processes' sockets are re-read, and new
+	// processes of Exes looked for, besides when a packet of an unknown
+	// connection comes; 1 s when 0.
+	Rescan time.Duration
+}
+
+// Result says what a Run did.
+type Result struct {
+	// Stats are the live capture's, as pcap.ReadLive counts them.
+	Stats *pcap.Stats
+	// Processes are the processes attached to, in the order they were.
+	Processes []procnet.Process
+	// Secrets counts the secrets taken from the processes; Lost those
+	// the kernel could not hand over (its ring buffer was full).
+	Secrets, Lost uint64
+	// Exited says that every process attached to exited (the run ended
+	// by itself), rather than that ctx was cancelled.
+	Exited bool
+}
+
+// DefaultPorts are the ports captured whatever the processes were seen to
+// use: the API server's usual ones (kubeadm 6443, managed clusters 443,
+// some 8443). The first packet of every connection (its SYN) is captured
+// too: when a process's connection goes to another port, that port is
+// captured from then on, and the packets of that connection which the
+// kernel filtered out before are said to be lost.
+var DefaultPorts = []uint16{443, 6443, 8443}
+
+// ErrNoTarget is wrapped by Run's error when a name matches no process.
+var ErrNoTarget = errors.New("no such process")
+
+// Run attaches to the processes of opt, decodes their watches until ctx is
+// cancelled or every process attached to exited (with no Exes), and sends
+// records to sink as pcap.ReadLive does. Errors (before any record): a
+// target that is not running or not a Go program that links crypto/tls
+// (gotls.ErrNotGo, gotls.ErrNoCryptoTLS), missing privileges
+// (ErrPermission, gotls.ErrNotPermitted, live.ErrPermission), a kernel
+// without uprobes (gotls.ErrNoUprobes).
+func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
+	if opt.Rescan <= 0 {
+		opt.Rescan = time.Second
+	}
+	if opt.Notice == nil {
+		opt.Notice = func(string) {}
+	}
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	procs, err := resolve(opt.Targets)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		if _, err := gotls.Find(p.ExePath()); err != nil {
+			return nil, fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
+		}
+	}
+	for _, exe := range opt.Exes {
+		if _, err := gotls.Find(exe); err != nil {
+			return nil, err
+		}
+	}
+	probe, err := gotls.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Close()
+	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, attached: map[int]bool{}}
+	// What was attached is said once the captures are open too: from
+	// then on, a connection is seen from its first packet.
+	var attached []string
+	for _, exe := range opt.Exes {
+		loc, err := probe.Attach(exe, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", exe, err)
+		}
+		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
+	}
+	for _, p := range procs {
+		line, err := a.attach(p)
+		if err != nil {
+			return nil, err
+		}
+		attached = append(attached, line)
+	}
+	if err := a.openCaptures(); err != nil {
+		return nil, err
+	}
+	defer a.closeCaptures()
+	for _, line := range attached {
+		opt.Notice(line)
+	}
+	// Only the attached processes' packets are recorded.
+	var src live.Source = &tracked{a: a, src: live.Merge(a.captures()...)}
+	if opt.Record != nil {
+		w, err := pcapwriter.NewNgPackets(opt.Record, layers.LinkTypeRaw, live.SnapLen)
+		if err != nil {
+			return nil, fmt.Errorf("--record: %w", err)
+		}
+		a.rec = live.Record(src, w)
+		src = a.rec
+	}
+	var wg sync.WaitGroup
+	wg.Go(a.readSecrets)
+	ro := opt.Read
+	ro.Keys, ro.WaitForKeys, ro.Owner = a.keys, true, a.owner
+	if ro.Name == "" {
+		ro.Name = "attach"
+	}
+	stats := pcap.ReadLive(ctx, src, ro, sink)
+	_ = probe.Close() // ends readSecrets
+	wg.Wait()
+	if a.rec != nil {
+		if err := a.rec.Close(); err != nil {
+			opt.Notice(fmt.Sprintf("--record: %v", err))
+		}
+	}
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), Lost: probe.Lost(), Exited: a.exited}
+	return res, nil
+}
+
+// resolve finds the processes of targets: PIDs, or names (each must match
+// at least one process).
+func resolve(targets []string) ([]procnet.Process, error) {
+	var out []procnet.Process
+	seen := map[int]bool{}
+	for _, t := range targets {
+		var ps []procnet.Process
+		if pid, err := strconv.Atoi(t); err == nil {
+			p, err := procnet.Get(pid)
+			if err != nil {
+				return nil, fmt.Errorf("%w: pid %d", ErrNoTarget, pid)
+			}
+			ps = []procnet.Process{p}
+		} else {
+			found, err := procnet.ByName(t, os.Getpid())
+			if err != nil {
+				return nil, err
+			}
+			if len(found) == 0 {
+				return nil, fmt.Errorf("%w named %s (as pgrep -x %s finds them)", ErrNoTarget, t, t)
+			}
+			ps = found
+		}
+		for _, p := range ps {
+			if !seen[p.PID] {
+				seen[p.PID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// attacher is one Run's state.
+type attacher struct {
+	opt   Options
+	probe *gotls.Probe
+	keys  *keylog.Log
+	rec   *live.Recording
+
+	// mu guards names, which readSecrets reads, and newPIDs.
+	mu       sync.Mutex
+	names    map[uint32]string
+	newPIDs  []uint32 // PIDs that gave secrets and are not attached (Exes)
+	secrets  atomic.Uint64
+	attached map[int]bool
+	order    []procnet.Process
+	procs    []procnet.Process // attached and still running
+	exited   bool
+
+	// The reader goroutine's own (tracked.ReadPacket, owner):
+	caps     map[uint64]*live.Capture // by network namespace inode
+	nsOf     map[int]uint64           // PID → its network namespace
+	socks    map[uint64]*sockets      // by network namespace
+	verdicts map[tuple]verdict
+	lastScan time.Time
+	// filtered is the ports the kernel filters keep (sorted); learned the
+	// server ports of the processes' connections seen from their SYN.
+	filtered []uint16
+	learned  []uint16
+}
+
+// attach puts the uprobe on process p and remembers it; it returns the
+// line that says so.
+func (a *attacher) attach(p procnet.Process) (string, error) {
+	loc, err := a.probe.Attach(p.ExePath(), p.PID)
+	if err != nil {
+		return "", fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
+	}
+	a.remember(p)
+	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, p.Exe, loc.Method), nil
+}
+
+// remember adds p to the processes followed.
+func (a *attacher) remember(p procnet.Process) {
+	a.attached[p.PID] = true
+	a.order = append(a.order, p)
+	a.procs = append(a.procs, p)
+	a.mu.Lock()
+	a.names[uint32(p.PID)] = fmt.Sprintf("%s (pid %d)", p.Name(), p.PID)
+	a.mu.Unlock()
+}
+
+// readSecrets hands each secret the uprobe takes to the key store and the
+// recording, until the probe is closed.
+func (a *attacher) readSecrets() {
+	for {
+		s, err := a.probe.Read()
+		if err != nil {
+			return
+		}
+		line := s.KeyLogLine()
+		a.mu.Lock()
+		name, ok := a.names[s.PID]
+		if !ok {
+			// A process of an --exe that started since the last scan.
+			name = fmt.Sprintf("pid %d", s.PID)
+			if p, err := procnet.Get(int(s.PID)); err == nil {
+				name = fmt.Sprintf("%s (pid %d)", p.Name(), p.PID)
+			}
+			a.names[s.PID] = name
+			if len(a.newPIDs) < 64 {
+				a.newPIDs = append(a.newPIDs, s.PID)
+			}
+		}
+		a.mu.Unlock()
+		if a.rec != nil {
+			_ = a.rec.Secrets(line)
+		}
+		a.keys.Add(line, name+" (uprobe)")
+		a.secrets.Add(1)
+	}
+}
+
+// openCaptures opens a capture in the network namespace of every process
+// (kwatch's own when there is none yet), filtered to their sockets' ports.
+func (a *attacher) openCaptures() error {
+	a.caps, a.nsOf, a.socks, a.verdicts = map[uint64]*live.Capture{}, map[int]uint64{}, map[uint64]*sockets{}, map[tuple]verdict{}
+	if len(a.procs) == 0 {
+		_, ino, err := procnet.NetNS(os.Getpid())
+		if err != nil {
+			return err
+		}
+		return a.openCapture("", ino)
+	}
+	for _, p := range a.procs {
+		if err := a.netns(p); err != nil {
+			return err
+		}
+	}
+	a.scan()
+	return nil
+}
+
+// netns opens the capture of process p's network namespace if there is
+// none yet.
+func (a *attacher) netns(p procnet.Process) error {
+	path, ino, err := procnet.NetNS(p.PID)
+	if err != nil {
+		return fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
+	}
+	a.nsOf[p.PID] = ino
+	if _, ok := a.caps[ino]; ok {
+		return nil
+	}
+	if _, self, err := procnet.NetNS(os.Getpid()); err == nil && self == ino {
+		path = "" // kwatch's own: no thread need switch
+	}
+	return a.openCapture(path, ino)
+}
+
+func (a *attacher) openCapture(path string, ino uint64) error {
+	c, err := live.Open(live.Options{NetNS: path})
+	if err != nil {
+		return err
+	}
+	a.caps[ino] = c
+	return nil
+}
+
+func (a *attacher) captures() []*live.Capture {
+	keys := make([]uint64, 0, len(a.caps))
+	for k := range a.caps {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	out := make([]*live.Capture, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, a.caps[k])
+	}
+	return out
+}
+
+func (a *attacher) closeCaptures() {
+	for _, c := range a.caps {
+		c.Close()
+	}
+}
+
+// scan re-reads the sockets of every process followed, looks for new
+// processes (of Exes, or that gave secrets), notes those that exited, and
+// sets each capture's kernel filter.
+func (a *attacher) scan() {
+	a.lastScan = time.Now()
+	a.findNew()
+	byNS := map[uint64][]procnet.Process{}
+	alive := a.procs[:0]
+	for _, p := range a.procs {
+		if !procnet.Alive(p.PID) {
+			a.opt.Notice(fmt.Sprintf("%s (pid %d) exited", p.Name(), p.PID))
+			continue
+		}
+		alive = append(alive, p)
+		byNS[a.nsOf[p.PID]] = append(byNS[a.nsOf[p.PID]], p)
+	}
+	a.procs = alive
+	ports := slices.Concat(DefaultPorts, a.opt.Ports, a.learned)
+	for ino := range a.caps {
+		s, err := index(byNS[ino])
+		if err != nil {
+			a.opt.Notice(err.Error())
+		}
+		a.socks[ino] = s
+		ports = append(ports, s.ports...)
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	if slices.Equal(ports, a.filtered) {
+		return
+	}
+	a.filtered = ports
+	f := live.Filter{Ports: ports, SYN: true}
+	if len(ports) > live.MaxPorts {
+		f = live.Filter{} // every TCP segment
+	}
+	for _, c := range a.caps {
+		if err := c.SetFilter(f); err != nil {
+			a.opt.Notice(fmt.Sprintf("capture filter: %v", err))
+		}
+	}
+}
+
+// filters says whether the kernel filter keeps the segments of port.
+func (a *attacher) filters(port uint16) bool {
+	_, ok := slices.BinarySearch(a.filtered, port)
+	return ok || len(a.filtered) > live.MaxPorts
+}
+
+// findNew attaches to the processes of Exes started since the last scan,
+// and remembers those of them that gave secrets already.
+func (a *attacher) findNew() {
+	var found []procnet.Process
+	for _, exe := range a.opt.Exes {
+		ps, err := procnet.ByExe(exe)
+		if err == nil {
+			found = append(found, ps...)
+		}
+	}
+	a.mu.Lock()
+	pids := a.newPIDs
+	a.newPIDs = nil
+	a.mu.Unlock()
+	for _, pid := range pids {
+		if p, err := procnet.Get(int(pid)); err == nil {
+			found = append(found, p)
+		}
+	}
+	for _, p := range found {
+		if a.attached[p.PID] {
+			continue
+		}
+		// The uprobe on the file covers it already.
+		a.remember(p)
+		a.opt.Notice(fmt.Sprintf("%s (pid %d) started: followed", p.Name(), p.PID))
+		if err := a.netns(p); err != nil {
+			a.opt.Notice(err.Error())
+		}
+	}
+}
+
+// decide returns what is known of the connection between src and dst,
+// re-reading the sockets once for a connection not seen before (its SYN,
+// or its first packet) or one that starts again (a SYN).
+func (a *attacher) decide(src, dst netip.AddrPort, syn bool) verdict {
+	t := newTuple(src, dst)
+	if v, ok := a.verdicts[t]; ok && !(syn && len(v.ends) == 0) {
+		return v
+	}
+	v := a.lookup(src, dst)
+	if len(v.ends) == 0 {
+		a.scan()
+		v = a.lookup(src, dst)
+	}
+	if len(a.verdicts) >= maxVerdicts {
+		clear(a.verdicts)
+	}
+	a.verdicts[t] = v
+	if syn && len(v.ends) > 0 && !a.filters(src.Port()) && !a.filters(dst.Port()) {
+		// A connection to a port the kernel filter leaves out: its
+		// SYN came through (Filter.SYN), what follows did not.
+		a.learned = append(a.learned, dst.Port())
+		a.opt.Notice(fmt.Sprintf("%s connects to port %d, which was not captured: the packets of %s -> %s after its SYN may be lost (--port %d captures it from the start); port %d is captured from now on",
+			v.ends[0].proc.Name(), dst.Port(), src, dst, dst.Port(), dst.Port()))
+		a.scan()
+	}
+	return v
+}
+
+func (a *attacher) lookup(src, dst netip.AddrPort) verdict {
+	var v verdict
+	for _, s := range a.socks {
+		v.ends = append(v.ends, s.ends(src, dst)...)
+	}
+	return v
+}
+
+// owner is pcap.Options.Owner: the attached processes at a connection's
+// ends.
+func (a *attacher) owner(client, server netip.AddrPort) string {
+	v, ok := a.verdicts[newTuple(client, server)]
+	if !ok {
+		return ""
+	}
+	return describe(v.ends, client)
+}
+
+// tracked is the Source ReadLive reads: the captures' packets of the
+// attached processes' connections only.
+type tracked struct {
+	a   *attacher
+	src live.Source
+}
+
+// ReadPacket returns the next packet of a connection of an attached
+// process; io.EOF once every process attached to exited (and no Exes may
+// start more).
+func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	a := t.a
+	for {
+		if time.Since(a.lastScan) >= a.opt.Rescan {
+			a.scan()
+			if len(a.procs) == 0 && len(a.opt.Exes) == 0 {
+				a.exited = true
+				return nil, gopacket.CaptureInfo{}, layers.LinkTypeRaw, io.EOF
+			}
+		}
+		data, ci, link, err := t.src.ReadPacket()
+		if err != nil || data == nil {
+			return data, ci, link, err
+		}
+		src, dst, syn, ok := packetTuple(data)
+		if !ok {
+			continue
+		}
+		if v := a.decide(src, dst, syn); len(v.ends) > 0 {
+			return data, ci, link, nil
+		}
+	}
+}
+
+// Describe sums up a Result for the end of a run: "24 secrets from 2
+// processes; 0 lost".
+func (r *Result) Describe() string {
+	var names []string
+	for _, p := range r.Processes {
+		names = append(names, fmt.Sprintf("%s (pid %d)", p.Name(), p.PID))
+	}
+	s := fmt.Sprintf("%d TLS secrets taken from %s", r.Secrets, strings.Join(names, ", "))
+	if len(names) == 0 {
+		s = fmt.Sprintf("%d TLS secrets taken; no process attached", r.Secrets)
+	}
+	if r.Lost > 0 {
+		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)
+	}
+	return s
+}

@@ -1,0 +1,168 @@
+package attach
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/kwatch/kwatch/pkg/procnet"
+)
+
+// tuple is a TCP connection's two endpoints, the lower first, so that both
+// directions' packets give the same tuple.
+type tuple struct{ a, b netip.AddrPort }
+
+func newTuple(x, y netip.AddrPort) tuple {
+	if x.Compare(y) > 0 {
+		x, y = y, x
+	}
+	return tuple{x, y}
+}
+
+// end is one attached process at one end of a connection.
+type end struct {
+	proc   procnet.Process
+	local  netip.AddrPort // the process's end
+	server bool           // the process listens on its end
+}
+
+// verdict is what the tracker decided of a connection: the attached
+// processes at its ends, none for a connection of other processes.
+type verdict struct {
+	ends []end
+}
+
+// maxVerdicts bounds the connections the tracker remembers; past it the
+// memory is emptied (and connections decided again as packets come).
+const maxVerdicts = 1 << 16
+
+// sockets indexes the TCP sockets of the attached processes.
+type sockets struct {
+	// listen maps a listening endpoint (its address may be 0.0.0.0 or ::)
+	// to its process.
+	listen map[netip.AddrPort]procnet.Process
+	// conns maps a connection (local, remote) to its process.
+	conns map[[2]netip.AddrPort]procnet.Process
+	// ports is the kernel filter's port set: the listening ports, and
+	// the remote port of every connection the processes made.
+	ports []uint16
+}
+
+// index reads the sockets of procs.
+func index(procs []procnet.Process) (*sockets, error) {
+	s := &sockets{listen: map[netip.AddrPort]procnet.Process{}, conns: map[[2]netip.AddrPort]procnet.Process{}}
+	var errs []string
+	type made struct {
+		p   procnet.Process
+		soc procnet.Socket
+	}
+	var outgoing []made
+	for _, p := range procs {
+		socks, err := procnet.Sockets(p.PID)
+		if err != nil {
+			if procnet.Alive(p.PID) {
+				errs = append(errs, err.Error())
+			}
+			continue
+		}
+		for _, so := range socks {
+			if so.State == procnet.StateListen {
+				s.listen[so.Local] = p
+				s.ports = append(s.ports, so.Local.Port())
+				continue
+			}
+			s.conns[[2]netip.AddrPort{so.Local, so.Remote}] = p
+			outgoing = append(outgoing, made{p, so})
+		}
+	}
+	for _, m := range outgoing {
+		if _, ok := s.listening(m.soc.Local); !ok {
+			s.ports = append(s.ports, m.soc.Remote.Port())
+		}
+	}
+	slices.Sort(s.ports)
+	s.ports = slices.Compact(s.ports)
+	if len(errs) > 0 && len(s.conns)+len(s.listen) == 0 {
+		return s, fmt.Errorf("reading the processes' sockets: %s", strings.Join(errs, "; "))
+	}
+	return s, nil
+}
+
+// listening returns the attached process listening on a (on its address
+// or on any address of its port).
+func (s *sockets) listening(a netip.AddrPort) (procnet.Process, bool) {
+	if p, ok := s.listen[a]; ok {
+		return p, true
+	}
+	for _, any := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		if p, ok := s.listen[netip.AddrPortFrom(any, a.Port())]; ok {
+			return p, true
+		}
+	}
+	return procnet.Process{}, false
+}
+
+// ends returns the attached processes at the ends of the connection
+// between x and y.
+func (s *sockets) ends(x, y netip.AddrPort) []end {
+	var out []end
+	for _, e := range [][2]netip.AddrPort{{x, y}, {y, x}} {
+		if p, ok := s.conns[e]; ok {
+			_, server := s.listening(e[0])
+			out = append(out, end{proc: p, local: e[0], server: server})
+		} else if p, ok := s.listening(e[0]); ok {
+			// Accepted by a listener, not (yet) in /proc: the SYN of
+			// a connection to it.
+			out = append(out, end{proc: p, local: e[0], server: true})
+		}
+	}
+	return out
+}
+
+// packetTuple returns the TCP endpoints of a raw IP packet, and whether it
+// is a SYN without ACK (a connection's first packet).
+func packetTuple(p []byte) (src, dst netip.AddrPort, syn, ok bool) {
+	if len(p) < 1 {
+		return
+	}
+	var tcp []byte
+	var sa, da netip.Addr
+	switch p[0] >> 4 {
+	case 4:
+		ihl := int(p[0]&0x0f) * 4
+		if len(p) < ihl+14 || ihl < 20 || p[9] != 6 {
+			return
+		}
+		sa, da = netip.AddrFrom4([4]byte(p[12:16])), netip.AddrFrom4([4]byte(p[16:20]))
+		tcp = p[ihl:]
+	case 6:
+		if len(p) < 40+14 || p[6] != 6 {
+			return
+		}
+		sa, da = netip.AddrFrom16([16]byte(p[8:24])).Unmap(), netip.AddrFrom16([16]byte(p[24:40])).Unmap()
+		tcp = p[40:]
+	default:
+		return
+	}
+	flags := tcp[13]
+	return netip.AddrPortFrom(sa, binary.BigEndian.Uint16(tcp[0:])), netip.AddrPortFrom(da, binary.BigEndian.Uint16(tcp[2:])),
+		flags&0x02 != 0 && flags&0x10 == 0, true
+}
+
+// describe says who is at the ends of a connection, for its "process"
+// note: "client kube-controller-manager (pid 812) · server kube-apiserver
+// (pid 7)".
+func describe(ends []end, client netip.AddrPort) string {
+	var parts []string
+	for _, e := range ends {
+		role := "server"
+		if e.local == client {
+			role = "client"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (pid %d)", role, e.proc.Name(), e.proc.PID))
+	}
+	slices.Sort(parts) // the client first
+	return strings.Join(parts, " · ")
+}

@@ -1,0 +1,76 @@
+package attach
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/kwatch/kwatch/pkg/procnet"
+)
+
+func TestPacketTuple(t *testing.T) {
+	v4 := make([]byte, 40)
+	v4[0], v4[9] = 0x45, 6
+	copy(v4[12:], []byte{127, 0, 0, 1})
+	copy(v4[16:], []byte{10, 0, 0, 2})
+	binary.BigEndian.PutUint16(v4[20:], 50000)
+	binary.BigEndian.PutUint16(v4[22:], 6443)
+	v4[33] = 0x02 // SYN
+	src, dst, syn, ok := packetTuple(v4)
+	if !ok || !syn || src != netip.MustParseAddrPort("127.0.0.1:50000") || dst != netip.MustParseAddrPort("10.0.0.2:6443") {
+		t.Errorf("IPv4: %v %v %v %v", src, dst, syn, ok)
+	}
+	v4[33] = 0x12 // SYN+ACK: not a connection's first packet
+	if _, _, syn, _ := packetTuple(v4); syn {
+		t.Error("SYN+ACK taken for a SYN")
+	}
+	v6 := make([]byte, 60)
+	v6[0], v6[6] = 0x60, 6
+	v6[23], v6[39] = 1, 1 // ::1
+	binary.BigEndian.PutUint16(v6[40:], 6443)
+	binary.BigEndian.PutUint16(v6[42:], 50001)
+	v6[53] = 0x10
+	src, dst, syn, ok = packetTuple(v6)
+	if !ok || syn || src != netip.MustParseAddrPort("[::1]:6443") || dst != netip.MustParseAddrPort("[::1]:50001") {
+		t.Errorf("IPv6: %v %v %v %v", src, dst, syn, ok)
+	}
+	for _, bad := range [][]byte{nil, {0x45}, v4[:30], append([]byte{0x45}, make([]byte, 39)...)} {
+		if _, _, _, ok := packetTuple(bad); ok {
+			t.Errorf("% x taken for TCP", bad)
+		}
+	}
+}
+
+// TestEnds tells the processes at a connection's ends from their sockets:
+// a client's connection, one accepted by a listener (on any address), one
+// whose two ends are both attached, and one of neither.
+func TestEnds(t *testing.T) {
+	ctl := procnet.Process{PID: 812, Exe: "/usr/local/bin/kube-controller-manager"}
+	api := procnet.Process{PID: 7, Exe: "/usr/local/bin/kube-apiserver"}
+	ap := netip.MustParseAddrPort
+	s := &sockets{
+		listen: map[netip.AddrPort]procnet.Process{ap("0.0.0.0:6443"): api},
+		conns: map[[2]netip.AddrPort]procnet.Process{
+			{ap("127.0.0.1:50000"), ap("127.0.0.1:6443")}: ctl,
+			{ap("127.0.0.1:6443"), ap("127.0.0.1:50000")}: api,
+			{ap("127.0.0.1:41000"), ap("127.0.0.1:2379")}: api,
+		},
+	}
+	for _, tc := range []struct {
+		client, server string
+		want           string
+	}{
+		{"127.0.0.1:50000", "127.0.0.1:6443", "client kube-controller-manager (pid 812) · server kube-apiserver (pid 7)"},
+		{"127.0.0.1:41000", "127.0.0.1:2379", "client kube-apiserver (pid 7)"},
+		{"10.1.2.3:40000", "10.0.0.1:6443", "server kube-apiserver (pid 7)"},
+		{"127.0.0.1:40000", "127.0.0.1:8001", ""},
+	} {
+		c, sv := ap(tc.client), ap(tc.server)
+		if got := describe(s.ends(c, sv), c); got != tc.want {
+			t.Errorf("%s -> %s: %q, want %q", c, sv, got, tc.want)
+		}
+		if got := describe(s.ends(sv, c), c); got != tc.want {
+			t.Errorf("%s -> %s, from the server's packet: %q, want %q", c, sv, got, tc.want)
+		}
+	}
+}
