@@ -145,7 +145,7 @@ tcpdump is still writing.`,
 		}
 		return prof.start()
 	}
-	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newVersionCommand(streams))
+	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newVersionCommand(streams))
 	return root
 }
 

@@ -1,0 +1,111 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kwatch/kwatch/pkg/attach"
+	"github.com/kwatch/kwatch/pkg/keylog"
+)
+
+type attachOptions struct {
+	decode pcapOptions // the decoding and output flags kwatch pcap has
+	exes   []string
+	record string
+}
+
+func newAttachCommand(streams IOStreams) *cobra.Command {
+	o := &attachOptions{}
+	c := &cobra.Command{
+		Use:   "attach PID|NAME... | --exe PATH",
+		Short: "Show the watches of running Go programs, live and decrypted, with no key log",
+		Long: `Attach to running Go programs (a controller, an operator, kubectl, kube-apiserver
+itself) and show their watches as they travel, decrypted: the TLS secrets are
+taken from each process by an eBPF uprobe on Go's crypto/tls, which derives
+every secret of every handshake whether or not the program writes a key log,
+and the packets by a live capture in the process's network namespace, kept to
+the process's own connections. Nothing in the process changes (an entry probe
+only; no restart, no flag).
+
+PID|NAME: processes by PID or by name (as pgrep -x). --exe PATH: every process
+of that executable, running now or started later, so that a program's first
+handshake is seen; stripped binaries (Kubernetes releases) and PIE are found by
+Go's function table. kube-apiserver gives its server side's secrets: every
+client's watches on it, each connection noted with the processes at its ends.
+
+What it cannot do: a connection whose handshake came before attach is not
+decrypted (it is named, per connection); a TLS 1.2 session resumed gives no new
+secret; programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch
+pcap). It needs root (CAP_BPF, CAP_PERFMON, CAP_NET_RAW, CAP_SYS_PTRACE) and a
+kernel with uprobes. --record writes the packets and the secrets: the file
+decrypts every connection in it; keep it as you would a key.
+
+Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
+decoded without problems, 1 with problems or warnings, 2 cannot attach.`,
+		Example: `  # The watches of kube-controller-manager, live
+  kwatch attach kube-controller-manager
+
+  # A program from its first handshake on: attach to its executable, then start it
+  kwatch attach --exe ./my-controller &
+  ./my-controller
+
+  # Every client's watches on the API server, as JSON Lines
+  kwatch attach kube-apiserver -o json
+
+  # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
+  kwatch attach --record session.pcapng 4242
+  kwatch pcap session.pcapng`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 && len(o.exes) == 0 {
+				return fmt.Errorf("name the processes to attach to (PID or name), or --exe PATH")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.decode.validate(); err != nil {
+				return &exitError{code: ExitUsage, err: err}
+			}
+			return o.run(cmd, streams, args)
+		},
+	}
+	fs := c.Flags()
+	o.decode.output.addFlags(fs)
+	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
+	o.decode.addDecodeFlags(fs)
+	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
+	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
+	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
+	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
+	return c
+}
+
+func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
+	ctx := cmd.Context()
+	opt := attach.Options{Targets: targets, Exes: o.exes,
+		Read:   o.decode.readOptions(keylog.New()),
+		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) }}
+	if o.record != "" {
+		f, err := os.Create(o.record)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("--record: %w", err)}
+		}
+		defer f.Close()
+		opt.Record = f
+	}
+	o.decode.file = "attach"
+	o.decode.iface = "attach" // Ctrl-C is how a run ends
+	p := o.decode.output.printer(streams, o.decode.allHTTP)
+	o.decode.output.ReportTitle = "kwatch attach"
+	res, err := attach.Run(ctx, opt, o.decode.output.sink(p, true))
+	if err != nil {
+		_ = p.Close()
+		return &exitError{code: ExitUsage, err: err}
+	}
+	if res.Exited {
+		fmt.Fprintf(streams.ErrOut, "kwatch: every process attached to has exited\n")
+	}
+	fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())
+	return o.decode.end(ctx, streams, p, res.Stats, nil)
+}

@@ -1,0 +1,581 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kwatch/kwatch/internal/e2e"
+)
+
+// needAttach skips where kwatch attach cannot run at all: not root, or a
+// kernel without uprobes. Never here: CI runs as root on a kernel with BPF
+// and uprobes, and these tests must run there.
+func needAttach(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("kwatch attach needs root (CAP_BPF, CAP_PERFMON, CAP_NET_RAW)")
+	}
+	if _, err := os.Stat("/sys/bus/event_source/devices/uprobe"); err != nil {
+		t.Skip("the kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe)")
+	}
+}
+
+// buildWatcher builds internal/e2e/cmd/kwatch-watcher with extra go build
+// flags into a folder of the test's own.
+func buildWatcher(t *testing.T, flags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kwatch-watcher")
+	args := append([]string{"build", "-o", bin}, flags...)
+	args = append(args, "../internal/e2e/cmd/kwatch-watcher")
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// watcher is a running kwatch-watcher.
+type watcher struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *syncBuffer
+}
+
+// startWatcher runs bin on namespace ns, and waits until it is ready (its
+// informer synced, its Watch open).
+func startWatcher(t *testing.T, env *e2e.Env, bin, ns string) *watcher {
+	t.Helper()
+	w := &watcher{out: &syncBuffer{}}
+	w.cmd = exec.Command(bin, "--kubeconfig", env.Kubeconfig, "--namespace", ns)
+	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+	var err error
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.stop() })
+	waitText(t, "kwatch-watcher ready", w.out, "ready\n")
+	return w
+}
+
+// stop closes the watcher's stdin, which ends it.
+func (w *watcher) stop() {
+	w.stdin.Close()
+	_ = w.cmd.Wait()
+}
+
+// waitText polls buf until it holds text, or fails after 60 s.
+func waitText(t *testing.T, what string, buf *syncBuffer, text string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(buf.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s (%q); got:\n%s", what, text, buf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watchedEvent is one watch event as a client or kwatch saw it.
+type watchedEvent struct{ Type, Name, RV string }
+
+func (e watchedEvent) String() string { return e.Type + " " + e.Name + " rv " + e.RV }
+
+// clientEvents returns the events kwatch-watcher received, by source
+// ("informer", "watch").
+func (w *watcher) clientEvents(t *testing.T) map[string][]watchedEvent {
+	t.Helper()
+	out := map[string][]watchedEvent{}
+	sc := bufio.NewScanner(strings.NewReader(w.out.String()))
+	for sc.Scan() {
+		var l struct{ Source, Type, Name, ResourceVersion string }
+		if !strings.HasPrefix(sc.Text(), "{") {
+			continue
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("kwatch-watcher line %q: %v", sc.Text(), err)
+		}
+		out[l.Source] = append(out[l.Source], watchedEvent{l.Type, l.Name, l.ResourceVersion})
+	}
+	return out
+}
+
+// kwatchEvents returns the ADDED, MODIFIED and DELETED events of namespace ns
+// in kwatch's JSON records, by connection and exchange (one watch each),
+// and checks that every one was carried by DATA frames when h2 is set.
+func kwatchEvents(t *testing.T, recs []map[string]any, ns string, h2 bool) map[string][]watchedEvent {
+	t.Helper()
+	out := map[string][]watchedEvent{}
+	for _, r := range recs {
+		if r["record"] != "event" || r["namespace"] != ns {
+			continue
+		}
+		typ, _ := r["type"].(string)
+		if typ != "ADDED" && typ != "MODIFIED" && typ != "DELETED" {
+			continue
+		}
+		if frames, _ := r["frames"].([]any); h2 && len(frames) == 0 {
+			t.Errorf("event %s %v carried by no DATA frame", typ, r["name"])
+		}
+		key := fmt.Sprintf("%v #%v", r["connection"], r["exchange"])
+		out[key] = append(out[key], watchedEvent{typ, fmt.Sprint(r["name"]), fmt.Sprint(r["resourceVersion"])})
+	}
+	return out
+}
+
+// sameWatches reports whether two sets of watches hold the same event
+// sequences, whatever their names.
+func sameWatches(a, b map[string][]watchedEvent) bool {
+	seqs := func(m map[string][]watchedEvent) []string {
+		var s []string
+		for _, evs := range m {
+			s = append(s, fmt.Sprint(evs))
+		}
+		slices.Sort(s)
+		return s
+	}
+	return slices.Equal(seqs(a), seqs(b))
+}
+
+// churn creates, changes and deletes ConfigMap name in ns: three events.
+func churn(t *testing.T, env *e2e.Env, ns, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := env.Clientset(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"step": "1"}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"data":{"step":"2"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttachExe attaches to a client-go program's executable before the
+// program starts, the program writing no key log: kwatch's events of its
+// informer's watch and of its plain Watch (HTTP/2 over TLS 1.3) equal
+// those its handlers received, each carried by DATA frames. The program is
+// built as Go builds it, stripped (-s -w: found by .gopclntab) and as PIE.
+func TestAttachExe(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	for _, b := range []struct {
+		name   string
+		flags  []string
+		method string
+	}{
+		{"plain", nil, "symbol table"},
+		{"stripped", []string{"-ldflags=-s -w"}, ".gopclntab"},
+		{"pie", []string{"-buildmode=pie", "-ldflags=-s -w"}, ".gopclntab"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			bin := buildWatcher(t, b.flags...)
+			ns := env.Namespace(t)
+			s := startKwatch(t, "attach", "--exe", bin, "-o", "json")
+			waitText(t, "kwatch attached", s.errOut, "crypto/tls found by "+b.method)
+			w := startWatcher(t, env, bin, ns)
+			churn(t, env, ns, "attached")
+			// Both watches of the program have their three events.
+			deadline := time.Now().Add(60 * time.Second)
+			for got := w.clientEvents(t); len(got["informer"]) < 3 || len(got["watch"]) < 3; got = w.clientEvents(t) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the program's handlers got %v", got)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			want := w.clientEvents(t)
+			var got map[string][]watchedEvent
+			s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of both watches, as the program's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+				got = kwatchEvents(t, recs, ns, true)
+				return sameWatches(got, want)
+			})
+			w.stop()
+			waitText(t, "the program's end", s.errOut, "exited")
+			if code := s.stop(t); code != ExitOK && code != ExitProblems {
+				t.Errorf("exit %d", code)
+			}
+			for _, r := range s.records(t) {
+				if r["record"] == "note" && r["kind"] == "tls-decrypted" && !strings.Contains(fmt.Sprint(r["message"]), "kwatch-watcher (pid") {
+					t.Errorf("decrypted with keys from another source: %v", r["message"])
+				}
+			}
+			if !strings.Contains(s.errOut.String(), "TLS secrets taken from kwatch-watcher (pid") {
+				t.Errorf("stderr says nothing of the secrets taken:\n%s", s.errOut.String())
+			}
+		})
+	}
+}
+
+// startStopped starts cmd stopped at its first instruction (ptrace: a
+// traced child stops at exec), so that kwatch can attach to it by PID or
+// by name before it opens a connection; resume lets it run. It locks the
+// calling goroutine to its thread until resume (ptrace requests come from
+// the tracer's thread).
+func startStopped(t *testing.T, cmd *exec.Cmd) (resume func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(cmd.Process.Pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		runtime.UnlockOSThread()
+		t.Fatalf("%s did not stop at exec: %v, %v", cmd.Path, ws, err)
+	}
+	return func() {
+		if err := syscall.PtraceDetach(cmd.Process.Pid); err != nil {
+			t.Errorf("ptrace detach: %v", err)
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// TestAttachKubectlByName attaches by name to the stack's own kubectl (a
+// stripped Kubernetes release build) running `kubectl get configmaps -w`:
+// a Table watch over HTTP/2 and TLS. kwatch shows the rows kubectl printed.
+func TestAttachKubectlByName(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	kubectl := filepath.Join(filepath.Dir(env.Kubeconfig), "bin", "kubectl")
+	var out syncBuffer
+	k := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events")
+	k.Stdout, k.Stderr = &out, &out
+	resume := startStopped(t, k)
+	s := startKwatch(t, "attach", "kubectl", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("attached to kubectl (pid %d", k.Process.Pid))
+	resume()
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	// The churn follows kubectl's watch request, decrypted.
+	s.waitFor(t, 60*time.Second, "kubectl's watch request", func(recs []map[string]any) bool {
+		for _, r := range recs {
+			if r["record"] == "request" && strings.Contains(fmt.Sprint(r["target"]), "watch=true") {
+				return true
+			}
+		}
+		return false
+	})
+	churn(t, env, ns, "by-name")
+	waitText(t, "kubectl's DELETED row", &out, "DELETED")
+	want := []watchedEvent{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[1] == "by-name" {
+			want = append(want, watchedEvent{Type: f[0], Name: f[1]})
+		}
+	}
+	recs := s.waitFor(t, 60*time.Second, "kwatch's rows", func(recs []map[string]any) bool {
+		n := 0
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			for _, e := range evs {
+				if e.Name == "by-name" {
+					n++
+				}
+			}
+		}
+		return n >= len(want)
+	})
+	var got []watchedEvent
+	for _, evs := range kwatchEvents(t, recs, ns, true) {
+		for _, e := range evs {
+			if e.Name == "by-name" {
+				got = append(got, watchedEvent{Type: e.Type, Name: e.Name})
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("kwatch shows %v; kubectl printed %v\nkubectl:\n%s", got, want, out.String())
+	}
+}
+
+// curlTLSWatch runs curl (HTTP/1.1 over TLS, OpenSSL: no Go, no uprobe of its
+// own) watching ConfigMaps in ns straight on the API server, and returns
+// its output, and a function that stops it.
+func curlTLSWatch(t *testing.T, env *e2e.Env, ns string) (*syncBuffer, func()) {
+	t.Helper()
+	cfg := env.RESTConfig(t)
+	var out syncBuffer
+	c := exec.Command("curl", "-sk", "-N", "--http1.1", "-H", "Authorization: Bearer "+cfg.BearerToken,
+		cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps?watch=1")
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { _ = c.Process.Kill(); _ = c.Wait() }
+	t.Cleanup(stop)
+	return &out, stop
+}
+
+// curlEvents parses the watch events curl printed.
+func curlEvents(t *testing.T, out string) []watchedEvent {
+	t.Helper()
+	var evs []watchedEvent
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var ev struct {
+			Type   string
+			Object corev1.ConfigMap
+		}
+		if err := dec.Decode(&ev); err != nil {
+			break // a line still being written
+		}
+		evs = append(evs, watchedEvent{ev.Type, ev.Object.Name, ev.Object.ResourceVersion})
+	}
+	return evs
+}
+
+// TestAttachAPIServer attaches to kube-apiserver itself (a stripped
+// Kubernetes build; the server side of every handshake gives its secrets)
+// while curl (HTTP/1.1 over TLS) and the client-go program (HTTP/2) watch:
+// kwatch shows both clients' events, each on its own connection, noted as
+// served by kube-apiserver.
+func TestAttachAPIServer(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	s := startKwatch(t, "attach", "kube-apiserver", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kube-apiserver (pid")
+	curlOut, stopCurl := curlTLSWatch(t, env, ns)
+	w := startWatcher(t, env, bin, ns)
+	// curl's watch is open once kwatch has seen its response.
+	s.waitFor(t, 60*time.Second, "curl's watch response", func(recs []map[string]any) bool {
+		for _, r := range recs {
+			if r["record"] == "response" && r["proto"] == "HTTP/1.1" && r["watch"] == true {
+				return true
+			}
+		}
+		return false
+	})
+	churn(t, env, ns, "served")
+	deadline := time.Now().Add(60 * time.Second)
+	for len(curlEvents(t, curlOut.String())) < 3 || len(w.clientEvents(t)["watch"]) < 3 || len(w.clientEvents(t)["informer"]) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the clients got: curl %v, program %v", curlEvents(t, curlOut.String()), w.clientEvents(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopCurl()
+	want := w.clientEvents(t)
+	want["curl"] = curlEvents(t, curlOut.String())
+	var got map[string][]watchedEvent
+	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of the three watches, as the clients': %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+		got = kwatchEvents(t, recs, ns, false)
+		return sameWatches(got, want)
+	})
+	// curl's watch and the program's two are on two connections, each
+	// noted as served by kube-apiserver.
+	conns := map[string]bool{}
+	for k := range got {
+		conns[strings.Split(k, " #")[0]] = true
+	}
+	if len(conns) != 2 {
+		t.Errorf("the watches are on %d connections, want 2 (curl's, the program's): %v", len(conns), got)
+	}
+	for c := range conns {
+		noted := false
+		for _, r := range recs {
+			if r["record"] == "note" && r["kind"] == "process" && r["connection"] == c {
+				noted = strings.Contains(fmt.Sprint(r["message"]), "server kube-apiserver (pid")
+			}
+		}
+		if !noted {
+			t.Errorf("connection %s has no note of kube-apiserver as its server", c)
+		}
+	}
+}
+
+// TestAttachRecord records an attach session (--record): TShark decrypts
+// the file with no key log of its own (the secrets are in it) and lists
+// the watch's DATA frames, and kwatch pcap decodes the same events from it
+// as kwatch attach showed live.
+func TestAttachRecord(t *testing.T) {
+	needAttach(t)
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Fatal("tshark is needed (apt-get install tshark)")
+	}
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	file := filepath.Join(t.TempDir(), "session.pcapng")
+	s := startKwatch(t, "attach", "--exe", bin, "--record", file, "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to every process of")
+	w := startWatcher(t, env, bin, ns)
+	churn(t, env, ns, "recorded")
+	var live map[string][]watchedEvent
+	s.waitFor(t, 60*time.Second, "kwatch's events of both watches", func(recs []map[string]any) bool {
+		live = kwatchEvents(t, recs, ns, true)
+		n := 0
+		for _, evs := range live {
+			n += len(evs)
+		}
+		return n == 6
+	})
+	w.stop()
+	waitText(t, "the program's end", s.errOut, "exited")
+	s.stop(t)
+
+	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
+	if code != ExitOK && code != ExitProblems {
+		t.Fatalf("kwatch pcap %s: exit %d\n%s", file, code, errOut)
+	}
+	var recs []map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			recs = append(recs, m)
+		}
+	}
+	if got := kwatchEvents(t, recs, ns, true); !sameWatches(got, live) {
+		t.Errorf("kwatch pcap of the recording: %v; kwatch attach showed %v", got, live)
+	}
+	// The recording holds the program's connections only: not the
+	// test's own, which made the changes.
+	liveConns := map[any]bool{}
+	for _, r := range s.records(t) {
+		if r["record"] == "connection" {
+			liveConns[r["connection"]] = true
+		}
+	}
+	for _, r := range recs {
+		if r["record"] == "connection" && !liveConns[r["connection"]] {
+			t.Errorf("the recording holds connection %v, which is not the program's", r["connection"])
+		}
+	}
+	ts, err := exec.Command("tshark", "-r", file, "-Y", "http2.type == 0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, ts)
+	}
+	if n := strings.Count(string(ts), "DATA"); n < 6 {
+		t.Errorf("tshark lists %d DATA frames of the recording, want 6 or more (decrypted with its secrets):\n%s", n, ts)
+	}
+}
+
+// TestPcapInterface captures live with kwatch pcap -i lo --port <proxy
+// port> while curl watches through kubectl proxy: kwatch shows the events
+// curl received.
+func TestPcapInterface(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	u, err := url.Parse(env.ProxyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startKwatch(t, "pcap", "-i", "lo", "--port", u.Port(), "-o", "json", "--all-http")
+	// The capture is open once kwatch sees a request of the test's own.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(env.ProxyURL + "/healthz"); err == nil {
+			resp.Body.Close()
+		}
+		if strings.Contains(s.out.String(), `"target":"/healthz"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kwatch pcap -i lo saw no connection to %s:\n%s", u.Host, s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var out syncBuffer
+	c := exec.Command("curl", "-s", "-N", env.ProxyURL+"/api/v1/namespaces/"+ns+"/configmaps?watch=1")
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	s.waitFor(t, 60*time.Second, "curl's watch response", func(recs []map[string]any) bool {
+		for _, r := range recs {
+			if r["record"] == "response" && r["watch"] == true {
+				return true
+			}
+		}
+		return false
+	})
+	churn(t, env, ns, "captured")
+	for len(curlEvents(t, out.String())) < 3 {
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatalf("curl got %v", curlEvents(t, out.String()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := map[string][]watchedEvent{"curl": curlEvents(t, out.String())}
+	var got map[string][]watchedEvent
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events, as curl's: %v (so far %v)", want, &got), func(recs []map[string]any) bool {
+		got = kwatchEvents(t, recs, ns, false)
+		return sameWatches(got, want)
+	})
+	for _, r := range s.records(t) {
+		if r["record"] == "event" && r["namespace"] == ns && len(r["chunks"].([]any)) == 0 {
+			t.Errorf("event %v %v: no chunk", r["type"], r["name"])
+		}
+	}
+}
+
+// TestAttachUnprivileged runs kwatch attach and kwatch pcap -i as the user
+// nobody (setpriv): each says in one line what it lacks, and exits 2.
+func TestAttachUnprivileged(t *testing.T) {
+	needAttach(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatal("setpriv is needed (util-linux)")
+	}
+	dir, err := os.MkdirTemp("", "kwatch-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kwatch")
+	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"attach", "1"}, "kwatch attach needs root (or CAP_BPF, CAP_PERFMON, CAP_NET_RAW, CAP_SYS_PTRACE): this process lacks CAP_BPF, CAP_PERFMON, CAP_NET_RAW, CAP_SYS_PTRACE"},
+		{[]string{"pcap", "-i", "lo"}, "-i lo: not permitted to capture packets: a packet socket needs CAP_NET_RAW (run as root)"},
+	} {
+		c := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", bin}, tc.args...)...)
+		var stdout, stderr strings.Builder
+		c.Stdout, c.Stderr = &stdout, &stderr
+		err := c.Run()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != ExitUsage || stderr.String() != "kwatch: "+tc.want+"\n" || stdout.Len() != 0 {
+			t.Errorf("kwatch %s as nobody: exit %d, stdout %q, stderr %q; want exit 2 and one line %q",
+				strings.Join(tc.args, " "), code, stdout.String(), stderr.String(), "kwatch: "+tc.want)
+		}
+	}
+}
