@@ -27,8 +27,6 @@ type merged struct {
 	caps []*Capture
 	in   chan mergedPacket
 	poll time.Duration
-	cur  []byte
-	once sync.Once
 }
 
 type mergedPacket struct {
