@@ -31,6 +31,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/live"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/pcapwriter"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/procnet"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -73,6 +74,10 @@ type Result struct {
 	// Exited says that every process attached to exited (the run ended
 	// by itself), rather than that ctx was cancelled.
 	Exited bool
+	// Before counts the connections that were open when kwatch attached
+	// and carried packets since: their handshakes came before, so TLS ones
+	// are not decrypted (each has a "process" note that says so).
+	Before int
 }
 
 // DefaultPorts are the ports captured whatever the processes were seen to
@@ -172,7 +177,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			opt.Notice(fmt.Sprintf("--record: %v", err))
 		}
 	}
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), Lost: probe.Lost(), Exited: a.exited}
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), Lost: probe.Lost(), Exited: a.exited, Before: a.before}
 	return res, nil
 }
 
@@ -232,6 +237,10 @@ type attacher struct {
 	socks    map[uint64]*sockets      // by network namespace
 	verdicts map[tuple]verdict
 	lastScan time.Time
+	// open holds the connections open when kwatch attached (the first
+	// scan), true once one carried a packet; before counts those.
+	open   map[tuple]bool
+	before int
 	// filtered is the ports the kernel filters keep (sorted); learned the
 	// server ports of the processes' connections seen from their SYN.
 	filtered []uint16
@@ -285,7 +294,7 @@ func (a *attacher) readSecrets() {
 		if a.rec != nil {
 			_ = a.rec.Secrets(line)
 		}
-		a.keys.Add(line, name+" (uprobe)")
+		a.keys.Add(line, "the uprobe on "+name)
 		a.secrets.Add(1)
 	}
 }
@@ -307,6 +316,14 @@ func (a *attacher) openCaptures() error {
 		}
 	}
 	a.scan()
+	a.open = map[tuple]bool{}
+	for _, s := range a.socks {
+		for c := range s.conns {
+			if len(a.open) < maxVerdicts {
+				a.open[newTuple(c[0], c[1])] = false
+			}
+		}
+	}
 	return nil
 }
 
@@ -449,6 +466,13 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool) verdict {
 		a.scan()
 		v = a.lookup(src, dst)
 	}
+	if _, ok := a.open[t]; ok && len(v.ends) > 0 {
+		v.before = true
+		if !a.open[t] {
+			a.open[t] = true
+			a.before++
+		}
+	}
 	if len(a.verdicts) >= maxVerdicts {
 		clear(a.verdicts)
 	}
@@ -479,7 +503,7 @@ func (a *attacher) owner(client, server netip.AddrPort) string {
 	if !ok {
 		return ""
 	}
-	return describe(v.ends, client)
+	return describe(v, client)
 }
 
 // tracked is the Source ReadLive reads: the captures' packets of the
@@ -529,6 +553,9 @@ func (r *Result) Describe() string {
 	}
 	if r.Lost > 0 {
 		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)
+	}
+	if r.Before > 0 {
+		s += fmt.Sprintf("; %s open before kwatch attached (not decrypted: their handshakes came before)", phrase.Count(r.Before, "connection", "connections"))
 	}
 	return s
 }

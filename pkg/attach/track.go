@@ -32,6 +32,9 @@ type end struct {
 // processes at its ends, none for a connection of other processes.
 type verdict struct {
 	ends []end
+	// before: the connection was open when kwatch attached (its
+	// handshake, if any, was not seen).
+	before bool
 }
 
 // maxVerdicts bounds the connections the tracker remembers; past it the
@@ -154,7 +157,8 @@ func packetTuple(p []byte) (src, dst netip.AddrPort, syn, ok bool) {
 // describe says who is at the ends of a connection, for its "process"
 // note: "client kube-controller-manager (pid 812) · server kube-apiserver
 // (pid 7)".
-func describe(ends []end, client netip.AddrPort) string {
+func describe(v verdict, client netip.AddrPort) string {
+	ends := v.ends
 	var parts []string
 	for _, e := range ends {
 		role := "server"
@@ -164,5 +168,8 @@ func describe(ends []end, client netip.AddrPort) string {
 		parts = append(parts, fmt.Sprintf("%s %s (pid %d)", role, e.proc.Name(), e.proc.PID))
 	}
 	slices.Sort(parts) // the client first
+	if v.before && len(parts) > 0 {
+		parts = append(parts, "open before kwatch attached")
+	}
 	return strings.Join(parts, " · ")
 }
