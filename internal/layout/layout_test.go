@@ -62,6 +62,14 @@ func TestImports(t *testing.T) {
 		{pkg: "pcap", forbidden: followers, required: []string{"wire"}},
 		{pkg: "watchclient", forbidden: append([]string{"pcap"}, followers...), required: []string{"wire"}},
 		{pkg: "pcapwriter", forbidden: append([]string{"pcap", "wire"}, followers...)},
+		// Live capture is a packet source like a file: it feeds pkg/pcap
+		// and knows nothing of decoding.
+		{pkg: "live", forbidden: append([]string{"pcap", "wire", "attach"}, followers...)},
+		// The uprobe is a key source: it knows no key store, no packet.
+		{pkg: "gotls", forbidden: append([]string{"pcap", "wire", "keylog", "live", "attach"}, followers...)},
+		{pkg: "procnet", forbidden: append([]string{"pcap", "wire", "live", "attach"}, followers...)},
+		// attach wires key and packet sources into the one reader.
+		{pkg: "attach", forbidden: append([]string{"wire"}, followers...), required: []string{"pcap", "gotls", "live", "procnet", "keylog"}},
 		{pkg: "report", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 	} {
