@@ -409,6 +409,9 @@ func (a *attacher) scan() {
 		f = live.Filter{} // every TCP segment
 	}
 	for _, c := range a.caps {
+		if c == nil {
+			continue // a namespace followed without a capture (tests)
+		}
 		if err := c.SetFilter(f); err != nil {
 			a.opt.Notice(fmt.Sprintf("capture filter: %v", err))
 		}
@@ -454,15 +457,22 @@ func (a *attacher) findNew() {
 }
 
 // decide returns what is known of the connection between src and dst,
-// re-reading the sockets once for a connection not seen before (its SYN,
-// or its first packet) or one that starts again (a SYN).
-func (a *attacher) decide(src, dst netip.AddrPort, syn bool) verdict {
+// and whether it is decided. A connection is the processes' when their
+// sockets show it; it is other processes' once a scan made after its packet
+// was captured (at) did not find it. Scans for unknown connections come at
+// most every minScanGap, so that a flood of other processes' connections
+// costs a bounded number of them: until the next one, a connection not
+// known is not decided (tracked holds its packets).
+func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verdict, bool) {
 	t := newTuple(src, dst)
 	if v, ok := a.verdicts[t]; ok && !(syn && len(v.ends) == 0) {
-		return v
+		return v, true
 	}
 	v := a.lookup(src, dst)
-	if len(v.ends) == 0 {
+	if len(v.ends) == 0 && !a.lastScan.After(at) {
+		if time.Since(a.lastScan) < minScanGap {
+			return v, false
+		}
 		a.scan()
 		v = a.lookup(src, dst)
 	}
@@ -485,7 +495,7 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool) verdict {
 			v.ends[0].proc.Name(), dst.Port(), src, dst, dst.Port(), dst.Port()))
 		a.scan()
 	}
-	return v
+	return v, true
 }
 
 func (a *attacher) lookup(src, dst netip.AddrPort) verdict {
@@ -511,7 +521,36 @@ func (a *attacher) owner(client, server netip.AddrPort) string {
 type tracked struct {
 	a   *attacher
 	src live.Source
+	// held are packets of connections not decided yet, in the order
+	// captured (copies), heldBytes their size; ready those of them found
+	// to be the processes', to be returned first.
+	held      []heldPacket
+	heldBytes int
+	undecided map[tuple]bool
+	ready     []heldPacket
+	cur       heldPacket // the ready packet returned last
+	dropped   int        // packets of other processes' connections dropped
 }
+
+type heldPacket struct {
+	data     []byte
+	ci       gopacket.CaptureInfo
+	src, dst netip.AddrPort
+	syn      bool
+}
+
+// Bounds of tracked.
+const (
+	// minScanGap is the least time between two scans made for packets of
+	// connections not known yet (decide).
+	minScanGap = 20 * time.Millisecond
+	// maxHeldBytes bounds the packets held while their connections are
+	// not decided; past it the oldest are dropped.
+	maxHeldBytes = 4 << 20
+	// maxDroppedInARow is how many packets of other processes tracked
+	// drops before it gives ReadLive an idle turn.
+	maxDroppedInARow = 1024
+)
 
 // ReadPacket returns the next packet of a connection of an attached
 // process; io.EOF once every process attached to exited (and no Exes may
@@ -519,6 +558,14 @@ type tracked struct {
 func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 	a := t.a
 	for {
+		if len(t.ready) > 0 {
+			t.cur, t.ready = t.ready[0], t.ready[1:]
+			return t.cur.data, t.cur.ci, layers.LinkTypeRaw, nil
+		}
+		if len(t.held) > 0 && time.Since(a.lastScan) >= minScanGap {
+			t.release()
+			continue
+		}
 		if time.Since(a.lastScan) >= a.opt.Rescan {
 			a.scan()
 			if len(a.procs) == 0 && len(a.opt.Exes) == 0 {
@@ -534,10 +581,51 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		if !ok {
 			continue
 		}
-		if v := a.decide(src, dst, syn); len(v.ends) > 0 {
+		if t.undecided[newTuple(src, dst)] {
+			t.hold(data, ci, src, dst, syn) // behind its connection's first
+			continue
+		}
+		v, decided := a.decide(src, dst, syn, ci.Timestamp)
+		switch {
+		case !decided:
+			t.hold(data, ci, src, dst, syn)
+			continue
+		case len(v.ends) > 0:
 			return data, ci, link, nil
 		}
+		// A flood of other processes' packets must not keep ReadLive
+		// from its idle turns (and from seeing Ctrl-C).
+		if t.dropped++; t.dropped%maxDroppedInARow == 0 {
+			return nil, gopacket.CaptureInfo{Timestamp: time.Now()}, link, nil
+		}
 	}
+}
+
+// hold keeps a copy of a packet whose connection is not decided yet.
+func (t *tracked) hold(data []byte, ci gopacket.CaptureInfo, src, dst netip.AddrPort, syn bool) {
+	if t.undecided == nil {
+		t.undecided = map[tuple]bool{}
+	}
+	t.undecided[newTuple(src, dst)] = true
+	t.held = append(t.held, heldPacket{data: append([]byte(nil), data...), ci: ci, src: src, dst: dst, syn: syn})
+	t.heldBytes += len(data)
+	for t.heldBytes > maxHeldBytes && len(t.held) > 0 {
+		t.heldBytes -= len(t.held[0].data)
+		t.held = t.held[1:]
+	}
+}
+
+// release scans, decides the held packets' connections (every one of them
+// now, since the scan came after them) and queues those of the processes.
+func (t *tracked) release() {
+	t.a.scan()
+	for _, p := range t.held {
+		if v, _ := t.a.decide(p.src, p.dst, p.syn, p.ci.Timestamp); len(v.ends) > 0 {
+			t.ready = append(t.ready, p)
+		}
+	}
+	t.held, t.heldBytes = nil, 0
+	clear(t.undecided)
 }
 
 // Describe sums up a Result for the end of a run: "24 secrets from 2
