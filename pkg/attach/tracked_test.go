@@ -3,10 +3,10 @@ package attach
 import (
 	"encoding/binary"
 	"fmt"
-	"os/exec"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
