@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
 	"os"
 	"sync"
 )
@@ -128,8 +129,11 @@ type Log struct {
 	errs    []*LineError
 	nerrs   int
 	files   []*watchedFile
-	gen     int  // counts the changes to secrets
-	given   bool // a key log was given (a file, or text), secrets or not
+	gen     int // counts the changes to secrets (and to joined)
+	// joined holds the connections to be joined mid-way (AddJoined), by
+	// their endpoints, the lower first.
+	joined map[[2]netip.AddrPort]*Joined
+	given  bool // a key log was given (a file, or text), secrets or not
 }
 
 // watchedFile is a key log file that may still be appended to: re-read

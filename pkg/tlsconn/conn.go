@@ -69,6 +69,11 @@ type Options struct {
 	// Keys holds the secrets; a Conn looks its connection up by the
 	// ClientHello's random. Never nil.
 	Keys *keylog.Log
+	// Joins says that the state of a connection whose handshake was not
+	// seen may come into Keys (keylog.Log.AddJoined: kwatch attach reads
+	// it from the process): such a connection's records wait for it (up
+	// to 64 KiB a direction), then decrypt from the middle on.
+	Joins bool
 	// NoWait says that no secrets can come later than they are looked
 	// for (no key log file that may grow, no pcapng blocks to come): a
 	// connection without them is given up at once, not held up to 64 KiB
@@ -90,6 +95,10 @@ type Options struct {
 	// (record.Conn.HTTP2; records never change once emitted) and before
 	// emitting anything of its own. Never nil.
 	Inner func(alpn string, server bool, first []byte, t time.Time, decrypted func()) exchange.Follower
+	// InnerJoined, if set, is Inner for a connection joined mid-way
+	// (Options.Joins): its first decrypted bytes may be anywhere in an
+	// HTTP message or between HTTP/2 frames. Unset, Inner is used.
+	InnerJoined func(alpn string, server bool, first []byte, t time.Time, decrypted func()) exchange.Follower
 }
 
 // Conn follows one TLS connection. It implements exchange.Follower: feed it
@@ -120,6 +129,9 @@ type Conn struct {
 	// authFailed: a record did not authenticate under the logged keys.
 	authFailed bool
 	last       time.Time
+	// joined is the state the connection was joined with, mid-way
+	// (Options.Joins); nil otherwise.
+	joined *keylog.Joined
 }
 
 // New returns a Conn that reports records of connection rec to sink.
@@ -151,6 +163,9 @@ type direction struct {
 	// Finished), so the next record is phaseApp's; update: a KeyUpdate
 	// came, so the next record uses the next application keys.
 	switchApp, update bool
+	// window is set while a direction joined mid-way looks for the
+	// sequence number of its first record (join.go).
+	window *seqWindow
 	// awaitTraffic: the handshake ended before the direction's traffic
 	// secret was known and secrets may still come (not Options.NoWait: a
 	// key source such as an uprobe hands them over while packets flow);
@@ -436,6 +451,10 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 		// Application data in the clear: protected records whose
 		// start the capture did not show.
 		switch {
+		case c.ch == nil && c.sh == nil && c.joined == nil && c.join(t):
+			// Joined mid-way: both directions are protected now.
+		case c.ch == nil && c.sh == nil && c.opt.Joins && !c.opt.NoWait && !c.gaveUp && c.joined == nil:
+			return false // the state may still come from the process
 		case c.ch == nil && c.sh == nil:
 			c.giveUp(h, t, "")
 			return true
@@ -458,6 +477,9 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	}
 	if h.cs == nil && !c.keys(h, t) {
 		return false
+	}
+	if h.window != nil {
+		return c.seek(h, hdr, body, t)
 	}
 	seq := h.cs.seq
 	if h.phase == phaseTrial {
@@ -920,7 +942,11 @@ func alertName(d byte) string {
 // again from the ALPN choice or the bytes).
 func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 	if c.inner == nil {
-		c.inner = c.opt.Inner(c.alpn, h.server, p, t, func() { c.noteDecrypted(t) })
+		inner := c.opt.Inner
+		if c.joined != nil && c.opt.InnerJoined != nil {
+			inner = c.opt.InnerJoined
+		}
+		c.inner = inner(c.alpn, h.server, p, t, func() { c.noteDecrypted(t) })
 	}
 	if h.lost > 0 {
 		// What the follower lost is the plaintext of the records lost:
@@ -975,6 +1001,10 @@ func (c *Conn) noteDecrypted(t time.Time) {
 		return
 	}
 	c.noted = true
+	if c.joined != nil {
+		c.noteJoined(t)
+		return
+	}
 	src := ""
 	if c.secrets != nil && c.secrets.Source != "" {
 		src = " with keys from " + c.secrets.Source

@@ -46,6 +46,10 @@ type Options struct {
 	// NoWait is tlsconn.Options.NoWait: no secrets can come later than a
 	// connection looks for them.
 	NoWait bool
+	// Joins is tlsconn.Options.Joins: the state of TLS connections whose
+	// handshake was not seen may come into Keys (kwatch attach); their
+	// decrypted bytes are decided as a capture that starts mid-way.
+	Joins bool
 }
 
 // Board holds what every connection of one source shares: the options, and
@@ -59,6 +63,10 @@ type Board struct {
 	// inside TLS, no capture starting mid-response, problems located in
 	// the decrypted bytes); nil when TLS is not followed.
 	decrypted *Board
+	// joined is the board of the decrypted bytes of TLS connections
+	// joined mid-way (Options.Joins): as decrypted, but they may start in
+	// the middle of a response.
+	joined *Board
 }
 
 // NewBoard returns the Board of connections followed with opt.
@@ -78,6 +86,10 @@ func NewBoard(opt Options) *Board {
 			}
 		}
 		b.decrypted = NewBoard(in)
+		if opt.Joins {
+			in.MidStream = true
+			b.joined = NewBoard(in)
+		}
 	}
 	return b
 }
@@ -382,8 +394,12 @@ func (c *Conn) sniff(d *direction, p []byte, t time.Time) {
 	switch {
 	case tlsrec.IsRecord(p) && c.b.opt.Keys != nil:
 		o := &c.b.opt
-		c.other = tlsconn.New(c.rec, c.sink, tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait,
-			Budget: o.Budget, Locate: o.Locate, Inner: c.decrypted})
+		to := tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait, Joins: o.Joins,
+			Budget: o.Budget, Locate: o.Locate, Inner: c.decrypted}
+		if c.b.joined != nil {
+			to.InnerJoined = c.decryptedJoined
+		}
+		c.other = tlsconn.New(c.rec, c.sink, to)
 		c.handOver(d, p, t)
 		return
 	case tlsrec.IsRecord(p):
@@ -472,7 +488,18 @@ func (u *upgrader) Upgrade(req *record.Request, t time.Time) exchange.Follower {
 // decides from the bytes, as for a connection in the clear (Board's
 // decrypted board).
 func (c *Conn) decrypted(alpn string, server bool, first []byte, t time.Time, noted func()) exchange.Follower {
-	in := c.b.decrypted
+	return c.decryptedOn(c.b.decrypted, alpn, server, first, t, noted)
+}
+
+// decryptedJoined is tlsconn.Options.InnerJoined: decrypted, for a
+// connection joined mid-way (its bytes decided as a capture that starts in
+// the middle).
+func (c *Conn) decryptedJoined(alpn string, server bool, first []byte, t time.Time, noted func()) exchange.Follower {
+	return c.decryptedOn(c.b.joined, alpn, server, first, t, noted)
+}
+
+// decryptedOn is decrypted with the board in.
+func (c *Conn) decryptedOn(in *Board, alpn string, server bool, first []byte, t time.Time, noted func()) exchange.Follower {
 	preface := !server && bytes.HasPrefix(first, []byte(h2Preface))
 	if alpn != "h2" && !preface {
 		noted()
