@@ -127,7 +127,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		return nil, err
 	}
 	defer probe.Close()
-	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, attached: map[int]bool{}}
+	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, attached: map[int]bool{}, scanGap: minScanGap}
 	// What was attached is said once the captures are open too: from
 	// then on, a connection is seen from its first packet.
 	var attached []string
@@ -237,6 +237,7 @@ type attacher struct {
 	socks    map[uint64]*sockets      // by network namespace
 	verdicts map[tuple]verdict
 	lastScan time.Time
+	scanGap  time.Duration // minScanGap (tests change it)
 	// open holds the connections open when kwatch attached (the first
 	// scan), true once one carried a packet; before counts those.
 	open   map[tuple]bool
@@ -470,7 +471,7 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verd
 	}
 	v := a.lookup(src, dst)
 	if len(v.ends) == 0 && !a.lastScan.After(at) {
-		if time.Since(a.lastScan) < minScanGap {
+		if time.Since(a.lastScan) < a.scanGap {
 			return v, false
 		}
 		a.scan()
@@ -562,7 +563,7 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 			t.cur, t.ready = t.ready[0], t.ready[1:]
 			return t.cur.data, t.cur.ci, layers.LinkTypeRaw, nil
 		}
-		if len(t.held) > 0 && time.Since(a.lastScan) >= minScanGap {
+		if len(t.held) > 0 && time.Since(a.lastScan) >= a.scanGap {
 			t.release()
 			continue
 		}

@@ -70,7 +70,8 @@ func TestTrackedHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &attacher{opt: Options{Rescan: time.Hour, Notice: func(string) {}}, names: map[uint32]string{}, attached: map[int]bool{},
-		caps: map[uint64]*live.Capture{ino: nil}, nsOf: map[int]uint64{self.PID: ino}, socks: map[uint64]*sockets{}, verdicts: map[tuple]verdict{}}
+		caps: map[uint64]*live.Capture{ino: nil}, nsOf: map[int]uint64{self.PID: ino}, socks: map[uint64]*sockets{}, verdicts: map[tuple]verdict{},
+		scanGap: time.Hour} // no scan for unknown connections until the test says
 	a.remember(self)
 	a.scan() // the scan before the connection and its packets
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -89,6 +90,17 @@ func TestTrackedHolds(t *testing.T) {
 	if _, decided := a.decide(local, remote, false, time.Now()); decided {
 		t.Fatal("the connection made after the last scan was decided before the next scan")
 	}
+	// The packets are held (the first two reads return none), then come
+	// out once a scan may be made.
+	for range 2 {
+		if data, _, _, _ := tr.ReadPacket(); data != nil {
+			t.Fatalf("a packet came out before its connection was decided: %q", data[40:])
+		}
+	}
+	if len(tr.held) != 3 {
+		t.Fatalf("%d packets held, want 3", len(tr.held))
+	}
+	a.scanGap = 0
 	var got []string
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < 2 {

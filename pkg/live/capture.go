@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -56,6 +58,11 @@ type Capture struct {
 	opt     Options
 	loIndex int
 	name    string
+	// filter is the filter set last; ReadPacket checks every packet
+	// against it too (Filter.Keeps): the socket receives from its
+	// creation on, before its kernel filter is attached.
+	mu     sync.Mutex
+	filter Filter
 }
 
 // Open starts a capture. Packets come as their IP packets (a SOCK_DGRAM
@@ -135,6 +142,9 @@ func (c *Capture) SetFilter(f Filter) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.filter = Filter{Ports: slices.Clone(f.Ports), SYN: f.SYN}
+	c.mu.Unlock()
 	return c.tp.SetBPF(raw)
 }
 
@@ -150,7 +160,10 @@ func (c *Capture) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		if err != nil {
 			return nil, ci, layers.LinkTypeRaw, err
 		}
-		if len(data) == 0 {
+		c.mu.Lock()
+		keep := c.filter.Keeps(data)
+		c.mu.Unlock()
+		if !keep {
 			continue
 		}
 		return data, ci, layers.LinkTypeRaw, nil

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -165,4 +166,48 @@ func Compile(f Filter, loIndex int) ([]bpf.RawInstruction, error) {
 	a.label("reject")
 	a.add(bpf.RetConstant{Val: 0})
 	return a.done()
+}
+
+// Keeps reports whether f keeps the IP packet p, as the program Compile
+// makes decides it (but for the loopback rule, which needs the packet
+// type): the same test in Go, load by load (a load past the packet's end
+// drops it, as in the kernel), for the packets a socket received before
+// its kernel filter was attached, or under the filter it replaced.
+func (f Filter) Keeps(p []byte) bool {
+	if len(p) < 1 {
+		return false
+	}
+	var tcp int // where the TCP header starts
+	switch p[0] >> 4 {
+	case 4:
+		if len(p) < 10 || p[9] != 6 || binary.BigEndian.Uint16(p[6:])&0x1fff != 0 {
+			return false
+		}
+		tcp = int(p[0]&0x0f) * 4
+	case 6:
+		if len(p) < 7 || p[6] != 6 {
+			return false
+		}
+		tcp = 40
+	default:
+		return false
+	}
+	if len(f.Ports) == 0 {
+		return true
+	}
+	if f.SYN {
+		if len(p) < tcp+14 {
+			return false
+		}
+		if p[tcp+13]&0x02 != 0 {
+			return true
+		}
+	}
+	if len(p) < tcp+2 {
+		return false
+	}
+	if slices.Contains(f.Ports, binary.BigEndian.Uint16(p[tcp:])) {
+		return true
+	}
+	return len(p) >= tcp+4 && slices.Contains(f.Ports, binary.BigEndian.Uint16(p[tcp+2:]))
 }

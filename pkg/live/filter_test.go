@@ -90,3 +90,50 @@ func TestCompile(t *testing.T) {
 		t.Errorf("%d ports: %v", MaxPorts, err)
 	}
 }
+
+// TestKeepsAgreesWithCompile runs Filter.Keeps and the compiled program
+// over the same packets: they agree on every one.
+func TestKeepsAgreesWithCompile(t *testing.T) {
+	filters := []Filter{{}, {Ports: []uint16{6443}}, {Ports: []uint16{6443, 8001}, SYN: true}}
+	var packets [][]byte
+	for _, ver := range []byte{0x45, 0x46, 0x4f, 0x60, 0x00} {
+		for _, proto := range []byte{6, 17} {
+			for _, flags := range []byte{0x02, 0x10, 0x12} {
+				for _, ports := range [][2]uint16{{50000, 6443}, {8001, 1}, {1, 2}} {
+					p := make([]byte, 80)
+					p[0] = ver
+					if ver == 0x60 {
+						p[6] = proto
+						binary.BigEndian.PutUint16(p[40:], ports[0])
+						binary.BigEndian.PutUint16(p[42:], ports[1])
+						p[53] = flags
+					} else {
+						p[9] = proto
+						ihl := int(ver&0x0f) * 4
+						binary.BigEndian.PutUint16(p[ihl:], ports[0])
+						binary.BigEndian.PutUint16(p[ihl+2:], ports[1])
+						p[ihl+13] = flags
+					}
+					packets = append(packets, p, p[:30], p[:50])
+				}
+			}
+		}
+	}
+	for _, f := range filters {
+		raw, err := Compile(f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins, _ := bpf.Disassemble(raw)
+		vm, err := bpf.NewVM(ins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range packets {
+			n, _ := vm.Run(p)
+			if keep := n > 0; keep != f.Keeps(p) {
+				t.Errorf("filter %+v, packet % x: the program keeps it %v, Keeps says %v", f, p[:min(len(p), 24)], keep, !keep)
+			}
+		}
+	}
+}
