@@ -14,6 +14,7 @@ type attachOptions struct {
 	decode pcapOptions // the decoding and output flags kwatch pcap has
 	exes   []string
 	record string
+	ports  []uint16
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
@@ -75,6 +76,7 @@ decoded without problems, 1 with problems or warnings, 2 cannot attach.`,
 	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	o.decode.addDecodeFlags(fs)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
+	fs.Var(newPortList(&o.ports), "port", "also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway)")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -83,16 +85,18 @@ decoded without problems, 1 with problems or warnings, 2 cannot attach.`,
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
 	ctx := cmd.Context()
-	opt := attach.Options{Targets: targets, Exes: o.exes,
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
 		Read:   o.decode.readOptions(keylog.New()),
 		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) }}
 	if o.record != "" {
-		f, err := os.Create(o.record)
+		// Read by its owner only: it holds the keys.
+		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("--record: %w", err)}
 		}
 		defer f.Close()
 		opt.Record = f
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
@@ -104,6 +108,7 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		return &exitError{code: ExitUsage, err: err}
 	}
 	if res.Exited {
+		// said before the summary line below
 		fmt.Fprintf(streams.ErrOut, "kwatch: every process attached to has exited\n")
 	}
 	fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())

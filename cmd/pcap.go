@@ -268,6 +268,11 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	}
 	defer c.Close()
 	o.file = c.Name()
+	what := "TCP"
+	if o.port != 0 {
+		what = fmt.Sprintf("TCP port %d", o.port)
+	}
+	fmt.Fprintf(streams.ErrOut, "kwatch: capturing %s on %s (Ctrl-C ends)\n", what, c.Name())
 	p := o.output.printer(streams, o.allHTTP)
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)

@@ -115,7 +115,16 @@ tcpdump is still writing.`,
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
 
   # JSON Lines for jq: the chunk sizes of every event
-  kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'`,
+  kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'
+
+  # A live list-watch of ConfigMaps, as an informer makes it, through kubectl proxy
+  kwatch stream configmaps
+
+  # The watches of a running Go program, decrypted, with no key log (root)
+  kwatch attach kube-controller-manager
+
+  # Capture live without tcpdump (root)
+  kwatch pcap -i lo --port 8001`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       version,

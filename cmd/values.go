@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,3 +118,30 @@ func (v durationValue) Set(s string) error {
 
 // Type names the value in --help ("duration").
 func (v durationValue) Type() string { return "duration" }
+
+// portList is a repeatable TCP port flag (--port 6443 --port 8443, or
+// --port 6443,8443).
+type portList struct{ v *[]uint16 }
+
+func newPortList(v *[]uint16) *portList { return &portList{v} }
+
+func (p *portList) String() string {
+	var s []string
+	for _, n := range *p.v {
+		s = append(s, strconv.Itoa(int(n)))
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *portList) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("a TCP port is 1 to 65535, not %q", f)
+		}
+		*p.v = append(*p.v, uint16(n))
+	}
+	return nil
+}
+
+func (p *portList) Type() string { return "port" }

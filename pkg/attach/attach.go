@@ -9,10 +9,12 @@
 package attach
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -21,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -71,6 +74,9 @@ type Result struct {
 	// Secrets counts the secrets taken from the processes; Lost those
 	// the kernel could not hand over (its ring buffer was full).
 	Secrets, Lost uint64
+	// SecretsBy counts the secrets by the process that derived them,
+	// named "NAME (pid N)".
+	SecretsBy map[string]uint64
 	// Exited says that every process attached to exited (the run ended
 	// by itself), rather than that ctx was cancelled.
 	Exited bool
@@ -127,7 +133,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		return nil, err
 	}
 	defer probe.Close()
-	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, attached: map[int]bool{}, scanGap: minScanGap}
+	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
 	// What was attached is said once the captures are open too: from
 	// then on, a connection is seen from its first packet.
 	var attached []string
@@ -136,7 +142,15 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", exe, err)
 		}
+		a.exeFiles[exe] = fileID(exe)
 		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
+		running, _ := procnet.ByExe(exe)
+		for _, p := range running {
+			if p.PID != os.Getpid() && !a.attached[p.PID] {
+				a.remember(p)
+				attached = append(attached, fmt.Sprintf("%s (pid %d) runs it already: followed (connections it opened before are not decrypted)", p.Name(), p.PID))
+			}
+		}
 	}
 	for _, p := range procs {
 		line, err := a.attach(p)
@@ -166,6 +180,8 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	wg.Go(a.readSecrets)
 	ro := opt.Read
 	ro.Keys, ro.WaitForKeys, ro.Owner = a.keys, true, a.owner
+	ro.HTTP.KeySource = "the processes attached (a handshake of another process, or a secret the kernel's ring buffer lost)"
+	ro.HTTP.Missed = "TLS records of a connection whose handshake came before kwatch attached: encrypted, not decoded"
 	if ro.Name == "" {
 		ro.Name = "attach"
 	}
@@ -177,7 +193,10 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			opt.Notice(fmt.Sprintf("--record: %v", err))
 		}
 	}
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), Lost: probe.Lost(), Exited: a.exited, Before: a.before}
+	a.mu.Lock()
+	by := maps.Clone(a.secretsBy)
+	a.mu.Unlock()
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before}
 	return res, nil
 }
 
@@ -222,11 +241,16 @@ type attacher struct {
 	rec   *live.Recording
 
 	// mu guards names, which readSecrets reads, and newPIDs.
-	mu       sync.Mutex
-	names    map[uint32]string
-	newPIDs  []uint32 // PIDs that gave secrets and are not attached (Exes)
-	secrets  atomic.Uint64
-	attached map[int]bool
+	mu    sync.Mutex
+	names map[uint32]string
+	// secretsBy counts the secrets by process name (Result.SecretsBy).
+	secretsBy map[string]uint64
+	newPIDs   []uint32 // PIDs that gave secrets and are not attached (Exes)
+	secrets   atomic.Uint64
+	attached  map[int]bool
+	// exeFiles holds, by Exes path, the file the uprobe is on (its device
+	// and inode: fileID), to see when the path is replaced (a rebuild).
+	exeFiles map[string]string
 	order    []procnet.Process
 	procs    []procnet.Process // attached and still running
 	exited   bool
@@ -297,6 +321,11 @@ func (a *attacher) readSecrets() {
 		}
 		a.keys.Add(line, "the uprobe on "+name)
 		a.secrets.Add(1)
+		a.mu.Lock()
+		if len(a.secretsBy) < 1024 {
+			a.secretsBy[name]++
+		}
+		a.mu.Unlock()
 	}
 }
 
@@ -316,7 +345,9 @@ func (a *attacher) openCaptures() error {
 			return err
 		}
 	}
-	a.scan()
+	if err := a.scan(); err != nil {
+		return err
+	}
 	a.open = map[tuple]bool{}
 	for _, s := range a.socks {
 		for c := range s.conns {
@@ -376,7 +407,10 @@ func (a *attacher) closeCaptures() {
 // scan re-reads the sockets of every process followed, looks for new
 // processes (of Exes, or that gave secrets), notes those that exited, and
 // sets each capture's kernel filter.
-func (a *attacher) scan() {
+//
+// It returns the first error of reading a process's sockets (said as a
+// notice too, but for the first scan, whose error ends the run).
+func (a *attacher) scan() error {
 	a.lastScan = time.Now()
 	a.findNew()
 	byNS := map[uint64][]procnet.Process{}
@@ -391,10 +425,14 @@ func (a *attacher) scan() {
 	}
 	a.procs = alive
 	ports := slices.Concat(DefaultPorts, a.opt.Ports, a.learned)
+	var first error
 	for ino := range a.caps {
 		s, err := index(byNS[ino])
 		if err != nil {
-			a.opt.Notice(err.Error())
+			if first == nil && a.socks[ino] != nil {
+				a.opt.Notice(err.Error())
+			}
+			first = cmp.Or(first, err)
 		}
 		a.socks[ino] = s
 		ports = append(ports, s.ports...)
@@ -402,7 +440,7 @@ func (a *attacher) scan() {
 	slices.Sort(ports)
 	ports = slices.Compact(ports)
 	if slices.Equal(ports, a.filtered) {
-		return
+		return first
 	}
 	a.filtered = ports
 	f := live.Filter{Ports: ports, SYN: true}
@@ -417,6 +455,7 @@ func (a *attacher) scan() {
 			a.opt.Notice(fmt.Sprintf("capture filter: %v", err))
 		}
 	}
+	return first
 }
 
 // filters says whether the kernel filter keeps the segments of port.
@@ -430,6 +469,15 @@ func (a *attacher) filters(port uint16) bool {
 func (a *attacher) findNew() {
 	var found []procnet.Process
 	for _, exe := range a.opt.Exes {
+		if id := fileID(exe); id != "" && id != a.exeFiles[exe] {
+			// Rebuilt or replaced: the uprobe is on the old file.
+			if _, err := a.probe.Attach(exe, 0); err != nil {
+				a.opt.Notice(fmt.Sprintf("%s was replaced, and its new file cannot be attached to: %v", exe, err))
+			} else {
+				a.opt.Notice(fmt.Sprintf("%s was replaced: attached to the new file too", exe))
+			}
+			a.exeFiles[exe] = id
+		}
 		ps, err := procnet.ByExe(exe)
 		if err == nil {
 			found = append(found, ps...)
@@ -471,7 +519,13 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verd
 	}
 	v := a.lookup(src, dst)
 	if len(v.ends) == 0 && !a.lastScan.After(at) {
-		if time.Since(a.lastScan) < a.scanGap {
+		// A SYN is scanned for at once (minSYNScanGap): its process may
+		// be a command that lives a few milliseconds (kubectl create).
+		gap := a.scanGap
+		if syn {
+			gap = min(gap, minSYNScanGap)
+		}
+		if time.Since(a.lastScan) < gap {
 			return v, false
 		}
 		a.scan()
@@ -479,10 +533,6 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verd
 	}
 	if _, ok := a.open[t]; ok && len(v.ends) > 0 {
 		v.before = true
-		if !a.open[t] {
-			a.open[t] = true
-			a.before++
-		}
 	}
 	if len(a.verdicts) >= maxVerdicts {
 		clear(a.verdicts)
@@ -510,9 +560,15 @@ func (a *attacher) lookup(src, dst netip.AddrPort) verdict {
 // owner is pcap.Options.Owner: the attached processes at a connection's
 // ends.
 func (a *attacher) owner(client, server netip.AddrPort) string {
-	v, ok := a.verdicts[newTuple(client, server)]
+	t := newTuple(client, server)
+	v, ok := a.verdicts[t]
 	if !ok {
 		return ""
+	}
+	if v.before && !a.open[t] {
+		// Counted once it carries bytes: when it gets its note.
+		a.open[t] = true
+		a.before++
 	}
 	return describe(v, client)
 }
@@ -527,6 +583,7 @@ type tracked struct {
 	// to be the processes', to be returned first.
 	held      []heldPacket
 	heldBytes int
+	heldSYN   bool // a SYN is held: scanned for sooner (minSYNScanGap)
 	undecided map[tuple]bool
 	ready     []heldPacket
 	cur       heldPacket // the ready packet returned last
@@ -543,8 +600,9 @@ type heldPacket struct {
 // Bounds of tracked.
 const (
 	// minScanGap is the least time between two scans made for packets of
-	// connections not known yet (decide).
-	minScanGap = 20 * time.Millisecond
+	// connections not known yet (decide); minSYNScanGap for their SYNs.
+	minScanGap    = 20 * time.Millisecond
+	minSYNScanGap = time.Millisecond
 	// maxHeldBytes bounds the packets held while their connections are
 	// not decided; past it the oldest are dropped.
 	maxHeldBytes = 4 << 20
@@ -563,7 +621,7 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 			t.cur, t.ready = t.ready[0], t.ready[1:]
 			return t.cur.data, t.cur.ci, layers.LinkTypeRaw, nil
 		}
-		if len(t.held) > 0 && time.Since(a.lastScan) >= a.scanGap {
+		if gap := a.scanGap; len(t.held) > 0 && (time.Since(a.lastScan) >= gap || t.heldSYN && time.Since(a.lastScan) >= min(gap, minSYNScanGap)) {
 			t.release()
 			continue
 		}
@@ -609,6 +667,7 @@ func (t *tracked) hold(data []byte, ci gopacket.CaptureInfo, src, dst netip.Addr
 	}
 	t.undecided[newTuple(src, dst)] = true
 	t.held = append(t.held, heldPacket{data: append([]byte(nil), data...), ci: ci, src: src, dst: dst, syn: syn})
+	t.heldSYN = t.heldSYN || syn
 	t.heldBytes += len(data)
 	for t.heldBytes > maxHeldBytes && len(t.held) > 0 {
 		t.heldBytes -= len(t.held[0].data)
@@ -625,26 +684,48 @@ func (t *tracked) release() {
 			t.ready = append(t.ready, p)
 		}
 	}
-	t.held, t.heldBytes = nil, 0
+	t.held, t.heldBytes, t.heldSYN = nil, 0, false
 	clear(t.undecided)
 }
 
-// Describe sums up a Result for the end of a run: "24 secrets from 2
-// processes; 0 lost".
+// Describe sums up a Result for the end of a run: "8 TLS secrets taken:
+// 4 from kubectl (pid 31), 4 from kubectl (pid 40)".
 func (r *Result) Describe() string {
-	var names []string
-	for _, p := range r.Processes {
-		names = append(names, fmt.Sprintf("%s (pid %d)", p.Name(), p.PID))
+	var by []string
+	for name, n := range r.SecretsBy {
+		by = append(by, fmt.Sprintf("%d from %s", n, name))
 	}
-	s := fmt.Sprintf("%d TLS secrets taken from %s", r.Secrets, strings.Join(names, ", "))
-	if len(names) == 0 {
-		s = fmt.Sprintf("%d TLS secrets taken; no process attached", r.Secrets)
+	slices.Sort(by)
+	s := fmt.Sprintf("%s taken", phrase.Count(int(r.Secrets), "TLS secret", "TLS secrets"))
+	if len(by) > 0 {
+		s += ": " + strings.Join(by, ", ")
+	}
+	if len(r.Processes) == 0 {
+		s += "; no process attached"
 	}
 	if r.Lost > 0 {
 		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)
 	}
 	if r.Before > 0 {
-		s += fmt.Sprintf("; %s open before kwatch attached (not decrypted: their handshakes came before)", phrase.Count(r.Before, "connection", "connections"))
+		s += "; " + phrase.Count(r.Before, "connection", "connections") + " open before kwatch attached: not decrypted, "
+		if r.Before == 1 {
+			s += "its handshake came before"
+		} else {
+			s += "their handshakes came before"
+		}
 	}
 	return s
+}
+
+// fileID names the file at path by its device and inode, "" when it
+// cannot be read.
+func fileID(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	}
+	return ""
 }

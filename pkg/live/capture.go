@@ -91,7 +91,7 @@ func Open(opt Options) (*Capture, error) {
 		}
 		if iface != "" {
 			if _, err := net.InterfaceByName(iface); err != nil {
-				return fmt.Errorf("interface %s: %w", iface, err)
+				return fmt.Errorf("no interface named %s (ip link lists them; any is every interface)", iface)
 			}
 		}
 		args := []any{afpacket.OptSocketType(afpacket.SocketDgram), afpacket.OptTPacketVersion(afpacket.TPacketVersion3),

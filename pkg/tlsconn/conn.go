@@ -74,6 +74,11 @@ type Options struct {
 	// it from the process): such a connection's records wait for it (up
 	// to 64 KiB a direction), then decrypt from the middle on.
 	Joins bool
+	// KeySource, when set, names where secrets come from when that is not
+	// a key log (kwatch attach: "the processes attached"), for the note of
+	// a connection without them; Missed, when set, is the note of a
+	// connection whose handshake was not seen.
+	KeySource, Missed string
 	// NoWait says that no secrets can come later than they are looked
 	// for (no key log file that may grow, no pcapng blocks to come): a
 	// connection without them is given up at once, not held up to 64 KiB
@@ -1043,13 +1048,18 @@ func (c *Conn) giveUp(h *direction, t time.Time, waited string) {
 		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: c.helloErr + ": encrypted, not decoded"})
 	case c.ch == nil && c.sh == nil:
 		c.noted = true
-		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls",
-			Message: "TLS records after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello; start the capture before the client connects)"})
+		msg := "TLS records after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello; start the capture before the client connects)"
+		if c.opt.Missed != "" {
+			msg = c.opt.Missed
+		}
+		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: msg})
 	case c.ch == nil:
 		c.noteUndecoded(t, "the capture lost the ClientHello, whose random names the connection in a key log")
 	case c.suite == nil && c.sh == nil:
 		c.noteUndecoded(t, "no ServerHello in the capture")
 	case c.unsup:
+	case c.opt.KeySource != "":
+		c.noteUndecoded(t, "no key for client random "+c.random().String()+" from "+c.opt.KeySource)
 	default:
 		if !c.opt.Keys.Given() {
 			c.noteUndecoded(t, "no key log (give one with --tls-keylog or SSLKEYLOGFILE, or capture one into the pcapng)")

@@ -50,6 +50,10 @@ type Options struct {
 	// handshake was not seen may come into Keys (kwatch attach); their
 	// decrypted bytes are decided as a capture that starts mid-way.
 	Joins bool
+	// KeySource and Missed are tlsconn.Options': where secrets come from
+	// when not from a key log, and the note of a TLS connection whose
+	// handshake was not seen.
+	KeySource, Missed string
 }
 
 // Board holds what every connection of one source shares: the options, and
@@ -394,7 +398,7 @@ func (c *Conn) sniff(d *direction, p []byte, t time.Time) {
 	switch {
 	case tlsrec.IsRecord(p) && c.b.opt.Keys != nil:
 		o := &c.b.opt
-		to := tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait, Joins: o.Joins,
+		to := tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait, Joins: o.Joins, KeySource: o.KeySource, Missed: o.Missed,
 			Budget: o.Budget, Locate: o.Locate, Inner: c.decrypted}
 		if c.b.joined != nil {
 			to.InnerJoined = c.decryptedJoined
