@@ -56,6 +56,7 @@ var (
 		"arm64-stripped":     {pkg: "tlspeer", env: []string{"GOARCH=arm64"}, flags: stripped},
 		"conns":              {pkg: "tlsconns"},
 		"conns-stripped":     {pkg: "tlsconns", flags: stripped},
+		"conns-pie":          {pkg: "tlsconns", flags: []string{"-buildmode=pie"}},
 		"conns-pie-stripped": {pkg: "tlsconns", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
 		"notls":              {pkg: "notls"},
 		"notls-stripped":     {pkg: "notls", flags: stripped},
@@ -144,4 +145,14 @@ func patched(t *testing.T, path string, edit func(b []byte)) string {
 		t.Fatal(err)
 	}
 	return out.Name()
+}
+
+// readFile returns the file's text.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
