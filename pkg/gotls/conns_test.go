@@ -26,6 +26,7 @@ type peerConn struct {
 	name          string
 	version       string
 	local, remote string
+	ekm           string // ExportKeyingMaterial("EXPERIMENTAL kwatch", nil, 32), hex
 }
 
 func startConnsPeer(t *testing.T, path string) *connsPeer {
@@ -55,10 +56,10 @@ func startConnsPeer(t *testing.T, path string) *connsPeer {
 		if len(f) == 1 && f[0] == "ready" {
 			break
 		}
-		if len(f) != 5 || f[0] != "conn" {
+		if len(f) != 6 || f[0] != "conn" {
 			t.Fatalf("%s printed %q", path, line)
 		}
-		p.conns = append(p.conns, peerConn{f[1], f[2], f[3], f[4]})
+		p.conns = append(p.conns, peerConn{f[1], f[2], f[3], f[4], f[5]})
 	}
 	return p
 }

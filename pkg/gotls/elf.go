@@ -108,6 +108,12 @@ func Find(path string) (Location, error) {
 // order: the file is read once. A name that is not there is reported as
 // ErrNoCryptoTLS.
 func findFuncs(path string, names ...string) ([]Location, error) {
+	return findFuncsIn(path, false, names...)
+}
+
+// findFuncsIn is findFuncs; with optional, a name that is not there gets
+// a Location with Address 0 instead of an error.
+func findFuncsIn(path string, optional bool, names ...string) ([]Location, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -126,12 +132,12 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 		loc.GoVersion = bi.GoVersion
 	}
 	syms := symbols(ef)
-	found := true
+	found, some := true, false
 	for _, name := range names {
-		if _, ok := syms[name]; !ok {
-			found = false
-		}
+		_, ok := syms[name]
+		found, some = found && ok, some || ok
 	}
+	found = found || optional && some
 	_, hasMain := syms["runtime.main"]
 	var tab *pclntab
 	var tabErr error
@@ -172,12 +178,15 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 		l := loc
 		if found {
 			l.Address, l.Method = syms[name], BySymbolTable
-		} else {
-			fn := funcs.LookupFunc(name)
-			if fn == nil {
+		} else if fn := funcs.LookupFunc(name); fn != nil {
+			l.Address, l.Method = fn.Entry, ByPclntab
+		}
+		if l.Address == 0 {
+			if !optional {
 				return nil, noCryptoTLS(path, name)
 			}
-			l.Address, l.Method = fn.Entry, ByPclntab
+			locs = append(locs, l)
+			continue
 		}
 		off, err := fileOffset(ef, l.Address)
 		if err != nil {

@@ -87,6 +87,14 @@ type Layout struct {
 	loads  []loadSeg // its PT_LOAD segments
 	types  uint64    // moduledata.types as linked (names of type descriptors); 0 unknown
 	etypes uint64    // moduledata.etypes as linked
+
+	// TLS 1.2 (tls12.go): where the master secret and randoms are in the
+	// closure Conn.ekm points to, and the entries (as linked) of the
+	// functions such a closure runs; tls12 says why TLS 1.2 cannot be
+	// read when it cannot ("" when it can).
+	closure  closureOffsets
+	ekmFuncs []uint64
+	tls12    string
 }
 
 // String says where the layout comes from: "DWARF of go1.26.8".
@@ -106,6 +114,7 @@ type offsets struct {
 	haveVers           uint64 // Conn.haveVers, a bool
 	cipherSuite        uint64 // Conn.cipherSuite, a uint16
 	in, out            uint64 // Conn.in, Conn.out, halfConns
+	ekm                uint64 // Conn.ekm, a func value (a pointer to its closure)
 	halfSize           uint64 // crypto/tls.halfConn
 	halfVersion        uint64 // halfConn.version, a uint16
 	seq                uint64 // halfConn.seq, [8]byte
@@ -173,6 +182,7 @@ func makeOffsets(s structs) (offsets, error) {
 	o.cipherSuite = f(tConn, "cipherSuite", 2)
 	o.in = f(tConn, "in", o.halfSize)
 	o.out = f(tConn, "out", o.halfSize)
+	o.ekm = f(tConn, "ekm", ptr)
 	o.halfVersion = f(tHalfConn, "version", 2)
 	o.seq = f(tHalfConn, "seq", 8)
 	o.trafficSecret = f(tHalfConn, "trafficSecret", slice)
@@ -184,7 +194,7 @@ func makeOffsets(s structs) (offsets, error) {
 	if err := errors.Join(errs...); err != nil {
 		return offsets{}, oneLine(err)
 	}
-	if o.out+o.halfSize > o.connSize || o.connSize > maxRead || o.netFDSize > maxRead {
+	if max(o.out+o.halfSize, o.ekm+ptr) > o.connSize || o.connSize > maxRead || o.netFDSize > maxRead {
 		return offsets{}, fmt.Errorf("crypto/tls.Conn of %d bytes with its out at %d, net.netFD of %d: not a layout to read", o.connSize, o.out, o.netFDSize)
 	}
 	return o, nil
@@ -198,39 +208,48 @@ func oneLine(err error) error {
 // dwarfStructs is structs from an executable's DWARF.
 type dwarfStructs map[string]*dwarf.StructType
 
-// readDWARF finds the struct types of structNames in d. Missing ones are
-// missing from the map.
-func readDWARF(d *dwarf.Data) (dwarfStructs, error) {
+// readDWARF finds the struct types of structNames in d (missing ones are
+// missing from the map), and the closures of ekmFromMasterSecret
+// (ekmClosure).
+func readDWARF(d *dwarf.Data) (dwarfStructs, []dwarfClosure, error) {
 	want := map[string]bool{}
 	for _, n := range structNames {
 		want[n] = true
 	}
 	out := dwarfStructs{}
+	var closures []dwarfClosure
 	r := d.Reader()
-	for len(out) < len(want) {
+	for {
 		e, err := r.Next()
 		if err != nil {
-			return nil, fmt.Errorf("reading DWARF: %w", err)
+			return nil, nil, fmt.Errorf("reading DWARF: %w", err)
 		}
 		if e == nil {
 			break
 		}
-		if e.Tag == dwarf.TagStructType {
-			if name, _ := e.Val(dwarf.AttrName).(string); want[name] && out[name] == nil {
-				t, err := d.Type(e.Offset)
-				if err != nil {
-					return nil, fmt.Errorf("reading DWARF type %s: %w", name, err)
-				}
-				if st, ok := t.(*dwarf.StructType); ok {
-					out[name] = st
-				}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		switch {
+		case e.Tag == dwarf.TagStructType && want[name] && out[name] == nil:
+			t, err := d.Type(e.Offset)
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading DWARF type %s: %w", name, err)
 			}
+			if st, ok := t.(*dwarf.StructType); ok {
+				out[name] = st
+			}
+		case e.Tag == dwarf.TagSubprogram && isEKMClosure(name) && e.Children:
+			c, err := readClosure(r, e)
+			if err != nil {
+				return nil, nil, err
+			}
+			closures = append(closures, c)
+			continue
 		}
 		if e.Children && e.Tag != dwarf.TagCompileUnit {
 			r.SkipChildren()
 		}
 	}
-	return out, nil
+	return out, closures, nil
 }
 
 func (d dwarfStructs) field(typ, name string) (uint64, uint64, error) {
@@ -378,13 +397,14 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 		}
 	}
 	var s structs
+	var closures []dwarfClosure
 	if d, err := ef.DWARF(); err == nil {
-		ds, err := readDWARF(d)
+		ds, cs, err := readDWARF(d)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if ds[tConn] != nil {
-			s, l.Source = ds, FromDWARF
+			s, l.Source, closures = ds, FromDWARF, cs
 		}
 	}
 	if s == nil {
@@ -402,6 +422,11 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 		return nil, fmt.Errorf("%s: %s layout: %w", path, l.Source, err)
 	}
 	l.TCPConnType, l.types, l.etypes = tcpConnType(ef, l.GoVersion)
+	if l.Source == FromDWARF {
+		l.closure, l.ekmFuncs, l.tls12 = dwarfEKM(closures)
+	} else {
+		l.closure, l.ekmFuncs, l.tls12 = reflectEKM(path)
+	}
 	return l, nil
 }
 

@@ -32,11 +32,11 @@ var (
 	// (Probe.Attach) when it does, or its state can be read at a later
 	// use.
 	ErrHandshakeIncomplete = errors.New("the TLS handshake is not complete")
-	// ErrTLS12: the connection is TLS 1.2, which has no traffic secret:
-	// its keys come from the master secret, which crypto/tls keeps only in
-	// the closure of Conn.ekm (ekmFromMasterSecret, prf.go), besides the
-	// ciphers' expanded keys in halfConn.cipher.
-	ErrTLS12 = errors.New("TLS 1.2: no traffic secret to read")
+	// ErrTLS12: the connection is TLS 1.2, whose master secret crypto/tls
+	// keeps only in the closure of Conn.ekm (tls12.go), and the layout
+	// does not say where in it (the message says why: no DWARF closure
+	// offsets, or closures not found in the program).
+	ErrTLS12 = errors.New("TLS 1.2 cannot be read from this program")
 	// ErrBadState: a value read does not check out for a live
 	// crypto/tls.Conn (a version that is neither TLS 1.2 nor 1.3, an
 	// unknown cipher suite, a secret not of the suite's hash length, a
@@ -50,16 +50,20 @@ var (
 	ErrNotTCP = errors.New("not a TLS connection over TCP")
 )
 
-// ConnState is what ReadConnState read of one TLS 1.3 connection.
+// ConnState is what ReadConnState read of one TLS connection: TLS 1.3 with
+// each direction's traffic secret, or TLS 1.2 with its master secret and
+// hello randoms (from which RFC 5246 section 6.3 derives the key block).
 type ConnState struct {
 	// PID is the process read, Conn the crypto/tls.Conn's address in it.
 	PID  int
 	Conn uint64
-	// Version is the TLS version (Conn.vers): tls.VersionTLS13.
+	// Version is the TLS version (Conn.vers): tls.VersionTLS13 or
+	// tls.VersionTLS12.
 	Version uint16
-	// CipherSuite is the suite's IANA id (Conn.cipherSuite), one of
-	// tls.TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384 and
-	// TLS_CHACHA20_POLY1305_SHA256.
+	// CipherSuite is the suite's IANA id (Conn.cipherSuite): for TLS 1.3
+	// one of tls.TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384 and
+	// TLS_CHACHA20_POLY1305_SHA256; for TLS 1.2 one crypto/tls has
+	// (tls.CipherSuites, tls.InsecureCipherSuites).
 	CipherSuite uint16
 	// IsClient says the process is the connection's client
 	// (Conn.isClient); else its server.
@@ -67,6 +71,13 @@ type ConnState struct {
 	// In is the direction the process receives, Out the one it sends
 	// (Conn.in, Conn.out).
 	In, Out Direction
+	// MasterSecret (48 bytes), ClientRandom and ServerRandom are a TLS
+	// 1.2 connection's, from the closure Conn.ekm points to (tls12.go);
+	// nil and zero for TLS 1.3. A key log line for it is "CLIENT_RANDOM
+	// <ClientRandom> <MasterSecret>", in hex; the key block needs
+	// ServerRandom as well, which only the ServerHello says.
+	MasterSecret               []byte
+	ClientRandom, ServerRandom [32]byte
 	// FD is the socket's file descriptor in the process
 	// (netFD.pfd.Sysfd), Inode the socket's inode (/proc/PID/fd/FD is
 	// socket:[Inode]).
@@ -91,10 +102,12 @@ type Direction struct {
 	// secret, RFC 8446 section 5.3). It moves on with each record, so it
 	// is what it was when read.
 	Seq uint64
-	// Secret is the current traffic secret (halfConn.trafficSecret):
-	// [sender]_application_traffic_secret_N of RFC 8446 section 7.1, of
-	// the suite's hash length (32 bytes for SHA-256 suites, 48 for
-	// SHA-384). N is 0 unless a KeyUpdate came.
+	// Secret is the current traffic secret of TLS 1.3
+	// (halfConn.trafficSecret): [sender]_application_traffic_secret_N of
+	// RFC 8446 section 7.1, of the suite's hash length (32 bytes for
+	// SHA-256 suites, 48 for SHA-384). N is 0 unless a KeyUpdate came.
+	// nil for TLS 1.2, whose Seq counts from the Finished message (1 at
+	// the end of the handshake).
 	Secret []byte
 }
 
@@ -117,8 +130,8 @@ func (s ConnState) Server() Direction {
 }
 
 // maxRead bounds every read of the process's memory, in bytes: the largest
-// struct read is crypto/tls.Conn's prefix up to its out halfConn (about 640
-// bytes in Go 1.26).
+// struct read is crypto/tls.Conn's prefix up to its out halfConn or its ekm
+// (about 640 bytes in Go 1.26).
 const maxRead = 4096
 
 // maxSecretLen bounds a traffic secret's length: SHA-384's 48 bytes is the
@@ -193,19 +206,24 @@ func (m procMemory) read(addr uint64, b []byte) error {
 // checked through /proc/PID/exe), as it is at that moment: conn is a
 // ConnUse.Conn the connections probe reported for pid. It reads with
 // process_vm_readv(2) these fields only, each read bounded (at most 4 KiB):
-// the Conn's prefix up to its out halfConn, the two traffic secrets
-// (at most 64 bytes each), the net.Conn's itab type word, the
-// *net.TCPConn's netFD pointer and the netFD's first bytes (its
-// poll.FD.Sysfd, family and sotype); then /proc/PID/fd/FD and
-// /proc/PID/net/tcp{,6} (pkg/procnet) for the socket. Call it only for
-// processes attached to: it is as much access as a debugger's.
+// the Conn's prefix up to its out halfConn, and then for TLS 1.3 the two
+// traffic secrets (at most 64 bytes each), for TLS 1.2 the closure
+// Conn.ekm points to (at most 256 bytes) and the master secret and randoms
+// it holds; the net.Conn's itab type word, the *net.TCPConn's netFD
+// pointer and the netFD's first bytes (its poll.FD.Sysfd, family and
+// sotype); then /proc/PID/fd/FD and /proc/PID/net/tcp{,6} (pkg/procnet)
+// for the socket. Call it only for processes attached to: it is as much
+// access as a debugger's.
 //
-// Every value is checked before it is used (see ErrBadState), the
-// dynamic type of the net.Conn compared with *net.TCPConn's where the
-// layout found it, and the socket must be a TCP socket of pid; the Conn's
-// fixed fields are read again at the end and must not have changed. Errors
-// are one line, wrapping ErrHandshakeIncomplete, ErrTLS12, ErrBadState or
-// ErrNotTCP where one of those is the reason.
+// Every value is checked before it is used (see ErrBadState): the
+// version, the suite, the lengths of secrets and randoms, for TLS 1.2 the
+// closure's function; the dynamic type of the net.Conn is compared with
+// *net.TCPConn's where the layout found it, and the socket must be a TCP
+// socket of pid; the Conn's fixed fields are read again at the end and
+// must not have changed. Sequence numbers cannot be checked here: the next
+// record's authentication checks them. Errors are one line, wrapping
+// ErrHandshakeIncomplete, ErrTLS12, ErrBadState or ErrNotTCP where one of
+// those is the reason.
 func ReadConnState(pid int, conn uint64, layout *Layout) (ConnState, error) {
 	if layout == nil {
 		return ConnState{}, errors.New("reading a connection's state: no layout")
@@ -244,6 +262,7 @@ type fixed struct {
 	vers, suite                  uint16
 	itab, data                   uint64
 	in, out                      sliceHeader
+	ekm                          uint64
 }
 
 type sliceHeader struct{ ptr, len, cap uint64 }
@@ -251,7 +270,7 @@ type sliceHeader struct{ ptr, len, cap uint64 }
 // readFixed reads the Conn's prefix at conn and takes its fixed fields and
 // sequence numbers from it.
 func readFixed(m memory, conn uint64, o *offsets) (fixed, [2]uint64, error) {
-	buf := make([]byte, o.out+o.halfSize)
+	buf := make([]byte, max(o.out+o.halfSize, o.ekm+o.ptrSize))
 	if err := m.read(conn, buf); err != nil {
 		return fixed{}, [2]uint64{}, err
 	}
@@ -269,6 +288,7 @@ func readFixed(m memory, conn uint64, o *offsets) (fixed, [2]uint64, error) {
 		data:     le.Uint64(buf[o.netConn+8:]),
 		in:       slice(o.in + o.trafficSecret),
 		out:      slice(o.out + o.trafficSecret),
+		ekm:      le.Uint64(buf[o.ekm:]),
 	}
 	if v := le.Uint32(buf[o.handshakeComplete:]); v > 1 {
 		return fixed{}, [2]uint64{}, fmt.Errorf("%w: isHandshakeComplete holds %d, not a bool", ErrBadState, v)
@@ -294,36 +314,21 @@ func readConnState(m memory, pid int, conn uint64, l *Layout) (ConnState, error)
 		return ConnState{}, fmt.Errorf("%w: haveVers %d, isClient %d: not bools", ErrBadState, f.haveVers, f.isClient)
 	case f.complete == 0 || f.haveVers == 0:
 		return ConnState{}, ErrHandshakeIncomplete
-	case f.vers == tls.VersionTLS12:
-		if !suites12[f.suite] {
-			return ConnState{}, fmt.Errorf("%w: TLS 1.2 with cipher suite %#04x, which crypto/tls does not have", ErrBadState, f.suite)
-		}
-		return ConnState{}, fmt.Errorf("%w (%s): its master secret is held only in a closure, which this does not read", ErrTLS12, tls.CipherSuiteName(f.suite))
-	case f.vers != tls.VersionTLS13:
+	case f.vers != tls.VersionTLS13 && f.vers != tls.VersionTLS12:
 		return ConnState{}, fmt.Errorf("%w: version %#04x, neither TLS 1.2 (0x0303) nor TLS 1.3 (0x0304)", ErrBadState, f.vers)
-	}
-	hashLen, ok := hashLen13[f.suite]
-	if !ok {
-		return ConnState{}, fmt.Errorf("%w: TLS 1.3 with cipher suite %#04x, not one of TLS 1.3's", ErrBadState, f.suite)
+	case f.vers == tls.VersionTLS12 && !suites12[f.suite]:
+		return ConnState{}, fmt.Errorf("%w: TLS 1.2 with cipher suite %#04x, which crypto/tls does not have", ErrBadState, f.suite)
 	}
 	s := ConnState{PID: pid, Conn: conn, Version: f.vers, CipherSuite: f.suite, IsClient: f.isClient == 1}
-	for i, h := range []sliceHeader{f.in, f.out} {
-		d := &s.In
-		name := "in"
-		if i == 1 {
-			d, name = &s.Out, "out"
-		}
-		if h.len != uint64(hashLen) || h.cap < h.len || h.cap > maxSecretLen || h.ptr == 0 {
-			return ConnState{}, fmt.Errorf("%w: %s's traffic secret is %d bytes (capacity %d, at %#x), not the %d of %s", ErrBadState, name, h.len, h.cap, h.ptr, hashLen, tls.CipherSuiteName(f.suite))
-		}
-		d.Secret = make([]byte, h.len)
-		if err := m.read(h.ptr, d.Secret); err != nil {
-			return ConnState{}, fmt.Errorf("%s's traffic secret: %w", name, err)
-		}
-		if bytes.Count(d.Secret, []byte{0}) == len(d.Secret) {
-			return ConnState{}, fmt.Errorf("%w: %s's traffic secret is all zeros", ErrBadState, name)
-		}
-		d.Seq = seqs[i]
+	s.In.Seq, s.Out.Seq = seqs[0], seqs[1]
+	var err2 error
+	if f.vers == tls.VersionTLS12 {
+		err2 = readTLS12(m, pid, f.ekm, l, &s)
+	} else {
+		err2 = readSecrets13(m, f, &s)
+	}
+	if err2 != nil {
+		return ConnState{}, err2
 	}
 	if err := readSocket(m, pid, f, l, &s); err != nil {
 		return ConnState{}, err
@@ -338,6 +343,32 @@ func readConnState(m memory, pid int, conn uint64, l *Layout) (ConnState, error)
 		return ConnState{}, fmt.Errorf("%w: the Conn changed while it was read (closed, or a KeyUpdate): read it at its next use", ErrBadState)
 	}
 	return s, nil
+}
+
+// readSecrets13 reads a TLS 1.3 connection's two traffic secrets into s.
+func readSecrets13(m memory, f fixed, s *ConnState) error {
+	hashLen, ok := hashLen13[f.suite]
+	if !ok {
+		return fmt.Errorf("%w: TLS 1.3 with cipher suite %#04x, not one of TLS 1.3's", ErrBadState, f.suite)
+	}
+	for i, h := range []sliceHeader{f.in, f.out} {
+		d := &s.In
+		name := "in"
+		if i == 1 {
+			d, name = &s.Out, "out"
+		}
+		if h.len != uint64(hashLen) || h.cap < h.len || h.cap > maxSecretLen || h.ptr == 0 {
+			return fmt.Errorf("%w: %s's traffic secret is %d bytes (capacity %d, at %#x), not the %d of %s", ErrBadState, name, h.len, h.cap, h.ptr, hashLen, tls.CipherSuiteName(f.suite))
+		}
+		d.Secret = make([]byte, h.len)
+		if err := m.read(h.ptr, d.Secret); err != nil {
+			return fmt.Errorf("%s's traffic secret: %w", name, err)
+		}
+		if bytes.Count(d.Secret, []byte{0}) == len(d.Secret) {
+			return fmt.Errorf("%w: %s's traffic secret is all zeros", ErrBadState, name)
+		}
+	}
+	return nil
 }
 
 // Socket families and types (include/linux/socket.h, net.h).

@@ -41,6 +41,11 @@ const (
 	fakeTCP    = 0x31000
 	fakeNetFD  = 0x32000
 	fakeSecret = 0xaa
+	fakeEKM    = 0x40000 // the TLS 1.2 closure
+	fakeEKMPC  = 0x401000
+	fakeMaster = 0x41000
+	fakeCR     = 0x42000
+	fakeSR     = 0x43000
 )
 
 // fakeConnMemory lays out a TLS 1.3 client Conn by l's offsets, over the
@@ -72,9 +77,31 @@ func fakeConnMemory(l *Layout, fd int) *fakeMemory {
 	for i := range secret {
 		secret[i] = fakeSecret
 	}
+	le.PutUint64(c[o.ekm:], fakeEKM)
+	ekm := make([]byte, maxClosure)
+	le.PutUint64(ekm, fakeEKMPC)
+	for off, a := range map[uint64]uint64{l.closure.master: fakeMaster, l.closure.client: fakeCR, l.closure.server: fakeSR} {
+		le.PutUint64(ekm[off:], a)
+		n := uint64(32)
+		if a == fakeMaster {
+			n = 48
+		}
+		le.PutUint64(ekm[off+8:], n)
+		le.PutUint64(ekm[off+16:], n)
+	}
 	return &fakeMemory{regions: map[uint64][]byte{
 		fakeConn: c, fakeIn: secret[:32], fakeOut: secret[32:], fakeItab: make([]byte, 32), fakeTCP: tcp, fakeNetFD: nfd,
+		fakeEKM: ekm, fakeMaster: secret[:48], fakeCR: secret[:32], fakeSR: secret[32:],
 	}}
+}
+
+// toTLS12 makes the fake Conn a TLS 1.2 one.
+func toTLS12(m *fakeMemory, o offsets) {
+	c := m.regions[fakeConn]
+	for _, off := range []uint64{o.vers, o.in + o.halfVersion, o.out + o.halfVersion} {
+		binary.LittleEndian.PutUint16(c[off:], 0x0303)
+	}
+	binary.LittleEndian.PutUint16(c[o.cipherSuite:], 0xc02b)
 }
 
 // TestConnStateRefused: values that do not check out are refused, each with
@@ -85,7 +112,11 @@ func TestConnStateRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Layout{Path: "self", Source: FromReflect}
+	own, err := ownEKMClosure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Layout{Path: "self", Source: FromReflect, closure: own.off, ekmFuncs: []uint64{fakeEKMPC}}
 	if l.off, err = makeOffsets(rs); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +148,18 @@ func TestConnStateRefused(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 
+	m = fakeConnMemory(l, fd)
+	toTLS12(m, o)
+	if s, err = readConnState(m, pid, fakeConn, l); err != nil {
+		t.Fatal(err)
+	}
+	if s.Version != 0x0303 || len(s.MasterSecret) != 48 || s.ClientRandom[0] != fakeSecret || s.In.Secret != nil {
+		t.Errorf("TLS 1.2: %+v", s)
+	}
+
 	le := binary.LittleEndian
 	conn := func(m *fakeMemory) []byte { return m.regions[fakeConn] }
+	ekm := func(m *fakeMemory) []byte { toTLS12(m, o); return m.regions[fakeEKM] }
 	for _, c := range []struct {
 		name string
 		edit func(m *fakeMemory)
@@ -154,6 +195,12 @@ func TestConnStateRefused(t *testing.T) {
 			le.PutUint16(conn(m)[o.out+o.halfVersion:], 0x0303)
 			le.PutUint16(conn(m)[o.cipherSuite:], 0x1301)
 		}, ErrBadState, "TLS 1.2 with cipher suite 0x1301"},
+		{"TLS 1.2 in a program without its closure", func(m *fakeMemory) { toTLS12(m, o); l.tls12 = "it has none of crypto/tls.x.func1" }, ErrTLS12, "(TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256): self: it has none of crypto/tls.x.func1"},
+		{"TLS 1.2 without ekm", func(m *fakeMemory) { toTLS12(m, o); le.PutUint64(conn(m)[o.ekm:], 0) }, ErrBadState, "TLS 1.2 with no ekm closure"},
+		{"TLS 1.2, another closure", func(m *fakeMemory) { le.PutUint64(ekm(m), fakeEKMPC+16) }, ErrBadState, "Conn.ekm runs the code at 0x401010, not an ekmFromMasterSecret closure"},
+		{"TLS 1.2, a short master secret", func(m *fakeMemory) { le.PutUint64(ekm(m)[l.closure.master+8:], 32) }, ErrBadState, "the ekm closure's master secret is 32 bytes (capacity 48, at 0x41000), not 48"},
+		{"TLS 1.2, a long random", func(m *fakeMemory) { le.PutUint64(ekm(m)[l.closure.server+8:], 48) }, ErrBadState, "the ekm closure's server random is 48 bytes (capacity 32"},
+		{"TLS 1.2, a random of zeros", func(m *fakeMemory) { ekm(m); m.regions[fakeCR] = make([]byte, 32) }, ErrBadState, "the client random is all zeros"},
 		{"changed meanwhile", func(m *fakeMemory) {
 			m.change = func(m *fakeMemory, read int) {
 				if read > 1 {
@@ -166,6 +213,7 @@ func TestConnStateRefused(t *testing.T) {
 			m := fakeConnMemory(l, fd)
 			c.edit(m)
 			_, err := readConnState(m, pid, fakeConn, l)
+			l.tls12 = ""
 			if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%v; want one line wrapping %v, saying %q", err, c.want, c.says)
 			}

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"io"
 	"math/big"
 	"net"
@@ -188,13 +192,37 @@ func TestReadConnStateSelf(t *testing.T) {
 					t.Errorf("client %v: %v → %v, want %s → %s", end.client, s.Local, s.Remote, end.local, end.remote)
 				}
 			}
+			// TLS 1.2: the master secret and randoms, which give the
+			// keying material the connection exports.
+			random, master := keyLogRandom(t, tls12.keylog.String())
+			st := tls12.client.ConnectionState()
+			ekm, err := st.ExportKeyingMaterial(ekmLabel, nil, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, end := range []struct {
+				conn    *tls.Conn
+				client  bool
+				in, out uint64
+			}{
+				{tls12.client, true, 3, 2}, // the Finished messages count
+				{tls12.server, false, 2, 3},
+			} {
+				s, err := ReadConnState(pid, addrOf(end.conn), l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Version != tls.VersionTLS12 || s.IsClient != end.client || s.In.Seq != end.in || s.Out.Seq != end.out || s.In.Secret != nil || s.Local.String() == "" {
+					t.Errorf("TLS 1.2, client %v: %+v", end.client, s)
+				}
+				checkTLS12(t, s, random, master, ekm)
+			}
 			for _, c := range []struct {
 				name string
 				conn *tls.Conn
 				want error
 				says string
 			}{
-				{"TLS 1.2", tls12.client, ErrTLS12, "TLS 1.2"},
 				{"net.Pipe", pipe.client, ErrNotTCP, "net.Conn is a *net.pipe, not a *net.TCPConn"},
 			} {
 				_, err := ReadConnState(pid, addrOf(c.conn), l)
@@ -230,4 +258,56 @@ func selfCertificate() (tls.Certificate, *x509.CertPool, error) {
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, roots, nil
+}
+
+// ekmLabel is the label of the keying material the tests export.
+const ekmLabel = "EXPERIMENTAL kwatch"
+
+// keyLogRandom returns the key log's CLIENT_RANDOM client random and
+// master secret.
+func keyLogRandom(t *testing.T, keylog string) (random, master []byte) {
+	t.Helper()
+	random, master, err := clientRandomLine(keylog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return random, master
+}
+
+// checkTLS12 checks a TLS 1.2 state against the key log's client random
+// and master secret, and its server random through the keying material
+// the connection exported (RFC 5705: PRF(master secret, label, client
+// random + server random)).
+func checkTLS12(t *testing.T, s ConnState, random, master, ekm []byte) {
+	t.Helper()
+	if !bytes.Equal(s.ClientRandom[:], random) || !bytes.Equal(s.MasterSecret, master) {
+		t.Errorf("client %v: the master secret or client random read is not the key log's", s.IsClient)
+	}
+	h := sha256.New
+	if strings.HasSuffix(tls.CipherSuiteName(s.CipherSuite), "SHA384") {
+		h = sha512.New384
+	}
+	if got := prf12(h, s.MasterSecret, ekmLabel, append(s.ClientRandom[:], s.ServerRandom[:]...), len(ekm)); !bytes.Equal(got, ekm) {
+		t.Errorf("client %v: the keying material from the state read is not the connection's: the server random is wrong", s.IsClient)
+	}
+}
+
+// prf12 is TLS 1.2's PRF (RFC 5246 section 5): P_hash(secret, label +
+// seed), n bytes.
+func prf12(h func() hash.Hash, secret []byte, label string, seed []byte, n int) []byte {
+	seed = append([]byte(label), seed...)
+	mac := hmac.New(h, secret)
+	mac.Write(seed)
+	a := mac.Sum(nil)
+	var out []byte
+	for len(out) < n {
+		mac.Reset()
+		mac.Write(a)
+		mac.Write(seed)
+		out = mac.Sum(out)
+		mac.Reset()
+		mac.Write(a)
+		a = mac.Sum(nil)
+	}
+	return out[:n]
 }

@@ -2,7 +2,9 @@ package gotls
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -20,6 +22,10 @@ func TestLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, err := makeOffsets(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closure, err := ownEKMClosure()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +58,9 @@ func TestLayout(t *testing.T) {
 			}
 			if l.TCPConnType == 0 || l.types == 0 {
 				t.Fatalf("*net.TCPConn's type at %#x, types at %#x", l.TCPConnType, l.types)
+			}
+			if l.tls12 != "" || l.closure != closure.off || len(l.ekmFuncs) != 2 {
+				t.Errorf("TLS 1.2: %q, closure offsets %+v (kwatch's %+v), %d closures", l.tls12, l.closure, closure.off, len(l.ekmFuncs))
 			}
 			if a, ok := types[c.twin]; ok && a != l.TCPConnType {
 				t.Errorf("*net.TCPConn's type at %#x, at %#x in its twin", l.TCPConnType, a)
@@ -133,19 +142,22 @@ func TestConnState(t *testing.T) {
 			for i := range pr.conns {
 				byName[pr.conns[i].name] = &pr.conns[i]
 			}
-			tls13 := byName["tls13"]
+			tls13, tls12 := byName["tls13"], byName["tls12"]
+			random, master := keyLogRandom(t, readFile(t, filepath.Join(pr.dir, "tls12.keylog")))
+			ekm, err := hex.DecodeString(tls12.ekm)
+			if err != nil {
+				t.Fatal(err)
+			}
 			keylog := readFile(t, filepath.Join(pr.dir, "tls13.keylog"))
 			clientSecret := keyLogSecret(t, keylog, "CLIENT_TRAFFIC_SECRET_0")
 			serverSecret := keyLogSecret(t, keylog, "SERVER_TRAFFIC_SECRET_0")
-			var ends []uint64 // the TLS 1.3 connection's two Conns
-			refused := map[error]int{}
+			var ends13, ends12 []uint64 // each connection's two Conns
+			notTCP := 0
 			for _, u := range uses {
 				s, err := ReadConnState(int(u.PID), u.Conn, layout)
 				if err != nil {
-					for _, e := range []error{ErrTLS12, ErrNotTCP} {
-						if errors.Is(err, e) {
-							refused[e]++
-						}
+					if errors.Is(err, ErrNotTCP) {
+						notTCP++
 					}
 					if strings.Contains(err.Error(), "\n") {
 						t.Errorf("an error of several lines: %q", err)
@@ -153,40 +165,59 @@ func TestConnState(t *testing.T) {
 					t.Logf("refused: %v", err)
 					continue
 				}
-				ends = append(ends, u.Conn)
+				if s.Version == 0x0303 {
+					ends12 = append(ends12, u.Conn)
+					checkState(t, s, tls12, nil, nil, 3)
+					checkTLS12(t, s, random, master, ekm)
+					continue
+				}
+				ends13 = append(ends13, u.Conn)
 				checkState(t, s, tls13, clientSecret, serverSecret, 3)
 			}
-			if len(ends) != 2 || refused[ErrTLS12] != 2 || refused[ErrNotTCP] != 2 {
-				t.Fatalf("%d states read, refused %v; want 2 read, 2 of TLS 1.2 and 2 not over TCP", len(ends), refused)
+			if len(ends13) != 2 || len(ends12) != 2 || notTCP != 2 {
+				t.Fatalf("%d TLS 1.3 and %d TLS 1.2 states read, %d not over TCP; want 2, 2 and 2", len(ends13), len(ends12), notTCP)
 			}
 			pr.rw(t, 2)
-			for _, conn := range ends {
+			for _, conn := range append(ends13, ends12...) {
 				s, err := ReadConnState(pr.pid(), conn, layout)
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkState(t, s, tls13, clientSecret, serverSecret, 5)
+				if s.Version == 0x0303 {
+					checkState(t, s, tls12, nil, nil, 5)
+				} else {
+					checkState(t, s, tls13, clientSecret, serverSecret, 5)
+				}
 			}
 		})
 	}
 }
 
-// checkState checks one end of the TLS 1.3 connection c after the client
-// sent sent records and the server twice as many.
+// checkState checks one end of connection c after the client sent sent
+// records and the server twice as many: for TLS 1.3 its traffic secrets
+// too. In TLS 1.2 each side's Finished message came first, under the same
+// keys.
 func checkState(t *testing.T, s ConnState, c *peerConn, clientSecret, serverSecret []byte, sent uint64) {
 	t.Helper()
 	local, remote := c.local, c.remote
 	in, out := 2*sent, sent
+	if c.version == "0303" {
+		in, out = in+1, out+1
+	}
 	if !s.IsClient {
 		local, remote, in, out = remote, local, out, in
 	}
 	if s.Local.String() != local || s.Remote.String() != remote {
 		t.Errorf("client %v: %v → %v, want %s → %s", s.IsClient, s.Local, s.Remote, local, remote)
 	}
-	if s.Version != 0x0304 || s.CipherSuite>>8 != 0x13 || !s.TypeChecked || s.FD <= 2 || s.Inode == 0 || s.TCPState != 1 {
+	if fmt.Sprintf("%04x", s.Version) != c.version || !s.TypeChecked || s.FD <= 2 || s.Inode == 0 || s.TCPState != 1 {
 		t.Errorf("client %v: %+v", s.IsClient, s)
 	}
-	if !bytes.Equal(s.Client().Secret, clientSecret) || !bytes.Equal(s.Server().Secret, serverSecret) {
+	if c.version == "0303" {
+		if s.In.Secret != nil || s.Out.Secret != nil || len(s.MasterSecret) != 48 {
+			t.Errorf("TLS 1.2, client %v: traffic secrets %x %x, a master secret of %d bytes", s.IsClient, s.In.Secret, s.Out.Secret, len(s.MasterSecret))
+		}
+	} else if s.CipherSuite>>8 != 0x13 || !bytes.Equal(s.Client().Secret, clientSecret) || !bytes.Equal(s.Server().Secret, serverSecret) || s.MasterSecret != nil {
 		t.Errorf("client %v: the secrets read are not the key log's", s.IsClient)
 	}
 	if s.In.Seq != in || s.Out.Seq != out {

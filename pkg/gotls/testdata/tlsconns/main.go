@@ -6,8 +6,10 @@
 // the server to DIR/server.keylog.
 //
 // Once every handshake is done on both sides it prints one line per
-// connection, "conn NAME VERSION LOCAL REMOTE" (the client's addresses;
-// VERSION in hex, e.g. 0304), then "ready", and reads commands on stdin,
+// connection, "conn NAME VERSION LOCAL REMOTE EKM" (the client's addresses;
+// VERSION in hex, e.g. 0304; EKM 32 bytes of ExportKeyingMaterial with the
+// label "EXPERIMENTAL kwatch" and no context, in hex), then "ready", and
+// reads commands on stdin,
 // one a line: "rw N" makes each client write N records of one byte (N
 // Writes), the server read them one by one and answer each with two
 // records of one byte, and the client read the 2N bytes; then it prints
@@ -134,7 +136,12 @@ func run(dir string) error {
 			return fmt.Errorf("%s: negotiated %s", c.name, tls.VersionName(v))
 		}
 		conns = append(conns, conn{c.name, c.version, tc})
-		fmt.Printf("conn %s %04x %s %s\n", c.name, c.version, raw.LocalAddr(), raw.RemoteAddr())
+		st := tc.ConnectionState()
+		ekm, err := st.ExportKeyingMaterial("EXPERIMENTAL kwatch", nil, 32)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		fmt.Printf("conn %s %04x %s %s %x\n", c.name, c.version, raw.LocalAddr(), raw.RemoteAddr(), ekm)
 	}
 	fmt.Println("ready")
 
