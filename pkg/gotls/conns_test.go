@@ -2,6 +2,9 @@ package gotls
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf/asm"
 )
 
 // connsPeer is a running testdata/tlsconns.
@@ -136,5 +141,113 @@ func TestConnProbe(t *testing.T) {
 				t.Errorf("lost %d, skipped %d", p.ConnsLost(), p.Skipped())
 			}
 		})
+	}
+}
+
+// TestConnProgram: the connections program reads the receiver from its
+// register's place in pt_regs (RAX on amd64, X0 on arm64: arm64's is
+// checked here only), and nothing else from the context; for both outputs
+// and both functions.
+func TestConnProgram(t *testing.T) {
+	for arch, recv := range map[string]int16{"amd64": 80, "arm64": 0} {
+		for _, out := range []output{toRing, toPerf} {
+			for _, op := range []int32{connOpRead, connOpWrite} {
+				insns, err := connProgram(arch, out, op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []int16
+				for _, ins := range insns {
+					if ins.OpCode.Class() == asm.LdXClass && ins.Src == asm.R6 {
+						got = append(got, ins.Offset)
+					}
+				}
+				if len(got) != 1 || got[0] != recv {
+					t.Errorf("%s, output %d: loads from the context at %v, want [%d]", arch, out, got, recv)
+				}
+				var b bytes.Buffer
+				if err := insns.Marshal(&b, binary.LittleEndian); err != nil {
+					t.Errorf("%s, output %d: %v", arch, out, err)
+				}
+			}
+		}
+	}
+	if _, err := connProgram("riscv64", toRing, connOpRead); !errors.Is(err, ErrUnsupportedArch) {
+		t.Errorf("riscv64: %v", err)
+	}
+}
+
+func TestDecodeConn(t *testing.T) {
+	rec := func(pid, tid uint32, conn uint64, op uint32) []byte {
+		b := make([]byte, connRecordSize)
+		binary.NativeEndian.PutUint64(b[connRecPIDTGID:], uint64(pid)<<32|uint64(tid))
+		binary.NativeEndian.PutUint64(b[connRecConn:], conn)
+		binary.NativeEndian.PutUint32(b[connRecOp:], op)
+		return b
+	}
+	u, err := decodeConn(rec(1234, 1240, 0xc000123400, connOpWrite))
+	if err != nil || u != (ConnUse{PID: 1234, TID: 1240, Conn: 0xc000123400, Write: true}) {
+		t.Errorf("%+v, %v", u, err)
+	}
+	for _, c := range []struct {
+		name string
+		rec  []byte
+		says string
+	}{
+		{"short", rec(1, 1, 1, connOpRead)[:connRecordSize-1], "record of 23 bytes"},
+		{"nil receiver", rec(1, 1, 0, connOpRead), "receiver 0x0"},
+		{"no operation", rec(1, 1, 8, 0), "operation 0"},
+	} {
+		if _, err := decodeConn(c.rec); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want one saying %q", c.name, err, c.says)
+		}
+	}
+}
+
+// TestConnErrors: ReadConn before AttachConns and after Close, AttachConns
+// after Close and on what Attach refuses.
+func TestConnErrors(t *testing.T) {
+	p := openProbe(t, options{})
+	if _, err := p.ReadConn(); err == nil || !strings.Contains(err.Error(), "call AttachConns first") {
+		t.Errorf("ReadConn before AttachConns: %v", err)
+	}
+	if _, err := p.AttachConns(testProgram(t, "notls"), 0); !errors.Is(err, ErrNoCryptoTLS) || !strings.Contains(err.Error(), ConnReadFunc) {
+		t.Errorf("no crypto/tls: %v", err)
+	}
+	if _, err := p.AttachConns("", -1); err == nil {
+		t.Error("pid -1: no error")
+	}
+	path := testProgram(t, "conns-stripped")
+	if _, err := p.AttachConns(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.links); n != 2 {
+		t.Errorf("%d uprobes, want 2", n)
+	}
+	if _, err := p.AttachConns(path, 0); err != nil || len(p.links) != 2 {
+		t.Errorf("attached again: %v, %d uprobes", err, len(p.links))
+	}
+	done := make(chan error)
+	go func() {
+		_, err := p.ReadConn()
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("blocked ReadConn: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not interrupt ReadConn")
+	}
+	if _, err := p.ReadConn(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("ReadConn after Close: %v", err)
+	}
+	if _, err := p.AttachConns(path, 0); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("AttachConns after Close: %v", err)
 	}
 }
