@@ -30,7 +30,9 @@ import (
 // come through an interface (net.Conn, io.Reader), which calls the
 // function itself.
 const (
-	ConnReadFunc  = "crypto/tls.(*Conn).Read"
+	// ConnReadFunc is crypto/tls.(*Conn).Read.
+	ConnReadFunc = "crypto/tls.(*Conn).Read"
+	// ConnWriteFunc is crypto/tls.(*Conn).Write.
 	ConnWriteFunc = "crypto/tls.(*Conn).Write"
 )
 
@@ -71,7 +73,10 @@ type ConnUse struct {
 	PID, TID uint32
 	// Conn is the address of the crypto/tls.Conn in the process (the
 	// method's receiver, first integer argument register by Go's
-	// internal ABI: RAX on amd64, X0 on arm64; abi-internal.md).
+	// internal ABI: RAX on amd64, X0 on arm64; abi-internal.md). Go's
+	// garbage collector does not move heap objects, so it stays the
+	// Conn's address for the connection's life; after that it may hold
+	// another's (see ConnReportInterval).
 	Conn uint64
 	// Write says the call was (*Conn).Write; else it was (*Conn).Read.
 	Write bool

@@ -251,3 +251,24 @@ func TestConnErrors(t *testing.T) {
 		t.Errorf("AttachConns after Close: %v", err)
 	}
 }
+
+// TestConnFuncsNotInlined: the compiler says it cannot inline crypto/tls's
+// (*Conn).Read and (*Conn).Write (each holds a defer), so that every call
+// runs the code the probe is on; the stripped test program has both in its
+// function table.
+func TestConnFuncsNotInlined(t *testing.T) {
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "-gcflags=crypto/tls=-m=2", "./testdata/tlsconns")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, fn := range []string{"Read", "Write"} {
+		if !bytes.Contains(out, []byte("cannot inline (*Conn)."+fn+":")) {
+			t.Errorf("the compiler does not say it cannot inline (*Conn).%s", fn)
+		}
+	}
+	if _, err := findFuncs(testProgram(t, "conns-stripped"), ConnReadFunc, ConnWriteFunc); err != nil {
+		t.Error(err)
+	}
+}

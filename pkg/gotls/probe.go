@@ -379,8 +379,8 @@ func (p *Probe) Lost() uint64 { return p.counter(counterLost) }
 
 // Skipped returns how many calls the probe skipped: arguments out of bounds
 // (a label over 64 bytes, a client random of other than 32 bytes, a secret
-// over 64 bytes), memory the kernel could not read, and records Read
-// refused as malformed. Go's crypto/tls makes none of these.
+// over 64 bytes), memory the kernel could not read, and records Read or
+// ReadConn refused as malformed. Go's crypto/tls makes none of these.
 func (p *Probe) Skipped() uint64 { return p.counter(counterSkipped) + p.bad.Load() }
 
 func (p *Probe) counter(i uint32) uint64 {
