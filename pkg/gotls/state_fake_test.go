@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -218,5 +219,74 @@ func TestConnStateRefused(t *testing.T) {
 				t.Errorf("%v; want one line wrapping %v, saying %q", err, c.want, c.says)
 			}
 		})
+	}
+}
+
+// TestFindClosure: the search for the master secret and randoms in kwatch's
+// own closure stays within the closure, though the next heap object is the
+// other end's closure with the same secrets, and refuses a closure in which
+// a secret is found twice or not at all.
+func TestFindClosure(t *testing.T) {
+	client, server, keylog, err := handshake12()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.NetConn().Close()
+	defer server.NetConn().Close()
+	random, master := keyLogRandom(t, keylog)
+	rs, err := ownStructs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ekmOff, _, err := rs.field(tConn, "ekm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := procMemory{pid: os.Getpid()}
+	var w [8]byte
+	if err := self.read(addrOf(client)+ekmOff, w[:]); err != nil {
+		t.Fatal(err)
+	}
+	clo := make([]byte, ownClosureSize)
+	if err := self.read(binary.LittleEndian.Uint64(w[:]), clo); err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := findClosure(self, addrOf(client)+ekmOff, random, master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	const ekmAt, cloAt, bytesAt = 0x1000, 0x2000, 0x3000
+	fake := func(edit func(c []byte)) *fakeMemory {
+		c := append([]byte(nil), clo...)
+		for i, off := range []uint64{want.master, want.client, want.server} {
+			le.PutUint64(c[off:], bytesAt+uint64(64*i))
+		}
+		edit(c)
+		secrets := make([]byte, 3*64)
+		copy(secrets, master)
+		copy(secrets[64:], random)
+		copy(secrets[128:], "a server random of thirty-two by")
+		ekm := make([]byte, 8)
+		le.PutUint64(ekm, cloAt)
+		// The closure, and after it the same again.
+		return &fakeMemory{regions: map[uint64][]byte{ekmAt: ekm, cloAt: append(c, c...), bytesAt: secrets}}
+	}
+	got, _, err := findClosure(fake(func([]byte) {}), ekmAt, random, master)
+	if err != nil || got != want {
+		t.Errorf("%+v, %v; want %+v", got, err, want)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(c []byte)
+		says string
+	}{
+		{"the master secret twice", func(c []byte) { copy(c[want.server:want.server+24], c[want.master:]) }, "the master secret at"},
+		{"no client random", func(c []byte) { le.PutUint64(c[want.client+8:], 31) }, "the client random at []"},
+		{"not a closure of ekmFromMasterSecret", func(c []byte) { le.PutUint64(c, uint64(reflect.ValueOf(TestFindClosure).Pointer())) }, "not an ekmFromMasterSecret closure"},
+	} {
+		if _, _, err := findClosure(fake(c.edit), ekmAt, random, master); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.says)
+		}
 	}
 }

@@ -63,6 +63,13 @@ type closureOffsets struct{ master, client, server uint64 }
 // variables (version, suite and three slice headers: 96 bytes in Go 1.26).
 const maxClosure = 256
 
+// ownClosureSize bounds the search in kwatch's own closure: the function
+// pointer and ekmFromMasterSecret's five parameters, the most it can
+// capture, by value (a uint16 and a pointer, 8 bytes each, and three slice
+// headers): 96 bytes. Past it lies another heap object, which may well be
+// the other end's closure with the same secrets.
+const ownClosureSize = 8 + 8 + 8 + 3*24
+
 // Lengths of what a TLS 1.2 closure holds (RFC 5246 sections 7.4.1.2,
 // 8.1).
 const (
@@ -267,8 +274,8 @@ func findClosure(m memory, ekm uint64, random, master []byte) (closureOffsets, s
 		return closureOffsets{}, "", errors.New("its own crypto/tls.Conn.ekm is not an ekmFromMasterSecret closure")
 	}
 	var o closureOffsets
-	var servers []uint64
-	for off := uint64(8); off+24 <= maxClosure; off += 8 {
+	var masters, clients, servers []uint64
+	for off := uint64(8); off+24 <= ownClosureSize; off += 8 {
 		var h [24]byte
 		if m.read(clo+off, h[:]) != nil {
 			break
@@ -283,17 +290,17 @@ func findClosure(m memory, ekm uint64, random, master []byte) (closureOffsets, s
 		}
 		switch {
 		case bytes.Equal(b, master):
-			o.master = off
+			masters = append(masters, off)
 		case bytes.Equal(b, random):
-			o.client = off
+			clients = append(clients, off)
 		case n == helloRandomLen:
 			servers = append(servers, off)
 		}
 	}
-	if len(servers) != 1 || o.master == 0 || o.client == 0 {
-		return closureOffsets{}, "", fmt.Errorf("%s's closure: the master secret at %d, the client random at %d, other randoms at %v", fn.Name(), o.master, o.client, servers)
+	if len(masters) != 1 || len(clients) != 1 || len(servers) != 1 {
+		return closureOffsets{}, "", fmt.Errorf("%s's closure: the master secret at %v, the client random at %v, other randoms at %v: not one each", fn.Name(), masters, clients, servers)
 	}
-	o.server = servers[0]
+	o = closureOffsets{master: masters[0], client: clients[0], server: servers[0]}
 	if err := checkClosure(o); err != nil {
 		return closureOffsets{}, "", err
 	}
