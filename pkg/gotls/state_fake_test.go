@@ -149,6 +149,18 @@ func TestConnStateRefused(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 
+	// A SHA-384 suite: 48-byte secrets.
+	m = fakeConnMemory(l, fd)
+	binary.LittleEndian.PutUint16(m.regions[fakeConn][o.cipherSuite:], 0x1302)
+	for half, at := range map[uint64]uint64{o.in: fakeIn, o.out: fakeOut} {
+		binary.LittleEndian.PutUint64(m.regions[fakeConn][half+o.trafficSecret+8:], 48)
+		binary.LittleEndian.PutUint64(m.regions[fakeConn][half+o.trafficSecret+16:], 48)
+		m.regions[at] = m.regions[fakeMaster]
+	}
+	if s, err = readConnState(m, pid, fakeConn, l); err != nil || len(s.In.Secret) != 48 || len(s.Out.Secret) != 48 {
+		t.Errorf("TLS_AES_256_GCM_SHA384: %+v, %v", s, err)
+	}
+
 	m = fakeConnMemory(l, fd)
 	toTLS12(m, o)
 	if s, err = readConnState(m, pid, fakeConn, l); err != nil {
