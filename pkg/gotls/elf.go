@@ -97,25 +97,47 @@ type Location struct {
 // name the path; errors opening or reading the file are returned as they
 // come (wrapped), so os.ErrNotExist and os.ErrPermission can be tested for.
 func Find(path string) (Location, error) {
-	f, err := os.Open(path)
+	locs, err := findFuncs(path, FuncName)
 	if err != nil {
 		return Location{}, err
+	}
+	return locs[0], nil
+}
+
+// findFuncs is Find for each of names, functions of crypto/tls, in that
+// order: the file is read once. A name that is not there is reported as
+// ErrNoCryptoTLS.
+func findFuncs(path string, names ...string) ([]Location, error) {
+	return findFuncsIn(path, false, names...)
+}
+
+// findFuncsIn is findFuncs; with optional, a name that is not there gets
+// a Location with Address 0 instead of an error.
+func findFuncsIn(path string, optional bool, names ...string) ([]Location, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var magic [4]byte
 	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
-		return Location{}, fmt.Errorf("%s: %w", path, ErrNotELF)
+		return nil, fmt.Errorf("%s: %w", path, ErrNotELF)
 	}
 	ef, err := elf.NewFile(f)
 	if err != nil {
-		return Location{}, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
 	}
 	loc := Location{Path: path}
 	if bi, err := buildinfo.Read(f); err == nil {
 		loc.GoVersion = bi.GoVersion
 	}
 	syms := symbols(ef)
-	addr, found := syms[FuncName]
+	found, some := true, false
+	for _, name := range names {
+		_, ok := syms[name]
+		found, some = found && ok, some || ok
+	}
+	found = found || optional && some
 	_, hasMain := syms["runtime.main"]
 	var tab *pclntab
 	var tabErr error
@@ -123,42 +145,61 @@ func Find(path string) (Location, error) {
 		tab, tabErr = findPclntab(ef)
 	}
 	if !found && loc.GoVersion == "" && !hasMain && tab == nil {
-		return Location{}, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
+		return nil, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
 	}
 	loc.Arch = archOf(ef)
 	if loc.Arch == "" {
-		return Location{}, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
+		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
 	}
+	var text uint64
 	switch {
 	case found:
-		loc.Address, loc.Method = addr, BySymbolTable
 	case tabErr != nil:
-		return Location{}, fmt.Errorf("%s: %w", path, tabErr)
+		return nil, fmt.Errorf("%s: %w", path, tabErr)
 	case tab == nil:
 		// A Go program (build information, runtime.main) whose function
 		// table cannot be found: without it nothing can be looked up.
-		return Location{}, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, FuncName)
+		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		text, err := pclnText(ef, tab)
+		if text, err = pclnText(ef, tab); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var funcs *gosym.Table
+	if !found {
+		// Parsed once for all names: a large program's table takes
+		// a while.
+		if funcs, err = gosym.NewTable(nil, gosym.NewLineTable(tab.data, text)); err != nil {
+			return nil, fmt.Errorf("%s: reading .gopclntab: %w", path, err)
+		}
+	}
+	var locs []Location
+	for _, name := range names {
+		l := loc
+		if found {
+			l.Address, l.Method = syms[name], BySymbolTable
+		} else if fn := funcs.LookupFunc(name); fn != nil {
+			l.Address, l.Method = fn.Entry, ByPclntab
+		}
+		if l.Address == 0 {
+			if !optional {
+				return nil, noCryptoTLS(path, name)
+			}
+			locs = append(locs, l)
+			continue
+		}
+		off, err := fileOffset(ef, l.Address)
 		if err != nil {
-			return Location{}, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %s: %w", path, name, err)
 		}
-		fn := tab.lookup(FuncName, text)
-		if fn == nil {
-			return Location{}, noCryptoTLS(path)
-		}
-		loc.Address, loc.Method = fn.Entry, ByPclntab
+		l.Offset = off
+		locs = append(locs, l)
 	}
-	off, err := fileOffset(ef, loc.Address)
-	if err != nil {
-		return Location{}, fmt.Errorf("%s: %s: %w", path, FuncName, err)
-	}
-	loc.Offset = off
-	return loc, nil
+	return locs, nil
 }
 
-func noCryptoTLS(path string) error {
-	return fmt.Errorf("%s: %w: it has no %s (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNoCryptoTLS, FuncName)
+func noCryptoTLS(path, name string) error {
+	return fmt.Errorf("%s: %w: it has no %s (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNoCryptoTLS, name)
 }
 
 // archOf names the architecture of a 64-bit little-endian ELF file as GOARCH

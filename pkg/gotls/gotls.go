@@ -11,6 +11,20 @@
 // maps; Probe.Attach places the uprobe on one executable, for one process or
 // for all; Probe.Read returns the secrets as they come.
 //
+// A connection whose handshake came before the probe is read from the
+// process instead. Probe.AttachConns places a second probe on
+// crypto/tls.(*Conn).Read and (*Conn).Write, which reports the *Conn each
+// time a connection is used (at most once a second each: ConnUse, from
+// Probe.ReadConn); ReadConnState then reads that Conn's state from the
+// process's memory (process_vm_readv(2)): for TLS 1.3 each direction's
+// current traffic secret and record sequence number (crypto/tls's
+// halfConn), for TLS 1.2 the master secret and randoms (from the closure
+// of Conn.ekm) and the sequence numbers, the role, and the TCP socket
+// under it, each value checked. Where the fields are comes from the
+// program's DWARF, or, for a stripped program built by the same Go
+// release as kwatch, from kwatch's own crypto/tls (LayoutFor); for other
+// stripped programs there is no layout, and nothing is guessed.
+//
 // Only entry probes are used: a return probe (uretprobe) rewrites the return
 // address on the stack, and Go moves goroutine stacks, which crashes the
 // program (golang/go#22008).

@@ -46,16 +46,20 @@ type variant struct {
 var (
 	stripped = []string{"-ldflags=-s -w"}
 	variants = map[string]variant{
-		"plain":             {pkg: "tlspeer"},
-		"stripped":          {pkg: "tlspeer", flags: stripped},
-		"pie":               {pkg: "tlspeer", flags: []string{"-buildmode=pie"}},
-		"pie-stripped":      {pkg: "tlspeer", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
-		"external":          {pkg: "tlspeer", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external"}, cc: true},
-		"external-stripped": {pkg: "tlspeer", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external -s -w"}, cc: true},
-		"arm64":             {pkg: "tlspeer", env: []string{"GOARCH=arm64"}},
-		"arm64-stripped":    {pkg: "tlspeer", env: []string{"GOARCH=arm64"}, flags: stripped},
-		"notls":             {pkg: "notls"},
-		"notls-stripped":    {pkg: "notls", flags: stripped},
+		"plain":              {pkg: "tlspeer"},
+		"stripped":           {pkg: "tlspeer", flags: stripped},
+		"pie":                {pkg: "tlspeer", flags: []string{"-buildmode=pie"}},
+		"pie-stripped":       {pkg: "tlspeer", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
+		"external":           {pkg: "tlspeer", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external"}, cc: true},
+		"external-stripped":  {pkg: "tlspeer", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external -s -w"}, cc: true},
+		"arm64":              {pkg: "tlspeer", env: []string{"GOARCH=arm64"}},
+		"arm64-stripped":     {pkg: "tlspeer", env: []string{"GOARCH=arm64"}, flags: stripped},
+		"conns":              {pkg: "tlsconns"},
+		"conns-stripped":     {pkg: "tlsconns", flags: stripped},
+		"conns-pie":          {pkg: "tlsconns", flags: []string{"-buildmode=pie"}},
+		"conns-pie-stripped": {pkg: "tlsconns", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
+		"notls":              {pkg: "notls"},
+		"notls-stripped":     {pkg: "notls", flags: stripped},
 	}
 	builds sync.Map // variant name → *built
 )
@@ -141,4 +145,14 @@ func patched(t *testing.T, path string, edit func(b []byte)) string {
 		t.Fatal(err)
 	}
 	return out.Name()
+}
+
+// readFile returns the file's text.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -43,13 +43,16 @@ type Probe struct {
 	prog     *ebpf.Program
 	events   *ebpf.Map
 	counters *ebpf.Map
-	ring     *ringbuf.Reader // when out == toRing
-	perf     *perf.Reader    // when out == toPerf
-	bad      atomic.Uint64   // records decode refused
-	repeats  atomic.Uint64   // records Read dropped as a call's second report
-	deadline atomic.Int64    // SetDeadline's, in Unix nanoseconds; 0 for none
+	keys     buffer        // events' reading end
+	bad      atomic.Uint64 // records decode refused
+	repeats  atomic.Uint64 // records Read dropped as a call's second report
 	recent   [recentCalls]call
 	next     int // where in recent the next call goes
+
+	// The connections probe (conns.go), loaded by the first AttachConns:
+	// conns is set once, under mu, and read without it.
+	conns        atomic.Pointer[connProbe]
+	connDeadline atomic.Int64 // SetConnDeadline's, kept until conns is loaded
 
 	mu     sync.Mutex
 	closed bool
@@ -57,12 +60,20 @@ type Probe struct {
 	final  [numCounters]uint64 // the counters as Close read them
 }
 
-// attachment is one uprobe placed: an executable file and a process (0 for
-// all).
+// attachment is one uprobe placed: an executable file, a process (0 for
+// all) and the function (probeKeyLog, probeConnRead, probeConnWrite).
 type attachment struct {
 	dev, ino uint64
 	pid      int
+	fn       int
 }
+
+// The functions probed, as attachment.fn.
+const (
+	probeKeyLog = iota
+	probeConnRead
+	probeConnWrite
+)
 
 // recentCalls is how many of the last calls Read remembers to recognise a
 // call reported twice. A repeat follows its first report at once on its
@@ -117,6 +128,7 @@ func open(o options) (*Probe, error) {
 		return nil, err
 	}
 	p := &Probe{out: toRing, links: map[attachment]link.Link{}}
+	p.keys.what = "secrets"
 	events := &ebpf.MapSpec{Name: "gotls_events", Type: ebpf.RingBuf, MaxEntries: RingBufferSize}
 	if o.perf || features.HaveMapType(ebpf.RingBuf) != nil {
 		p.out = toPerf
@@ -128,7 +140,7 @@ func open(o options) (*Probe, error) {
 	coll, err := ebpf.NewCollection(&ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{
 			mapEvents:   events,
-			mapCounters: {Name: "gotls_counters", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: numCounters},
+			mapCounters: countersSpec(),
 		},
 		Programs: map[string]*ebpf.ProgramSpec{
 			"gotls": {
@@ -147,15 +159,20 @@ func open(o options) (*Probe, error) {
 	p.prog, p.events, p.counters = coll.DetachProgram("gotls"), coll.DetachMap(mapEvents), coll.DetachMap(mapCounters)
 	coll.Close()
 	if p.out == toRing {
-		p.ring, err = ringbuf.NewReader(p.events)
+		p.keys.ring, err = ringbuf.NewReader(p.events)
 	} else {
-		p.perf, err = perf.NewReader(p.events, PerfBufferSize)
+		p.keys.perf, err = perf.NewReader(p.events, PerfBufferSize)
 	}
 	if err != nil {
 		p.closeBPF()
 		return nil, fmt.Errorf("opening the probe's buffer: %w", err)
 	}
 	return p, nil
+}
+
+// countersSpec is the counters map: an array of numCounters uint64s.
+func countersSpec() *ebpf.MapSpec {
+	return &ebpf.MapSpec{Name: "gotls_counters", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: numCounters}
 }
 
 // bpfError names what a failed bpf(2) step lacks.
@@ -189,56 +206,82 @@ func bpfError(doing string, err error) error {
 // architecture than this program's, os.ErrClosed after Close, and the
 // kernel's.
 func (p *Probe) Attach(path string, pid int) (Location, error) {
-	switch {
-	case pid < 0:
-		return Location{}, fmt.Errorf("pid %d: give a process ID, or 0 for every process of the executable", pid)
-	case path == "" && pid == 0:
-		return Location{}, errors.New("no executable given, and no pid to take it from (/proc/PID/exe)")
-	case path == "":
-		path = "/proc/" + strconv.Itoa(pid) + "/exe"
+	path, err := targetPath(path, pid)
+	if err != nil {
+		return Location{}, err
 	}
 	loc, err := Find(path)
 	if err != nil {
 		return Location{}, err
 	}
-	if loc.Arch != runtime.GOARCH {
-		return loc, fmt.Errorf("%s: %w: built for %s, and this is %s", path, ErrUnsupportedArch, loc.Arch, runtime.GOARCH)
-	}
-	fi, err := os.Stat(path)
+	key, err := target(loc, pid)
 	if err != nil {
 		return loc, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return loc, fmt.Errorf("%s: no device and inode", path)
-	}
-	if pid > 0 {
-		if err := runs(pid, path, fi); err != nil {
-			return loc, err
-		}
-	}
-	key := attachment{dev: st.Dev, ino: st.Ino, pid: pid}
-
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return loc, fmt.Errorf("attaching %s: %w", path, os.ErrClosed)
 	}
-	if _, ok := p.links[key]; ok {
-		return loc, nil
+	return loc, p.uprobe(key, loc, p.prog)
+}
+
+// targetPath returns the executable to attach to for Attach's path and
+// pid: path, or /proc/PID/exe when path is "".
+func targetPath(path string, pid int) (string, error) {
+	switch {
+	case pid < 0:
+		return "", fmt.Errorf("pid %d: give a process ID, or 0 for every process of the executable", pid)
+	case path == "" && pid == 0:
+		return "", errors.New("no executable given, and no pid to take it from (/proc/PID/exe)")
+	case path == "":
+		path = "/proc/" + strconv.Itoa(pid) + "/exe"
 	}
-	ex, err := link.OpenExecutable(path)
+	return path, nil
+}
+
+// target checks that the executable of loc is for this architecture and,
+// for pid > 0, that the process runs it (see runs), and returns its
+// attachment (fn probeKeyLog).
+func target(loc Location, pid int) (attachment, error) {
+	path := loc.Path
+	if loc.Arch != runtime.GOARCH {
+		return attachment{}, fmt.Errorf("%s: %w: built for %s, and this is %s", path, ErrUnsupportedArch, loc.Arch, runtime.GOARCH)
+	}
+	fi, err := os.Stat(path)
 	if err != nil {
-		return loc, err
+		return attachment{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return attachment{}, fmt.Errorf("%s: no device and inode", path)
+	}
+	if pid > 0 {
+		if err := runs(pid, path, fi); err != nil {
+			return attachment{}, err
+		}
+	}
+	return attachment{dev: st.Dev, ino: st.Ino, pid: pid}, nil
+}
+
+// uprobe places prog at loc's entry for key's process, unless it is there
+// already. p.mu must be held.
+func (p *Probe) uprobe(key attachment, loc Location, prog *ebpf.Program) error {
+	if _, ok := p.links[key]; ok {
+		return nil
+	}
+	ex, err := link.OpenExecutable(loc.Path)
+	if err != nil {
+		return err
 	}
 	// Address is a file offset and bypasses cilium/ebpf's own symbol
 	// lookup, which knows only .symtab and .dynsym.
-	l, err := ex.Uprobe("", p.prog, &link.UprobeOptions{Address: loc.Offset, PID: pid})
+	l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: loc.Offset, PID: key.pid})
 	if err != nil {
-		return loc, fmt.Errorf("%s: placing the uprobe at file offset %#x: %w", path, loc.Offset, err)
+		return fmt.Errorf("%s: placing the uprobe at file offset %#x: %w", loc.Path, loc.Offset, err)
 	}
 	p.links[key] = l
-	return loc, nil
+	return nil
 }
 
 // runs checks that process pid runs or maps the file fi (at path): it is
@@ -288,7 +331,7 @@ func runs(pid int, path string, fi os.FileInfo) error {
 // (SetDeadline), one wrapping os.ErrDeadlineExceeded.
 func (p *Probe) Read() (Secret, error) {
 	for {
-		raw, err := p.readRaw()
+		raw, err := p.keys.read()
 		if err != nil {
 			return Secret{}, err
 		}
@@ -311,48 +354,6 @@ func (p *Probe) Read() (Secret, error) {
 // (wakeAt), so a secret can wait this long before Read returns it.
 const pollInterval = 20 * time.Millisecond
 
-// readRaw returns the next record's bytes, looking at the buffer at least
-// every pollInterval until the deadline.
-func (p *Probe) readRaw() ([]byte, error) {
-	for {
-		tick := time.Now().Add(pollInterval)
-		d := p.deadline.Load()
-		if d != 0 && d < tick.UnixNano() {
-			tick = time.Unix(0, d)
-		}
-		var raw []byte
-		var err error
-		if p.ring != nil {
-			p.ring.SetDeadline(tick)
-			var rec ringbuf.Record
-			rec, err = p.ring.Read()
-			raw = rec.RawSample
-		} else {
-			p.perf.SetDeadline(tick)
-			var rec perf.Record
-			rec, err = p.perf.Read()
-			// rec.LostSamples is not added to Lost: the program
-			// already counted each failed bpf_perf_event_output.
-			if err == nil && (rec.LostSamples > 0 || len(rec.RawSample) == 0) {
-				continue
-			}
-			raw = rec.RawSample
-		}
-		switch {
-		case err == nil:
-			return raw, nil
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			if d := p.deadline.Load(); d == 0 || time.Now().UnixNano() < d {
-				continue
-			}
-			return nil, fmt.Errorf("reading secrets: %w", err)
-		case errors.Is(err, os.ErrClosed):
-			return nil, fmt.Errorf("reading secrets: the probe is closed: %w", os.ErrClosed)
-		}
-		return nil, fmt.Errorf("reading secrets: %w", err)
-	}
-}
-
 // seen reports whether c is one of the recent calls, and remembers it.
 func (p *Probe) seen(c call) bool {
 	for _, r := range p.recent {
@@ -369,13 +370,7 @@ func (p *Probe) seen(c call) bool {
 // wrapping os.ErrDeadlineExceeded once t has passed (a blocked Read notices
 // a new deadline within pollInterval, 20 ms); the zero time removes the
 // deadline.
-func (p *Probe) SetDeadline(t time.Time) {
-	if t.IsZero() {
-		p.deadline.Store(0)
-		return
-	}
-	p.deadline.Store(max(t.UnixNano(), 1))
-}
+func (p *Probe) SetDeadline(t time.Time) { p.keys.setDeadline(t) }
 
 // Lost returns how many secrets the probe saw but could not hand on because
 // its buffer was full (Read did not keep up): the kernel's count, kept in
@@ -384,8 +379,8 @@ func (p *Probe) Lost() uint64 { return p.counter(counterLost) }
 
 // Skipped returns how many calls the probe skipped: arguments out of bounds
 // (a label over 64 bytes, a client random of other than 32 bytes, a secret
-// over 64 bytes), memory the kernel could not read, and records Read
-// refused as malformed. Go's crypto/tls makes none of these.
+// over 64 bytes), memory the kernel could not read, and records Read or
+// ReadConn refused as malformed. Go's crypto/tls makes none of these.
 func (p *Probe) Skipped() uint64 { return p.counter(counterSkipped) + p.bad.Load() }
 
 func (p *Probe) counter(i uint32) uint64 {
@@ -419,13 +414,10 @@ func (p *Probe) Close() error {
 		_ = p.counters.Lookup(uint32(i), &p.final[i])
 	}
 	p.closed = true
-	if p.ring != nil {
-		errs = append(errs, p.ring.Close())
+	errs = append(errs, p.keys.close(), p.closeBPF())
+	if c := p.conns.Load(); c != nil {
+		errs = append(errs, c.close())
 	}
-	if p.perf != nil {
-		errs = append(errs, p.perf.Close())
-	}
-	errs = append(errs, p.closeBPF())
 	return errors.Join(errs...)
 }
 

@@ -45,9 +45,10 @@ const (
 
 // Slots of the counters map (an array of uint64).
 const (
-	counterLost    = 0 // a record could not be reserved or written: the buffer was full
-	counterSkipped = 1 // lengths out of bounds, or argument memory unreadable
-	numCounters    = 2
+	counterLost     = 0 // a record could not be reserved or written: the buffer was full
+	counterSkipped  = 1 // lengths out of bounds, or argument memory unreadable
+	counterConnLost = 2 // a connection's record could not be written (conns.go)
+	numCounters     = 3
 )
 
 // Flags of bpf_ringbuf_query and bpf_ringbuf_submit (include/uapi/linux/bpf.h).

@@ -10,9 +10,13 @@ import "fmt"
 // argRegs holds the offsets, in bytes into the BPF context (struct pt_regs),
 // of the registers that hold writeKeyLog's arguments on entry, and of the
 // one that holds the current goroutine (g). The receiver (*Config) comes
-// first and is not read; each string is a pointer and a length; each slice
-// a pointer, a length and a capacity (the capacity is not read).
+// first and is not read by that probe; each string is a pointer and a
+// length; each slice a pointer, a length and a capacity (the capacity is
+// not read). recv is the first integer argument register, which holds a
+// method's pointer receiver: the *Conn of (*Conn).Read and (*Conn).Write
+// for the connections probe (conns.go).
 type argRegs struct {
+	recv                 int16
 	labelPtr, labelLen   int16
 	randomPtr, randomLen int16
 	secretPtr, secretLen int16
@@ -35,12 +39,14 @@ type argRegs struct {
 // put Xi at 8*i (arch/arm64/include/uapi/asm/ptrace.h).
 var argRegsByArch = map[string]argRegs{
 	"amd64": {
+		recv:     80,               // rax
 		labelPtr: 40, labelLen: 88, // rbx, rcx
 		randomPtr: 112, randomLen: 104, // rdi, rsi
 		secretPtr: 64, secretLen: 56, // r9, r10
 		g: 8, // r14
 	},
 	"arm64": {
+		recv:     8 * 0,
 		labelPtr: 8 * 1, labelLen: 8 * 2,
 		randomPtr: 8 * 3, randomLen: 8 * 4,
 		secretPtr: 8 * 6, secretLen: 8 * 7,

@@ -1,0 +1,609 @@
+package gotls
+
+// Where the fields ReadConnState reads are in a program's structs:
+// crypto/tls.Conn and its halfConns, and the chain from its net.Conn to
+// the socket's file descriptor. From the program's DWARF when it has it;
+// for a stripped program, from this program's own crypto/tls and net
+// (reflect) when both were built by the same Go release (major.minor), and
+// for no other.
+
+import (
+	"bytes"
+	"crypto/tls"
+	"debug/buildinfo"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// ErrNoLayout is wrapped by LayoutFor's error when the executable has no
+// DWARF and was built by another Go release than kwatch: the offsets of
+// crypto/tls.Conn's fields are known for no other.
+var ErrNoLayout = errors.New("no layout of crypto/tls.Conn known for this program")
+
+// LayoutSource says where a Layout's offsets come from.
+type LayoutSource int
+
+const (
+	// FromDWARF: the executable's own debugging information
+	// (debug/dwarf: the struct types crypto/tls.Conn, crypto/tls.halfConn,
+	// net.TCPConn, net.conn, net.netFD, internal/poll.FD and
+	// sync/atomic.Bool, their members' DW_AT_data_member_location and
+	// sizes).
+	FromDWARF LayoutSource = iota + 1
+	// FromReflect: kwatch's own crypto/tls and net, through reflect
+	// (reflect.Type.FieldByName works on unexported fields), used for a
+	// stripped executable built by the same Go release (major.minor) as
+	// kwatch, whose structs are then the same.
+	FromReflect
+)
+
+// String returns "DWARF" or "reflect".
+func (s LayoutSource) String() string {
+	switch s {
+	case FromDWARF:
+		return "DWARF"
+	case FromReflect:
+		return "reflect"
+	}
+	return fmt.Sprintf("LayoutSource(%d)", int(s))
+}
+
+// Layout is where ReadConnState finds what it reads in the processes of one
+// executable: field offsets in crypto/tls.Conn and halfConn (crypto/tls's
+// conn.go), net.TCPConn, net.netFD and internal/poll.FD, each checked for
+// the size its type must have, and the address of the runtime type
+// descriptor of *net.TCPConn when it can be found. Make one with
+// LayoutFor; it holds no memory of any process.
+type Layout struct {
+	// Path is the executable as given to LayoutFor.
+	Path string
+	// Source says where the offsets come from.
+	Source LayoutSource
+	// GoVersion is the Go release that built the executable
+	// (debug/buildinfo), e.g. "go1.26.8".
+	GoVersion string
+	// TCPConnType is the address, as linked, of the runtime type
+	// descriptor (internal/abi.Type) of *net.TCPConn in the executable,
+	// found through the itab go:itab.*net.TCPConn,net.Conn (symbol table)
+	// or, for Go 1.26, the module data's itab list; 0 when not found, and
+	// then the dynamic type of a Conn's net.Conn is not compared, only its
+	// socket checked.
+	TCPConnType uint64
+
+	off    offsets
+	dev    uint64 // the executable's device and inode
+	ino    uint64
+	pie    bool      // ET_DYN: loaded at an address of the loader's choice
+	loads  []loadSeg // its PT_LOAD segments
+	types  uint64    // moduledata.types as linked (names of type descriptors); 0 unknown
+	etypes uint64    // moduledata.etypes as linked
+
+	// TLS 1.2 (tls12.go): where the master secret and randoms are in the
+	// closure Conn.ekm points to, and the entries (as linked) of the
+	// functions such a closure runs; tls12 says why TLS 1.2 cannot be
+	// read when it cannot ("" when it can).
+	closure  closureOffsets
+	ekmFuncs []uint64
+	tls12    string
+}
+
+// String says where the layout comes from: "DWARF of go1.26.8".
+func (l *Layout) String() string { return l.Source.String() + " of " + l.GoVersion }
+
+// loadSeg is a PT_LOAD program header's addresses.
+type loadSeg struct{ vaddr, off, filesz uint64 }
+
+// offsets are the byte offsets ReadConnState uses, and the sizes that bound
+// its reads.
+type offsets struct {
+	connSize           uint64 // crypto/tls.Conn
+	netConn            uint64 // Conn.conn, a net.Conn (itab, data)
+	isClient           uint64 // Conn.isClient, a bool
+	handshakeComplete  uint64 // Conn.isHandshakeComplete.v, a uint32 (atomic.Bool)
+	vers               uint64 // Conn.vers, a uint16
+	haveVers           uint64 // Conn.haveVers, a bool
+	cipherSuite        uint64 // Conn.cipherSuite, a uint16
+	in, out            uint64 // Conn.in, Conn.out, halfConns
+	ekm                uint64 // Conn.ekm, a func value (a pointer to its closure)
+	halfSize           uint64 // crypto/tls.halfConn
+	halfVersion        uint64 // halfConn.version, a uint16
+	seq                uint64 // halfConn.seq, [8]byte
+	trafficSecret      uint64 // halfConn.trafficSecret, a []byte
+	tcpFD              uint64 // net.TCPConn.conn.fd, a *net.netFD
+	netFDSize          uint64 // net.netFD
+	sysfd              uint64 // netFD.pfd.Sysfd, an int
+	family, sotype     uint64 // netFD.family, netFD.sotype, ints
+	ptrSize, sliceSize uint64 // 8 and 24 on 64-bit
+}
+
+// structs gives the fields of the struct types a layout is made of, by
+// type name as DWARF names them.
+type structs interface {
+	// field returns the offset and size of field name of struct typ.
+	field(typ, name string) (off, size uint64, err error)
+	// size returns the size of struct typ.
+	size(typ string) (uint64, error)
+}
+
+// Struct type names, as Go's DWARF names them.
+const (
+	tConn     = "crypto/tls.Conn"
+	tHalfConn = "crypto/tls.halfConn"
+	tTCPConn  = "net.TCPConn"
+	tNetConn  = "net.conn"
+	tNetFD    = "net.netFD"
+	tPollFD   = "internal/poll.FD"
+	tBool     = "sync/atomic.Bool"
+)
+
+var structNames = []string{tConn, tHalfConn, tTCPConn, tNetConn, tNetFD, tPollFD, tBool}
+
+// makeOffsets reads the offsets from s, checking each field's size: a
+// field of an unexpected size is a layout that does not fit, refused.
+func makeOffsets(s structs) (offsets, error) {
+	const ptr, slice, iface = 8, 24, 16
+	var errs []error
+	f := func(typ, name string, want uint64) uint64 {
+		off, size, err := s.field(typ, name)
+		if err != nil {
+			errs = append(errs, err)
+			return 0
+		}
+		if size != want {
+			errs = append(errs, fmt.Errorf("%s.%s is %d bytes, not %d", typ, name, size, want))
+		}
+		return off
+	}
+	sz := func(typ string) uint64 {
+		n, err := s.size(typ)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return n
+	}
+	o := offsets{ptrSize: ptr, sliceSize: slice}
+	o.connSize = sz(tConn)
+	o.halfSize = sz(tHalfConn)
+	o.netConn = f(tConn, "conn", iface)
+	o.isClient = f(tConn, "isClient", 1)
+	o.handshakeComplete = f(tConn, "isHandshakeComplete", 4) + f(tBool, "v", 4)
+	o.vers = f(tConn, "vers", 2)
+	o.haveVers = f(tConn, "haveVers", 1)
+	o.cipherSuite = f(tConn, "cipherSuite", 2)
+	o.in = f(tConn, "in", o.halfSize)
+	o.out = f(tConn, "out", o.halfSize)
+	o.ekm = f(tConn, "ekm", ptr)
+	o.halfVersion = f(tHalfConn, "version", 2)
+	o.seq = f(tHalfConn, "seq", 8)
+	o.trafficSecret = f(tHalfConn, "trafficSecret", slice)
+	o.tcpFD = f(tTCPConn, "conn", ptr) + f(tNetConn, "fd", ptr)
+	o.netFDSize = sz(tNetFD)
+	o.sysfd = f(tNetFD, "pfd", sz(tPollFD)) + f(tPollFD, "Sysfd", 8)
+	o.family = f(tNetFD, "family", 8)
+	o.sotype = f(tNetFD, "sotype", 8)
+	if err := errors.Join(errs...); err != nil {
+		return offsets{}, oneLine(err)
+	}
+	if max(o.out+o.halfSize, o.ekm+ptr) > o.connSize || o.connSize > maxRead || o.netFDSize > maxRead {
+		return offsets{}, fmt.Errorf("crypto/tls.Conn of %d bytes with its out at %d, net.netFD of %d: not a layout to read", o.connSize, o.out, o.netFDSize)
+	}
+	return o, nil
+}
+
+// oneLine joins the lines of err's message with "; ".
+func oneLine(err error) error {
+	return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+}
+
+// dwarfStructs is structs from an executable's DWARF.
+type dwarfStructs map[string]*dwarf.StructType
+
+// readDWARF finds the struct types of structNames in d (missing ones are
+// missing from the map), and the closures of ekmFromMasterSecret
+// (ekmClosure).
+func readDWARF(d *dwarf.Data) (dwarfStructs, []dwarfClosure, error) {
+	want := map[string]bool{}
+	for _, n := range structNames {
+		want[n] = true
+	}
+	out := dwarfStructs{}
+	var closures []dwarfClosure
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading DWARF: %w", err)
+		}
+		if e == nil {
+			break
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		switch {
+		case e.Tag == dwarf.TagStructType && want[name] && out[name] == nil:
+			t, err := d.Type(e.Offset)
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading DWARF type %s: %w", name, err)
+			}
+			if st, ok := t.(*dwarf.StructType); ok {
+				out[name] = st
+			}
+		case e.Tag == dwarf.TagSubprogram && isEKMClosure(name) && e.Children:
+			c, err := readClosure(r, e)
+			if err != nil {
+				return nil, nil, err
+			}
+			closures = append(closures, c)
+			continue
+		}
+		if e.Children && e.Tag != dwarf.TagCompileUnit {
+			r.SkipChildren()
+		}
+	}
+	return out, closures, nil
+}
+
+func (d dwarfStructs) field(typ, name string) (uint64, uint64, error) {
+	st := d[typ]
+	if st == nil {
+		return 0, 0, fmt.Errorf("no struct %s in the DWARF", typ)
+	}
+	for _, f := range st.Field {
+		if f.Name == name {
+			if f.ByteOffset < 0 || f.Type.Size() < 0 {
+				return 0, 0, fmt.Errorf("%s.%s has no offset or size in the DWARF", typ, name)
+			}
+			return uint64(f.ByteOffset), uint64(f.Type.Size()), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%s has no field %s in the DWARF", typ, name)
+}
+
+func (d dwarfStructs) size(typ string) (uint64, error) {
+	st := d[typ]
+	if st == nil || st.ByteSize < 0 {
+		return 0, fmt.Errorf("no struct %s in the DWARF", typ)
+	}
+	return uint64(st.ByteSize), nil
+}
+
+// reflectStructs is structs from this program's own types.
+type reflectStructs map[string]reflect.Type
+
+// ownStructs returns this program's types of structNames, reached from
+// crypto/tls.Conn and net.TCPConn through their fields' types (halfConn,
+// net.conn, netFD and poll.FD are unexported).
+var ownStructs = sync.OnceValues(func() (reflectStructs, error) {
+	field := func(t reflect.Type, name string) (reflect.Type, error) {
+		if t == nil {
+			return nil, errors.New("no type")
+		}
+		f, ok := t.FieldByName(name)
+		if !ok {
+			return nil, fmt.Errorf("%s has no field %s", t, name)
+		}
+		return f.Type, nil
+	}
+	conn := reflect.TypeFor[tls.Conn]()
+	tcp := reflect.TypeFor[net.TCPConn]()
+	half, err1 := field(conn, "in")
+	nc, err2 := field(tcp, "conn")
+	fdp, err3 := field(nc, "fd")
+	var fd reflect.Type
+	if fdp != nil && fdp.Kind() == reflect.Pointer {
+		fd = fdp.Elem()
+	}
+	pfd, err4 := field(fd, "pfd")
+	b, err5 := field(conn, "isHandshakeComplete")
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return nil, oneLine(err)
+	}
+	return reflectStructs{tConn: conn, tHalfConn: half, tTCPConn: tcp, tNetConn: nc, tNetFD: fd, tPollFD: pfd, tBool: b}, nil
+})
+
+func (r reflectStructs) field(typ, name string) (uint64, uint64, error) {
+	t := r[typ]
+	if t == nil || t.Kind() != reflect.Struct {
+		return 0, 0, fmt.Errorf("no struct %s", typ)
+	}
+	f, ok := t.FieldByName(name)
+	if !ok || len(f.Index) != 1 {
+		return 0, 0, fmt.Errorf("%s has no field %s", typ, name)
+	}
+	return uint64(f.Offset), uint64(f.Type.Size()), nil
+}
+
+func (r reflectStructs) size(typ string) (uint64, error) {
+	t := r[typ]
+	if t == nil {
+		return 0, fmt.Errorf("no struct %s", typ)
+	}
+	return uint64(t.Size()), nil
+}
+
+// goMinor returns a Go version's release, "go1.26" for "go1.26.8",
+// "go1.26rc1", "go1.26.8 X:nocoverageredesign" or a development
+// toolchain's "devel go1.26-abcdef"; "" if v is not one.
+func goMinor(v string) string {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(v, "devel "), "go1.")
+	if !ok {
+		return ""
+	}
+	i := 0
+	for i < len(rest) && '0' <= rest[i] && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return ""
+	}
+	return "go1." + rest[:i]
+}
+
+// LayoutFor reads the layout of the executable at path (an ordinary file
+// or /proc/PID/exe): from its DWARF when it has the struct types (an
+// unstripped build), else from kwatch's own types (FromReflect) when the
+// executable was built by the same Go release as kwatch (the same
+// major.minor: runtime.Version()), else not at all: an error wrapping
+// ErrNoLayout that says which release built it and which one kwatch knows.
+// It also looks for *net.TCPConn's type descriptor (Layout.TCPConnType).
+// Errors are one line and name the path.
+func LayoutFor(path string) (*Layout, error) {
+	return layoutFor(path, runtime.Version(), runtime.GOARCH)
+}
+
+// layoutFor is LayoutFor for a kwatch built by Go release own for arch
+// ownArch: what reflect's layout is of.
+func layoutFor(path, own, ownArch string) (*Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("%s: no device and inode", path)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+	}
+	arch := archOf(ef)
+	if arch == "" {
+		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
+	}
+	l := &Layout{Path: path, dev: st.Dev, ino: st.Ino, pie: ef.Type == elf.ET_DYN}
+	if bi, err := buildinfo.Read(f); err == nil {
+		l.GoVersion = bi.GoVersion
+	}
+	if l.GoVersion == "" {
+		return nil, fmt.Errorf("%s: %w (no Go build information)", path, ErrNotGo)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			l.loads = append(l.loads, loadSeg{vaddr: p.Vaddr, off: p.Off, filesz: p.Filesz})
+		}
+	}
+	var s structs
+	var closures []dwarfClosure
+	if d, err := ef.DWARF(); err == nil {
+		ds, cs, err := readDWARF(d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if ds[tConn] != nil {
+			s, l.Source, closures = ds, FromDWARF, cs
+		}
+	}
+	if s == nil {
+		own := goMinor(own)
+		if goMinor(l.GoVersion) == "" || goMinor(l.GoVersion) != own || arch != ownArch {
+			return nil, fmt.Errorf("%s: %w: it has no DWARF (stripped) and was built by %s for %s; without DWARF kwatch knows the layout only of %s for %s, its own release (build the program without -ldflags=-w to keep its DWARF)", path, ErrNoLayout, l.GoVersion, arch, own, ownArch)
+		}
+		rs, err := ownStructs()
+		if err != nil {
+			return nil, fmt.Errorf("%s: kwatch's own crypto/tls: %w", path, err)
+		}
+		s, l.Source = rs, FromReflect
+	}
+	if l.off, err = makeOffsets(s); err != nil {
+		return nil, fmt.Errorf("%s: %s layout: %w", path, l.Source, err)
+	}
+	l.TCPConnType, l.types, l.etypes = tcpConnType(ef, l.GoVersion)
+	if l.Source == FromDWARF {
+		l.closure, l.ekmFuncs, l.tls12 = dwarfEKM(closures)
+	} else {
+		l.closure, l.ekmFuncs, l.tls12 = reflectEKM(path)
+	}
+	return l, nil
+}
+
+// Names of the itab of *net.TCPConn for net.Conn in the symbol table: Go
+// 1.20 on, and before.
+var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPConn,net.Conn"}
+
+// tcpConnType returns the address, as linked, of *net.TCPConn's type
+// descriptor in ef, and of moduledata.types (0 for each not found): the
+// second word of the itab go:itab.*net.TCPConn,net.Conn (internal/abi.ITab:
+// Inter, Type, ...) when the symbol table has it; else, for Go 1.26 only
+// (whose runtime.moduledata this reads: .go.module, word 37 types, words
+// 48-49 the itablinks slice), the itab in the module data's list whose
+// interface is named net.Conn and whose type *net.TCPConn and is a
+// pointer.
+func tcpConnType(ef *elf.File, goVersion string) (typ, types, etypes uint64) {
+	img := &image{ef: ef}
+	if syms, err := ef.Symbols(); err == nil {
+		for _, s := range syms {
+			for _, name := range tcpConnItabs {
+				if s.Name == name {
+					if t, ok := img.word(s.Value + 8); ok {
+						typ = t
+					}
+				}
+			}
+		}
+	}
+	if goMinor(goVersion) != "go1.26" {
+		return typ, 0, 0
+	}
+	sec := ef.Section(".go.module")
+	if sec == nil {
+		return typ, 0, 0
+	}
+	const mdTypes, mdEtypes, mdItablinks = 37, 38, 48
+	types, ok1 := img.word(sec.Addr + 8*mdTypes)
+	etypes, ok2 := img.word(sec.Addr + 8*mdEtypes)
+	itabs, ok3 := img.word(sec.Addr + 8*mdItablinks)
+	n, ok4 := img.word(sec.Addr + 8*(mdItablinks+1))
+	if !ok1 || !ok2 || !ok3 || !ok4 || types >= etypes || n > 1<<20 {
+		return typ, 0, 0
+	}
+	if typ != 0 {
+		return typ, types, etypes
+	}
+	for i := range n {
+		itab, ok := img.word(itabs + 8*i)
+		if !ok {
+			break
+		}
+		inter, ok1 := img.word(itab)
+		t, ok2 := img.word(itab + 8)
+		if !ok1 || !ok2 {
+			continue
+		}
+		if name, kind, ok := typeName(img.read, types, etypes, t); ok && name == "*net.TCPConn" && kind == kindPointer {
+			if iname, _, ok := typeName(img.read, types, etypes, inter); ok && iname == "net.Conn" {
+				return t, types, etypes
+			}
+		}
+	}
+	return 0, types, etypes
+}
+
+// Kinds and flags of internal/abi.Type (internal/abi/type.go).
+const (
+	kindPointer    = 22
+	kindMask       = 0x1f
+	tflagExtraStar = 1 << 1
+	abiTypeSize    = 48 // Size_, PtrBytes, Hash, TFlag, Align_, FieldAlign_, Kind_, Equal, GCData, Str, PtrToThis
+	abiTypeTFlag   = 20
+	abiTypeKind    = 23
+	abiTypeStr     = 40
+	maxTypeName    = 256
+)
+
+// image reads an ELF executable's bytes by virtual address, as linked.
+type image struct {
+	ef   *elf.File
+	rela map[uint64]uint64 // R_*_RELATIVE targets and their addends, read once
+}
+
+// read returns n bytes at addr from the PT_LOAD segment that holds them.
+func (m *image) read(addr, n uint64) ([]byte, bool) {
+	for _, p := range m.ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr <= addr && addr+n <= p.Vaddr+p.Filesz && addr+n >= addr {
+			b := make([]byte, n)
+			if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
+				return nil, false
+			}
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// word returns the 8-byte word at addr, or, when the file holds 0 there,
+// the addend of a relative dynamic relocation of it (see relocated).
+func (m *image) word(addr uint64) (uint64, bool) {
+	b, ok := m.read(addr, 8)
+	if !ok {
+		return 0, false
+	}
+	v := binary.LittleEndian.Uint64(b)
+	if v != 0 {
+		return v, true
+	}
+	if m.rela == nil {
+		m.rela = relativeRelocs(m.ef)
+	}
+	return m.rela[addr], true
+}
+
+// relativeRelocs returns the targets of ef's R_*_RELATIVE relocations with
+// their addends.
+func relativeRelocs(ef *elf.File) map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	var relative uint32
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		relative = uint32(elf.R_X86_64_RELATIVE)
+	case elf.EM_AARCH64:
+		relative = uint32(elf.R_AARCH64_RELATIVE)
+	default:
+		return out
+	}
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_RELA {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+24 <= len(data); i += 24 {
+			if uint32(binary.LittleEndian.Uint64(data[i+8:])) == relative {
+				out[binary.LittleEndian.Uint64(data[i:])] = binary.LittleEndian.Uint64(data[i+16:])
+			}
+		}
+	}
+	return out
+}
+
+// typeName returns the name and kind of the type descriptor at t, reading
+// with read between types and etypes (moduledata.types and .etypes, in the
+// same address space as t): its Str is an offset from types to a name
+// (internal/abi.Name: a flags byte, a varint length, the bytes), returned
+// without the leading '*' that TFlagExtraStar marks.
+func typeName(read func(addr, n uint64) ([]byte, bool), types, etypes, t uint64) (string, uint8, bool) {
+	if types == 0 || t < types || t+abiTypeSize > etypes {
+		return "", 0, false
+	}
+	b, ok := read(t, abiTypeSize)
+	if !ok {
+		return "", 0, false
+	}
+	str := int32(binary.LittleEndian.Uint32(b[abiTypeStr:]))
+	if str <= 0 || types+uint64(str) >= etypes {
+		return "", 0, false
+	}
+	addr := types + uint64(str)
+	head, ok := read(addr, 1+binary.MaxVarintLen16)
+	if !ok {
+		return "", 0, false
+	}
+	n, w := binary.Uvarint(head[1:])
+	if w <= 0 || n == 0 || n > maxTypeName {
+		return "", 0, false
+	}
+	name, ok := read(addr+1+uint64(w), n)
+	if !ok || bytes.IndexByte(name, 0) >= 0 {
+		return "", 0, false
+	}
+	s := string(name)
+	if b[abiTypeTFlag]&tflagExtraStar != 0 && len(s) > 1 {
+		s = s[1:]
+	}
+	return s, b[abiTypeKind] & kindMask, true
+}
