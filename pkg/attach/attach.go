@@ -80,6 +80,9 @@ type Result struct {
 	// Exited says that every process attached to exited (the run ended
 	// by itself), rather than that ctx was cancelled.
 	Exited bool
+	// Joined counts the TLS connections whose state was read from the
+	// processes' memory (those opened before attach are decrypted so).
+	Joined int
 	// Before counts the connections that were open when kwatch attached
 	// and carried packets since: their handshakes came before, so TLS ones
 	// are not decrypted (each has a "process" note that says so).
@@ -134,6 +137,8 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	}
 	defer probe.Close()
 	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
+	j := newJoiner(a)
+	a.joiner = j
 	// What was attached is said once the captures are open too: from
 	// then on, a connection is seen from its first packet.
 	var attached []string
@@ -143,6 +148,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", exe, err)
 		}
 		a.exeFiles[exe] = fileID(exe)
+		j.attachConns(exe, 0)
 		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
 		running, _ := procnet.ByExe(exe)
 		for _, p := range running {
@@ -178,8 +184,10 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(a.readSecrets)
+	wg.Go(j.run)
 	ro := opt.Read
 	ro.Keys, ro.WaitForKeys, ro.Owner = a.keys, true, a.owner
+	ro.HTTP.Joins = true
 	ro.HTTP.KeySource = "the processes attached (a handshake of another process, or a secret the kernel's ring buffer lost)"
 	ro.HTTP.Missed = "TLS records of a connection whose handshake came before kwatch attached: encrypted, not decoded"
 	if ro.Name == "" {
@@ -196,7 +204,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	a.mu.Lock()
 	by := maps.Clone(a.secretsBy)
 	a.mu.Unlock()
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before}
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count()}
 	return res, nil
 }
 
@@ -248,6 +256,8 @@ type attacher struct {
 	newPIDs   []uint32 // PIDs that gave secrets and are not attached (Exes)
 	secrets   atomic.Uint64
 	attached  map[int]bool
+	// joiner reads the state of connections opened before attach.
+	joiner *joiner
 	// exeFiles holds, by Exes path, the file the uprobe is on (its device
 	// and inode: fileID), to see when the path is replaced (a rebuild).
 	exeFiles map[string]string
@@ -279,6 +289,7 @@ func (a *attacher) attach(p procnet.Process) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
 	}
+	a.joiner.attachConns(p.ExePath(), p.PID)
 	a.remember(p)
 	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, p.Exe, loc.Method), nil
 }
@@ -706,13 +717,11 @@ func (r *Result) Describe() string {
 	if r.Lost > 0 {
 		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)
 	}
+	if r.Joined > 0 {
+		s += "; the state of " + phrase.Count(r.Joined, "TLS connection", "TLS connections") + " read from the processes' memory"
+	}
 	if r.Before > 0 {
-		s += "; " + phrase.Count(r.Before, "connection", "connections") + " open before kwatch attached: not decrypted, "
-		if r.Before == 1 {
-			s += "its handshake came before"
-		} else {
-			s += "their handshakes came before"
-		}
+		s += "; " + phrase.Count(r.Before, "connection", "connections") + " open before kwatch attached"
 	}
 	return s
 }

@@ -4,7 +4,8 @@ import "net/netip"
 
 // Joined is what a TLS connection whose handshake was not seen needs to be
 // decrypted from the middle on (kwatch attach, from the process's memory):
-// its version and cipher suite, each side's current traffic secret and the
+// its version and cipher suite, each side's current traffic secret (TLS
+// 1.3) or the master secret and randoms (TLS 1.2), and the
 // sequence number of the next record each side sends (RFC 8446 §5.3:
 // sequence numbers count the records protected with the current traffic
 // secret, from 0).
@@ -18,6 +19,11 @@ type Joined struct {
 	// ClientTraffic and ServerTraffic are the current application traffic
 	// secrets (the suite's hash length: 32 or 48 bytes).
 	ClientTraffic, ServerTraffic []byte
+	// Master, ClientRandom and ServerRandom are, for TLS 1.2 (no traffic
+	// secrets), the master secret (48 bytes) and the hellos' randoms that
+	// the key block is derived from (RFC 5246 §6.3).
+	Master                     []byte
+	ClientRandom, ServerRandom [32]byte
 	// ClientSeq and ServerSeq are the sequence numbers of the next
 	// record each side sends, when they were read: records captured
 	// before have lower ones, records sent meanwhile higher ones.
@@ -43,6 +49,7 @@ func (l *Log) AddJoined(j Joined) {
 	cp := j
 	cp.ClientTraffic = append([]byte(nil), j.ClientTraffic...)
 	cp.ServerTraffic = append([]byte(nil), j.ServerTraffic...)
+	cp.Master = append([]byte(nil), j.Master...)
 	l.joined[joinKey(j.Client, j.Server)] = &cp
 	l.given = true
 	l.gen++

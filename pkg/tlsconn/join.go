@@ -40,10 +40,11 @@ func (c *Conn) join(t time.Time) bool {
 		return false
 	}
 	s := suites[j.Suite]
-	if j.Version != tls.VersionTLS13 || s == nil || !s.tls13 {
+	tls13 := j.Version == tls.VersionTLS13
+	if s == nil || s.tls13 != tls13 || !tls13 && j.Version != tls.VersionTLS12 {
 		c.joined = j // said once; not tried again
 		c.unsup = true
-		c.noteUndecoded(t, fmt.Sprintf("joined mid-connection, but %s %s is not decrypted that way (TLS 1.3 with AES-GCM or ChaCha20-Poly1305 only)",
+		c.noteUndecoded(t, fmt.Sprintf("joined mid-connection, but %s %s is not one kwatch decrypts (AES-GCM and ChaCha20-Poly1305 suites of TLS 1.3 and 1.2)",
 			tlsrec.VersionName(j.Version), suiteName(j.Suite)))
 		c.gaveUp = true
 		for _, d := range []*direction{c.cl, c.sv} {
@@ -51,16 +52,35 @@ func (c *Conn) join(t time.Time) bool {
 		}
 		return false
 	}
-	c.joined, c.suite, c.tls13 = j, s, true
+	c.joined, c.suite, c.tls13 = j, s, tls13
+	var cl12, sv12 *cipherState
+	if !tls13 {
+		var err error
+		if cl12, sv12, err = newTLS12States(s, j.Master, j.ClientRandom, j.ServerRandom); err != nil {
+			c.problem(c.cl, c.cl.off, t, "TLS state read from the process is unusable", err.Error(), "", false)
+			c.gaveUp = true
+			for _, d := range []*direction{c.cl, c.sv} {
+				c.kill(d)
+			}
+			return false
+		}
+	}
 	for _, h := range []*direction{c.cl, c.sv} {
 		// The secret of the bytes an endpoint sends is its side's.
 		sender := c.rec.Client
 		if h.server {
 			sender = c.rec.Server
 		}
-		secret, seq := j.ServerTraffic, j.ServerSeq
-		if sender == j.Client {
-			secret, seq = j.ClientTraffic, j.ClientSeq
+		client := sender == j.Client
+		secret, seq, cs12 := j.ServerTraffic, j.ServerSeq, sv12
+		if client {
+			secret, seq, cs12 = j.ClientTraffic, j.ClientSeq, cl12
+		}
+		if !tls13 {
+			h.cs = cs12
+			h.enter(phaseApp)
+			h.window = &seqWindow{from: seq - min(seq, seqBelow), to: seq + seqAbove}
+			continue
 		}
 		cs, err := newTLS13State(s, secret)
 		if err != nil {

@@ -42,14 +42,15 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")
 	namespace := flag.String("namespace", "default", "namespace whose ConfigMaps are watched")
 	waitStdin := flag.Bool("wait", false, "wait for a first line on stdin before connecting (so that kwatch attach by PID is in place first)")
+	http1 := flag.Bool("http1", false, "HTTP/1.1 (ALPN http/1.1) instead of client-go's HTTP/2, and JSON instead of protobuf")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *waitStdin); err != nil {
+	if err := run(*kubeconfig, *namespace, *waitStdin, *http1); err != nil {
 		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace string, waitStdin bool) error {
+func run(kubeconfig, namespace string, waitStdin, http1 bool) error {
 	if waitStdin {
 		var b [1]byte
 		for b[0] != '\n' {
@@ -61,6 +62,10 @@ func run(kubeconfig, namespace string, waitStdin bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
+	}
+	if http1 {
+		cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -27,8 +27,20 @@ type joiner struct {
 	// when it was read): the same state is not added again, so that
 	// connections waiting for keys are not woken for nothing.
 	last map[[2]netip.AddrPort]joinedAt
-	// Joined counts the connections whose state was read.
+	// joined counts the connections whose state was read.
 	joined int
+}
+
+// newJoiner returns the joiner of a's processes.
+func newJoiner(a *attacher) *joiner {
+	return &joiner{a: a, layouts: map[int]*layoutOf{}, said: map[string]bool{}, last: map[[2]netip.AddrPort]joinedAt{}}
+}
+
+// count returns how many connections' state was read.
+func (j *joiner) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.joined
 }
 
 type layoutOf struct {
@@ -113,7 +125,7 @@ func (j *joiner) use(u gotls.ConnUse) {
 	}
 	key := [2]netip.AddrPort{client, server}
 	c, s := st.Client(), st.Server()
-	now := joinedAt{client: string(c.Secret), server: string(s.Secret), at: time.Now()}
+	now := joinedAt{client: string(c.Secret) + string(st.MasterSecret), server: string(s.Secret), at: time.Now()}
 	j.mu.Lock()
 	prev, seen := j.last[key]
 	if seen && prev.client == now.client && prev.server == now.server {
@@ -134,5 +146,6 @@ func (j *joiner) use(u gotls.ConnUse) {
 	}
 	j.a.keys.AddJoined(keylog.Joined{Client: client, Server: server, Version: st.Version, Suite: st.CipherSuite,
 		ClientTraffic: c.Secret, ServerTraffic: s.Secret, ClientSeq: c.Seq, ServerSeq: s.Seq,
+		Master: st.MasterSecret, ClientRandom: st.ClientRandom, ServerRandom: st.ServerRandom,
 		Source: "the memory of " + name})
 }
