@@ -579,3 +579,70 @@ func TestAttachUnprivileged(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachOpenedBefore attaches by PID to a client-go program whose
+// connections were opened before (HTTP/1.1 and JSON here: -http1): their
+// handshakes are gone, and kwatch reads each connection's TLS state from
+// the process's memory when it next uses it. The plain Watch's events
+// after attach equal those its handler received; the program is built as
+// Go builds it (DWARF gives the layout) and stripped (kwatch's own
+// release's layout).
+func TestAttachOpenedBefore(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	for _, b := range []struct {
+		name  string
+		flags []string
+	}{
+		{"plain", nil},
+		{"stripped", []string{"-ldflags=-s -w"}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			bin := buildWatcher(t, b.flags...)
+			ns := env.Namespace(t)
+			w := &watcher{out: &syncBuffer{}}
+			w.cmd = exec.Command(bin, "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--http1")
+			w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+			var err error
+			if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { w.stop() })
+			waitText(t, "kwatch-watcher ready", w.out, "ready\n")
+			s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "-o", "json")
+			waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
+			churn(t, env, ns, "before")
+			deadline := time.Now().Add(60 * time.Second)
+			for len(w.clientEvents(t)["watch"]) < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the program's handlers got %v", w.clientEvents(t))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			want := w.clientEvents(t)["watch"]
+			var got map[string][]watchedEvent
+			recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+				got = kwatchEvents(t, recs, ns, false)
+				for _, evs := range got {
+					if slices.Equal(evs, want) {
+						return true
+					}
+				}
+				return false
+			})
+			joined := 0
+			for _, r := range recs {
+				if r["record"] == "note" && r["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(r["message"]), "joined mid-connection") &&
+					strings.Contains(fmt.Sprint(r["message"]), "the memory of kwatch-watcher (pid") {
+					joined++
+				}
+			}
+			if joined == 0 {
+				t.Errorf("no connection noted as joined mid-connection with the state read from the program's memory")
+			}
+		})
+	}
+}
