@@ -187,6 +187,21 @@ const (
 // The zero value is ready; it keeps what it ruled out from call to call,
 // so each call costs little more than the bytes that are new.
 type FrameScan struct {
+	// Known says the connection is known to be HTTP/2 (its other
+	// direction showed a chain): only where this direction's frames
+	// start is in question, and less proves it: a chain of 2 headers, or
+	// 1 frame that ends with the direction.
+	Known bool
+	// Eager, with Known, takes one whole plausible frame at offset 0
+	// (even an empty one) for the start of frames, without waiting for
+	// another: for a client, which writes each frame whole, so that its
+	// first captured packet starts one, and may send no more than a
+	// SETTINGS ACK and one request's HEADERS for minutes; waiting for
+	// more would hand its requests on after their responses. A server's
+	// first packet may well start inside a DATA frame (16 KiB frames
+	// cut into segments), so a server is not eager.
+	Eager bool
+
 	from int // offsets below from are ruled out
 	work int // headers overlapped looked at
 }
@@ -233,7 +248,12 @@ func (s *FrameScan) Scan(p []byte, end bool) (at int, v ScanVerdict) {
 // frames (overlapped) is out.
 func (s *FrameScan) chainAt(p []byte, o int, end, full bool) chain {
 	need, short := chainLen, 2
-	if o == 0 {
+	switch {
+	case s.Known && s.Eager && o == 0:
+		need, short = 1, 1
+	case s.Known:
+		need, short = 2, 1
+	case o == 0:
 		short = 1
 	}
 	var at [chainLen * 4]int // the chain's header offsets: at most 9 that do not count
@@ -261,7 +281,7 @@ func (s *FrameScan) chainAt(p []byte, o int, end, full bool) chain {
 		}
 		length := frameLen(h)
 		switch {
-		case counts(h):
+		case counts(h), s.Known && s.Eager && pos == 0:
 			n++
 		case pos == o:
 			return chainOut // a chain starts with a frame that counts

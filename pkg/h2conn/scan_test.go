@@ -328,3 +328,36 @@ func BenchmarkScanByteAtATime(b *testing.B) {
 		}
 	}
 }
+
+// TestScanKnown: on a connection known to be HTTP/2, two frames are
+// enough, or one that ends the direction; for a client (Eager) one whole
+// frame at the first byte, even an empty one, without waiting for more.
+func TestScanKnown(t *testing.T) {
+	b, starts := frames(t)
+	const settingsAck, ping = 1, 9
+	ack := b[starts[settingsAck]:starts[settingsAck+1]]
+	s := FrameScan{Known: true, Eager: true}
+	if at, v := s.Scan(ack, false); v != ScanFound || at != 0 {
+		t.Errorf("eager, a SETTINGS ACK: %v at %d", v, at)
+	}
+	s = FrameScan{Known: true, Eager: true}
+	if _, v := s.Scan(ack[:len(ack)-1], false); v != ScanMore {
+		t.Errorf("eager, a SETTINGS ACK but its last byte: %v", v)
+	}
+	one := b[starts[ping]:starts[ping+1]]
+	s = FrameScan{Known: true}
+	if _, v := s.Scan(one, false); v != ScanMore {
+		t.Errorf("a PING: %v", v)
+	}
+	if at, v := s.Scan(one, true); v != ScanFound || at != 0 {
+		t.Errorf("a PING, then the end: %v at %d", v, at)
+	}
+	s = FrameScan{Known: true}
+	if at, v := s.Scan(b[starts[ping]:starts[ping+2]], false); v != ScanFound || at != 0 {
+		t.Errorf("two frames: %v at %d", v, at)
+	}
+	s = FrameScan{Known: true}
+	if at, v := s.Scan(b[starts[ping]-3:starts[ping+1]], true); v != ScanFound || at != 3 {
+		t.Errorf("3 bytes, one frame, the end: %v at %d", v, at)
+	}
+}
