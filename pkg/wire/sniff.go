@@ -215,7 +215,11 @@ func (c *Conn) join(d *direction, p []byte, at int, t time.Time) {
 	if at > 0 {
 		how = fmt.Sprintf("from offset %d, after the rest of a frame", at)
 	}
-	c.note(t, "h2-joined", fmt.Sprintf("HTTP/2, joined mid-connection: the %s's first bytes are HTTP/2 frames (%s); no connection preface captured", d.name(), how))
+	first := t // the note comes before the bytes it is about
+	if len(c.held) > 0 && c.held[0].t.Before(t) {
+		first = c.held[0].t
+	}
+	c.note(first, "h2-joined", fmt.Sprintf("HTTP/2, joined mid-connection: the %s's first bytes are HTTP/2 frames (%s); no connection preface captured", d.name(), how))
 	o := &c.server
 	if d.server {
 		o = &c.client
