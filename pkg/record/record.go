@@ -450,9 +450,12 @@ type ConnNote struct {
 // the apiVersion and kind of the first event's object, and its namespace
 // ("" for a cluster-scoped object, or a BOOKMARK, whose object has none).
 type Resource struct {
+	// APIVersion is the object's group/version, e.g. "v1", "apps/v1".
 	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
+	// Kind is the object's kind, e.g. "ConfigMap".
+	Kind string `json:"kind"`
+	// Namespace is the object's namespace.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Why says what kind of reason a LIST or a watch of kwatch stream had.
