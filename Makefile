@@ -59,6 +59,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/h2conn
 	$(GO) test -run '^$$' -fuzz '^FuzzCredentialMask$$' -fuzztime $(FUZZTIME) ./pkg/h2conn
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/tlsconn
+	$(GO) test -run '^$$' -fuzz '^FuzzJoin$$' -fuzztime $(FUZZTIME) ./pkg/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/pcap
 
 bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)

@@ -1,7 +1,10 @@
 package exchange
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -190,3 +193,36 @@ func WatchOf(req *record.Request, contentType string, streams bool) (f event.For
 	}
 	return f, false, false
 }
+
+// StartOfBody reports what a watch body whose headers were not seen (an
+// HTTP/2 stream joined in the middle of a connection, or a response whose
+// header block could not be decoded) carries, from data that start a
+// carrier (a DATA frame's data): the events' format (event.StartFormat)
+// and the content coding, "gzip" when data starts a gzip member (RFC 1952
+// §2.3: 1f 8b, then CM 8, deflate) whose first inflated bytes start an
+// event; kube-apiserver flushes one whole member per flush, so a member
+// starts a frame. ok is false when data starts neither: the middle of an
+// event or of a member, or a body that is not a watch.
+func StartOfBody(data []byte) (f event.Format, coding string, ok bool) {
+	if f, ok := event.StartFormat(data); ok {
+		return f, "", true
+	}
+	if !bytes.HasPrefix(data, []byte{0x1f, 0x8b, 0x08}) {
+		return 0, "", false
+	}
+	// Inflate the first bytes only: enough for any format's start
+	// (protobuf's is the longest, at most 31 bytes with its magic).
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return 0, "", false
+	}
+	var head [startPeek]byte
+	n, _ := io.ReadFull(zr, head[:])
+	if f, ok := event.StartFormat(head[:n]); ok {
+		return f, "gzip", true
+	}
+	return 0, "", false
+}
+
+// startPeek is how many inflated bytes StartOfBody looks at.
+const startPeek = 64

@@ -76,6 +76,16 @@ type Options struct {
 	// ListFrames lists every frame of both directions in a note of kind
 	// "h2-frame": type, stream, length, flags and offset (RFC 9113 §4.1).
 	ListFrames bool
+	// Joined follows a connection the capture joined in the middle (see
+	// join.go): no preface is expected; each direction first finds where
+	// its frames start (FrameScan), the bytes before being the rest of a
+	// frame; neither side's SETTINGS were seen, so a setting is known
+	// only once a SETTINGS frame after the join names it, and flow
+	// control is not judged; a stream first seen by its DATA frames is
+	// followed with a response inferred from them (record.Response.
+	// Inferred), its resource named from its first event; header blocks
+	// are decoded as far as HPACK allows (record.UnknownField).
+	Joined bool
 }
 
 // Conn is the HTTP/2 state of one connection. Create it with New; it is not
@@ -105,6 +115,12 @@ type Conn struct {
 	stalls                    int
 	longestStall              time.Duration
 	summarized                bool
+	joinNoted                 bool // the joined connection's note was emitted
+	// firstOpened is the first stream a client's HEADERS opened since
+	// the join (0: none yet), and gone the joined streams that ended: a
+	// stream below firstOpened and not gone was opened before the join.
+	firstOpened uint32
+	gone        map[uint32]struct{}
 }
 
 type pingSent struct {
@@ -144,11 +160,12 @@ func (c *Conn) newStream(id uint32, req *record.Request, t time.Time) *stream {
 	return st
 }
 
-// ClientData consumes bytes the client sent, starting with the preface.
-func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.client.feed(p, t) }
+// ClientData consumes bytes the client sent, starting with the preface
+// (unless Options.Joined).
+func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); c.client.feed(p, t) }
 
 // ServerData consumes bytes the server sent.
-func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.server.feed(p, t) }
+func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); c.server.feed(p, t) }
 
 // ClientGap reports n bytes the client sent that the capture lost.
 func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
@@ -243,6 +260,21 @@ type direction struct {
 	hpackBroken bool
 	// settings this side advertised (RFC 9113 §6.5.2), by identifier.
 	settings map[http2.SettingID]uint32
+	// A direction joined mid-connection (Options.Joined): scan finds its
+	// first frame in sync (syncHeld of it reserved from the budget); jh
+	// decodes its header blocks, block (at most MaxHeaderListBytes)
+	// holding the block in progress, blockCut set when it did not fit;
+	// unknown holds the fields of the block that could not be decoded;
+	// blocks counts the header blocks begun since the join.
+	scan     FrameScan
+	joinAt   int // where frames start, when told (JoinAt); -1: scan finds it
+	sync     []byte
+	syncHeld int64
+	jh       *joinedHPACK
+	block    []byte
+	blockCut bool
+	unknown  []record.UnknownField
+	blocks   int
 	frames   int
 	// Flow control (RFC 9113 §5.2, §6.9) of the data this side receives:
 	// connWin is the connection window it advertised, as far as its
@@ -270,6 +302,9 @@ func (c *Conn) healthLine(t time.Time) {
 	if c.streamsSeen == 1 {
 		streams = "1 stream"
 	}
+	if c.opt.Joined {
+		streams += " since the join"
+	}
 	parts := []string{fmt.Sprintf("%s, at most %d open at once", streams, c.maxOpen)}
 	if v, ok := c.server.settings[http2.SettingMaxConcurrentStreams]; ok {
 		parts[0] += fmt.Sprintf(" (the server allows %d)", v)
@@ -286,7 +321,9 @@ func (c *Conn) healthLine(t time.Time) {
 	} else {
 		parts = append(parts, "no PING")
 	}
-	if c.stalls > 0 {
+	if c.opt.Joined {
+		parts = append(parts, "flow control not judged (joined mid-connection)")
+	} else if c.stalls > 0 {
 		parts = append(parts, fmt.Sprintf("%d flow-control stalls (longest %s)", c.stalls, c.longestStall.Round(time.Microsecond)))
 	} else {
 		parts = append(parts, "no flow-control stall")
@@ -310,11 +347,16 @@ func newFramer(r io.Reader) *http2.Framer {
 }
 
 func newDirection(c *Conn, isServer bool) *direction {
-	s := &direction{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow}
+	s := &direction{c: c, isServer: isServer, settings: map[http2.SettingID]uint32{}, connWin: defaultWindow, joinAt: -1}
 	s.fr = newFramer(&s.frd)
 	s.dec = hpack.NewDecoder(4096, s.onField)
 	s.dec.SetMaxStringLength(c.opt.MaxHeaderListBytes)
-	if isServer {
+	switch {
+	case c.opt.Joined:
+		s.preface = len(ClientPreface)
+		s.jh = newJoinedHPACK(c.opt.MaxHeaderListBytes)
+		s.enter(phaseSync)
+	case isServer:
 		s.preface = len(ClientPreface)
 		s.enter(phaseFrames) // only the client sends a preface
 	}
@@ -348,6 +390,10 @@ func (s *direction) feed(p []byte, t time.Time) {
 			s.skip -= k
 			s.off += int64(k)
 			p = p[k:]
+			continue
+		}
+		if s.phase == phaseSync {
+			p = s.syncData(p, false, t)
 			continue
 		}
 		if s.phase == phasePreface {
@@ -384,7 +430,7 @@ func (s *direction) feed(p []byte, t time.Time) {
 			length := int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
 			s.need = 9 + length
 			s.payload = append(s.payload[:0], s.hdr[:]...)
-			if max := s.peer().setting(http2.SettingMaxFrameSize, 16384); uint32(length) > max {
+			if max, known := s.peer().knownSetting(http2.SettingMaxFrameSize, 16384); known && uint32(length) > max {
 				s.problem("stream", s.frameAt, KindFrameSize,
 					fmt.Sprintf("a %s frame of %d bytes; the %s allowed %d (SETTINGS_MAX_FRAME_SIZE)",
 						http2.FrameType(s.hdr[3]), length, s.peer().name(), max), "", true, t)
@@ -469,11 +515,26 @@ func (s *direction) setting(id http2.SettingID, def uint32) uint32 {
 	return def
 }
 
+// knownSetting returns the value this side advertised for id, or def,
+// and whether it is known: on a connection joined mid-connection, a
+// setting no SETTINGS frame since the join named may have been changed
+// before it.
+func (s *direction) knownSetting(id http2.SettingID, def uint32) (uint32, bool) {
+	v, ok := s.settings[id]
+	if !ok {
+		v = def
+	}
+	return v, ok || !s.c.opt.Joined
+}
+
 // frame handles the complete frame in s.frd.
 func (s *direction) frame(t time.Time) {
 	s.frames++
 	if s.c.opt.ListFrames {
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2-frame", Message: s.frameText()})
+	}
+	if s.passContinuation(t) {
+		return
 	}
 	f, err := s.fr.ReadFrame()
 	if err != nil {
@@ -493,14 +554,16 @@ func (s *direction) frame(t time.Time) {
 	case *http2.HeadersFrame:
 		s.blockStream, s.blockEnd, s.blockFrames = f.StreamID, f.StreamEnded(), 1
 		s.enter(phaseBlock)
-		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
+		s.fields, s.listSize, s.tooBig, s.unknown = s.fields[:0], 0, false, s.unknown[:0]
+		s.blocks++
 		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
 	case *http2.PushPromiseFrame:
 		// The promised request's fields go through this side's HPACK
 		// decoder too; kwatch does not follow pushed streams.
 		s.blockStream, s.blockEnd, s.blockFrames = 0, false, 1
 		s.enter(phaseBlock)
-		s.fields, s.listSize, s.tooBig = s.fields[:0], 0, false
+		s.fields, s.listSize, s.tooBig, s.unknown = s.fields[:0], 0, false, s.unknown[:0]
+		s.blocks++
 		s.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), t)
 	case *http2.SettingsFrame:
 		s.onSettings(f, t)
@@ -612,6 +675,12 @@ func (s *direction) onField(f hpack.HeaderField) {
 // the block is buffered but the decoder's current field), and handles the
 // fields when the block ends.
 func (s *direction) headerFragment(p []byte, end bool, t time.Time) {
+	if s.jh != nil {
+		if s.joinedFragment(p, end, t) {
+			s.blockDone(t)
+		}
+		return
+	}
 	// The direction is in phaseBlock: END_HEADERS ends it.
 	if s.hpackBroken {
 		if end {
@@ -633,6 +702,11 @@ func (s *direction) headerFragment(p []byte, end bool, t time.Time) {
 		s.hpackLost(t, err.Error())
 		return
 	}
+	s.blockDone(t)
+}
+
+// blockDone handles the fields of a header block decoded whole.
+func (s *direction) blockDone(t time.Time) {
 	if !s.bomb && s.hpackOut > hpackAllowance+maxHPACKRatio*s.hpackIn {
 		s.bomb = true
 		s.problem("stream", s.frameAt, KindHPACKBomb,
@@ -654,9 +728,9 @@ func (s *direction) headerFragment(p []byte, end bool, t time.Time) {
 		return // a PUSH_PROMISE
 	}
 	if s.isServer {
-		s.c.responseHeaders(s.blockStream, s.fields, s.blockEnd, t)
+		s.c.responseHeaders(s.blockStream, s.fields, s.unknown, s.blockEnd, t)
 	} else {
-		s.c.requestHeaders(s.blockStream, s.fields, s.blockEnd, t)
+		s.c.requestHeaders(s.blockStream, s.fields, s.unknown, s.blockEnd, t)
 	}
 }
 
@@ -743,7 +817,10 @@ func (s *direction) data(f *http2.DataFrame, t time.Time) {
 	r := s.peer()
 	n := int64(f.Header().Length)
 	st := s.c.streams[f.StreamID]
-	if n > 0 {
+	if st == nil && s.c.opt.Joined && s.isServer {
+		st = s.c.joinStream(f.StreamID, t)
+	}
+	if n > 0 && !s.c.opt.Joined { // a joined connection's windows are not known
 		r.connWin -= n
 		if r.connWin < 0 {
 			s.problem("stream", s.frameAt, KindFlowControl, fmt.Sprintf("a DATA frame of %d bytes on stream %d is %d bytes past the connection window the %s advertised",
@@ -783,6 +860,9 @@ func (s *direction) index() int {
 // window again. A window that had reached 0 held the peer's data back
 // (a flow-control stall, RFC 9113 §5.2): how long is said in a note.
 func (s *direction) windowUpdate(id uint32, inc int64, t time.Time) {
+	if s.c.opt.Joined {
+		return // the windows before the join are not known
+	}
 	if id == 0 {
 		s.connWin += inc
 		if !s.connStall.IsZero() && s.connWin > 0 {
@@ -808,6 +888,15 @@ func (s *direction) windowUpdate(id uint32, inc int64, t time.Time) {
 // gap handles n lost bytes: frame boundaries in this direction cannot be
 // found again, so the rest of it is not decoded.
 func (s *direction) gap(n int64, t time.Time) {
+	switch {
+	case s.phase == phaseSync && len(s.sync) == 0:
+		// Nothing came yet: the direction starts after the lost bytes,
+		// its first frame still to be found.
+		s.off += n
+		return
+	case s.phase == phaseSync && n > 0:
+		s.syncData(nil, true, t) // the bytes before the gap are all there is to decide on
+	}
 	if !s.live() || n <= 0 {
 		s.off += n
 		return
@@ -827,6 +916,9 @@ func (s *direction) gap(n int64, t time.Time) {
 func (s *direction) close(how exchange.Ending, t time.Time) {
 	if s.phase == phaseClosed {
 		return
+	}
+	if s.phase == phaseSync {
+		s.syncData(nil, true, t)
 	}
 	was := s.phase
 	s.enter(phaseClosed)
@@ -908,12 +1000,26 @@ type stream struct {
 	// last reached 0.
 	recvWin [2]int64
 	stall   [2]time.Time
+	// On a connection joined mid-connection: joined, a stream first seen
+	// by its DATA frames (its HEADERS came before the join), passed and
+	// passedBytes counting the frames (and their data) passed over before
+	// one started a watch event; pend, a response held until its first
+	// DATA frame says what its body is (its :status or Content-Type was
+	// an unknown field); named, the note naming its resource was emitted.
+	joined      bool
+	passed      int
+	passedBytes int64
+	pend        *record.Response
+	named       bool
 }
 
 // requestHeaders starts stream id with the client's request.
-func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t time.Time) {
+func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, unknown []record.UnknownField, end bool, t time.Time) {
 	if st := c.streams[id]; st != nil {
 		return // trailers of a request body
+	}
+	if c.opt.Joined && c.firstOpened == 0 {
+		c.firstOpened = id
 	}
 	if len(c.streams) >= DefaultMaxStreams {
 		if c.untracked == 0 {
@@ -940,6 +1046,9 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 		}
 	}
 	exchange.RedactCredentials(req.Header)
+	if len(unknown) > 0 {
+		req.Unknown = append([]record.UnknownField(nil), unknown...)
+	}
 	req.Watch = exchange.IsWatchRequest(req.Target)
 	req.Secrets = event.SecretsPath(req.Target)
 	if req.Watch {
@@ -950,8 +1059,9 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, end bool, t
 }
 
 // responseHeaders handles the server's HEADERS on stream id: the response,
-// or its trailers.
-func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, t time.Time) {
+// or its trailers. unknown lists the block's fields that could not be
+// decoded (a connection joined mid-connection).
+func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []record.UnknownField, end bool, t time.Time) {
 	st := c.streams[id]
 	if st == nil {
 		// A response whose request was not seen (lost bytes, a capture
@@ -963,8 +1073,16 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		}
 		st = c.newStream(id, nil, t)
 	}
-	if st.resp != nil && st.resp.StatusCode >= 200 {
-		// Trailers (RFC 9113 §8.1).
+	c.emitPending(st) // HEADERS again before any DATA: trailers
+	status := -1
+	for _, f := range fields {
+		if f.Name == ":status" {
+			status, _ = strconv.Atoi(f.Value)
+		}
+	}
+	if st.resp != nil && st.resp.StatusCode >= 200 || st.joined && st.resp == nil && status == -1 {
+		// Trailers (RFC 9113 §8.1), of a response seen or of one that
+		// began before the join.
 		for _, f := range fields {
 			if len(st.trailers) < 32 {
 				st.trailers = append(st.trailers, exchange.RedactTrailerLine(f.Name+": "+f.Value))
@@ -976,12 +1094,8 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		return
 	}
 	hdr := textproto.MIMEHeader{}
-	code := -1
+	code := status
 	for _, f := range fields {
-		if f.Name == ":status" {
-			code, _ = strconv.Atoi(f.Value)
-			continue
-		}
 		if !strings.HasPrefix(f.Name, ":") {
 			k := textproto.CanonicalMIMEHeaderKey(f.Name)
 			hdr[k] = append(hdr[k], f.Value)
@@ -990,25 +1104,44 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 	exchange.RedactCredentials(hdr)
 	resp := &record.Response{Conn: c.rec, Exchange: int(id), Time: t, Proto: "HTTP/2.0", StatusCode: code,
 		Reason: httpReason(code), Header: hdr, Request: st.req, ContentType: hdr.Get("Content-Type"), Framing: "http2"}
+	if len(unknown) > 0 {
+		resp.Unknown = append([]record.UnknownField(nil), unknown...)
+	}
 	if cl := hdr.Get("Content-Length"); cl != "" {
 		resp.ContentLength, _ = strconv.ParseInt(cl, 10, 64)
 	}
-	if code < 100 || code > 999 {
+	if code == -1 && len(unknown) > 0 {
+		// :status is one of the fields not known.
+		resp.StatusCode, resp.Reason = 0, unknownStatus
+		code = 0
+	}
+	if code != 0 && (code < 100 || code > 999) {
 		c.server.problem("stream", c.server.frameAt, KindNoStatus, fmt.Sprintf("stream %d: the response has no valid :status (RFC 9113 §8.3.2)", id),
 			"the stream is not followed", false, t)
 		c.endStream(st, "not decoded further", "no :status", false, t)
 		return
 	}
-	st.resp = resp
 	if code >= 100 && code < 200 {
+		st.resp = resp
 		c.emit(resp)
 		return // an interim response; the final one follows
 	}
+	if !end && len(unknown) > 0 && (code == 0 || code >= 200 && code < 300 && resp.ContentType == "") {
+		// What the body is was among the fields not known: its first
+		// DATA frame will say (inferPending).
+		st.pend = resp
+		return
+	}
+	st.resp = resp
 	if code >= 200 && code < 300 {
 		resp.ContentEncoding = exchange.ContentCoding(hdr.Values("Content-Encoding"))
+		req := st.req
+		if req != nil && req.Target == "" {
+			req = nil // its path was not known: judged as if not seen
+		}
 		// Every stream can stream: a response whose request was not
 		// seen may be a watch, which its first event confirms.
-		f, watch, tentative := exchange.WatchOf(st.req, resp.ContentType, true)
+		f, watch, tentative := exchange.WatchOf(req, resp.ContentType, true)
 		if watch && exchange.UnsupportedCoding(resp.ContentEncoding) {
 			c.server.problem("stream", c.server.frameAt, exchange.KindContentCoded,
 				fmt.Sprintf("stream %d: %s", id, exchange.UnsupportedCodingDetail(resp.ContentEncoding, "DATA frames")), "", true, t)
@@ -1017,9 +1150,13 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, end bool, 
 		resp.Watch = watch
 		if resp.Watch {
 			resp.Format = f.String()
-			st.ev = exchange.WatchBody{Format: f, Tentative: tentative, Initial: !tentative && st.req.InitialState,
-				Secrets: st.req != nil && st.req.Secrets, Coding: resp.ContentEncoding}.
-				Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(id), "server", t)
+			var env carrierEnvAny = carrierEnv{c}
+			if c.opt.Joined && req == nil {
+				env = joinedEnv{c, st}
+			}
+			st.ev = exchange.WatchBody{Format: f, Tentative: tentative, Initial: !tentative && req.InitialState,
+				Secrets: req != nil && req.Secrets, Coding: resp.ContentEncoding}.
+				Start(env, c.opt.Events, attachFrames, c.rec, int(id), "server", t)
 		}
 	} else if code >= 300 {
 		st.keep = true
@@ -1039,7 +1176,12 @@ func (st *stream) data(s *direction, f *http2.DataFrame, at int64, t time.Time) 
 		return // a request body, or DATA after the end
 	}
 	d := f.Data()
-	if st.resp == nil && st.req != nil && st.req.Watch && s.hpackBroken {
+	switch {
+	case st.pend != nil:
+		s.c.inferPending(st, d, t)
+	case st.joined && st.resp == nil:
+		s.c.inferJoined(st, d, t)
+	case st.resp == nil && st.req != nil && st.req.Watch && s.hpackBroken:
 		s.c.inferResponse(st, d, t)
 	}
 	length := int64(f.Header().Length)
@@ -1080,7 +1222,7 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 	}
 	resp := &record.Response{Conn: c.rec, Exchange: int(st.id), Time: t, Proto: "HTTP/2.0", StatusCode: 200,
 		Reason: "(header block not decoded)", Header: textproto.MIMEHeader{}, Request: st.req, ContentType: accept,
-		Framing: "http2", Watch: true, Format: f.String()}
+		Framing: "http2", Watch: true, Format: f.String(), Inferred: true}
 	if len(first) >= 2 && first[0] == 0x1f && first[1] == 0x8b {
 		resp.ContentEncoding = "gzip"
 	}
@@ -1129,6 +1271,15 @@ func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time
 	}
 	st.ended = true
 	delete(c.streams, st.id)
+	if st.joined {
+		c.forgetJoined(st.id)
+	}
+	c.emitPending(st)
+	if st.resp == nil && st.joined {
+		c.noteStream(t, st.id, nil, fmt.Sprintf("stream %d: %s (%d data bytes) of a response whose HEADERS were not captured, none starting a watch event; not decoded (%s)",
+			st.id, phrase.Count(st.frames, "DATA frame", "DATA frames"), st.dataLen, how))
+		return
+	}
 	if st.resp == nil {
 		if st.req != nil {
 			// The request was shown: say how its stream ended before

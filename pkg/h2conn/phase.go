@@ -2,8 +2,9 @@ package h2conn
 
 // phase is what one direction of an HTTP/2 connection reads its next
 // bytes as, or that it reads them no more. A client starts in
-// phasePreface, a server in phaseFrames; a direction changes phase only in
-// enter.
+// phasePreface, a server in phaseFrames, both directions of a connection
+// joined mid-connection (Options.Joined) in phaseSync; a direction changes
+// phase only in enter.
 //
 // The HPACK decoder's state is not a phase: once it is out of step
 // (direction.hpackBroken, RFC 7541 §2.3.2) frames and header blocks are
@@ -14,6 +15,11 @@ const (
 	// phasePreface: the client's connection preface, ClientPreface
 	// (RFC 9113 §3.4), is still being matched.
 	phasePreface phase = iota
+	// phaseSync: a direction joined mid-connection holds its first bytes
+	// (at most ScanBytes) until its FrameScan finds where its frames
+	// start; the bytes before are the rest of a frame whose start was not
+	// captured.
+	phaseSync
 	// phaseFrames: frames, each a 9-byte header and its payload (RFC 9113
 	// §4.1), any type may come next.
 	phaseFrames
@@ -35,6 +41,8 @@ func (p phase) String() string {
 	switch p {
 	case phasePreface:
 		return "reading the preface"
+	case phaseSync:
+		return "finding the first frame"
 	case phaseFrames:
 		return "reading frames"
 	case phaseBlock:

@@ -254,7 +254,7 @@ func (s *direction) startMidStream(t time.Time) {
 	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {"application/json"}}
 	resp := &record.Response{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Proto: "HTTP/1.1", StatusCode: 200,
 		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: "application/json",
-		Watch: true, Format: event.FormatJSON.String()}
+		Watch: true, Format: event.FormatJSON.String(), Inferred: true}
 	b := s.newBody(hdr, true, false, t)
 	b.exchange, b.resp = resp.Exchange, resp
 	b.startEvents(exchange.WatchBody{Format: event.FormatJSON, Tentative: true})

@@ -186,6 +186,9 @@ type jsonRequest struct {
 	Proto      string              `json:"proto"`
 	Watch      bool                `json:"watch"`
 	Header     map[string][]string `json:"header,omitempty"`
+	// Unknown lists the header fields HPACK could not decode (a
+	// connection joined mid-connection).
+	Unknown []record.UnknownField `json:"unknownFields,omitempty"`
 }
 
 type jsonResponse struct {
@@ -204,6 +207,10 @@ type jsonResponse struct {
 	// ContentEncoding is the body's content coding, e.g. "gzip".
 	ContentEncoding string              `json:"contentEncoding,omitempty"`
 	Header          map[string][]string `json:"header,omitempty"`
+	// Inferred: the status and what the body is were inferred from the
+	// body's first bytes (record.Response.Inferred).
+	Inferred bool                  `json:"inferred,omitempty"`
+	Unknown  []record.UnknownField `json:"unknownFields,omitempty"`
 }
 
 type jsonChunk struct {
@@ -277,6 +284,15 @@ type jsonNote struct {
 	// StallS is a TCP zero window's or a flow-control stall's time, in
 	// seconds.
 	StallS float64 `json:"stallSeconds,omitempty"`
+	// Resource is what a stream whose request was not seen is about, as
+	// its first event names it (record.ConnNote.Resource).
+	Resource *jsonResource `json:"resource,omitempty"`
+}
+
+// jsonResource is record.Resource with the stream it names.
+type jsonResource struct {
+	Stream uint32 `json:"stream"`
+	record.Resource
 }
 
 type jsonProblem struct {
@@ -382,12 +398,12 @@ func (j *JSON) object(r record.Record) any {
 			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
-			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header}
+			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown}
 	case *record.Response:
 		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
-			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header}
+			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header, Inferred: v.Inferred, Unknown: v.Unknown}
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
@@ -407,8 +423,12 @@ func (j *JSON) object(r record.Record) any {
 		}
 		return e
 	case *record.ConnNote:
-		return jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
+		n := jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
 			StallS: seconds(v.Stall)}
+		if v.Resource != nil {
+			n.Resource = &jsonResource{Stream: v.Stream, Resource: *v.Resource}
+		}
+		return n
 	case *record.Problem:
 		p := jsonProblem{Record: "problem", Problem: v.Kind, Detail: v.Detail, Hint: v.Hint, Severity: "error",
 			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Exchange: v.Exchange,

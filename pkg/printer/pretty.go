@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,7 +130,20 @@ func (p *Pretty) print(r record.Record) {
 	case connRecord:
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
 	case *record.Request:
-		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), Escape(v.Method), Escape(v.Target), Escape(v.Proto))
+		method, target := Escape(v.Method), Escape(v.Target)
+		if len(v.Unknown) > 0 {
+			// HTTP/2 joined mid-connection: a pseudo-header may be
+			// among the fields HPACK could not decode.
+			if method == "" {
+				method = "?"
+			}
+			if target == "" {
+				target = "(path not known)"
+			}
+			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown))
+			return
+		}
+		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
 	case *record.Response:
 		p.printResponse(v)
 	case *record.Event:
@@ -246,6 +260,12 @@ func (p *Pretty) printResponse(v *record.Response) {
 		}
 		parts = append(parts, w)
 	}
+	if v.Inferred {
+		parts = append(parts, "inferred from the body")
+	}
+	if len(v.Unknown) > 0 {
+		parts = append(parts, UnknownText(v.Unknown))
+	}
 	status := fmt.Sprintf("%s %d %s", Escape(v.Proto), v.StatusCode, Escape(v.Reason))
 	if v.StatusCode >= 400 {
 		status = p.cs.problem.Sprint(status)
@@ -255,6 +275,21 @@ func (p *Pretty) printResponse(v *record.Response) {
 		return
 	}
 	p.w.printf("%s %s < %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), status, strings.Join(parts, " · "))
+}
+
+// UnknownText says which header fields of an HTTP/2 header block HPACK
+// could not decode: "2 header fields not known (HPACK entries 62, 65 from
+// before the join)".
+func UnknownText(u []record.UnknownField) string {
+	idx := make([]string, len(u))
+	for i, f := range u {
+		idx[i] = strconv.FormatUint(f.Index, 10)
+	}
+	entries := "entries"
+	if len(u) == 1 {
+		entries = "entry"
+	}
+	return fmt.Sprintf("%s not known (HPACK %s %s from before the join)", phrase.Count(len(u), "header field", "header fields"), entries, strings.Join(idx, ", "))
 }
 
 // ChunkText describes the chunks that carried an event: "chunk 0x3aa = 938

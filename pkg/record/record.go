@@ -119,6 +119,33 @@ type Request struct {
 	// (event.SecretsPath): the objects of its events are redacted as
 	// Secrets whatever their kind says.
 	Secrets bool
+	// Unknown lists the fields of an HTTP/2 request's header block that
+	// could not be decoded because they refer to HPACK dynamic table
+	// entries added before the capture joined the connection (see
+	// UnknownField); nil when every field decoded. A pseudo-header among
+	// them leaves its field empty: Method "" or Target "" means it was
+	// not known, and Watch, InitialState, StartsWithState and Secrets
+	// are then false.
+	Unknown []UnknownField
+}
+
+// UnknownField is a field of an HTTP/2 header block (RFC 9113 §4.3) that
+// could not be decoded: it refers to an entry of the HPACK dynamic table
+// (RFC 7541 §2.3.2, §6.1, §6.2) that was added before the capture joined
+// the connection, which kwatch never saw. Its name is therefore unknown,
+// and never guessed; so is its value, unless the field gave it as a
+// literal (or refers to an entry added since the join that did).
+type UnknownField struct {
+	// Position is the field's place in its header block, from 0.
+	Position int `json:"position"`
+	// Index is the HPACK index the field refers to (RFC 7541 §2.3.3:
+	// above 61, the dynamic table's entries, newest first): for its whole
+	// entry, or for its name only when the value is a literal.
+	Index uint64 `json:"index"`
+	// ValueBytes is the length in bytes of the field's value when the
+	// value is known; -1 when it is not. The value itself is not kept: a
+	// field whose name is unknown may be a credential (Authorization).
+	ValueBytes int `json:"valueBytes"`
 }
 
 // When returns the time of the request's last header byte.
@@ -154,6 +181,19 @@ type Response struct {
 	// target and header section are in the Request record emitted before),
 	// nil when it was not captured.
 	Request *Request
+	// Inferred is set when the status line and the header fields that
+	// say what the body is were not read but inferred from the body's
+	// first bytes: an HTTP/1.1 capture that starts inside a response, an
+	// HTTP/2 stream first seen by its DATA frames in a connection joined
+	// mid-connection, a response whose header block could not be decoded
+	// (HPACK out of step), or one whose Content-Type was an unknown field
+	// (Unknown). StatusCode (200: the body holds watch events), Watch,
+	// Format, ContentType and ContentEncoding are then what the data
+	// show (pkg/exchange StartOfBody), not what the server said.
+	Inferred bool
+	// Unknown lists the fields of an HTTP/2 response's header block that
+	// could not be decoded, as Request.Unknown does.
+	Unknown []UnknownField
 }
 
 // When returns the time of the response's last header byte.
@@ -369,7 +409,10 @@ type ConnNote struct {
 	// Kind is "tls" (TLS not decrypted), "not-http", "http2" (HTTP/2 not
 	// decoded), "closed", "capture-ended", "h2" (what an HTTP/2
 	// connection shows: its preface, SETTINGS, PING round trips,
-	// RST_STREAM, GOAWAY), "tls-decrypted" (a TLS connection decrypted
+	// RST_STREAM, GOAWAY), "h2-joined" (an HTTP/2 connection the capture
+	// joined in the middle: how it was recognised, what was not seen,
+	// the resource of a stream whose request was not seen, a stream that
+	// showed no watch events), "tls-decrypted" (a TLS connection decrypted
 	// with keys from a key log), "tls-alert", "tls-key-update" or "process" (kwatch
 	// attach: which processes are at its ends).
 	Kind    string
@@ -395,6 +438,24 @@ type ConnNote struct {
 	// Unlisted is, for a note that sums up others not listed one by one
 	// (a TCP zero window N more times), how many; 0 for other notes.
 	Unlisted int
+	// Resource is, for an "h2-joined" note about a stream of an HTTP/2
+	// connection joined mid-connection whose request was not seen (Stream
+	// names it), what its first watch event's object names: inferred from
+	// that event, since the request's path, which would name it, was not
+	// captured. nil for other notes.
+	Resource *Resource
+}
+
+// Resource names what a watch's events are about as their objects say it:
+// the apiVersion and kind of the first event's object, and its namespace
+// ("" for a cluster-scoped object, or a BOOKMARK, whose object has none).
+type Resource struct {
+	// APIVersion is the object's group/version, e.g. "v1", "apps/v1".
+	APIVersion string `json:"apiVersion"`
+	// Kind is the object's kind, e.g. "ConfigMap".
+	Kind string `json:"kind"`
+	// Namespace is the object's namespace.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Why says what kind of reason a LIST or a watch of kwatch stream had.

@@ -46,10 +46,12 @@ func TestMidStream(t *testing.T) {
 	}
 
 	// Without MidStream, or with bytes that are not text, it stays a
-	// "not HTTP" note.
+	// "not HTTP" note (said when the stream ends: until then the bytes
+	// may be the rest of an HTTP/2 frame, with frames after them).
 	got, notes = nil, nil
 	c = wire.New(&record.Conn{ID: 2}, sink, wire.Options{MidStream: true})
 	c.ServerData([]byte("\x00\x01\x02binary protocol\r\n3\r\nabc\r\n"), now)
+	c.CloseServer(exchange.EndFIN, now)
 	if len(got) != 0 || len(notes) != 1 || notes[0] != "not-http" {
 		t.Errorf("binary: events %v, notes %v", got, notes)
 	}

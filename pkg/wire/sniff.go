@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/exchange"
+	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/tlsrec"
 )
@@ -107,4 +109,249 @@ func methodPrefix(p []byte) (ok, sure bool) {
 		}
 	}
 	return len(p) > 0, false
+}
+
+// joinVerdict is what sniffing with Board.join makes of a direction's
+// first bytes.
+type joinVerdict uint8
+
+const (
+	// joinClassic: not HTTP/2 frames, or bytes the rules without joining
+	// decide on (a TLS record, the preface, an HTTP/1.1 message, text of
+	// a chunked body): those rules say what they are.
+	joinClassic joinVerdict = iota
+	// joinMore: not decided yet; the bytes are held.
+	joinMore
+	// joinFound: HTTP/2 frames, from the offset returned: the connection
+	// was joined mid-connection.
+	joinFound
+)
+
+// joinVerdict decides whether b, the first bytes of direction d (end: all
+// of them until a gap or the end), are HTTP/2 frames of a connection
+// joined mid-connection: h2conn.FrameScan finds a chain of plausible
+// frame headers (RFC 9113 §4.1) from the first byte or from a later one,
+// the bytes before being the rest of a frame. What the rules without
+// joining recognise comes first: a TLS record, the client preface, a
+// status line or a request method; HTTP/1.1 text is never a frame header
+// (h2conn.PlausibleHeader). A server's text (a capture that starts inside
+// a chunked JSON body, or inside a DATA frame of JSON) is held until a
+// CRLF says HTTP/1.1 chunked coding or a byte that is not text says
+// neither (JSON has no raw CR; a frame header has bytes below 0x09). A
+// server's SETTINGS frame while the client has shown nothing is held
+// until it does: a server sends its SETTINGS first, so the client's
+// preface may follow.
+func (c *Conn) joinVerdict(d *direction, b []byte, end bool) (joinVerdict, int) {
+	switch {
+	case len(b) == 0:
+		return joinMore, 0
+	case b[0] >= 0x14 && b[0] <= 0x17 && (len(b) < 2 || b[1] == 0x03): // a TLS record's start
+		return joinClassic, 0
+	case looksLike(b, h2Preface):
+		return joinClassic, 0
+	}
+	if d.server {
+		if looksLike(b, "HTTP/") {
+			return joinClassic, 0
+		}
+	} else if ok, sure := methodPrefix(b); ok || !sure {
+		return joinClassic, 0
+	}
+	full := len(b) >= h2conn.ScanBytes
+	if d.server && c.b.opt.MidStream && isText(b[:1]) {
+		switch i := d.textEnd(b); {
+		case i < 0 && !end && !full:
+			return joinMore, 0 // text so far
+		case i < 0 || b[i] == '\r':
+			return joinClassic, 0 // a CRLF, or only text
+		}
+	}
+	if d.server && !c.client.seen && !end && !full && len(b) >= 4 && b[3] == 0x4 && h2conn.PlausibleHeader(b) {
+		return joinMore, 0 // SETTINGS: the client's preface may follow
+	}
+	switch at, v := d.scan.Scan(b, end); v {
+	case h2conn.ScanFound:
+		return joinFound, at
+	case h2conn.ScanMore:
+		return joinMore, 0
+	}
+	return joinClassic, 0
+}
+
+// textEnd returns the index of the first CRLF's CR in b, the direction's
+// first bytes, or of their first byte that is not text (isText),
+// whichever comes first; -1 when there is neither (a CR at the very end
+// may start a CRLF: -1). It goes on from where the call before stopped
+// (d.text): b grows from call to call.
+func (d *direction) textEnd(b []byte) int {
+	for i := d.text; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '\r' && i+1 < len(b) && b[i+1] == '\n':
+			return i
+		case c == '\r' && i+1 == len(b):
+			d.text = i
+			return -1
+		case !isText(b[i : i+1]):
+			return i
+		}
+	}
+	d.text = len(b)
+	return -1
+}
+
+// join hands the connection to pkg/h2conn as one joined mid-connection:
+// direction d's first bytes p are HTTP/2 frames from offset at. The
+// connection's record is copied with HTTP2 set, so that no record already
+// emitted (the capture's "no-syn" note) changes.
+func (c *Conn) join(d *direction, p []byte, at int, t time.Time) {
+	rec := *c.rec
+	rec.HTTP2 = true
+	c.rec = &rec
+	h2 := h2conn.New(c.rec, c.sink, c.b.h2Joined())
+	h2.JoinAt(d.server, at)
+	c.other, c.joined = h2, true
+	how := "from its first byte"
+	if at > 0 {
+		how = fmt.Sprintf("from offset %d, after the rest of a frame", at)
+	}
+	first := t // the note comes before the bytes it is about
+	if len(c.held) > 0 && c.held[0].t.Before(t) {
+		first = c.held[0].t
+	}
+	c.note(first, "h2-joined", fmt.Sprintf("HTTP/2, joined mid-connection: the %s's first bytes are HTTP/2 frames (%s); no connection preface captured", d.name(), how))
+	o := &c.server
+	if d.server {
+		o = &c.client
+	}
+	if o.seen && o.state == opaque && o.n > 0 {
+		// Decided before as something else (not HTTP): the follower
+		// starts after its bytes so far, as after lost bytes.
+		if o.server {
+			c.other.ServerGap(o.n, t)
+		} else {
+			c.other.ClientGap(o.n, t)
+		}
+	}
+	c.replay(d, p, t)
+}
+
+// heldBytes is n bytes a direction sent at t that were held.
+type heldBytes struct {
+	server bool
+	n      int
+	t      time.Time
+}
+
+// maxHeldLog bounds Conn.held; bytes held past it are handed over after
+// those logged, at the time of the decision.
+const maxHeldLog = 1024
+
+// logHeld logs n bytes of d held at t (with Board.join).
+func (c *Conn) logHeld(d *direction, n int, t time.Time) {
+	if !c.b.join {
+		return
+	}
+	if k := len(c.held); k > 0 && c.held[k-1].server == d.server && c.held[k-1].t.Equal(t) {
+		c.held[k-1].n += n
+		return
+	}
+	if len(c.held) < maxHeldLog {
+		c.held = append(c.held, heldBytes{d.server, n, t})
+	}
+}
+
+// replay hands the follower of a connection joined mid-connection the
+// first bytes of both directions in the order they came, each at the
+// time it came: direction d's p (what it held, then bytes not held), and
+// the other direction's held bytes, unless it was decided before.
+// Requests then come before their responses, as on the wire.
+func (c *Conn) replay(d *direction, p []byte, t time.Time) {
+	o := c.peer(d)
+	var oh []byte
+	if !o.seen {
+		oh = o.held
+		o.held, o.seen, o.state = nil, true, opaque
+	}
+	var dn, on int // bytes of p and oh handed over
+	for _, h := range c.held {
+		switch {
+		case h.server == d.server:
+			k := min(h.n, len(p)-dn)
+			c.forward(d, p[dn:dn+k], h.t)
+			dn += k
+		case oh != nil:
+			k := min(h.n, len(oh)-on)
+			c.forward(o, oh[on:on+k], h.t)
+			on += k
+		}
+	}
+	c.held = nil
+	if dn < len(p) {
+		c.forward(d, p[dn:], t)
+	}
+	if on < len(oh) {
+		c.forward(o, oh[on:], t)
+	}
+	c.release(o)
+}
+
+// ending is how and when a direction ended.
+type ending struct {
+	how exchange.Ending
+	t   time.Time
+}
+
+// peer returns the other direction of d.
+func (c *Conn) peer(d *direction) *direction {
+	if d.server {
+		return &c.client
+	}
+	return &c.server
+}
+
+// deferClose holds back the end of direction d, with its first bytes,
+// when they are not HTTP/2 frames by themselves but the other direction
+// is still deciding: if the other turns out to be HTTP/2 joined
+// mid-connection, d's bytes are the follower's to decode, knowing that
+// (a client joined mid-connection may have sent no more than a SETTINGS
+// ACK and one HEADERS). settle ends it once the other has decided.
+func (c *Conn) deferClose(d *direction, how exchange.Ending, t time.Time) bool {
+	o := c.peer(d)
+	if !c.b.join || c.other != nil || d.state != sniffing || d.seen || len(d.held) == 0 ||
+		o.state != sniffing || o.seen || o.closed || len(o.held) == 0 {
+		return false
+	}
+	if v, _ := c.joinVerdict(d, d.held, true); v == joinFound {
+		return false
+	}
+	d.closed = true
+	d.ended = &ending{how, t}
+	return true
+}
+
+// settle ends direction d if its end was held back (deferClose), now that
+// the other direction has decided.
+func (c *Conn) settle(d *direction) {
+	e := d.ended
+	if e == nil {
+		return
+	}
+	d.ended = nil
+	if c.other != nil && d.seen {
+		c.closeOther(d, e.how, e.t) // its bytes were handed over with the other's
+		return
+	}
+	d.closed = false
+	c.close(d, e.how, e.t)
+}
+
+// closeOther tells the follower that took the connection over that
+// direction d ended.
+func (c *Conn) closeOther(d *direction, how exchange.Ending, t time.Time) {
+	if d.server {
+		c.other.CloseServer(how, t)
+	} else {
+		c.other.CloseClient(how, t)
+	}
 }

@@ -34,7 +34,11 @@ type Options struct {
 	exchange.Limits
 	// MidStream takes a server stream that does not start with a status
 	// line as the middle of a chunked JSON watch body (a capture that began
-	// while the watch was open) instead of giving up on it.
+	// while the watch was open) instead of giving up on it, and bytes
+	// that are HTTP/2 frames without a connection preface as an HTTP/2
+	// connection joined mid-connection (see sniff.go), followed by
+	// pkg/h2conn with h2conn.Options.Joined; so are TLS's decrypted bytes
+	// that are frames while ALPN was not seen.
 	MidStream bool
 	// HTTP2Frames makes the HTTP/2 follower list every frame in a note
 	// (kwatch --frames, the HTTP/2 counterpart of --wire).
@@ -63,6 +67,10 @@ type Options struct {
 type Board struct {
 	opt Options
 	h2  h2conn.Options
+	// join: bytes that are HTTP/2 frames without a preface are taken as
+	// a connection joined mid-connection (Options.MidStream, also on the
+	// decrypted board).
+	join bool
 	// decrypted is the board of TLS connections' decrypted bytes (no TLS
 	// inside TLS, no capture starting mid-response, problems located in
 	// the decrypted bytes); nil when TLS is not followed.
@@ -75,7 +83,7 @@ type Board struct {
 
 // NewBoard returns the Board of connections followed with opt.
 func NewBoard(opt Options) *Board {
-	b := &Board{opt: opt, h2: h2Options(opt)}
+	b := &Board{opt: opt, h2: h2Options(opt), join: opt.MidStream}
 	if opt.Keys != nil {
 		in := opt
 		in.Keys, in.MidStream = nil, false
@@ -90,12 +98,25 @@ func NewBoard(opt Options) *Board {
 			}
 		}
 		b.decrypted = NewBoard(in)
+		// A TLS connection whose handshake was not captured is joined
+		// mid-connection too.
+		b.decrypted.join = opt.MidStream
 		if opt.Joins {
+			// Its decrypted bytes start anywhere: in a response, or
+			// between HTTP/2 frames (NewBoard joins with MidStream).
 			in.MidStream = true
 			b.joined = NewBoard(in)
 		}
 	}
 	return b
+}
+
+// h2Joined are the HTTP/2 follower's options for a connection joined
+// mid-connection.
+func (b *Board) h2Joined() h2conn.Options {
+	o := b.h2
+	o.Joined = true
+	return o
 }
 
 // h2Options are the HTTP/2 follower's options for opt.
@@ -121,6 +142,11 @@ type Conn struct {
 	other          exchange.Follower
 	client, server direction
 	tlsNoted       bool // the connection's one TLS note was emitted
+	joined         bool // other is an HTTP/2 follower joined mid-connection
+	// held logs, with Board.join, the order in which both directions'
+	// held bytes came, and when: a connection joined mid-connection gets
+	// them in that order (replay).
+	held []heldBytes
 }
 
 // state is what a direction's bytes are known to be.
@@ -144,6 +170,18 @@ type direction struct {
 	seen   bool // the first bytes were decided on
 	closed bool
 	held   []byte // first bytes held while sniffing
+	// reserved is what of held is reserved from the budget; n counts the
+	// bytes the direction sent; scan looks for HTTP/2 frames in held
+	// (Board.join).
+	reserved int64
+	n        int64
+	scan     h2conn.FrameScan
+	// ended holds the end of a direction whose bytes wait for the other
+	// direction to decide (deferClose).
+	ended *ending
+	// text counts the first bytes known to be text without a CRLF
+	// (textEnd).
+	text int
 	// tls reads what an opaque TLS direction shows in the clear (its
 	// hello), for the connection's note.
 	tls *tlsrec.Sniffer
@@ -252,6 +290,7 @@ func (c *Conn) note(t time.Time, kind, msg string) {
 }
 
 func (c *Conn) data(d *direction, p []byte, t time.Time) {
+	d.n += int64(len(p))
 	switch d.state {
 	case toHTTP:
 		c.toHTTP(d, p, t)
@@ -271,12 +310,43 @@ func (c *Conn) data(d *direction, p []byte, t time.Time) {
 	// does not depend on how the bytes were split.
 	if len(d.held) > 0 || !c.decided(d, p) {
 		d.held = append(d.held, p...)
+		c.logHeld(d, len(p), t)
+		if !c.reserve(d) {
+			c.flush(d, t) // no room to hold more: decide on what is held
+			return
+		}
 		if !c.decided(d, d.held) {
 			return
 		}
 		p, d.held = d.held, nil
 	}
-	c.sniff(d, p, t)
+	c.sniff(d, p, t, false)
+	c.release(d)
+}
+
+// heldFree is how many held first bytes need no room in the budget. Bytes
+// that may be HTTP/2 frames are held up to h2conn.ScanBytes, so a capture
+// of many connections that are not HTTP would hold up to that much each.
+const heldFree = 4 << 10
+
+// reserve takes room in the budget for what d holds beyond heldFree; it
+// reports false when there is none.
+func (c *Conn) reserve(d *direction) bool {
+	need := int64(len(d.held)-heldFree) - d.reserved
+	if need <= 0 {
+		return true
+	}
+	if !c.b.opt.Budget.Reserve(need) {
+		return false
+	}
+	d.reserved += need
+	return true
+}
+
+// release gives back what d reserved for its held bytes.
+func (c *Conn) release(d *direction) {
+	c.b.opt.Budget.Release(d.reserved)
+	d.reserved = 0
 }
 
 // flush decides on the first bytes held so far, when no more will come
@@ -287,7 +357,8 @@ func (c *Conn) flush(d *direction, t time.Time) {
 	}
 	p := d.held
 	d.held = nil
-	c.sniff(d, p, t)
+	c.sniff(d, p, t, true)
+	c.release(d)
 }
 
 func (c *Conn) gap(d *direction, n int64, t time.Time) {
@@ -316,13 +387,19 @@ func (c *Conn) gap(d *direction, n int64, t time.Time) {
 }
 
 func (c *Conn) close(d *direction, how exchange.Ending, t time.Time) {
-	if d.closed {
+	if d.closed || c.deferClose(d, how, t) {
 		return
 	}
 	c.flush(d, t)
 	d.closed = true
 	if c.other != nil {
-		return // handed over by the bytes just decided on
+		// Handed over by the bytes just decided on. A connection joined
+		// mid-connection is told the direction ended: its first frame
+		// may be found only now.
+		if c.joined {
+			c.closeOther(d, how, t)
+		}
+		return
 	}
 	switch d.state {
 	case opaque:
@@ -362,6 +439,14 @@ const h2Preface = "PRI * HTTP/2"
 // longer change when more bytes come, so that the verdict (and the bytes
 // the note shows) does not depend on how the first bytes were split.
 func (c *Conn) decided(d *direction, b []byte) bool {
+	if c.b.join {
+		switch v, _ := c.joinVerdict(d, b, false); v {
+		case joinMore:
+			return false
+		case joinFound:
+			return true
+		}
+	}
 	switch {
 	case len(b) >= sniffMax:
 		return true
@@ -392,9 +477,22 @@ func (c *Conn) decided(d *direction, b []byte) bool {
 }
 
 // sniff decides from the first bytes p of direction d what the connection
-// carries, and hands them on.
-func (c *Conn) sniff(d *direction, p []byte, t time.Time) {
+// carries, and hands them on; end: no more bytes come before a gap or the
+// end of the stream. The other direction's end, if it waited for this
+// decision, follows.
+func (c *Conn) sniff(d *direction, p []byte, t time.Time, end bool) {
+	c.decide(d, p, t, end)
+	c.settle(c.peer(d))
+}
+
+func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
 	d.seen = true
+	if c.b.join {
+		if v, at := c.joinVerdict(d, p, end); v == joinFound {
+			c.join(d, p, at, t)
+			return
+		}
+	}
 	switch {
 	case tlsrec.IsRecord(p) && c.b.opt.Keys != nil:
 		o := &c.b.opt
@@ -456,6 +554,7 @@ func (c *Conn) handOver(d *direction, p []byte, t time.Time) {
 	if held := o.held; len(held) > 0 && !o.seen {
 		o.held, o.seen, o.state = nil, true, opaque
 		c.forward(o, held, t)
+		c.release(o)
 	}
 }
 
