@@ -581,27 +581,35 @@ func TestAttachUnprivileged(t *testing.T) {
 }
 
 // TestAttachOpenedBefore attaches by PID to a client-go program whose
-// connections were opened before (HTTP/1.1 and JSON here: -http1): their
-// handshakes are gone, and kwatch reads each connection's TLS state from
-// the process's memory when it next uses it. The plain Watch's events
-// after attach equal those its handler received; the program is built as
-// Go builds it (DWARF gives the layout) and stripped (kwatch's own
-// release's layout).
+// connections were opened before: their handshakes are gone, and kwatch
+// reads each connection's TLS state from the process's memory when it next
+// uses it. Over HTTP/2 (client-go's default: one connection, joined between
+// its frames) the events of both watches after attach equal those the
+// handlers received, with their DATA frames; over HTTP/1.1 with JSON
+// (-http1) those of the plain Watch. The program is built as Go builds it
+// (DWARF gives the layout) and stripped (kwatch's own release's layout).
 func TestAttachOpenedBefore(t *testing.T) {
 	needAttach(t)
 	env := e2e.Cluster(t)
 	for _, b := range []struct {
 		name  string
 		flags []string
+		http2 bool
 	}{
-		{"plain", nil},
-		{"stripped", []string{"-ldflags=-s -w"}},
+		{"plain", nil, false},
+		{"stripped", []string{"-ldflags=-s -w"}, false},
+		{"http2", nil, true},
+		{"http2-stripped", []string{"-ldflags=-s -w"}, true},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			bin := buildWatcher(t, b.flags...)
 			ns := env.Namespace(t)
 			w := &watcher{out: &syncBuffer{}}
-			w.cmd = exec.Command(bin, "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--http1")
+			args := []string{"--kubeconfig", env.Kubeconfig, "--namespace", ns}
+			if !b.http2 {
+				args = append(args, "--http1")
+			}
+			w.cmd = exec.Command(bin, args...)
 			w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 			var err error
 			if w.stdin, err = w.cmd.StdinPipe(); err != nil {
@@ -616,23 +624,38 @@ func TestAttachOpenedBefore(t *testing.T) {
 			waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 			churn(t, env, ns, "before")
 			deadline := time.Now().Add(60 * time.Second)
-			for len(w.clientEvents(t)["watch"]) < 3 {
+			for got := w.clientEvents(t); len(got["watch"]) < 3 || len(got["informer"]) < 3; got = w.clientEvents(t) {
 				if time.Now().After(deadline) {
-					t.Fatalf("the program's handlers got %v", w.clientEvents(t))
+					t.Fatalf("the program's handlers got %v", got)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			want := w.clientEvents(t)["watch"]
 			var got map[string][]watchedEvent
-			recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
-				got = kwatchEvents(t, recs, ns, false)
-				for _, evs := range got {
-					if slices.Equal(evs, want) {
-						return true
+			var recs []map[string]any
+			if b.http2 {
+				// HTTP/2 joined mid-connection: both watches' streams,
+				// the informer's gzip'd watch-list too, with their DATA
+				// frames.
+				want := w.clientEvents(t)
+				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+					got = kwatchEvents(t, recs, ns, true)
+					return sameWatches(got, want)
+				})
+			} else {
+				// HTTP/1.1: the plain Watch's JSON stream (the informer's
+				// watch-list is gzip'd: a chunked body joined in the
+				// middle is decoded when it is JSON).
+				want := w.clientEvents(t)["watch"]
+				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+					got = kwatchEvents(t, recs, ns, false)
+					for _, evs := range got {
+						if slices.Equal(evs, want) {
+							return true
+						}
 					}
-				}
-				return false
-			})
+					return false
+				})
+			}
 			joined := 0
 			for _, r := range recs {
 				if r["record"] == "note" && r["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(r["message"]), "joined mid-connection") &&
