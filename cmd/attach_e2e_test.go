@@ -669,3 +669,50 @@ func TestAttachOpenedBefore(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachControllerManager attaches to the stack's kube-controller-manager
+// (a stripped Kubernetes build, running since make cluster-up: its one
+// HTTP/2 connection to the API server, with dozens of informers on it, was
+// opened long before): ConfigMap changes made after attach are on it, as
+// the garbage collector's informer receives them, decrypted with the state
+// read from its memory and joined between its HTTP/2 frames.
+func TestAttachControllerManager(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	kcm, err := env.ControllerManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	s := startKwatch(t, "attach", fmt.Sprint(kcm.PID), "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kube-controller-manager (pid")
+	churn(t, env, ns, "controlled")
+	want := []watchedEvent{{"ADDED", "controlled", ""}, {"MODIFIED", "controlled", ""}, {"DELETED", "controlled", ""}}
+	var got [][]watchedEvent
+	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the changes on kube-controller-manager's connection: %v (so far %v)", want, &got), func(recs []map[string]any) bool {
+		got = nil
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			var mine []watchedEvent
+			for _, e := range evs {
+				if e.Name == "controlled" {
+					mine = append(mine, watchedEvent{e.Type, e.Name, ""})
+				}
+			}
+			got = append(got, mine)
+			// An informer of ConfigMaps in kube-controller-manager
+			// (the garbage collector's) has the three, in order.
+			if slices.Equal(mine, want) {
+				return true
+			}
+		}
+		return false
+	})
+	joined := false
+	for _, r := range recs {
+		joined = joined || r["record"] == "note" && r["kind"] == "tls-decrypted" &&
+			strings.Contains(fmt.Sprint(r["message"]), "joined mid-connection") && strings.Contains(fmt.Sprint(r["message"]), "the memory of kube-controller-manager")
+	}
+	if !joined {
+		t.Error("kube-controller-manager's connection is not noted as joined with the state read from its memory")
+	}
+}
