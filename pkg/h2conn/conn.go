@@ -263,19 +263,21 @@ type direction struct {
 	// A direction joined mid-connection (Options.Joined): scan finds its
 	// first frame in sync (syncHeld of it reserved from the budget); jh
 	// decodes its header blocks, block (at most MaxHeaderListBytes)
-	// holding the block in progress, blockCut set when it did not fit;
-	// unknown holds the fields of the block that could not be decoded;
-	// blocks counts the header blocks begun since the join.
-	scan     FrameScan
-	joinAt   int // where frames start, when told (JoinAt); -1: scan finds it
-	sync     []byte
-	syncHeld int64
-	jh       *joinedHPACK
-	block    []byte
-	blockCut bool
-	unknown  []record.UnknownField
-	blocks   int
-	frames   int
+	// holding the block in progress; unknown holds the fields of the
+	// block that could not be decoded; blocks counts the header blocks
+	// begun since the join.
+	scan      FrameScan
+	joinAt    int // where frames start, when told (JoinAt); -1: scan finds it
+	sync      []byte
+	syncHeld  int64
+	jh        *joinedHPACK
+	block     []byte
+	blockHeld int64  // bytes of block reserved from the budget
+	blockCut  string // the problem kind of a block not held whole, "" when held
+	unknown   []record.UnknownField
+	blocks    int
+	passed    int // CONTINUATIONs passed over before the first HEADERS
+	frames    int
 	// Flow control (RFC 9113 §5.2, §6.9) of the data this side receives:
 	// connWin is the connection window it advertised, as far as its
 	// WINDOW_UPDATEs and the peer's DATA frames say; connStall when it
