@@ -739,6 +739,15 @@ func (s *direction) blockDone(t time.Time) {
 // hpackLost reports that this direction's header blocks cannot be decoded
 // any more: the dynamic table is out of step (RFC 7541 §2.3.2).
 func (s *direction) hpackLost(t time.Time, why string) {
+	if s.jh != nil {
+		// Joined mid-connection: what the table holds is unknown
+		// again, as at the join; decoding goes on from there.
+		s.jh.forget()
+		s.blockDoneJoined()
+		s.problem("stream", s.frameAt, KindHPACK, why,
+			"the entries added since the join are forgotten: from here on every reference to the dynamic table is unknown, as those from before the join", false, t)
+		return
+	}
 	s.problem("stream", s.frameAt, KindHPACK, why,
 		"the header fields of later streams in this direction cannot be decoded; their frames are still followed", false, t)
 	s.dec = hpack.NewDecoder(4096, s.onField)
@@ -1138,7 +1147,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 	if code >= 200 && code < 300 {
 		resp.ContentEncoding = exchange.ContentCoding(hdr.Values("Content-Encoding"))
 		req := st.req
-		if req != nil && req.Target == "" {
+		if c.opt.Joined && req != nil && req.Target == "" {
 			req = nil // its path was not known: judged as if not seen
 		}
 		// Every stream can stream: a response whose request was not
