@@ -263,19 +263,21 @@ type direction struct {
 	// A direction joined mid-connection (Options.Joined): scan finds its
 	// first frame in sync (syncHeld of it reserved from the budget); jh
 	// decodes its header blocks, block (at most MaxHeaderListBytes)
-	// holding the block in progress, blockCut set when it did not fit;
-	// unknown holds the fields of the block that could not be decoded;
-	// blocks counts the header blocks begun since the join.
-	scan     FrameScan
-	joinAt   int // where frames start, when told (JoinAt); -1: scan finds it
-	sync     []byte
-	syncHeld int64
-	jh       *joinedHPACK
-	block    []byte
-	blockCut bool
-	unknown  []record.UnknownField
-	blocks   int
-	frames   int
+	// holding the block in progress; unknown holds the fields of the
+	// block that could not be decoded; blocks counts the header blocks
+	// begun since the join.
+	scan      FrameScan
+	joinAt    int // where frames start, when told (JoinAt); -1: scan finds it
+	sync      []byte
+	syncHeld  int64
+	jh        *joinedHPACK
+	block     []byte
+	blockHeld int64  // bytes of block reserved from the budget
+	blockCut  string // the problem kind of a block not held whole, "" when held
+	unknown   []record.UnknownField
+	blocks    int
+	passed    int // CONTINUATIONs passed over before the first HEADERS
+	frames    int
 	// Flow control (RFC 9113 §5.2, §6.9) of the data this side receives:
 	// connWin is the connection window it advertised, as far as its
 	// WINDOW_UPDATEs and the peer's DATA frames say; connStall when it
@@ -737,6 +739,15 @@ func (s *direction) blockDone(t time.Time) {
 // hpackLost reports that this direction's header blocks cannot be decoded
 // any more: the dynamic table is out of step (RFC 7541 §2.3.2).
 func (s *direction) hpackLost(t time.Time, why string) {
+	if s.jh != nil {
+		// Joined mid-connection: what the table holds is unknown
+		// again, as at the join; decoding goes on from there.
+		s.jh.forget()
+		s.blockDoneJoined()
+		s.problem("stream", s.frameAt, KindHPACK, why,
+			"the entries added since the join are forgotten: from here on every reference to the dynamic table is unknown, as those from before the join", false, t)
+		return
+	}
 	s.problem("stream", s.frameAt, KindHPACK, why,
 		"the header fields of later streams in this direction cannot be decoded; their frames are still followed", false, t)
 	s.dec = hpack.NewDecoder(4096, s.onField)
@@ -1136,7 +1147,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 	if code >= 200 && code < 300 {
 		resp.ContentEncoding = exchange.ContentCoding(hdr.Values("Content-Encoding"))
 		req := st.req
-		if req != nil && req.Target == "" {
+		if c.opt.Joined && req != nil && req.Target == "" {
 			req = nil // its path was not known: judged as if not seen
 		}
 		// Every stream can stream: a response whose request was not

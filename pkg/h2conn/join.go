@@ -68,8 +68,8 @@ func (c *Conn) noteStream(t time.Time, stream uint32, res *record.Resource, msg 
 // offset at of its first bytes, as a FrameScan of pkg/wire found them:
 // that direction starts there, and the other looks for its first frame
 // knowing the connection is HTTP/2 (FrameScan.Known; a client Eager).
-// Without it, each
-// direction scans as if nothing were known. Call it before any bytes.
+// Without it, each direction scans as if nothing were known. Call it
+// before any bytes.
 func (c *Conn) JoinAt(server bool, at int) {
 	d, o := c.client, c.server
 	if server {
@@ -92,7 +92,8 @@ func (s *direction) syncData(p []byte, end bool, t time.Time) []byte {
 			if s.c.opt.Events.Budget.Reserve(grow) {
 				s.syncHeld += grow
 			} else {
-				k, end = 0, true // decide on what is held
+				// No room for more: decide on what may be held free.
+				k, end = max(0, freeFrameBytes-len(s.sync)), true
 			}
 		}
 		s.sync = append(s.sync, p[:k]...)
@@ -155,7 +156,9 @@ func (s *direction) passContinuation(t time.Time) bool {
 	if s.jh == nil || s.phase == phaseBlock || s.blocks > 0 || s.hdr[3] != 0x9 {
 		return false
 	}
-	s.c.noteStream(t, streamOf(s.hdr), nil, fmt.Sprintf("CONTINUATION from the %s on stream %d: the rest of a header block that began before the join; passed over", s.name(), streamOf(s.hdr)))
+	if s.passed++; s.passed == 1 {
+		s.c.noteStream(t, streamOf(s.hdr), nil, fmt.Sprintf("CONTINUATION from the %s on stream %d: the rest of a header block that began before the join; passed over (and any more before its first HEADERS)", s.name(), streamOf(s.hdr)))
+	}
 	return true
 }
 
@@ -176,10 +179,17 @@ const maxUnknownFields = 64
 // blockDone.
 func (s *direction) joinedFragment(p []byte, end bool, t time.Time) bool {
 	s.hpackIn += int64(len(p))
-	if !s.blockCut {
-		if len(s.block)+len(p) > s.c.opt.MaxHeaderListBytes {
-			s.blockCut, s.block = true, s.block[:0]
-		} else {
+	if s.blockCut == "" {
+		// Past a frame's worth, the block held counts against the
+		// budget, as a frame does.
+		grow := int64(len(s.block)+len(p)-freeFrameBytes) - s.blockHeld
+		switch {
+		case len(s.block)+len(p) > s.c.opt.MaxHeaderListBytes:
+			s.blockCut = KindHeaderList
+		case grow > 0 && !s.c.opt.Events.Budget.Reserve(grow):
+			s.blockCut = event.KindBudget
+		default:
+			s.blockHeld += max(grow, 0)
 			s.block = append(s.block, p...)
 		}
 	}
@@ -188,15 +198,15 @@ func (s *direction) joinedFragment(p []byte, end bool, t time.Time) bool {
 	}
 	s.enter(phaseFrames)
 	block := s.block
-	s.block = s.block[:0]
-	if cap(s.block) > freeFrameBytes {
-		s.block = nil
-	}
-	if s.blockCut {
-		s.blockCut = false
+	defer s.blockDoneJoined()
+	if cut := s.blockCut; cut != "" {
 		s.jh.forget()
-		s.problem("stream", s.frameAt, KindHeaderList,
-			fmt.Sprintf("stream %d: a header block of more than %d bytes; not decoded, and the HPACK entries it may add are unknown, as those from before the join", s.blockStream, s.c.opt.MaxHeaderListBytes),
+		why := fmt.Sprintf("more than %d bytes (--max-header-bytes)", s.c.opt.MaxHeaderListBytes)
+		if cut == event.KindBudget {
+			why = "more than --max-buffered-bytes-total has room for"
+		}
+		s.problem("stream", s.frameAt, cut,
+			fmt.Sprintf("stream %d: a header block of %s; not decoded, and the HPACK entries it may add are unknown, as those from before the join", s.blockStream, why),
 			"", false, t)
 		return false
 	}
@@ -206,6 +216,16 @@ func (s *direction) joinedFragment(p []byte, end bool, t time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// blockDoneJoined forgets the header block a joined direction held.
+func (s *direction) blockDoneJoined() {
+	s.block, s.blockCut = s.block[:0], ""
+	if cap(s.block) > freeFrameBytes {
+		s.block = nil
+	}
+	s.c.opt.Events.Budget.Release(s.blockHeld)
+	s.blockHeld = 0
 }
 
 // joinStream starts following stream id, which the server sends DATA on

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kwatch/kwatch/internal/testutil"
+	"github.com/kwatch/kwatch/pkg/carrier"
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -184,7 +187,7 @@ func TestJoined(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"note h2-joined: CONTINUATION from the server on stream 11: the rest of a header block that began before the join; passed over\n",
+		"note h2-joined: CONTINUATION from the server on stream 11: the rest of a header block that began before the join; passed over (and any more before its first HEADERS)\n",
 		"s1 response 200 application/json json \"\" watch=true inferred=true unknown=null\n",
 		"note h2-joined: stream 1: 1 DATA frame (356 data bytes) before the first that starts a watch event passed over",
 		"note s1 resource v1 ConfigMap default\ns1 event ADDED ConfigMap default/a rv 151 (json, 1 frames)\n",
@@ -238,5 +241,46 @@ func TestJoinedGapAndEnd(t *testing.T) {
 	if !strings.Contains(got, "problem server "+KindJoinNoFrames+" @0: the server's first 19 bytes hold no HTTP/2 frame boundary") ||
 		strings.Count(got, "problem") != 1 {
 		t.Errorf("records:\n%s", got)
+	}
+}
+
+// TestJoinedBounds: CONTINUATIONs before the first HEADERS are said once;
+// a header block held past the budget is not decoded, and what it may
+// add to the dynamic table is then unknown; nothing stays reserved.
+func TestJoinedBounds(t *testing.T) {
+	c := newPeer(false)
+	c.buf.Reset()
+	for range 1000 {
+		_ = c.fr.WriteContinuation(1, false, []byte{0x82})
+	}
+	_ = c.fr.WriteContinuation(1, true, []byte{0x82})
+	// A block of 40 000 bytes in 16 KiB frames, with a field indexed:
+	// the next block refers to it.
+	c.hb.Reset()
+	_ = c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+	_ = c.enc.WriteField(hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", 40000)})
+	_ = c.enc.WriteField(hpack.HeaderField{Name: "x-small", Value: "s"})
+	block := bytes.Clone(c.hb.Bytes())
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block[:16000]})
+	_ = c.fr.WriteContinuation(3, false, block[16000:32000])
+	_ = c.fr.WriteContinuation(3, true, block[32000:])
+	c.headers(t, 5, true, 0, ":method", "GET", ":path", "/api/v1/pods?watch=1", "x-small", "s")
+	budget := event.NewBudget(8000)
+	var out []record.Record
+	conn := New(&record.Conn{ID: 1, HTTP2: true}, record.SinkFunc(func(r record.Record) { out = append(out, r) }),
+		Options{Joined: true, Events: carrier.Options{Budget: budget}})
+	conn.JoinAt(false, 0)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	conn.ClientData(c.buf.Bytes(), t0)
+	conn.CloseClient(exchange.EndFIN, t0)
+	conn.CloseServer(exchange.EndFIN, t0)
+	got := summary(out)
+	if strings.Count(got, "CONTINUATION from the client") != 1 ||
+		!strings.Contains(got, "problem client "+event.KindBudget) ||
+		!strings.Contains(got, `s5 request "GET" "/api/v1/pods?watch=1" watch=true unknown=[{"position":2,"index":63,"valueBytes":-1}]`) {
+		t.Errorf("records:\n%s", got)
+	}
+	if h := budget.Held(); h != 0 {
+		t.Errorf("%d bytes still reserved", h)
 	}
 }

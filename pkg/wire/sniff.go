@@ -137,7 +137,8 @@ const (
 // (h2conn.PlausibleHeader). A server's text (a capture that starts inside
 // a chunked JSON body, or inside a DATA frame of JSON) is held until a
 // CRLF says HTTP/1.1 chunked coding or a byte that is not text says
-// neither (JSON has no raw CR; a frame header has bytes below 0x09). A
+// neither (JSON has no raw CR; the first byte of a frame's header is 0
+// for any frame under 64 KiB). A
 // server's SETTINGS frame while the client has shown nothing is held
 // until it does: a server sends its SETTINGS first, so the client's
 // preface may follow.
@@ -224,9 +225,10 @@ func (c *Conn) join(d *direction, p []byte, at int, t time.Time) {
 	if d.server {
 		o = &c.client
 	}
-	if o.seen && o.state == opaque && o.n > 0 {
-		// Decided before as something else (not HTTP): the follower
-		// starts after its bytes so far, as after lost bytes.
+	if o.seen && o.state != sniffing && o.n > 0 {
+		// Decided before as something else (not HTTP, or HTTP/1.1):
+		// the follower starts after its bytes so far, as after lost
+		// bytes.
 		if o.server {
 			c.other.ServerGap(o.n, t)
 		} else {

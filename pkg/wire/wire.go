@@ -364,7 +364,16 @@ func (c *Conn) flush(d *direction, t time.Time) {
 func (c *Conn) gap(d *direction, n int64, t time.Time) {
 	c.flush(d, t)
 	if c.other != nil {
-		// Handed over by the bytes just decided on: the gap is not its.
+		// Handed over by the bytes just decided on: the gap is not its,
+		// but for a connection joined mid-connection, whose follower
+		// must not read the bytes after it as the frames they follow.
+		if c.joined {
+			if d.server {
+				c.other.ServerGap(n, t)
+			} else {
+				c.other.ClientGap(n, t)
+			}
+		}
 		return
 	}
 	switch d.state {
@@ -483,6 +492,9 @@ func (c *Conn) decided(d *direction, b []byte) bool {
 func (c *Conn) sniff(d *direction, p []byte, t time.Time, end bool) {
 	c.decide(d, p, t, end)
 	c.settle(c.peer(d))
+	if c.client.seen && c.server.seen {
+		c.held = nil // nothing held is to be handed over any more
+	}
 }
 
 func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
