@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -158,6 +159,24 @@ func sameWatches(a, b map[string][]watchedEvent) bool {
 	return slices.Equal(seqs(a), seqs(b))
 }
 
+// holdsWatches reports whether the watches of got hold those of want, each
+// as its own watch (got may have more: other clients' watches of the same
+// objects, e.g. kube-controller-manager's, on the API server's side).
+func holdsWatches(got, want map[string][]watchedEvent) bool {
+	have := map[string]int{}
+	for _, evs := range got {
+		have[fmt.Sprint(evs)]++
+	}
+	for _, evs := range want {
+		k := fmt.Sprint(evs)
+		if have[k] == 0 {
+			return false
+		}
+		have[k]--
+	}
+	return true
+}
+
 // churn creates, changes and deletes ConfigMap name in ns: three events.
 func churn(t *testing.T, env *e2e.Env, ns, name string) {
 	t.Helper()
@@ -210,7 +229,7 @@ func TestAttachExe(t *testing.T) {
 			}
 			want := w.clientEvents(t)
 			var got map[string][]watchedEvent
-			s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of both watches, as the program's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+			s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of both watches, as the program's: %v", want), func(recs []map[string]any) bool {
 				got = kwatchEvents(t, recs, ns, true)
 				return sameWatches(got, want)
 			})
@@ -386,10 +405,26 @@ func TestAttachAPIServer(t *testing.T) {
 	want := w.clientEvents(t)
 	want["curl"] = curlEvents(t, curlOut.String())
 	var got map[string][]watchedEvent
-	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of the three watches, as the clients': %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of the three watches, as the clients': %v", want), func(recs []map[string]any) bool {
 		got = kwatchEvents(t, recs, ns, false)
-		return sameWatches(got, want)
+		return holdsWatches(got, want)
 	})
+	// Only the clients' watches count below: those of connections open
+	// before attach (kube-controller-manager's, joined) may be there too.
+	before := map[string]bool{}
+	for _, r := range recs {
+		if r["record"] == "note" && r["kind"] == "process" && strings.Contains(fmt.Sprint(r["message"]), "open before kwatch attached") {
+			before[fmt.Sprint(r["connection"])] = true
+		}
+	}
+	for k := range got {
+		if before[strings.Split(k, " #")[0]] {
+			delete(got, k)
+		}
+	}
+	if !sameWatches(got, want) {
+		t.Errorf("the watches of connections opened after attach: %v, want the clients' %v", got, want)
+	}
 	// curl's watch and the program's two are on two connections, each
 	// noted as served by kube-apiserver.
 	conns := map[string]bool{}
@@ -528,7 +563,7 @@ func TestPcapInterface(t *testing.T) {
 	}
 	want := map[string][]watchedEvent{"curl": curlEvents(t, out.String())}
 	var got map[string][]watchedEvent
-	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events, as curl's: %v (so far %v)", want, &got), func(recs []map[string]any) bool {
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events, as curl's: %v", want), func(recs []map[string]any) bool {
 		got = kwatchEvents(t, recs, ns, false)
 		return sameWatches(got, want)
 	})
@@ -637,7 +672,7 @@ func TestAttachOpenedBefore(t *testing.T) {
 				// the informer's gzip'd watch-list too, with their DATA
 				// frames.
 				want := w.clientEvents(t)
-				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
 					got = kwatchEvents(t, recs, ns, true)
 					return sameWatches(got, want)
 				})
@@ -646,7 +681,7 @@ func TestAttachOpenedBefore(t *testing.T) {
 				// watch-list is gzip'd: a chunked body joined in the
 				// middle is decoded when it is JSON).
 				want := w.clientEvents(t)["watch"]
-				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v (kwatch's so far: %v)", want, &got), func(recs []map[string]any) bool {
+				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v", want), func(recs []map[string]any) bool {
 					got = kwatchEvents(t, recs, ns, false)
 					for _, evs := range got {
 						if slices.Equal(evs, want) {
@@ -689,7 +724,7 @@ func TestAttachControllerManager(t *testing.T) {
 	churn(t, env, ns, "controlled")
 	want := []watchedEvent{{"ADDED", "controlled", ""}, {"MODIFIED", "controlled", ""}, {"DELETED", "controlled", ""}}
 	var got [][]watchedEvent
-	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the changes on kube-controller-manager's connection: %v (so far %v)", want, &got), func(recs []map[string]any) bool {
+	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the changes on kube-controller-manager's connection: %v", want), func(recs []map[string]any) bool {
 		got = nil
 		for _, evs := range kwatchEvents(t, recs, ns, true) {
 			var mine []watchedEvent
@@ -715,4 +750,84 @@ func TestAttachControllerManager(t *testing.T) {
 	if !joined {
 		t.Error("kube-controller-manager's connection is not noted as joined with the state read from its memory")
 	}
+}
+
+// TestAttachJoinedKubectl attaches by name to the stack's kubectl while
+// `kubectl get configmaps -w` has been watching for a while (its HTTP/2
+// connection opened before, a Table watch): the rows of the changes made
+// after attach are shown as kubectl printed them.
+func TestAttachJoinedKubectl(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	kubectl := filepath.Join(filepath.Dir(env.Kubeconfig), "bin", "kubectl")
+	var out syncBuffer
+	k := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events")
+	k.Stdout, k.Stderr = &out, &out
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	// kubectl's watch is open once it prints a change made before attach.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := env.Clientset(t)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's row of a change before attach", &out, "earlier")
+	s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid), "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kubectl (pid")
+	churn(t, env, ns, "later")
+	for deadline := time.Now().Add(60 * time.Second); !regexp.MustCompile(`(?m)^DELETED +later `).MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl printed no DELETED row of later:\n%s", out.String())
+		}
+	}
+	var want []watchedEvent
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == "later" {
+			want = append(want, watchedEvent{Type: f[0], Name: f[1]})
+		}
+	}
+	var got []watchedEvent
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's rows, as kubectl's: %v", want), func(recs []map[string]any) bool {
+		got = nil
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			for _, e := range evs {
+				if e.Name == "later" {
+					got = append(got, watchedEvent{Type: e.Type, Name: e.Name})
+				}
+			}
+		}
+		return slices.Equal(got, want)
+	})
+}
+
+// TestAttachJoinedAPIServer attaches to kube-apiserver while the client-go
+// program's watches are open already: the server side's state of that
+// connection is read from kube-apiserver's memory, and both watches' events
+// after attach equal the handlers'.
+func TestAttachJoinedAPIServer(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	w := startWatcher(t, env, bin, ns)
+	s := startKwatch(t, "attach", "kube-apiserver", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kube-apiserver (pid")
+	churn(t, env, ns, "served-joined")
+	deadline := time.Now().Add(60 * time.Second)
+	for got := w.clientEvents(t); len(got["watch"]) < 3 || len(got["informer"]) < 3; got = w.clientEvents(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program's handlers got %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := w.clientEvents(t)
+	var got map[string][]watchedEvent
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
+		got = kwatchEvents(t, recs, ns, true)
+		return holdsWatches(got, want)
+	})
 }

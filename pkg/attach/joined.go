@@ -115,6 +115,8 @@ func (j *joiner) use(u gotls.ConnUse) {
 	switch {
 	case errors.Is(err, gotls.ErrHandshakeIncomplete):
 		return // a new connection: its handshake gives the secrets
+	case errors.Is(err, gotls.ErrNotTCP):
+		return // closed meanwhile, or over a Unix socket: nothing to capture
 	case err != nil:
 		j.say(fmt.Sprintf("a TLS connection of pid %d cannot be read: %v", pid, err))
 		return

@@ -156,6 +156,10 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	return rd.stats, nil
 }
 
+// liveShip bounds how long ReadLive keeps what it read before handing it
+// on to be decoded and shown, while packets keep coming.
+const liveShip = 50 * time.Millisecond
+
 // Packets is a live packet source (pkg/live): an AF_PACKET socket, say.
 type Packets interface {
 	// ReadPacket returns the next packet's bytes (valid until the next
@@ -187,6 +191,7 @@ func ReadLive(ctx context.Context, src Packets, opt Options, sink record.Sink) *
 	rd.dec.open = map[*wire.Conn]uint8{}
 	run := rd.start(sink)
 	gen := opt.Keys.Generation()
+	var shipped time.Time
 	for ctx.Err() == nil {
 		data, ci, link, err := src.ReadPacket()
 		if err == io.EOF {
@@ -209,8 +214,12 @@ func ReadLive(ctx context.Context, src Packets, opt Options, sink record.Sink) *
 			gen = g
 			rd.q.add(op{kind: opRetry, t: rd.now, packet: rd.stats.Packets})
 		}
-		if idle {
+		// What was read is handed on when no packet came, and at least
+		// every liveShip while packets keep coming (a busy process: its
+		// events must not wait for a batch to fill).
+		if now := time.Now(); idle || now.Sub(shipped) >= liveShip {
 			rd.q.ship()
+			shipped = now
 		}
 	}
 	if d, ok := src.(interface{ Dropped() uint64 }); ok {
