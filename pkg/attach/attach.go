@@ -489,11 +489,20 @@ type tracked struct {
 	src live.Source
 }
 
+// idleAfter is how long tracked.ReadPacket goes on past packets of other
+// processes' connections before it returns an idle turn: ReadLive looks at
+// its context (Ctrl-C) and at the time (data behind a lost segment, records
+// waiting for keys) only when ReadPacket returns, and the captures' filters
+// keep other processes' packets too (the default ports, every SYN).
+const idleAfter = 100 * time.Millisecond
+
 // ReadPacket returns the next packet of a connection of an attached
-// process; io.EOF once every process attached to exited (and no Exes may
-// start more).
+// process, or no packet (an idle turn, with the time now) when none came
+// for idleAfter; io.EOF once every process attached to exited (and no Exes
+// may start more).
 func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 	a := t.a
+	start := time.Now()
 	for {
 		if time.Since(a.lastScan) >= a.opt.Rescan {
 			a.scan()
@@ -506,12 +515,11 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		if err != nil || data == nil {
 			return data, ci, link, err
 		}
-		src, dst, syn, ok := packetTuple(data)
-		if !ok {
-			continue
-		}
-		if v := a.decide(src, dst, syn); len(v.ends) > 0 {
+		if src, dst, syn, ok := packetTuple(data); ok && len(a.decide(src, dst, syn).ends) > 0 {
 			return data, ci, link, nil
+		}
+		if now := time.Now(); now.Sub(start) >= idleAfter {
+			return nil, gopacket.CaptureInfo{Timestamp: now}, layers.LinkTypeRaw, nil
 		}
 	}
 }

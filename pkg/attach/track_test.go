@@ -4,6 +4,10 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/kwatch/kwatch/pkg/procnet"
 )
@@ -72,5 +76,46 @@ func TestEnds(t *testing.T) {
 		if got := describe(s.ends(sv, c), c); got != tc.want {
 			t.Errorf("%s -> %s, from the server's packet: %q, want %q", c, sv, got, tc.want)
 		}
+	}
+}
+
+// busySource is a live.Source whose packets never stop: a TCP segment of
+// the same connection every millisecond.
+type busySource struct {
+	pkt     []byte
+	dropped uint64
+}
+
+func (b *busySource) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	time.Sleep(time.Millisecond)
+	return b.pkt, gopacket.CaptureInfo{Timestamp: time.Now()}, layers.LinkTypeRaw, nil
+}
+
+func (b *busySource) Dropped() uint64 { return b.dropped }
+
+// TestTrackedIdle: while only other processes' packets come, ReadPacket
+// still returns, with an idle turn, so that ReadLive sees Ctrl-C.
+func TestTrackedIdle(t *testing.T) {
+	pkt := make([]byte, 40)
+	pkt[0], pkt[9] = 0x45, 6
+	copy(pkt[12:], []byte{10, 0, 0, 1})
+	copy(pkt[16:], []byte{10, 0, 0, 2})
+	binary.BigEndian.PutUint16(pkt[20:], 6443)
+	binary.BigEndian.PutUint16(pkt[22:], 50000)
+	pkt[33] = 0x10 // ACK
+	other := newTuple(netip.MustParseAddrPort("10.0.0.1:6443"), netip.MustParseAddrPort("10.0.0.2:50000"))
+	a := &attacher{opt: Options{Rescan: time.Hour}, lastScan: time.Now(), verdicts: map[tuple]verdict{other: {}}}
+	tr := &tracked{a: a, src: &busySource{pkt: pkt}}
+	start := time.Now()
+	data, ci, _, err := tr.ReadPacket()
+	took := time.Since(start)
+	if err != nil || data != nil {
+		t.Fatalf("ReadPacket: %d bytes, %v; want an idle turn", len(data), err)
+	}
+	if took < idleAfter || took > idleAfter+time.Second {
+		t.Errorf("the idle turn came after %v, want about %v", took, idleAfter)
+	}
+	if ci.Timestamp.Before(start.Add(idleAfter)) {
+		t.Errorf("idle turn at %v, want the time now", ci.Timestamp)
 	}
 }
