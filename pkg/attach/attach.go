@@ -524,6 +524,15 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 	}
 }
 
+// Dropped is the packets the kernel dropped of the captures read, for
+// ReadLive's "packets dropped by the kernel" problem.
+func (t *tracked) Dropped() uint64 {
+	if d, ok := t.src.(interface{ Dropped() uint64 }); ok {
+		return d.Dropped()
+	}
+	return 0
+}
+
 // Describe sums up a Result for the end of a run: "24 secrets from 2
 // processes; 0 lost".
 func (r *Result) Describe() string {

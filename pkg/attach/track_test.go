@@ -119,3 +119,12 @@ func TestTrackedIdle(t *testing.T) {
 		t.Errorf("idle turn at %v, want the time now", ci.Timestamp)
 	}
 }
+
+// TestTrackedDropped: the captures' drops go through to ReadLive, which
+// reports them.
+func TestTrackedDropped(t *testing.T) {
+	tr := &tracked{a: &attacher{}, src: &busySource{dropped: 7}}
+	if d := tr.Dropped(); d != 7 {
+		t.Errorf("Dropped: %d, want the source's 7", d)
+	}
+}
