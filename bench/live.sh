@@ -104,6 +104,9 @@ run_one() {
 
   local tpid=
   if [ "${#kw[@]}" -gt 0 ]; then
+    # Emptied here first: kwatch's own redirection may come after the
+    # wait below has read what a previous run left.
+    : >"$OUT/live-$cfg-$run.err"
     /usr/bin/time -f "%e %U %S %M" -o "$OUT/live-ktime.txt" "$KWATCH" "${kw[@]}" >"$kout" 2>"$OUT/live-$cfg-$run.err" & tpid=$!
     # kwatch's pid, then its capture (or uprobe) in place: for pcap -i, the
     # ring mapped (the socket is listed by ss -0 before its ring is set up,
@@ -112,13 +115,16 @@ run_one() {
     kpid=
     for _ in $(seq 100); do kpid=$(pgrep -P "$tpid" || true); [ -n "$kpid" ] && break; sleep 0.05; done
     [ -n "$kpid" ] || { echo "kwatch did not start" >&2; exit 1; }
-    for _ in $(seq 200); do
+    local ready=
+    for _ in $(seq 600); do
       case $cfg in
-        pcap*) grep -q 'socket:\[' "/proc/$kpid/maps" 2>/dev/null && break ;;
-        attach*) grep -q "attached to every process of" "$OUT/live-$cfg-$run.err" && break ;;
+        pcap*) grep -q 'socket:\[' "/proc/$kpid/maps" 2>/dev/null && ready=1 ;;
+        attach*) grep -q "attached to every process of" "$OUT/live-$cfg-$run.err" && ready=1 ;;
       esac
+      [ -n "$ready" ] && break
       sleep 0.05
     done
+    [ -n "$ready" ] || { echo "$cfg run $run: kwatch not ready after 30 s" >&2; exit 1; }
   fi
 
   local k0=0 k1=0 anon=0
@@ -147,7 +153,7 @@ run_one() {
     kstream=$(awk -v a="$k0" -v b="$k1" -v hz="$HZ" 'BEGIN {printf "%.2f", (b - a) / hz}')
     if [ "${kout%.json}" != "$kout" ]; then
       kevents=$(grep '"record":"summary"' "$kout" | sed -nE 's/.*"events":\{[^}]*"MODIFIED":([0-9]+).*/\1/p' || true)
-      drops=$(grep '"kind":"packets dropped by the kernel"' "$kout" | sed -nE 's/.*"detail":"([0-9]+) packets.*/\1/p' || true)
+      drops=$(grep '"problem":"packets dropped by the kernel"' "$kout" | sed -nE 's/.*"detail":"([0-9]+) packets.*/\1/p' || true)
     else
       kevents=$(sed -nE 's/^summary: .* ([0-9]+) MODIFIED .*/\1/p' "$kout")
       drops=$(grep 'packets dropped by the kernel' "$kout" | grep -oE '[0-9]+ packets came' | cut -d' ' -f1 || true)
