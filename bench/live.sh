@@ -17,6 +17,7 @@
 #   PRETTY_RUNS=1   runs with kwatch's default (pretty) output to a file
 #   CONFIGS="..."   the configurations to run (default: all, listed below)
 #   KWATCH=PATH     measure this kwatch binary instead of building one
+#   TABLE_ONLY=1    print the tables of the last run's bench/out/live.tsv
 #
 # Configurations, each against a fresh bench/replay (it serves one watch):
 #   plain         bench/client over HTTP on 127.0.0.1:18080, no kwatch
@@ -43,6 +44,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 [ -x /usr/bin/time ] || { echo "installing time from Debian" >&2; apt-get update -qq && apt-get install -y -qq time >/dev/null; }
 
+if [ "${TABLE_ONLY:-}" != 1 ]; then
 echo "building" >&2
 if [ -z "${KWATCH:-}" ]; then
   go build -trimpath -o "$OUT/kwatch" .
@@ -66,6 +68,11 @@ trap cleanup EXIT
 # cputicks PID: user+sys clock ticks of PID so far (/proc/PID/stat fields
 # 14 and 15; the command name, field 2, holds no space here).
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# tcpopens: the TCP connections this network namespace's processes have
+# opened (ActiveOpens of /proc/net/snmp). Every connection's SYN goes
+# through the kernel filter of kwatch attach, which looks the connection
+# up: other processes' connections cost it CPU.
+tcpopens() { awk '$1 == "Tcp:" && $6 ~ /^[0-9]+$/ {print $6}' /proc/net/snmp; }
 # statuskb PID FIELD: a /proc/PID/status field in kB.
 statuskb() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
 HZ=$(getconf CLK_TCK)
@@ -73,7 +80,7 @@ HZ=$(getconf CLK_TCK)
 # run_one CONFIG RUN: one run; appends a line to live.tsv:
 # config run load1 stream_s client_cpu_s client_rss_kb client_events
 # kwatch_wall_s kwatch_cpu_s kwatch_stream_cpu_s kwatch_rss_kb
-# kwatch_anon_kb kwatch_events drops
+# kwatch_anon_kb kwatch_events drops tcp_opens_per_s
 run_one() {
   local cfg=$1 run=$2 addr url copt=() kw=() kout=/dev/null
   local load1
@@ -129,7 +136,10 @@ run_one() {
 
   local k0=0 k1=0 anon=0
   [ -n "$kpid" ] && k0=$(cputicks "$kpid")
+  local o0 o1
+  o0=$(tcpopens)
   /usr/bin/time -f "%e %U %S %M" -o "$OUT/live-ctime.txt" "$CLIENT" "${copt[@]}" -url "$url" >"$OUT/live-client.out"
+  o1=$(tcpopens)
   if [ -n "$kpid" ]; then
     k1=$(cputicks "$kpid")
     anon=$(statuskb "$kpid" RssAnon)
@@ -168,10 +178,12 @@ run_one() {
       echo "$cfg run $run: kwatch decoded $kevents of $cevents events, $drops packets dropped: see $kout and $OUT/live-$cfg-$run.err" >&2
     fi
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$cwall" \
+  local opens
+  opens=$(awk -v a="$o0" -v b="$o1" -v s="$cwall" 'BEGIN {printf "%.0f", (b - a) / s}')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$cwall" \
     "$(awk -v u="$cu" -v s="$cs" 'BEGIN {printf "%.2f", u + s}')" "$crss" "$cevents" \
-    "$kwall" "$kcpu" "$kstream" "$krss" "$anon" "$kevents" "$drops" >>"$OUT/live.tsv"
-  echo "$cfg run $run: load $load1, client ${cwall}s ${cevents} events; kwatch cpu ${kcpu}s (${kstream}s while streaming), rss ${krss} kB, ${kevents} events, ${drops} dropped" >&2
+    "$kwall" "$kcpu" "$kstream" "$krss" "$anon" "$kevents" "$drops" "$opens" >>"$OUT/live.tsv"
+  echo "$cfg run $run: load $load1, $opens TCP opens/s, client ${cwall}s ${cevents} events; kwatch cpu ${kcpu}s (${kstream}s while streaming), rss ${krss} kB, ${kevents} events, ${drops} dropped" >&2
 }
 
 : >"$OUT/live.tsv"
@@ -186,36 +198,56 @@ for run in $(seq "$PRETTY_RUNS"); do
   done
 done
 
-# The table: medians over the runs of each configuration (peak RSS: the
-# largest; drops: the sum; events: the smallest). "% of one core" is
-# kwatch's CPU while the events flowed over the time they took.
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-col() { awk -v c="$1" -v n="$2" -F'\t' '$1 == c {print $n}' "$OUT/live.tsv"; }
+fi
+
+# The table: medians over the complete runs of each configuration (those
+# where kwatch decoded every event the client counted, with no packet
+# dropped; all of them without kwatch), peak RSS the largest; then the
+# incomplete runs' events and drops, and every run's TCP opens/s (its
+# range). "% of one core" is kwatch's CPU while the events flowed over the
+# time they took. Every run follows, in the order they ran.
+median() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# col CONFIG N: field N of CONFIG's complete runs; allcol: of all its runs.
+col() { awk -v c="$1" -v n="$2" -F'\t' '$1 == c && ($13 == "-" || ($13 == $7 && $14 == 0)) {print $n}' "$OUT/live.tsv"; }
+allcol() { awk -v c="$1" -v n="$2" -F'\t' '$1 == c {print $n}' "$OUT/live.tsv"; }
 loads=$(cut -f3 "$OUT/live.tsv" | sort -n | sed -n '1p;$p' | paste -sd- -)
 echo
-echo "$EVENTS MODIFIED events at $RATE/s, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(go version | cut -d' ' -f3); load average (1 min) $loads at the runs' starts; medians of $RUNS runs (pretty: $PRETTY_RUNS)."
+echo "$EVENTS MODIFIED events at $RATE/s, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(go version | cut -d' ' -f3); load average (1 min) $loads at the runs' starts; $RUNS runs of each configuration (pretty: $PRETTY_RUNS), medians of the complete ones."
 echo
-echo "| configuration | runs | stream s | client CPU s (% of a core) | kwatch CPU s, whole run | kwatch CPU s while streaming | % of one core | kwatch peak RSS | kwatch RssAnon at the end | events client / kwatch | dropped |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| configuration | complete runs | stream s | client CPU s (% of a core) | kwatch CPU s, whole run | kwatch CPU s while streaming | % of one core | kwatch peak RSS | kwatch RssAnon at the end | incomplete runs: events / dropped | TCP opens/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for cfg in plain pcap pcap-pretty tls-h2 attach-h2 attach-pretty tls-h1 attach-h1; do
+  all=$(allcol "$cfg" 1 | grep -c . || true)
+  [ "$all" -gt 0 ] || continue
   n=$(col "$cfg" 1 | grep -c . || true)
-  [ "$n" -gt 0 ] || continue
+  opens=$(allcol "$cfg" 15 | sort -n | sed -n '1p;$p' | uniq | paste -sd- -)
+  bad=$(awk -v c="$cfg" -F'\t' '$1 == c && $13 != "-" && ($13 != $7 || $14 != 0) {printf "%s%s / %s", sep, $13, $14; sep = ", "}' "$OUT/live.tsv")
+  if [ "$n" = 0 ]; then
+    printf '| %s | 0 of %s | - | - | - | - | - | - | - | %s | %s |\n' "$cfg" "$all" "${bad:--}" "$opens"
+    continue
+  fi
   wall=$(col "$cfg" 4 | median)
   ccpu=$(col "$cfg" 5 | median)
-  cpct=$(awk -v c="$cfg" -F'\t' '$1 == c {printf "%.1f\n", 100 * $5 / $4}' "$OUT/live.tsv" | median)
-  cev=$(col "$cfg" 7 | sort -n | head -1)
+  cpct=$(paste <(col "$cfg" 5) <(col "$cfg" 4) | awk '{printf "%.1f\n", 100 * $1 / $2}' | median)
   if [ "$(col "$cfg" 9 | head -1)" = - ]; then
-    printf '| %s | %s | %.2f | %.2f (%s %%) | - | - | - | - | - | %s / - | - |\n' "$cfg" "$n" "$wall" "$ccpu" "$cpct" "$cev"
+    printf '| %s | %s of %s | %.2f | %.2f (%.1f %%) | - | - | - | - | - | - | %s |\n' "$cfg" "$n" "$all" "$wall" "$ccpu" "$cpct" "$opens"
     continue
   fi
   kcpu=$(col "$cfg" 9 | median)
   kstream=$(col "$cfg" 10 | median)
-  pct=$(awk -v c="$cfg" -F'\t' '$1 == c {printf "%.1f\n", 100 * $10 / $4}' "$OUT/live.tsv" | median)
+  pct=$(paste <(col "$cfg" 10) <(col "$cfg" 4) | awk '{printf "%.1f\n", 100 * $1 / $2}' | median)
   krss=$(col "$cfg" 11 | sort -n | tail -1)
   anon=$(col "$cfg" 12 | sort -n | tail -1)
-  kev=$(col "$cfg" 13 | sort -n | head -1)
-  drops=$(col "$cfg" 14 | awk '{s += $1} END {print s}')
-  printf '| %s | %s | %.2f | %.2f (%s %%) | %.2f | %.2f | %s %% | %.0f MiB | %.0f MiB | %s / %s | %s |\n' \
-    "$cfg" "$n" "$wall" "$ccpu" "$cpct" "$kcpu" "$kstream" "$pct" "$(awk -v k="$krss" 'BEGIN {print k / 1024}')" \
-    "$(awk -v k="$anon" 'BEGIN {print k / 1024}')" "$cev" "$kev" "$drops"
+  printf '| %s | %s of %s | %.2f | %.2f (%.1f %%) | %.2f | %.2f | %.1f %% | %.0f MiB | %.0f MiB | %s | %s |\n' \
+    "$cfg" "$n" "$all" "$wall" "$ccpu" "$cpct" "$kcpu" "$kstream" "$pct" "$(awk -v k="$krss" 'BEGIN {print k / 1024}')" \
+    "$(awk -v k="$anon" 'BEGIN {print k / 1024}')" "${bad:--}" "$opens"
 done
+echo
+echo "Every run, in the order they ran:"
+echo
+echo "| configuration | run | load (1 min) | TCP opens/s | client CPU s | kwatch CPU s while streaming | % of one core | events client / kwatch | dropped |"
+echo "|---|---|---|---|---|---|---|---|---|"
+awk -F'\t' '{
+  pct = ($10 == "-") ? "-" : sprintf("%.1f %%", 100 * $10 / $4)
+  printf "| %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n", $1, $2, $3, $15, $5, $10, pct, $7, $13, $14
+}' "$OUT/live.tsv"
