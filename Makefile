@@ -8,7 +8,7 @@ LDFLAGS := -X github.com/kwatch/kwatch/cmd.version=$(VERSION)
 
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-short lint cluster-up cluster-down record bench fuzz
+.PHONY: build install test test-short lint cluster-up cluster-down record bench bench-live fuzz
 
 build: ## build bin/kwatch
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -64,3 +64,6 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 
 bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)
 	bench/run.sh
+
+bench-live: ## kwatch pcap -i lo and kwatch attach following a watch at 10 000 events/s: CPU, peak RSS, drops (root; prints a table)
+	bench/live.sh

@@ -530,13 +530,10 @@ func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verd
 	}
 	v := a.lookup(src, dst)
 	if len(v.ends) == 0 && !a.lastScan.After(at) {
-		// A SYN is scanned for at once (minSYNScanGap): its process may
-		// be a command that lives a few milliseconds (kubectl create).
-		gap := a.scanGap
-		if syn {
-			gap = min(gap, minSYNScanGap)
-		}
-		if time.Since(a.lastScan) < gap {
+		// At most one scan every scanGap: each reads the namespace's
+		// whole socket table (about 5 ms here), and a busy machine opens
+		// many connections of other processes (bench/RESULTS.md).
+		if time.Since(a.lastScan) < a.scanGap {
 			return v, false
 		}
 		a.scan()
@@ -594,11 +591,9 @@ type tracked struct {
 	// to be the processes', to be returned first.
 	held      []heldPacket
 	heldBytes int
-	heldSYN   bool // a SYN is held: scanned for sooner (minSYNScanGap)
 	undecided map[tuple]bool
 	ready     []heldPacket
 	cur       heldPacket // the ready packet returned last
-	dropped   int        // packets of other processes' connections dropped
 }
 
 type heldPacket struct {
@@ -611,28 +606,33 @@ type heldPacket struct {
 // Bounds of tracked.
 const (
 	// minScanGap is the least time between two scans made for packets of
-	// connections not known yet (decide); minSYNScanGap for their SYNs.
-	minScanGap    = 20 * time.Millisecond
-	minSYNScanGap = time.Millisecond
+	// connections not known yet (decide).
+	minScanGap = 20 * time.Millisecond
 	// maxHeldBytes bounds the packets held while their connections are
 	// not decided; past it the oldest are dropped.
 	maxHeldBytes = 4 << 20
-	// maxDroppedInARow is how many packets of other processes tracked
-	// drops before it gives ReadLive an idle turn.
-	maxDroppedInARow = 1024
+	// idleAfter is how long tracked.ReadPacket goes on past packets of
+	// other processes' connections before it returns an idle turn:
+	// ReadLive looks at its context (Ctrl-C) and at the time (data behind
+	// a lost segment, records waiting for keys) only when ReadPacket
+	// returns, and the captures' filters keep other processes' packets
+	// too (the default ports, every SYN).
+	idleAfter = 100 * time.Millisecond
 )
 
 // ReadPacket returns the next packet of a connection of an attached
-// process; io.EOF once every process attached to exited (and no Exes may
-// start more).
+// process, or no packet (an idle turn, with the time now) when none came
+// for idleAfter; io.EOF once every process attached to exited (and no Exes
+// may start more).
 func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 	a := t.a
+	start := time.Now()
 	for {
 		if len(t.ready) > 0 {
 			t.cur, t.ready = t.ready[0], t.ready[1:]
 			return t.cur.data, t.cur.ci, layers.LinkTypeRaw, nil
 		}
-		if gap := a.scanGap; len(t.held) > 0 && (time.Since(a.lastScan) >= gap || t.heldSYN && time.Since(a.lastScan) >= min(gap, minSYNScanGap)) {
+		if len(t.held) > 0 && time.Since(a.lastScan) >= a.scanGap {
 			t.release()
 			continue
 		}
@@ -663,12 +663,19 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		case len(v.ends) > 0:
 			return data, ci, link, nil
 		}
-		// A flood of other processes' packets must not keep ReadLive
-		// from its idle turns (and from seeing Ctrl-C).
-		if t.dropped++; t.dropped%maxDroppedInARow == 0 {
-			return nil, gopacket.CaptureInfo{Timestamp: time.Now()}, link, nil
+		if now := time.Now(); now.Sub(start) >= idleAfter {
+			return nil, gopacket.CaptureInfo{Timestamp: now}, layers.LinkTypeRaw, nil
 		}
 	}
+}
+
+// Dropped is the packets the kernel dropped of the captures read, for
+// ReadLive's "packets dropped by the kernel" problem.
+func (t *tracked) Dropped() uint64 {
+	if d, ok := t.src.(interface{ Dropped() uint64 }); ok {
+		return d.Dropped()
+	}
+	return 0
 }
 
 // hold keeps a copy of a packet whose connection is not decided yet.
@@ -678,7 +685,6 @@ func (t *tracked) hold(data []byte, ci gopacket.CaptureInfo, src, dst netip.Addr
 	}
 	t.undecided[newTuple(src, dst)] = true
 	t.held = append(t.held, heldPacket{data: append([]byte(nil), data...), ci: ci, src: src, dst: dst, syn: syn})
-	t.heldSYN = t.heldSYN || syn
 	t.heldBytes += len(data)
 	for t.heldBytes > maxHeldBytes && len(t.held) > 0 {
 		t.heldBytes -= len(t.held[0].data)
@@ -695,7 +701,7 @@ func (t *tracked) release() {
 			t.ready = append(t.ready, p)
 		}
 	}
-	t.held, t.heldBytes, t.heldSYN = nil, 0, false
+	t.held, t.heldBytes = nil, 0
 	clear(t.undecided)
 }
 

@@ -4,6 +4,10 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/kwatch/kwatch/pkg/procnet"
 )
@@ -81,5 +85,55 @@ func TestDescribeBefore(t *testing.T) {
 	got := describe(verdict{ends: []end{{proc: p, local: c}}, before: true}, c)
 	if want := "client kube-controller (pid 812) · open before kwatch attached"; got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// busySource is a live.Source whose packets never stop: a TCP segment of
+// the same connection every millisecond.
+type busySource struct {
+	pkt     []byte
+	dropped uint64
+}
+
+func (b *busySource) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	time.Sleep(time.Millisecond)
+	return b.pkt, gopacket.CaptureInfo{Timestamp: time.Now()}, layers.LinkTypeRaw, nil
+}
+
+func (b *busySource) Dropped() uint64 { return b.dropped }
+
+// TestTrackedIdle: while only other processes' packets come, ReadPacket
+// still returns, with an idle turn, so that ReadLive sees Ctrl-C.
+func TestTrackedIdle(t *testing.T) {
+	pkt := make([]byte, 40)
+	pkt[0], pkt[9] = 0x45, 6
+	copy(pkt[12:], []byte{10, 0, 0, 1})
+	copy(pkt[16:], []byte{10, 0, 0, 2})
+	binary.BigEndian.PutUint16(pkt[20:], 6443)
+	binary.BigEndian.PutUint16(pkt[22:], 50000)
+	pkt[33] = 0x10 // ACK
+	other := newTuple(netip.MustParseAddrPort("10.0.0.1:6443"), netip.MustParseAddrPort("10.0.0.2:50000"))
+	a := &attacher{opt: Options{Rescan: time.Hour}, lastScan: time.Now(), verdicts: map[tuple]verdict{other: {}}}
+	tr := &tracked{a: a, src: &busySource{pkt: pkt}}
+	start := time.Now()
+	data, ci, _, err := tr.ReadPacket()
+	took := time.Since(start)
+	if err != nil || data != nil {
+		t.Fatalf("ReadPacket: %d bytes, %v; want an idle turn", len(data), err)
+	}
+	if took < idleAfter {
+		t.Errorf("the idle turn came after %v, before %v of other processes' packets", took, idleAfter)
+	}
+	if ci.Timestamp.Before(start.Add(idleAfter)) {
+		t.Errorf("idle turn at %v, want the time now", ci.Timestamp)
+	}
+}
+
+// TestTrackedDropped: the captures' drops go through to ReadLive, which
+// reports them.
+func TestTrackedDropped(t *testing.T) {
+	tr := &tracked{a: &attacher{}, src: &busySource{dropped: 7}}
+	if d := tr.Dropped(); d != 7 {
+		t.Errorf("Dropped: %d, want the source's 7", d)
 	}
 }
