@@ -188,6 +188,10 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	ro := opt.Read
 	ro.Keys, ro.WaitForKeys, ro.Owner = a.keys, true, a.owner
 	ro.HTTP.Joins = true
+	// Secrets come some milliseconds after the handshake (gotls reads
+	// its ring buffer every 20 ms): a direction holds up to 4 MiB while
+	// waiting (a large LIST at 10 000 events/s sends 64 KiB in 6 ms).
+	ro.HTTP.MaxWaitBytes = attachMaxWait
 	ro.HTTP.KeySource = "the processes attached (a handshake of another process, or a secret the kernel's ring buffer lost)"
 	ro.HTTP.Missed = "TLS records of a connection whose handshake came before kwatch attached: encrypted, not decoded"
 	if ro.Name == "" {
@@ -602,6 +606,10 @@ type heldPacket struct {
 	src, dst netip.AddrPort
 	syn      bool
 }
+
+// attachMaxWait is what a TLS direction holds while it waits for secrets
+// from the process (tlsconn.Options.MaxWaitBytes), bytes.
+const attachMaxWait = 4 << 20
 
 // Bounds of tracked.
 const (

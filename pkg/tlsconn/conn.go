@@ -74,6 +74,12 @@ type Options struct {
 	// it from the process): such a connection's records wait for it (up
 	// to 64 KiB a direction), then decrypt from the middle on.
 	Joins bool
+	// MaxWaitBytes, when not 0, bounds the bytes a direction holds while
+	// it waits for keys, instead of 64 KiB: kwatch attach gets secrets
+	// from the process some milliseconds after the handshake (up to 20
+	// ms, pkg/gotls), and a server may send a large LIST meanwhile. What
+	// is held counts against Budget too.
+	MaxWaitBytes int
 	// KeySource, when set, names where secrets come from when that is not
 	// a key log (kwatch attach: "the processes attached"), for the note of
 	// a connection without them; Missed, when set, is the note of a
@@ -304,6 +310,15 @@ func (c *Conn) other(h *direction) *direction {
 	return c.cl
 }
 
+// maxWait is what a direction may hold while it waits for keys:
+// Options.MaxWaitBytes, or maxWait.
+func (c *Conn) maxWait() int {
+	if c.opt.MaxWaitBytes > 0 {
+		return c.opt.MaxWaitBytes
+	}
+	return maxWait
+}
+
 // hold bounds what a direction keeps: past unreservedBytes from the shared
 // budget, and, waiting for keys, never past maxWait.
 func (c *Conn) hold(h *direction) {
@@ -315,7 +330,7 @@ func (c *Conn) hold(h *direction) {
 		return
 	}
 	waiting := len(h.buf) > 5+maxCiphertext // more than a record: waiting for keys
-	if waiting && len(h.buf) > maxWait {
+	if waiting && len(h.buf) > c.maxWait() {
 		c.giveUp(h, c.last, fmt.Sprintf("%d bytes waited for keys", len(h.buf)))
 		return
 	}

@@ -58,6 +58,8 @@ type Options struct {
 	// when not from a key log, and the note of a TLS connection whose
 	// handshake was not seen.
 	KeySource, Missed string
+	// MaxWaitBytes is tlsconn.Options.MaxWaitBytes (0: 64 KiB).
+	MaxWaitBytes int
 }
 
 // Board holds what every connection of one source shares: the options, and
@@ -508,7 +510,7 @@ func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
 	switch {
 	case tlsrec.IsRecord(p) && c.b.opt.Keys != nil:
 		o := &c.b.opt
-		to := tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait, Joins: o.Joins, KeySource: o.KeySource, Missed: o.Missed,
+		to := tlsconn.Options{Keys: o.Keys, NoWait: o.NoWait, Joins: o.Joins, KeySource: o.KeySource, Missed: o.Missed, MaxWaitBytes: o.MaxWaitBytes,
 			Budget: o.Budget, Locate: o.Locate, Inner: c.decrypted}
 		if c.b.joined != nil {
 			to.InnerJoined = c.decryptedJoined
