@@ -306,13 +306,53 @@ func (t *pclntab) valid() bool {
 }
 
 // lookup returns the function called name, with its entry computed from
-// text (runtime.text); nil if the table has no such function.
+// text (runtime.text); nil if the table has no such function, or if its
+// header is not one sane accepts.
 func (t *pclntab) lookup(name string, text uint64) *gosym.Func {
+	if !t.sane() {
+		return nil
+	}
 	tab, err := gosym.NewTable(nil, gosym.NewLineTable(t.data, text))
 	if err != nil {
 		return nil
 	}
 	return tab.LookupFunc(name)
+}
+
+// sane reports whether the table's header is that of a 64-bit
+// little-endian Go 1.2-1.26 table (pclnMagics) whose function table, as
+// its count and offset say, lies within the data. debug/gosym does not
+// check this before it trusts the count: it sets the table's version
+// first, recovers from the out-of-range slice, and then allocates a Func
+// for each of the functions the header claims (four bytes changed in a
+// real program's header made it ask for 200 GB and die, FuzzFindPatched).
+// With the count bounded so, what gosym allocates is bounded by the data.
+func (t *pclntab) sane() bool {
+	d := t.data
+	if len(d) < 8+8*8 || d[4] != 0 || d[5] != 0 || (d[6] != 1 && d[6] != 2 && d[6] != 4) || d[7] != 8 {
+		return false
+	}
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(d[8+8*i:]) }
+	n := uint64(len(d))
+	var nfunc, functab, field uint64
+	offsets := []int{}
+	switch binary.LittleEndian.Uint32(d) {
+	case 0xfffffff1, 0xfffffff0: // Go 1.20, 1.18: nfunc, nfiles, textStart, then the offsets of funcname, cu, file, pc and func tables
+		nfunc, functab, field, offsets = word(0), word(7), 4, []int{3, 4, 5, 6, 7}
+	case 0xfffffffa: // Go 1.16: nfunc, nfiles, then the offsets
+		nfunc, functab, field, offsets = word(0), word(6), 8, []int{2, 3, 4, 5, 6}
+	case 0xfffffffb: // Go 1.2: nfunc, then the function table
+		nfunc, functab, field = word(0), 16, 8
+	default:
+		return false
+	}
+	for _, i := range offsets {
+		if word(i) > n {
+			return false
+		}
+	}
+	// The function table holds 2*nfunc+1 fields.
+	return functab <= n && (n-functab)/field >= 1 && nfunc <= ((n-functab)/field-1)/2
 }
 
 // Words of runtime.moduledata (runtime/symtab.go) that pclnText reads: the
