@@ -107,8 +107,9 @@ func (a *asm) done() ([]bpf.RawInstruction, error) {
 // loopback interface's index: the copies of its packets that a packet
 // socket sees as they are sent (packet type OUTGOING) are dropped, since
 // each is seen again as it is received (HOST), as libpcap does for lo and
-// "any". IPv4 fragments after the first, IPv6 packets with extension
-// headers and everything not TCP are dropped. The error is for more than
+// "any". IPv4 fragments after the first, IPv4 headers shorter than 20
+// bytes, IPv6 packets with extension headers and everything not TCP are
+// dropped. The error is for more than
 // MaxPorts ports.
 func Compile(f Filter, loIndex int) ([]bpf.RawInstruction, error) {
 	ports := slices.Clone(f.Ports)
@@ -154,7 +155,10 @@ func Compile(f Filter, loIndex int) ([]bpf.RawInstruction, error) {
 	a.jumpIf(bpf.JumpNotEqual, 6, "reject", "")
 	a.add(bpf.LoadAbsolute{Off: 6, Size: 2})
 	a.jumpIf(bpf.JumpBitsSet, 0x1fff, "reject", "")
-	a.add(bpf.LoadMemShift{Off: 0})
+	// X = the header length; under 20 bytes the packet is not IPv4 (the
+	// ports would be read from its own header).
+	a.add(bpf.LoadMemShift{Off: 0}, bpf.TXA{})
+	a.jumpIf(bpf.JumpLessThan, 20, "reject", "")
 	ports2(bpf.LoadIndirect{Off: 0, Size: 2}, bpf.LoadIndirect{Off: 2, Size: 2}, bpf.LoadIndirect{Off: 13, Size: 1})
 	// IPv6 (RFC 8200): next header at 6, TCP right after the 40 bytes.
 	a.label("v6")
