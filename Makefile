@@ -61,6 +61,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/tlsconn
 	$(GO) test -run '^$$' -fuzz '^FuzzJoin$$' -fuzztime $(FUZZTIME) ./pkg/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/pcap
+	$(GO) test -run '^$$' -fuzz '^FuzzFind$$' -fuzztime $(FUZZTIME) ./pkg/gotls
+	$(GO) test -run '^$$' -fuzz '^FuzzFindPatched$$' -fuzztime $(FUZZTIME) ./pkg/gotls
+	$(GO) test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime $(FUZZTIME) ./pkg/live
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTCP$$' -fuzztime $(FUZZTIME) ./pkg/procnet
+	$(GO) test -run '^$$' -fuzz '^FuzzPacketTuple$$' -fuzztime $(FUZZTIME) ./pkg/attach
 
 bench: ## kwatch against TShark, the pcapgo floor and kubectl; writes bench/RESULTS.md (BENCH_LARGE=1 adds 1 GB)
 	bench/run.sh
