@@ -128,6 +128,10 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
 	}
 	loc := Location{Path: path}
+	budget := &readBudget{}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		budget.left = uint64(fi.Size())*readsPerByte + 1<<20
+	}
 	if bi, err := buildinfo.Read(f); err == nil {
 		loc.GoVersion = bi.GoVersion
 	}
@@ -142,7 +146,7 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 	var tab *pclntab
 	var tabErr error
 	if !found {
-		tab, tabErr = findPclntab(ef)
+		tab, tabErr = findPclntab(ef, budget)
 	}
 	if !found && loc.GoVersion == "" && !hasMain && tab == nil {
 		return nil, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
@@ -161,7 +165,7 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 		// table cannot be found: without it nothing can be looked up.
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		if text, err = pclnText(ef, tab); err != nil {
+		if text, err = pclnText(ef, tab, budget); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -246,6 +250,30 @@ func fileOffset(ef *elf.File, addr uint64) (uint64, error) {
 	return 0, fmt.Errorf("address %#x is in no executable PT_LOAD segment", addr)
 }
 
+// readsPerByte bounds the bytes of segments and relocation sections Find
+// reads, as a multiple of the file's size (plus 1 MiB): a real program's
+// segments and sections do not overlap, so each is read a few times at
+// most (the segments once for the function table and once for the module
+// data, the relocations once a word), where a crafted file whose 65 535
+// program headers each load the whole file had Find read it 65 535 times.
+const readsPerByte = 8
+
+// readBudget is what is left of the bytes Find may still read.
+type readBudget struct{ left uint64 }
+
+// take reports whether n more bytes may be read, and counts them.
+func (b *readBudget) take(n uint64) bool {
+	if n > b.left {
+		b.left = 0
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+// errTooMuch is findPclntab's error when the budget runs out.
+var errTooMuch = errors.New("its segments and sections overlap over and over (more bytes than the file's size many times over): not a program the linker made")
+
 // pclntab is a Go function table found in a file: its bytes from its header
 // on and its virtual address.
 type pclntab struct {
@@ -261,7 +289,7 @@ var pclnMagics = []uint32{0xfffffff1 /* 1.20 */, 0xfffffff0 /* 1.18 */, 0xffffff
 // or, when there is none (no section headers, or a linker that put the
 // table inside another section), the first place in a PT_LOAD segment that
 // starts with a pclntab header debug/gosym can read. nil if there is none.
-func findPclntab(ef *elf.File) (*pclntab, error) {
+func findPclntab(ef *elf.File, budget *readBudget) (*pclntab, error) {
 	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
 		data, err := s.Data()
 		if err != nil {
@@ -272,6 +300,9 @@ func findPclntab(ef *elf.File) (*pclntab, error) {
 	for _, p := range ef.Progs {
 		if p.Type != elf.PT_LOAD || p.Filesz == 0 {
 			continue
+		}
+		if !budget.take(p.Filesz) {
+			return nil, errTooMuch
 		}
 		data, err := io.ReadAll(p.Open())
 		if err != nil {
@@ -379,7 +410,7 @@ const (
 // The .text section's address is never used: with external linking it is
 // not runtime.text (0x100 bytes before it, measured), and a uprobe placed
 // mid-instruction would break the program.
-func pclnText(ef *elf.File, t *pclntab) (uint64, error) {
+func pclnText(ef *elf.File, t *pclntab, budget *readBudget) (uint64, error) {
 	if t.data[0] == 0xfb || t.data[0] == 0xfa { // Go 1.2-1.17: entries are addresses
 		return 0, nil
 	}
@@ -391,17 +422,19 @@ func pclnText(ef *elf.File, t *pclntab) (uint64, error) {
 		if len(data) < 8*moduledataWords {
 			return 0, fmt.Errorf(".go.module holds %d bytes, fewer than the %d of runtime.moduledata's first words", len(data), 8*moduledataWords)
 		}
-		word := func(i int) uint64 { return relocated(ef, s.Addr+uint64(8*i), binary.LittleEndian.Uint64(data[8*i:])) }
+		word := func(i int) uint64 {
+			return relocated(ef, s.Addr+uint64(8*i), binary.LittleEndian.Uint64(data[8*i:]), budget)
+		}
 		if h := word(moduledataPCHeader); h != t.addr {
 			return 0, fmt.Errorf(".go.module's pcHeader is %#x, not the function table's address %#x", h, t.addr)
 		}
 		return word(moduledataText), nil
 	}
-	if text, ok := scanModuledata(ef, t.addr); ok {
+	if text, ok := scanModuledata(ef, t.addr, budget); ok {
 		return text, nil
 	}
 	const textStart = 8 + 2*8 // magic, pads, quantum, ptrsize; nfunc, nfiles
-	if text := relocated(ef, t.addr+textStart, binary.LittleEndian.Uint64(t.data[textStart:])); text != 0 {
+	if text := relocated(ef, t.addr+textStart, binary.LittleEndian.Uint64(t.data[textStart:]), budget); text != 0 {
 		return text, nil
 	}
 	return 0, errors.New("found no runtime.text: neither a .go.module section, nor module data pointing at the function table, nor a text start in its header")
@@ -409,12 +442,15 @@ func pclnText(ef *elf.File, t *pclntab) (uint64, error) {
 
 // scanModuledata looks for runtime.moduledata in the writable segments (see
 // pclnText) and returns its text word.
-func scanModuledata(ef *elf.File, pcHeader uint64) (uint64, bool) {
+func scanModuledata(ef *elf.File, pcHeader uint64, budget *readBudget) (uint64, bool) {
 	var want [8]byte
 	binary.LittleEndian.PutUint64(want[:], pcHeader)
 	for _, p := range ef.Progs {
 		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 {
 			continue
+		}
+		if !budget.take(p.Filesz) {
+			return 0, false
 		}
 		data, err := io.ReadAll(p.Open())
 		if err != nil {
@@ -437,7 +473,7 @@ func scanModuledata(ef *elf.File, pcHeader uint64) (uint64, bool) {
 // relocated returns v, the word stored at addr in the file, or, when v is 0,
 // the addend of a relative dynamic relocation at addr: linkers that leave
 // RELA targets 0 in the file (lld does) put the value there.
-func relocated(ef *elf.File, addr, v uint64) uint64 {
+func relocated(ef *elf.File, addr, v uint64, budget *readBudget) uint64 {
 	if v != 0 {
 		return v
 	}
@@ -453,6 +489,9 @@ func relocated(ef *elf.File, addr, v uint64) uint64 {
 	for _, s := range ef.Sections {
 		if s.Type != elf.SHT_RELA {
 			continue
+		}
+		if !budget.take(s.Size) {
+			return v
 		}
 		data, err := s.Data()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFind: each unstripped build is found in its symbol table at the
@@ -186,5 +187,45 @@ func TestMethodString(t *testing.T) {
 		if got := m.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(m), got, want)
 		}
+	}
+}
+
+// TestFindManySegments: a file whose 65 535 program headers each load the
+// whole file (and no section headers, so that the function table is
+// looked for in the segments) is read in bounded time, not once a header.
+func TestFindManySegments(t *testing.T) {
+	path := testProgram(t, "stripped")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 0xffff
+	phoff := len(b)
+	size := uint64(phoff + n*56)
+	for i := 0; i < n; i++ {
+		var ph [56]byte
+		binary.LittleEndian.PutUint32(ph[0:], uint32(elf.PT_LOAD))
+		binary.LittleEndian.PutUint32(ph[4:], uint32(elf.PF_R|elf.PF_W))
+		binary.LittleEndian.PutUint64(ph[16:], 0x400000) // p_vaddr
+		binary.LittleEndian.PutUint64(ph[32:], size)     // p_filesz
+		binary.LittleEndian.PutUint64(ph[40:], size)     // p_memsz
+		b = append(b, ph[:]...)
+	}
+	binary.LittleEndian.PutUint64(b[0x20:], uint64(phoff)) // e_phoff
+	binary.LittleEndian.PutUint16(b[0x38:], n)             // e_phnum
+	clear(b[0x28:0x30])                                    // e_shoff
+	clear(b[0x3c:0x40])                                    // e_shnum, e_shstrndx
+	out := filepath.Join(t.TempDir(), "many")
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { _, err := Find(out); done <- err }()
+	select {
+	case err := <-done:
+		t.Logf("Find: %v after %v", err, time.Since(start))
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Find still reading after 20 s")
 	}
 }
