@@ -173,6 +173,10 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 	if !found {
 		// Parsed once for all names: a large program's table takes
 		// a while.
+		if !tab.sane() {
+			// debug/gosym would trust its function count (sane).
+			return nil, fmt.Errorf("%s: the Go function table's header does not check out (a count or offset past its data)", path)
+		}
 		if funcs, err = gosym.NewTable(nil, gosym.NewLineTable(tab.data, text)); err != nil {
 			return nil, fmt.Errorf("%s: reading .gopclntab: %w", path, err)
 		}
