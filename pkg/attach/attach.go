@@ -173,7 +173,8 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		opt.Notice(line)
 	}
 	// Only the attached processes' packets are recorded.
-	var src live.Source = &tracked{a: a, src: live.Merge(a.captures()...)}
+	a.merged = live.Merge(a.captures()...)
+	var src live.Source = &tracked{a: a, src: a.merged}
 	if opt.Record != nil {
 		w, err := pcapwriter.NewNgPackets(opt.Record, layers.LinkTypeRaw, live.SnapLen)
 		if err != nil {
@@ -251,6 +252,8 @@ type attacher struct {
 	probe *gotls.Probe
 	keys  *keylog.Log
 	rec   *live.Recording
+	// merged reads the captures, those opened later too (Add).
+	merged *live.Merged
 
 	// mu guards names, which readSecrets reads, and newPIDs.
 	mu    sync.Mutex
@@ -397,6 +400,12 @@ func (a *attacher) openCapture(path string, ino uint64) error {
 		return err
 	}
 	a.caps[ino] = c
+	if a.merged != nil {
+		// A namespace met once packets flow: its capture is read too,
+		// filtered as the others from the next scan on.
+		a.merged.Add(c)
+		a.filtered = nil
+	}
 	return nil
 }
 

@@ -22,11 +22,15 @@ type Source interface {
 // reader.
 const mergedQueue = 256
 
-// merged is the Source of several captures (Merge).
-type merged struct {
+// Merged is the Source of several captures (Merge), to which more can be
+// added (Add).
+type Merged struct {
 	caps []*Capture
 	in   chan mergedPacket
 	poll time.Duration
+	// reading counts the captures of caps read by goroutines of their
+	// own (caps[:reading]); 0 while one capture is read directly.
+	reading int
 }
 
 type mergedPacket struct {
@@ -38,14 +42,27 @@ type mergedPacket struct {
 // Merge returns the Source of the packets of every capture in caps, in the
 // order they are read (captures of several network namespaces: kwatch
 // attach to processes in pods). Each capture is read on a goroutine of
-// its own, and its packets copied. The first read error of any capture
-// ends the Source with it; Close the captures to end it.
-func Merge(caps ...*Capture) Source {
-	if len(caps) == 1 {
-		return caps[0]
+// its own, and its packets copied; a single one is read directly, until
+// another is added. The first read error of any capture ends the Source
+// with it; Close the captures to end it.
+func Merge(caps ...*Capture) *Merged {
+	m := &Merged{caps: caps, in: make(chan mergedPacket, mergedQueue), poll: 100 * time.Millisecond}
+	if len(caps) > 1 {
+		m.start()
 	}
-	m := &merged{caps: caps, in: make(chan mergedPacket, mergedQueue), poll: 100 * time.Millisecond}
-	for _, c := range caps {
+	return m
+}
+
+// Add adds a capture (of a network namespace met later: a process that
+// started in a pod), read from the next ReadPacket on. It must be called
+// from the goroutine that calls ReadPacket (a packet ReadPacket returned
+// may still be in use: a capture read directly until now goes on a
+// goroutine of its own only at the next ReadPacket).
+func (m *Merged) Add(c *Capture) { m.caps = append(m.caps, c) }
+
+// start reads each capture not read yet on a goroutine of its own.
+func (m *Merged) start() {
+	for _, c := range m.caps[m.reading:] {
 		go func() {
 			for {
 				data, ci, _, err := c.ReadPacket()
@@ -59,11 +76,11 @@ func Merge(caps ...*Capture) Source {
 			}
 		}()
 	}
-	return m
+	m.reading = len(m.caps)
 }
 
 // Dropped sums the packets the kernels dropped of every capture.
-func (m *merged) Dropped() uint64 {
+func (m *Merged) Dropped() uint64 {
 	var n uint64
 	for _, c := range m.caps {
 		n += c.Dropped()
@@ -72,7 +89,13 @@ func (m *merged) Dropped() uint64 {
 }
 
 // ReadPacket returns the next packet of any of the captures.
-func (m *merged) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+func (m *Merged) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	if m.reading == 0 && len(m.caps) == 1 {
+		return m.caps[0].ReadPacket()
+	}
+	if m.reading < len(m.caps) {
+		m.start()
+	}
 	t := time.NewTimer(m.poll)
 	defer t.Stop()
 	select {
