@@ -831,3 +831,48 @@ func TestAttachJoinedAPIServer(t *testing.T) {
 		return holdsWatches(got, want)
 	})
 }
+
+// TestAttachRewatch: the client-go program's HTTP/2 connection was opened
+// before attach, and its plain Watch is opened again after (a new stream):
+// that stream's HEADERS decode as far as HPACK allows (its path is new: a
+// literal), and its events equal the handler's.
+func TestAttachRewatch(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	w := startWatcher(t, env, bin, ns)
+	s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
+	if _, err := io.WriteString(w.stdin, "rewatch\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "the program's new watch", w.out, "rewatched\n")
+	churn(t, env, ns, "rewatched")
+	deadline := time.Now().Add(60 * time.Second)
+	for len(w.clientEvents(t)["rewatch"]) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program's new watch got %v", w.clientEvents(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := w.clientEvents(t)["rewatch"]
+	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the new watch's events, as its handler's: %v", want), func(recs []map[string]any) bool {
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			if slices.Equal(evs, want) {
+				return true
+			}
+		}
+		return false
+	})
+	// Its request, on the connection joined mid-way, with its path.
+	seen := false
+	for _, r := range recs {
+		if r["record"] == "request" && r["watch"] == true && strings.Contains(fmt.Sprint(r["target"]), "/namespaces/"+ns+"/configmaps?") {
+			seen = true
+		}
+	}
+	if !seen {
+		t.Errorf("no request of the new watch with its path among kwatch's records")
+	}
+}

@@ -8,17 +8,19 @@
 // stdout: "ready" once the informer has synced and the Watch is open, then
 // one JSON line per event each of them received:
 //
-//	{"source":"informer"|"watch","type":"ADDED"|"MODIFIED"|"DELETED","name":…,"resourceVersion":…}
+//	{"source":"informer"|"watch"|"rewatch","type":"ADDED"|"MODIFIED"|"DELETED","name":…,"resourceVersion":…}
 //
-// It runs until stdin is closed (or reads EOF), then exits 0.
+// It runs until stdin is closed (or reads EOF), then exits 0. A "rewatch"
+// line on stdin stops the plain Watch and opens it again from now (its
+// events then come as source "rewatch"), and prints "rewatched".
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
@@ -106,21 +108,49 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool) error {
 	if err != nil {
 		return err
 	}
-	w, err := cs.CoreV1().ConfigMaps(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	// watchFrom opens the plain Watch from resourceVersion rv; its events
+	// are emitted as source (the first: "watch"; later ones, opened by a
+	// "rewatch" line on stdin: "rewatch").
+	watchFrom := func(rv, source string) (watch.Interface, error) {
+		w, err := cs.CoreV1().ConfigMaps(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+					emit(source, string(ev.Type), ev.Object)
+				}
+			}
+		}()
+		return w, nil
+	}
+	w, err := watchFrom(list.ResourceVersion, "watch")
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
-	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
-				emit("watch", string(ev.Type), ev.Object)
-			}
-		}
-	}()
+	defer func() { w.Stop() }()
 	mu.Lock()
 	fmt.Println("ready")
 	mu.Unlock()
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	// "rewatch": the plain Watch is stopped and opened again, from now
+	// (a new HTTP/2 stream on the same connection), then "rewatched".
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() != "rewatch" {
+			continue
+		}
+		w.Stop()
+		list, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if w, err = watchFrom(list.ResourceVersion, "rewatch"); err != nil {
+			return err
+		}
+		mu.Lock()
+		fmt.Println("rewatched")
+		mu.Unlock()
+	}
 	return nil
 }
