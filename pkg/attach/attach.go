@@ -298,7 +298,7 @@ func (a *attacher) attach(p procnet.Process) (string, error) {
 	}
 	a.joiner.attachConns(p.ExePath(), p.PID)
 	a.remember(p)
-	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, p.Exe, loc.Method), nil
+	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, procnet.Shown(p.Exe), loc.Method), nil
 }
 
 // remember adds p to the processes followed.

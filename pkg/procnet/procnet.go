@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Root is where proc(5) is mounted.
@@ -40,12 +42,28 @@ type Process struct {
 func (p Process) ExePath() string { return filepath.Join(Root, strconv.Itoa(p.PID), "exe") }
 
 // Name is the process's name as kwatch shows it: its executable's base
-// name (whole, where comm is cut at 15 bytes), else its comm.
-func (p Process) Name() string {
+// name (whole, where comm is cut at 15 bytes), else its comm, as Shown
+// prints it.
+func (p Process) Name() string { return Shown(p.name()) }
+
+// name is Name as it is, for matching.
+func (p Process) name() string {
 	if p.Exe != "" {
 		return filepath.Base(strings.TrimSuffix(p.Exe, " (deleted)"))
 	}
 	return p.Comm
+}
+
+// Shown returns s, a name or path a process chose, as kwatch prints it:
+// s itself, or, when it holds a control character or is not UTF-8,
+// quoted as Go quotes a string. A program may name itself or its file so
+// as to write escape sequences to the terminal of whoever runs kwatch, or
+// a line break that would forge a line of kwatch's.
+func Shown(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Get returns the process pid; the error wraps os.ErrNotExist when there
@@ -93,7 +111,7 @@ func ByName(name string, self int) ([]Process, error) {
 		if p.PID == self || p.Exe == "" {
 			continue
 		}
-		if p.Comm == name || len(p.Comm) == 15 && strings.HasPrefix(name, p.Comm) && p.Name() == name || p.Name() == name {
+		if p.Comm == name || len(p.Comm) == 15 && strings.HasPrefix(name, p.Comm) && p.name() == name || p.name() == name {
 			out = append(out, p)
 		}
 	}

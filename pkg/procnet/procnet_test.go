@@ -82,3 +82,27 @@ func TestSockets(t *testing.T) {
 		t.Errorf("NetNS: %d, %v", ino, err)
 	}
 }
+
+// TestNameShown: a process names itself, and its file, as it likes: what
+// kwatch prints of them holds no control character (no escape sequence
+// written to the terminal, no line break that would forge a line of
+// kwatch's), while ByName still matches the name as it is.
+func TestNameShown(t *testing.T) {
+	for _, tc := range []struct {
+		p    Process
+		want string
+	}{
+		{Process{Exe: "/usr/local/bin/kube-apiserver"}, "kube-apiserver"},
+		{Process{Exe: "/tmp/x/evil\x1b]0;pwned\x07 (deleted)"}, `"evil\x1b]0;pwned\a"`},
+		{Process{Comm: "a\nkwatch: b"}, `"a\nkwatch: b"`},
+		{Process{Exe: "/tmp/\xff"}, `"\xff"`},
+		{Process{Comm: "ünïcode ok"}, "ünïcode ok"},
+	} {
+		if got := tc.p.Name(); got != tc.want {
+			t.Errorf("%q: Name %s, want %s", tc.p.Exe+tc.p.Comm, got, tc.want)
+		}
+	}
+	if got := Shown("/tmp/evil\x1b[31m/x"); got != `"/tmp/evil\x1b[31m/x"` {
+		t.Errorf("Shown: %s", got)
+	}
+}
