@@ -59,16 +59,23 @@ const blockBytes = 512 << 10
 
 // Capture is a live capture on one interface (or all) of one network
 // namespace. It is not safe for concurrent ReadPacket calls; SetFilter,
-// Stats and Close may be called from another goroutine.
+// Stats and Close may be called from another goroutine. Close waits for a
+// ReadPacket under way (up to Options.Poll), since it unmaps the ring that
+// ReadPacket reads.
 type Capture struct {
+	// readMu is held by a read (with its copy, for Merge) and by Close;
+	// mu by SetFilter, Stats and Close. closed is set under both.
+	readMu  sync.Mutex
+	mu      sync.Mutex
+	closed  bool
 	tp      *afpacket.TPacket
 	opt     Options
 	loIndex int
 	name    string
 	// filter is the filter set last; ReadPacket checks every packet
 	// against it too (Filter.Keeps): the socket receives from its
-	// creation on, before its kernel filter is attached.
-	mu     sync.Mutex
+	// creation on, before its kernel filter is attached. fmu guards it.
+	fmu    sync.Mutex
 	filter Filter
 }
 
@@ -141,6 +148,11 @@ func (c *Capture) Name() string { return c.name }
 // SetFilter replaces the kernel filter; packets already in the ring were
 // filtered by the one before.
 func (c *Capture) SetFilter(f Filter) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("capture on %s: %w", c.name, os.ErrClosed)
+	}
 	lo := c.loIndex
 	if c.opt.Interface != "" && c.opt.Interface != "any" && c.opt.Interface != "lo" {
 		lo = 0 // no loopback packets on another interface
@@ -149,16 +161,30 @@ func (c *Capture) SetFilter(f Filter) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
+	c.fmu.Lock()
 	c.filter = Filter{Ports: slices.Clone(f.Ports), SYN: f.SYN}
-	c.mu.Unlock()
+	c.fmu.Unlock()
 	return c.tp.SetBPF(raw)
 }
 
 // ReadPacket returns the next packet (pkg/pcap's Packets): its IP packet,
 // valid until the next call, and when it was captured. After Options.Poll
-// with no packet it returns no bytes, no error and the time now.
+// with no packet it returns no bytes, no error and the time now. Every
+// packet is checked against the filter in Go too (Filter.Keeps): the
+// kernel put packets in the ring before the filter was set. After Close
+// the error wraps os.ErrClosed.
 func (c *Capture) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	return c.read(false)
+}
+
+// read is ReadPacket; with copied the packet is copied out of the ring
+// before a Close may unmap it.
+func (c *Capture) read(copied bool) ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if c.closed {
+		return nil, gopacket.CaptureInfo{}, layers.LinkTypeRaw, fmt.Errorf("capture on %s: %w", c.name, os.ErrClosed)
+	}
 	for {
 		data, ci, err := c.tp.ZeroCopyReadPacketData()
 		if errors.Is(err, afpacket.ErrTimeout) {
@@ -167,11 +193,14 @@ func (c *Capture) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		if err != nil {
 			return nil, ci, layers.LinkTypeRaw, err
 		}
-		c.mu.Lock()
+		c.fmu.Lock()
 		keep := c.filter.Keeps(data)
-		c.mu.Unlock()
+		c.fmu.Unlock()
 		if !keep {
 			continue
+		}
+		if copied {
+			data = append([]byte(nil), data...)
 		}
 		return data, ci, layers.LinkTypeRaw, nil
 	}
@@ -180,6 +209,11 @@ func (c *Capture) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 // Stats returns the packets the kernel put in the ring and those it
 // dropped because the ring was full, since Open (PACKET_STATISTICS).
 func (c *Capture) Stats() (received, dropped uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, 0, fmt.Errorf("capture on %s: %w", c.name, os.ErrClosed)
+	}
 	_, v3, err := c.tp.SocketStats()
 	if err != nil {
 		return 0, 0, err
@@ -194,8 +228,18 @@ func (c *Capture) Dropped() uint64 {
 	return d
 }
 
-// Close ends the capture.
-func (c *Capture) Close() { c.tp.Close() }
+// Close ends the capture, once a ReadPacket under way has returned.
+// Closing twice does nothing.
+func (c *Capture) Close() {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.tp.Close()
+	}
+}
 
 // loopback returns the index of the loopback interface of the current
 // network namespace.

@@ -65,13 +65,15 @@ func (m *Merged) start() {
 	for _, c := range m.caps[m.reading:] {
 		go func() {
 			for {
-				data, ci, _, err := c.ReadPacket()
+				// Copied under the capture's lock: Close may unmap
+				// the ring as soon as the read returns.
+				data, ci, _, err := c.read(true)
 				if err != nil {
 					m.in <- mergedPacket{err: err}
 					return
 				}
 				if data != nil {
-					m.in <- mergedPacket{data: append([]byte(nil), data...), ci: ci}
+					m.in <- mergedPacket{data: data, ci: ci}
 				}
 			}
 		}()
