@@ -655,10 +655,13 @@ func (t *tracked) ReadPacket() ([]byte, gopacket.CaptureInfo, layers.LinkType, e
 		}
 		if time.Since(a.lastScan) >= a.opt.Rescan {
 			a.scan()
-			if len(a.procs) == 0 && len(a.opt.Exes) == 0 {
-				a.exited = true
-				return nil, gopacket.CaptureInfo{}, layers.LinkTypeRaw, io.EOF
-			}
+		}
+		// Looked at after every scan, including those decide makes for
+		// a new connection: when they come faster than Rescan (SYNs of
+		// other processes), the periodic scan never comes.
+		if len(a.procs) == 0 && len(a.opt.Exes) == 0 {
+			a.exited = true
+			return nil, gopacket.CaptureInfo{}, layers.LinkTypeRaw, io.EOF
 		}
 		data, ci, link, err := t.src.ReadPacket()
 		if err != nil || data == nil {
