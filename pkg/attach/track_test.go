@@ -3,6 +3,7 @@ package attach
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -113,7 +114,8 @@ func TestTrackedIdle(t *testing.T) {
 	binary.BigEndian.PutUint16(pkt[22:], 50000)
 	pkt[33] = 0x10 // ACK
 	other := newTuple(netip.MustParseAddrPort("10.0.0.1:6443"), netip.MustParseAddrPort("10.0.0.2:50000"))
-	a := &attacher{opt: Options{Rescan: time.Hour}, lastScan: time.Now(), verdicts: map[tuple]verdict{other: {}}}
+	// One process attached, still running: the run goes on.
+	a := &attacher{opt: Options{Rescan: time.Hour}, lastScan: time.Now(), verdicts: map[tuple]verdict{other: {}}, procs: []procnet.Process{{PID: os.Getpid()}}}
 	tr := &tracked{a: a, src: &busySource{pkt: pkt}}
 	start := time.Now()
 	data, ci, _, err := tr.ReadPacket()
