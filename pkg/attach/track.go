@@ -53,7 +53,9 @@ type sockets struct {
 	ports []uint16
 }
 
-// index reads the sockets of procs.
+// index reads the sockets of procs, processes of one network namespace:
+// its socket table is read once, from the first process it can be read
+// of (each read costs the kernel a walk of its TCP hash tables).
 func index(procs []procnet.Process) (*sockets, error) {
 	s := &sockets{listen: map[netip.AddrPort]procnet.Process{}, conns: map[[2]netip.AddrPort]procnet.Process{}}
 	var errs []string
@@ -62,14 +64,21 @@ func index(procs []procnet.Process) (*sockets, error) {
 		soc procnet.Socket
 	}
 	var outgoing []made
+	var table []procnet.Socket
+	read := false
 	for _, p := range procs {
-		socks, err := procnet.Sockets(p.PID)
+		mine, err := procnet.SocketInodes(p.PID)
+		if err == nil && !read {
+			table, err = procnet.Table(p.PID)
+			read = err == nil
+		}
 		if err != nil {
 			if procnet.Alive(p.PID) {
 				errs = append(errs, err.Error())
 			}
 			continue
 		}
+		socks := procnet.Mine(table, mine)
 		for _, so := range socks {
 			if so.State == procnet.StateListen {
 				s.listen[so.Local] = p

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -137,5 +139,52 @@ func TestTrackedDropped(t *testing.T) {
 	tr := &tracked{a: &attacher{}, src: &busySource{dropped: 7}}
 	if d := tr.Dropped(); d != 7 {
 		t.Errorf("Dropped: %d, want the source's 7", d)
+	}
+}
+
+// TestIndexOneTable: the processes of one network namespace share its
+// socket table, read once (from the first process whose table reads):
+// here the second process's own copy is missing, and its connection is
+// found all the same.
+func TestIndexOneTable(t *testing.T) {
+	root := t.TempDir()
+	old := procnet.Root
+	procnet.Root = root
+	defer func() { procnet.Root = old }()
+	table := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 0100007F:C350 0100007F:192B 01 00000000:00000000 00:00000000 00000000     0        0 11 1 0000000000000000 20 4 30 10 -1\n" +
+		"   1: 0100007F:C351 0100007F:192B 01 00000000:00000000 00:00000000 00000000     0        0 22 1 0000000000000000 20 4 30 10 -1\n"
+	mk := func(pid, inode string, withTable bool) procnet.Process {
+		dir := filepath.Join(root, pid)
+		if err := os.MkdirAll(filepath.Join(dir, "fd"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("socket:["+inode+"]", filepath.Join(dir, "fd", "3")); err != nil {
+			t.Fatal(err)
+		}
+		if withTable {
+			if err := os.MkdirAll(filepath.Join(dir, "net"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "net", "tcp"), []byte(table), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, _ := strconv.Atoi(pid)
+		return procnet.Process{PID: n, Comm: "p" + pid}
+	}
+	a, b := mk("101", "11", true), mk("102", "22", false)
+	s, err := index([]procnet.Process{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := netip.MustParseAddrPort
+	for c, want := range map[[2]netip.AddrPort]int{
+		{ap("127.0.0.1:50000"), ap("127.0.0.1:6443")}: 101,
+		{ap("127.0.0.1:50001"), ap("127.0.0.1:6443")}: 102,
+	} {
+		if p, ok := s.conns[c]; !ok || p.PID != want {
+			t.Errorf("%v: %v %v, want pid %d", c, p, ok, want)
+		}
 	}
 }

@@ -185,6 +185,31 @@ type Socket struct {
 // of its network namespace whose inode is one of its file descriptors.
 // Reading another user's process needs root (CAP_SYS_PTRACE).
 func Sockets(pid int) ([]Socket, error) {
+	mine, err := SocketInodes(pid)
+	if err != nil {
+		return nil, err
+	}
+	all, err := Table(pid)
+	if err != nil {
+		return nil, err
+	}
+	return Mine(all, mine), nil
+}
+
+// Mine returns the sockets of table whose inode is in inodes.
+func Mine(table []Socket, inodes map[uint64]bool) []Socket {
+	var out []Socket
+	for _, s := range table {
+		if inodes[s.Inode] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SocketInodes returns the inodes of process pid's sockets: its
+// socket:[INODE] file descriptors.
+func SocketInodes(pid int) (map[uint64]bool, error) {
 	dir := filepath.Join(Root, strconv.Itoa(pid))
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
@@ -202,7 +227,18 @@ func Sockets(pid int) ([]Socket, error) {
 			}
 		}
 	}
+	return mine, nil
+}
+
+// Table returns the TCP sockets (IPv4 and IPv6) of process pid's network
+// namespace: every process's there. Reading it costs the kernel a walk of
+// its whole TCP hash tables (about 5 ms for each of tcp and tcp6 on a
+// 24 GiB machine, however few sockets there are): read it once for all
+// the processes of one namespace.
+func Table(pid int) ([]Socket, error) {
+	dir := filepath.Join(Root, strconv.Itoa(pid))
 	var out []Socket
+	read := false
 	for _, f := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile(filepath.Join(dir, "net", f))
 		if err != nil {
@@ -211,15 +247,17 @@ func Sockets(pid int) ([]Socket, error) {
 			}
 			return nil, err
 		}
+		read = true
 		all, err := ParseTCP(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "net", f), err)
 		}
-		for _, s := range all {
-			if mine[s.Inode] {
-				out = append(out, s)
-			}
-		}
+		out = append(out, all...)
+	}
+	if !read {
+		// Neither: the process is gone (an empty table would say
+		// its namespace has no socket).
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "net", "tcp"), os.ErrNotExist)
 	}
 	return out, nil
 }
