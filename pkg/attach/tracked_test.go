@@ -124,3 +124,41 @@ func TestTrackedHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackedCloseLag: a FIN of the processes' connection, and what of it
+// follows, is handed on closeLag after it came, behind it; other packets at
+// once.
+func TestTrackedCloseLag(t *testing.T) {
+	c := netip.MustParseAddrPort("127.0.0.1:50000")
+	s := netip.MustParseAddrPort("127.0.0.1:6443")
+	ours := newTuple(c, s)
+	a := &attacher{opt: Options{Rescan: time.Hour}, lastScan: time.Now(), scanGap: time.Hour,
+		verdicts: map[tuple]verdict{ours: {ends: []end{{local: c}}}}, procs: []procnet.Process{{PID: os.Getpid()}}}
+	src := &fakeSource{packets: [][]byte{
+		segment(c, s, 0x18, "data"),
+		segment(c, s, 0x11, "fin"),
+		segment(s, c, 0x18, "after"),
+	}}
+	tr := &tracked{a: a, src: src}
+	start := time.Now()
+	var got []string
+	for len(got) < 3 {
+		data, _, _, err := tr.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data == nil {
+			continue
+		}
+		got = append(got, string(data[40:]))
+		if len(got) == 1 && time.Since(start) >= closeLag {
+			t.Log("the first packet came late (a loaded machine)")
+		}
+		if len(got) == 2 && time.Since(start) < closeLag {
+			t.Errorf("the FIN was handed on %v after it came, before closeLag (%v)", time.Since(start), closeLag)
+		}
+	}
+	if got[0] != "data" || got[1] != "fin" || got[2] != "after" {
+		t.Errorf("got %q, want data, fin, after", got)
+	}
+}
