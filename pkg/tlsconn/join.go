@@ -11,15 +11,18 @@ import (
 
 // Sequence-number window of a direction joined mid-way: the number read
 // from the process is that of the next record it would send when it was
-// read, so the first records captured after the join have a number a
-// little lower (sent before the read) or higher (sent while kwatch was
-// reading). Each record is tried over [seq-seqBelow, seq+seqAbove].
+// read, so the first records captured after the join have a number lower
+// (sent before the read: a busy connection, such as kube-controller-
+// manager's, sends a hundred records in the 20 ms before the state is read)
+// or a little higher (sent while kwatch was reading). Each record is tried
+// over [seq-seqBelow, seq+seqAbove].
 const (
-	seqBelow = 64
+	seqBelow = 1024
 	seqAbove = 16
 	// maxSeekMisses is how many records of a direction may fail to open
-	// over the whole window before the joined state is refused.
-	maxSeekMisses = 8
+	// over the whole window before the joined state is refused: those
+	// sent before the window are such misses.
+	maxSeekMisses = 1024
 )
 
 // seqWindow is where a joined direction looks for the sequence number of
