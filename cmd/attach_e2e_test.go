@@ -630,11 +630,13 @@ func TestAttachOpenedBefore(t *testing.T) {
 		name  string
 		flags []string
 		http2 bool
+		// runFor is how long the program runs before kwatch attaches.
+		runFor time.Duration
 	}{
-		{"plain", nil, false},
-		{"stripped", []string{"-ldflags=-s -w"}, false},
-		{"http2", nil, true},
-		{"http2-stripped", []string{"-ldflags=-s -w"}, true},
+		{"plain", nil, false, 0},
+		{"stripped", []string{"-ldflags=-s -w"}, false, 0},
+		{"http2", nil, true, 30 * time.Second}, // as a controller that has been running
+		{"http2-stripped", []string{"-ldflags=-s -w"}, true, 0},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			bin := buildWatcher(t, b.flags...)
@@ -655,6 +657,7 @@ func TestAttachOpenedBefore(t *testing.T) {
 			}
 			t.Cleanup(func() { w.stop() })
 			waitText(t, "kwatch-watcher ready", w.out, "ready\n")
+			time.Sleep(b.runFor) // not a bound on anything: the program's age at attach
 			s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "-o", "json")
 			waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 			churn(t, env, ns, "before")
