@@ -61,12 +61,12 @@ type watcher struct {
 	out   *syncBuffer
 }
 
-// startWatcher runs bin on namespace ns, and waits until it is ready (its
-// informer synced, its Watch open).
-func startWatcher(t *testing.T, env *e2e.Env, bin, ns string) *watcher {
+// startWatcher runs bin on namespace ns, with flags, and waits until it is
+// ready (its informer synced, its Watch open).
+func startWatcher(t *testing.T, env *e2e.Env, bin, ns string, flags ...string) *watcher {
 	t.Helper()
 	w := &watcher{out: &syncBuffer{}}
-	w.cmd = exec.Command(bin, "--kubeconfig", env.Kubeconfig, "--namespace", ns)
+	w.cmd = exec.Command(bin, append([]string{"--kubeconfig", env.Kubeconfig, "--namespace", ns}, flags...)...)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	var err error
 	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
@@ -102,6 +102,23 @@ func waitText(t *testing.T, what string, buf *syncBuffer, text string) {
 type watchedEvent struct{ Type, Name, RV string }
 
 func (e watchedEvent) String() string { return e.Type + " " + e.Name + " rv " + e.RV }
+
+// waitEvents waits until each of sources has received n events, or fails
+// after 60 s; it returns the events by source.
+func (w *watcher) waitEvents(t *testing.T, n int, sources ...string) map[string][]watchedEvent {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := w.clientEvents(t)
+		if !slices.ContainsFunc(sources, func(s string) bool { return len(got[s]) < n }) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program's handlers got %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // clientEvents returns the events kwatch-watcher received, by source
 // ("informer", "watch").
@@ -220,14 +237,7 @@ func TestAttachExe(t *testing.T) {
 			w := startWatcher(t, env, bin, ns)
 			churn(t, env, ns, "attached")
 			// Both watches of the program have their three events.
-			deadline := time.Now().Add(60 * time.Second)
-			for got := w.clientEvents(t); len(got["informer"]) < 3 || len(got["watch"]) < 3; got = w.clientEvents(t) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the program's handlers got %v", got)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			want := w.clientEvents(t)
+			want := w.waitEvents(t, 3, "informer", "watch")
 			var got map[string][]watchedEvent
 			s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of both watches, as the program's: %v", want), func(recs []map[string]any) bool {
 				got = kwatchEvents(t, recs, ns, true)
@@ -641,33 +651,16 @@ func TestAttachOpenedBefore(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			bin := buildWatcher(t, b.flags...)
 			ns := env.Namespace(t)
-			w := &watcher{out: &syncBuffer{}}
-			args := []string{"--kubeconfig", env.Kubeconfig, "--namespace", ns}
+			var flags []string
 			if !b.http2 {
-				args = append(args, "--http1")
+				flags = append(flags, "--http1")
 			}
-			w.cmd = exec.Command(bin, args...)
-			w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-			var err error
-			if w.stdin, err = w.cmd.StdinPipe(); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { w.stop() })
-			waitText(t, "kwatch-watcher ready", w.out, "ready\n")
+			w := startWatcher(t, env, bin, ns, flags...)
 			time.Sleep(b.runFor) // not a bound on anything: the program's age at attach
 			s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "-o", "json")
 			waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 			churn(t, env, ns, "before")
-			deadline := time.Now().Add(60 * time.Second)
-			for got := w.clientEvents(t); len(got["watch"]) < 3 || len(got["informer"]) < 3; got = w.clientEvents(t) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the program's handlers got %v", got)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			w.waitEvents(t, 3, "watch", "informer")
 			var got map[string][]watchedEvent
 			var recs []map[string]any
 			if b.http2 {
@@ -820,13 +813,7 @@ func TestAttachJoinedAPIServer(t *testing.T) {
 	s := startKwatch(t, "attach", "kube-apiserver", "-o", "json")
 	waitText(t, "kwatch attached", s.errOut, "attached to kube-apiserver (pid")
 	churn(t, env, ns, "served-joined")
-	deadline := time.Now().Add(60 * time.Second)
-	for got := w.clientEvents(t); len(got["watch"]) < 3 || len(got["informer"]) < 3; got = w.clientEvents(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program's handlers got %v", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	w.waitEvents(t, 3, "watch", "informer")
 	want := w.clientEvents(t)
 	var got map[string][]watchedEvent
 	s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
@@ -852,13 +839,7 @@ func TestAttachRewatch(t *testing.T) {
 	}
 	waitText(t, "the program's new watch", w.out, "rewatched\n")
 	churn(t, env, ns, "rewatched")
-	deadline := time.Now().Add(60 * time.Second)
-	for len(w.clientEvents(t)["rewatch"]) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program's new watch got %v", w.clientEvents(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	w.waitEvents(t, 3, "rewatch")
 	want := w.clientEvents(t)["rewatch"]
 	recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("the new watch's events, as its handler's: %v", want), func(recs []map[string]any) bool {
 		for _, evs := range kwatchEvents(t, recs, ns, true) {
