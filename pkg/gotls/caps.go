@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/kwatch/kwatch/pkg/procnet"
 )
 
 // Errors of Open. Each is returned wrapped, in a one-line message that says
@@ -39,15 +40,8 @@ const (
 const uprobePMU = "/sys/bus/event_source/devices/uprobe"
 
 // capEff returns the effective capability set from the text of
-// /proc/self/status (proc(5): "CapEff:\t<64-bit hex mask>").
-func capEff(status string) (uint64, error) {
-	for line := range strings.Lines(status) {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		}
-	}
-	return 0, errors.New("no CapEff line")
-}
+// /proc/self/status (procnet.ParseCapEff).
+var capEff = procnet.ParseCapEff
 
 // checkCaps returns an error wrapping ErrNotPermitted, naming what is
 // missing, unless the effective set holds CAP_BPF and CAP_PERFMON, or

@@ -316,17 +316,23 @@ func parseAddr(s string) (netip.AddrPort, error) {
 }
 
 // Capabilities returns the effective capability set of process pid, as
-// /proc/PID/status gives it (proc(5): "CapEff:\t<64-bit hex mask>"; bit
-// N is capability N of capabilities(7)).
+// /proc/PID/status gives it (CapEff, ParseCapEff).
 func Capabilities(pid int) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join(Root, strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.Lines(string(b)) {
+	return ParseCapEff(string(b))
+}
+
+// ParseCapEff returns the effective capability set in the text of a
+// /proc/PID/status file (proc(5): "CapEff:\t<64-bit hex mask>"; bit N is
+// capability N of capabilities(7)). The error is for a text without it.
+func ParseCapEff(status string) (uint64, error) {
+	for line := range strings.Lines(status) {
 		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
 			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 		}
 	}
-	return 0, errors.New("no CapEff line in " + filepath.Join(Root, strconv.Itoa(pid), "status"))
+	return 0, errors.New("no CapEff line")
 }
