@@ -43,11 +43,18 @@ func needAttach(t *testing.T) {
 // flags into a folder of the test's own.
 func buildWatcher(t *testing.T, flags ...string) string {
 	t.Helper()
+	return buildWatcherWith(t, nil, flags...)
+}
+
+// buildWatcherWith is buildWatcher with env added to go build's
+// environment (GOTOOLCHAIN=go1.27.3: another Go release than kwatch's).
+func buildWatcherWith(t *testing.T, env []string, flags ...string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kwatch-watcher")
 	args := append([]string{"build", "-o", bin}, flags...)
 	args = append(args, "../internal/e2e/cmd/kwatch-watcher")
 	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -632,24 +639,28 @@ func TestAttachUnprivileged(t *testing.T) {
 // its frames) the events of both watches after attach equal those the
 // handlers received, with their DATA frames; over HTTP/1.1 with JSON
 // (-http1) those of the plain Watch. The program is built as Go builds it
-// (DWARF gives the layout) and stripped (kwatch's own release's layout).
+// (DWARF gives the layout), stripped (its type descriptors give it), and
+// stripped by another Go release than kwatch's (go1.27.3, whose
+// crypto/tls.Conn has a field more).
 func TestAttachOpenedBefore(t *testing.T) {
 	needAttach(t)
 	env := e2e.Cluster(t)
 	for _, b := range []struct {
 		name  string
+		env   []string
 		flags []string
 		http2 bool
 		// runFor is how long the program runs before kwatch attaches.
 		runFor time.Duration
 	}{
-		{"plain", nil, false, 0},
-		{"stripped", []string{"-ldflags=-s -w"}, false, 0},
-		{"http2", nil, true, 30 * time.Second}, // as a controller that has been running
-		{"http2-stripped", []string{"-ldflags=-s -w"}, true, 0},
+		{"plain", nil, nil, false, 0},
+		{"stripped", nil, []string{"-ldflags=-s -w"}, false, 0},
+		{"http2", nil, nil, true, 30 * time.Second}, // as a controller that has been running
+		{"http2-stripped", nil, []string{"-ldflags=-s -w"}, true, 0},
+		{"http2-go1.27-stripped", []string{"GOTOOLCHAIN=go1.27.3"}, []string{"-ldflags=-s -w"}, true, 0},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			bin := buildWatcher(t, b.flags...)
+			bin := buildWatcherWith(t, b.env, b.flags...)
 			ns := env.Namespace(t)
 			var flags []string
 			if !b.http2 {

@@ -83,3 +83,54 @@ func FuzzFindPatched(f *testing.F) {
 		findBounds(t, c)
 	})
 }
+
+// FuzzLayoutPatched runs LayoutFor on stripped programs (go1.26's module
+// data with its itablinks, go1.27's with its itabs laid end to end) with
+// data written over them at off: the fuzzer reaches the module data and
+// the type descriptors the layout is read from. LayoutFor must not panic,
+// must end within 5 s and allocate within 40 times the file's size and
+// 16 MiB, and a layout it returns must have passed makeOffsets's checks.
+func FuzzLayoutPatched(f *testing.F) {
+	seeds := map[uint8][]byte{}
+	for i, name := range []string{"conns-stripped", "conns-go127-stripped"} {
+		b, err := os.ReadFile(testProgram(f, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds[uint8(i)] = b
+		ef, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, sec := range []string{".go.module", ".go.type", ".rodata", ".typelink", ".itablink"} {
+			if s := ef.Section(sec); s != nil {
+				f.Add(uint8(i), uint64(s.Offset+8*37), []byte{0xff, 0xff, 0xff, 0x7f})
+				f.Add(uint8(i), uint64(s.Offset+8*40), []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
+				f.Add(uint8(i), uint64(s.Offset+s.Size/2), []byte{0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f})
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
+		c := bytes.Clone(seeds[which%2])
+		copy(c[off%uint64(len(c)):], data)
+		path := filepath.Join(t.TempDir(), "exe")
+		if err := os.WriteFile(path, c, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		l, err := LayoutFor(path)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if took > 5*time.Second {
+			t.Errorf("LayoutFor took %v", took)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 40*uint64(len(c))+16<<20 {
+			t.Errorf("LayoutFor allocated %d bytes on a file of %d bytes", n, len(c))
+		}
+		if err == nil && (l.off.connSize == 0 || l.off.connSize > maxRead) {
+			t.Errorf("a layout with a crypto/tls.Conn of %d bytes", l.off.connSize)
+		}
+	})
+}

@@ -43,6 +43,9 @@ type variant struct {
 	cc    bool     // needs a C compiler (external linking)
 }
 
+// otherToolchain is a Go release other than the one kwatch is built by.
+const otherToolchain = "go1.27.3"
+
 var (
 	stripped = []string{"-ldflags=-s -w"}
 	variants = map[string]variant{
@@ -58,8 +61,13 @@ var (
 		"conns-stripped":     {pkg: "tlsconns", flags: stripped},
 		"conns-pie":          {pkg: "tlsconns", flags: []string{"-buildmode=pie"}},
 		"conns-pie-stripped": {pkg: "tlsconns", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
-		"notls":              {pkg: "notls"},
-		"notls-stripped":     {pkg: "notls", flags: stripped},
+		// Built by another Go release than kwatch's, the one the module
+		// proxy serves (GOTOOLCHAIN: the go command fetches it), whose
+		// crypto/tls.Conn has a field more than go1.26's.
+		"conns-go127":          {pkg: "tlsconns", env: []string{"GOTOOLCHAIN=" + otherToolchain}},
+		"conns-go127-stripped": {pkg: "tlsconns", env: []string{"GOTOOLCHAIN=" + otherToolchain}, flags: stripped},
+		"notls":                {pkg: "notls"},
+		"notls-stripped":       {pkg: "notls", flags: stripped},
 	}
 	builds sync.Map // variant name → *built
 )

@@ -3,9 +3,10 @@ package gotls
 // Where the fields ReadConnState reads are in a program's structs:
 // crypto/tls.Conn and its halfConns, and the chain from its net.Conn to
 // the socket's file descriptor. From the program's DWARF when it has it;
-// for a stripped program, from this program's own crypto/tls and net
-// (reflect) when both were built by the same Go release (major.minor), and
-// for no other.
+// for a stripped program, from its own runtime type descriptors
+// (rtypes.go) when kwatch reads its release's module data, else from this
+// program's own crypto/tls and net (reflect) when both were built by the
+// same Go release (major.minor), and for no other.
 
 import (
 	"bytes"
@@ -26,8 +27,9 @@ import (
 )
 
 // ErrNoLayout is wrapped by LayoutFor's error when the executable has no
-// DWARF and was built by another Go release than kwatch: the offsets of
-// crypto/tls.Conn's fields are known for no other.
+// DWARF, its type descriptors cannot be read (a release whose module data
+// kwatch does not know, or data that does not check out) and it was built
+// by another Go release than kwatch.
 var ErrNoLayout = errors.New("no layout of crypto/tls.Conn known for this program")
 
 // LayoutSource says where a Layout's offsets come from.
@@ -45,15 +47,23 @@ const (
 	// stripped executable built by the same Go release (major.minor) as
 	// kwatch, whose structs are then the same.
 	FromReflect
+	// FromTypes: the executable's own runtime type descriptors
+	// (internal/abi.StructType: every field's name, type and byte
+	// offset), found through its module data (.go.module) for the
+	// releases kwatch knows that of (rtypes.go), used for a stripped
+	// executable.
+	FromTypes
 )
 
-// String returns "DWARF" or "reflect".
+// String returns "DWARF", "reflect" or "type descriptors".
 func (s LayoutSource) String() string {
 	switch s {
 	case FromDWARF:
 		return "DWARF"
 	case FromReflect:
 		return "reflect"
+	case FromTypes:
+		return "type descriptors"
 	}
 	return fmt.Sprintf("LayoutSource(%d)", int(s))
 }
@@ -350,10 +360,12 @@ func goMinor(v string) string {
 
 // LayoutFor reads the layout of the executable at path (an ordinary file
 // or /proc/PID/exe): from its DWARF when it has the struct types (an
-// unstripped build), else from kwatch's own types (FromReflect) when the
-// executable was built by the same Go release as kwatch (the same
-// major.minor: runtime.Version()), else not at all: an error wrapping
-// ErrNoLayout that says which release built it and which one kwatch knows.
+// unstripped build), else from its type descriptors (FromTypes) when it was
+// built by a release whose module data kwatch reads (moduleWords), else
+// from kwatch's own types (FromReflect) when the executable was built by
+// the same Go release as kwatch (the same major.minor: runtime.Version()),
+// else not at all: an error wrapping ErrNoLayout that says which release
+// built it and which ones kwatch knows.
 // It also looks for *net.TCPConn's type descriptor (Layout.TCPConnType).
 // Errors are one line and name the path.
 func LayoutFor(path string) (*Layout, error) {
@@ -407,25 +419,38 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 			s, l.Source, closures = ds, FromDWARF, cs
 		}
 	}
+	own, rel := goMinor(own), goMinor(l.GoVersion)
+	sameRelease := rel != "" && rel == own && arch == ownArch
 	if s == nil {
-		own := goMinor(own)
-		if goMinor(l.GoVersion) == "" || goMinor(l.GoVersion) != own || arch != ownArch {
-			return nil, fmt.Errorf("%s: %w: it has no DWARF (stripped) and was built by %s for %s; without DWARF kwatch knows the layout only of %s for %s, its own release (build the program without -ldflags=-w to keep its DWARF)", path, ErrNoLayout, l.GoVersion, arch, own, ownArch)
+		ts, _, terr := readTypeStructs(&image{ef: ef}, rel)
+		switch {
+		case terr == nil:
+			s, l.Source = ts, FromTypes
+		case sameRelease:
+			rs, err := ownStructs()
+			if err != nil {
+				return nil, fmt.Errorf("%s: kwatch's own crypto/tls: %w", path, err)
+			}
+			s, l.Source = rs, FromReflect
+		default:
+			why := fmt.Sprintf("kwatch reads type descriptors of %s only", typeReleases())
+			if _, known := moduleWords[rel]; known {
+				why = "its type descriptors: " + terr.Error()
+			}
+			return nil, fmt.Errorf("%s: %w: it has no DWARF (stripped) and was built by %s for %s; %s, and has the layout of its own release %s for %s (build the program without -ldflags=-w to keep its DWARF)", path, ErrNoLayout, l.GoVersion, arch, why, own, ownArch)
 		}
-		rs, err := ownStructs()
-		if err != nil {
-			return nil, fmt.Errorf("%s: kwatch's own crypto/tls: %w", path, err)
-		}
-		s, l.Source = rs, FromReflect
 	}
 	if l.off, err = makeOffsets(s); err != nil {
 		return nil, fmt.Errorf("%s: %s layout: %w", path, l.Source, err)
 	}
 	l.TCPConnType, l.types, l.etypes = tcpConnType(ef, l.GoVersion)
-	if l.Source == FromDWARF {
+	switch {
+	case l.Source == FromDWARF:
 		l.closure, l.ekmFuncs, l.tls12 = dwarfEKM(closures)
-	} else {
+	case sameRelease:
 		l.closure, l.ekmFuncs, l.tls12 = reflectEKM(path)
+	default:
+		l.tls12 = fmt.Sprintf("where a TLS 1.2 connection's master secret is kept (the closure of crypto/tls's ekmFromMasterSecret) is known from DWARF or for kwatch's own release %s, and this program has no DWARF and was built by %s", own, l.GoVersion)
 	}
 	return l, nil
 }
@@ -435,13 +460,12 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPConn,net.Conn"}
 
 // tcpConnType returns the address, as linked, of *net.TCPConn's type
-// descriptor in ef, and of moduledata.types (0 for each not found): the
-// second word of the itab go:itab.*net.TCPConn,net.Conn (internal/abi.ITab:
-// Inter, Type, ...) when the symbol table has it; else, for Go 1.26 only
-// (whose runtime.moduledata this reads: .go.module, word 37 types, words
-// 48-49 the itablinks slice), the itab in the module data's list whose
-// interface is named net.Conn and whose type *net.TCPConn and is a
-// pointer.
+// descriptor in ef, and of moduledata.types and .etypes (0 for each not
+// found): the second word of the itab go:itab.*net.TCPConn,net.Conn
+// (internal/abi.ITab: Inter, Type, ...) when the symbol table has it; else,
+// for the releases whose module data kwatch reads (moduleWords), the itab
+// in the module data whose interface is named net.Conn and whose type is
+// the pointer type *net.TCPConn.
 func tcpConnType(ef *elf.File, goVersion string) (typ, types, etypes uint64) {
 	img := &image{ef: ef}
 	if syms, err := ef.Symbols(); err == nil {
@@ -455,41 +479,21 @@ func tcpConnType(ef *elf.File, goVersion string) (typ, types, etypes uint64) {
 			}
 		}
 	}
-	if goMinor(goVersion) != "go1.26" {
-		return typ, 0, 0
-	}
-	sec := ef.Section(".go.module")
-	if sec == nil {
-		return typ, 0, 0
-	}
-	const mdTypes, mdEtypes, mdItablinks = 37, 38, 48
-	types, ok1 := img.word(sec.Addr + 8*mdTypes)
-	etypes, ok2 := img.word(sec.Addr + 8*mdEtypes)
-	itabs, ok3 := img.word(sec.Addr + 8*mdItablinks)
-	n, ok4 := img.word(sec.Addr + 8*(mdItablinks+1))
-	if !ok1 || !ok2 || !ok3 || !ok4 || types >= etypes || n > 1<<20 {
+	m, ok := readModule(img, goMinor(goVersion))
+	if !ok {
 		return typ, 0, 0
 	}
 	if typ != 0 {
-		return typ, types, etypes
+		return typ, m.types, m.etypes
 	}
-	for i := range n {
-		itab, ok := img.word(itabs + 8*i)
-		if !ok {
-			break
-		}
-		inter, ok1 := img.word(itab)
-		t, ok2 := img.word(itab + 8)
-		if !ok1 || !ok2 {
-			continue
-		}
-		if name, kind, ok := typeName(img.read, types, etypes, t); ok && name == "*net.TCPConn" && kind == kindPointer {
-			if iname, _, ok := typeName(img.read, types, etypes, inter); ok && iname == "net.Conn" {
-				return t, types, etypes
+	for _, ip := range m.itabs {
+		if name, kind, ok := typeName(img.read, m.types, m.etypes, ip.typ); ok && name == "*net.TCPConn" && kind == kindPointer {
+			if iname, _, ok := typeName(img.read, m.types, m.etypes, ip.inter); ok && iname == "net.Conn" {
+				return ip.typ, m.types, m.etypes
 			}
 		}
 	}
-	return 0, types, etypes
+	return 0, m.types, m.etypes
 }
 
 // Kinds and flags of internal/abi.Type (internal/abi/type.go).

@@ -2,9 +2,11 @@ package gotls
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -12,10 +14,11 @@ import (
 	"testing"
 )
 
-// TestLayout: an unstripped build's layout comes from its DWARF and equals
-// the one reflect gives of kwatch's own crypto/tls and net; a stripped
-// build's comes from reflect; each finds *net.TCPConn's type descriptor,
-// through the symbol table or the module data, at the same address.
+// TestLayout: an unstripped build's layout comes from its DWARF, a
+// stripped build's from its type descriptors, and each equals the one
+// reflect gives of kwatch's own crypto/tls and net; each finds
+// *net.TCPConn's type descriptor, through the symbol table or the module
+// data, at the same address.
 func TestLayout(t *testing.T) {
 	own, err := ownStructs()
 	if err != nil {
@@ -36,14 +39,14 @@ func TestLayout(t *testing.T) {
 		twin   string // a build linked at the same addresses
 	}{
 		{"conns", FromDWARF, "conns"},
-		{"conns-stripped", FromReflect, "conns"},
-		{"conns-pie-stripped", FromReflect, "conns-pie"},
+		{"conns-stripped", FromTypes, "conns"},
+		{"conns-pie-stripped", FromTypes, "conns-pie"},
 		{"plain", FromDWARF, "plain"},
-		{"stripped", FromReflect, "plain"},
+		{"stripped", FromTypes, "plain"},
 		{"pie", FromDWARF, "pie"},
-		{"pie-stripped", FromReflect, "pie"},
+		{"pie-stripped", FromTypes, "pie"},
 		{"external", FromDWARF, "external"},
-		{"external-stripped", FromReflect, "external"},
+		{"external-stripped", FromTypes, "external"},
 	} {
 		t.Run(c.build, func(t *testing.T) {
 			l, err := LayoutFor(testProgram(t, c.build))
@@ -70,31 +73,103 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestLayoutRefused: a stripped program of another Go release or
-// architecture than kwatch's has no layout, said in one line that names
-// both releases; one with DWARF has one whatever its release.
+// TestLayoutTypes: a program built by another Go release (go1.27, whose
+// crypto/tls.Conn has a field more and whose module data lists its itabs
+// another way): stripped, its layout from its type descriptors equals the
+// one its unstripped build's DWARF gives, and differs from kwatch's own;
+// *net.TCPConn's type is found in both; TLS 1.2 is refused with the
+// reason for the stripped one only.
+func TestLayoutTypes(t *testing.T) {
+	dw, err := LayoutFor(testProgram(t, "conns-go127"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ty, err := LayoutFor(testProgram(t, "conns-go127-stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dw.Source != FromDWARF || ty.Source != FromTypes || goMinor(ty.GoVersion) != "go1.27" {
+		t.Fatalf("layouts from %v and %v of %s", dw.Source, ty.Source, ty.GoVersion)
+	}
+	if ty.off != dw.off {
+		t.Errorf("type descriptors' offsets\n%+v, DWARF's\n%+v", ty.off, dw.off)
+	}
+	own, err := ownStructs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine, err := makeOffsets(own); err != nil || mine == ty.off {
+		t.Errorf("kwatch's own layout (%v) is go1.27's: the test proves nothing", err)
+	}
+	for _, l := range []*Layout{dw, ty} {
+		if l.TCPConnType == 0 || l.types == 0 {
+			t.Errorf("%v: *net.TCPConn's type at %#x, types at %#x", l, l.TCPConnType, l.types)
+		}
+	}
+	if dw.tls12 != "" || !strings.Contains(ty.tls12, "known from DWARF or for kwatch's own release") {
+		t.Errorf("TLS 1.2: %q with DWARF, %q without", dw.tls12, ty.tls12)
+	}
+}
+
+// TestLayoutRefused: a stripped program of a Go release whose module data
+// kwatch does not read, or which does not check out, has no layout, said in
+// one line that names both releases; one with DWARF has one whatever its
+// release.
 func TestLayoutRefused(t *testing.T) {
 	stripped := testProgram(t, "conns-stripped")
 	own := goMinor(runtime.Version())
+	// The same program with its module data's types word zeroed: its type
+	// descriptors cannot be found.
+	b, err := os.ReadFile(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := ef.Section(".go.module")
+	if mod == nil {
+		t.Fatal("no .go.module")
+	}
+	clear(b[mod.Offset+8*37 : mod.Offset+8*38])
+	noTypes := filepath.Join(t.TempDir(), "no-types")
+	if err := os.WriteFile(noTypes, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		name     string
-		path     string
-		own      string
-		ownArch  string
-		says     string
-		wantFail bool
+		name    string
+		path    string
+		own     string
+		ownArch string
+		unread  bool // kwatch does not read go1.26's module data
+		says    string
+		source  LayoutSource // 0: refused
 	}{
-		{"another release", stripped, "go1.25.3", runtime.GOARCH, "was built by " + runtime.Version() + " for amd64; without DWARF kwatch knows the layout only of go1.25 for amd64", true},
-		{"a release candidate of the same", stripped, own + "rc1", runtime.GOARCH, "", false},
-		{"a devel toolchain", stripped, "devel go1.27-abcdef Tue Jan 1 00:00:00 2030 +0000", runtime.GOARCH, "only of go1.27 for amd64", true},
-		{"another architecture", testProgram(t, "arm64-stripped"), runtime.Version(), runtime.GOARCH, "for arm64; without DWARF", true},
-		{"DWARF, another release", testProgram(t, "conns"), "go1.25.3", runtime.GOARCH, "", false},
+		{"type descriptors", stripped, "go1.25.3", runtime.GOARCH, false, "", FromTypes},
+		{"another architecture", testProgram(t, "arm64-stripped"), runtime.Version(), runtime.GOARCH, false, "", FromTypes},
+		{"DWARF, another release", testProgram(t, "conns"), "go1.25.3", runtime.GOARCH, false, "", FromDWARF},
+		{"module data unread, own release", stripped, runtime.Version(), runtime.GOARCH, true, "", FromReflect},
+		{"module data unread, a release candidate of the same", stripped, own + "rc1", runtime.GOARCH, true, "", FromReflect},
+		{"module data unread, another release", stripped, "go1.25.3", runtime.GOARCH, true, "was built by " + runtime.Version() + " for amd64; kwatch reads type descriptors of go1.27 only, and has the layout of its own release go1.25 for amd64", 0},
+		{"module data unread, a devel toolchain", stripped, "devel go1.28-abcdef Tue Jan 1 00:00:00 2030 +0000", runtime.GOARCH, true, "its own release go1.28 for amd64", 0},
+		{"module data unread, another architecture", testProgram(t, "arm64-stripped"), runtime.Version(), runtime.GOARCH, true, "for arm64; kwatch reads type descriptors", 0},
+		{"module data that does not check out", noTypes, "go1.25.3", runtime.GOARCH, false, "its type descriptors: its module data (.go.module) is not go1.26's", 0},
+		{"module data that does not check out, own release", noTypes, runtime.Version(), runtime.GOARCH, false, "", FromReflect},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.unread {
+				saved := moduleWords[own]
+				delete(moduleWords, own)
+				defer func() { moduleWords[own] = saved }()
+			}
 			l, err := layoutFor(c.path, c.own, c.ownArch)
-			if !c.wantFail {
+			if c.source != 0 {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if l.Source != c.source {
+					t.Errorf("layout from %v, want %v", l.Source, c.source)
 				}
 				return
 			}
@@ -121,10 +196,12 @@ func TestLayoutRefused(t *testing.T) {
 // its sequence numbers the records each side sent, its addresses its own,
 // client side and server side; read again after more records, the numbers
 // have moved on. The TLS 1.2 connection is refused as such, and the one over
-// a Unix socket as not TCP. For the program with DWARF, stripped (reflect's
-// layout) and stripped PIE (the type check through the load bias).
+// a Unix socket as not TCP. For the program with DWARF, stripped (its type
+// descriptors' layout), stripped PIE (the type check through the load
+// bias), and stripped by another Go release (go1.27: its TLS 1.2
+// connection refused, the closure that holds the master secret unknown).
 func TestConnState(t *testing.T) {
-	for _, build := range []string{"conns", "conns-stripped", "conns-pie-stripped"} {
+	for _, build := range []string{"conns", "conns-stripped", "conns-pie-stripped", "conns-go127-stripped"} {
 		t.Run(build, func(t *testing.T) {
 			path := testProgram(t, build)
 			layout, err := LayoutFor(path)
@@ -152,12 +229,15 @@ func TestConnState(t *testing.T) {
 			clientSecret := keyLogSecret(t, keylog, "CLIENT_TRAFFIC_SECRET_0")
 			serverSecret := keyLogSecret(t, keylog, "SERVER_TRAFFIC_SECRET_0")
 			var ends13, ends12 []uint64 // each connection's two Conns
-			notTCP := 0
+			notTCP, refused12 := 0, 0
 			for _, u := range uses {
 				s, err := ReadConnState(int(u.PID), u.Conn, layout)
 				if err != nil {
 					if errors.Is(err, ErrNotTCP) {
 						notTCP++
+					}
+					if errors.Is(err, ErrTLS12) {
+						refused12++
 					}
 					if strings.Contains(err.Error(), "\n") {
 						t.Errorf("an error of several lines: %q", err)
@@ -174,8 +254,12 @@ func TestConnState(t *testing.T) {
 				ends13 = append(ends13, u.Conn)
 				checkState(t, s, tls13, clientSecret, serverSecret, 3)
 			}
-			if len(ends13) != 2 || len(ends12) != 2 || notTCP != 2 {
-				t.Fatalf("%d TLS 1.3 and %d TLS 1.2 states read, %d not over TCP; want 2, 2 and 2", len(ends13), len(ends12), notTCP)
+			want12 := 2
+			if layout.tls12 != "" {
+				want12 = 0
+			}
+			if len(ends13) != 2 || len(ends12) != want12 || refused12 != 2-want12 || notTCP != 2 {
+				t.Fatalf("%d TLS 1.3 and %d TLS 1.2 states read (%d refused), %d not over TCP; want 2, %d (%d) and 2", len(ends13), len(ends12), refused12, notTCP, want12, 2-want12)
 			}
 			pr.rw(t, 2)
 			for _, conn := range append(ends13, ends12...) {

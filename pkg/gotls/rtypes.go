@@ -1,0 +1,318 @@
+package gotls
+
+// The layout of a stripped executable from its own runtime type
+// descriptors. Go keeps a descriptor (internal/abi.Type) of every type
+// that is converted to an interface or reached from one, and a struct
+// type's descriptor (internal/abi.StructType) lists each field — exported
+// or not — by name with its type and byte offset: what reflect reads at
+// run time. -s -w strips the symbol table and DWARF but not these. They
+// are reached from the module data (runtime.moduledata, the .go.module
+// section), whose fields move between releases: kwatch reads the module
+// data of the releases in moduleWords, each checked against that
+// release's runtime/symtab.go and a program it built (TestLayoutTypes).
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// moduleData is where one Go release keeps, in runtime.moduledata, what
+// the type descriptors are found by: the 8-byte word index of types and
+// etypes, and of the itabs, as a slice of pointers (itablinks, up to Go
+// 1.26) or as an offset from types and a size in bytes of itabs laid end
+// to end (Go 1.27: itaboffset, itabsize).
+type moduleData struct {
+	types, etypes         int
+	itablinks             int // 0: none
+	itabOffset, itabBytes int // 0: none
+}
+
+// moduleWords is moduleData by release (runtime/symtab.go of each).
+var moduleWords = map[string]moduleData{
+	"go1.26": {types: 37, etypes: 38, itablinks: 48},
+	"go1.27": {types: 37, etypes: 39, itabOffset: 40, itabBytes: 41},
+}
+
+// typeReleases returns the releases whose module data kwatch reads,
+// sorted: "go1.26 and go1.27".
+func typeReleases() string {
+	var rs []string
+	for r := range moduleWords {
+		rs = append(rs, r)
+	}
+	slices.Sort(rs)
+	return strings.Join(rs, " and ")
+}
+
+// Bounds on what is read from a descriptor, against a hostile or foreign
+// executable.
+const (
+	maxItabs       = 1 << 20 // itabs in one module
+	maxItabMethods = 1 << 12 // methods of one interface
+	maxFields      = 1 << 10 // fields of one struct
+	kindStruct     = 25      // internal/abi.Struct
+	abiPtrElem     = 48      // internal/abi.PtrType.Elem
+	abiStructPkg   = 48      // internal/abi.StructType.PkgPath
+	abiStructField = 56      // internal/abi.StructType.Fields
+	abiIfaceMeths  = 56      // internal/abi.InterfaceType.Methods
+	abiFieldSize   = 24      // internal/abi.StructField: Name, Typ, Offset
+)
+
+// itabPair is one itab's interface and type descriptors, as linked.
+type itabPair struct{ inter, typ uint64 }
+
+// module is the part of an executable's module data kwatch reads.
+type module struct {
+	types, etypes uint64
+	itabs         []itabPair
+}
+
+// readModule reads the module data of img's .go.module section as release
+// lays it out. ok is false when the release is not in moduleWords or the
+// data does not check out (types before etypes, bounded counts).
+func readModule(img *image, release string) (module, bool) {
+	w, known := moduleWords[release]
+	sec := img.ef.Section(".go.module")
+	if !known || sec == nil {
+		return module{}, false
+	}
+	word := func(i int) (uint64, bool) { return img.word(sec.Addr + 8*uint64(i)) }
+	types, ok1 := word(w.types)
+	etypes, ok2 := word(w.etypes)
+	if !ok1 || !ok2 || types == 0 || types >= etypes {
+		return module{}, false
+	}
+	m := module{types: types, etypes: etypes}
+	pair := func(itab uint64) (itabPair, bool) {
+		inter, ok1 := img.word(itab)
+		typ, ok2 := img.word(itab + 8)
+		return itabPair{inter, typ}, ok1 && ok2
+	}
+	switch {
+	case w.itablinks != 0:
+		p, ok1 := word(w.itablinks)
+		n, ok2 := word(w.itablinks + 1)
+		if !ok1 || !ok2 || n > maxItabs {
+			return module{}, false
+		}
+		for i := range n {
+			itab, ok := img.word(p + 8*i)
+			if !ok {
+				break
+			}
+			if ip, ok := pair(itab); ok {
+				m.itabs = append(m.itabs, ip)
+			}
+		}
+	case w.itabOffset != 0:
+		off, ok1 := word(w.itabOffset)
+		size, ok2 := word(w.itabBytes)
+		if !ok1 || !ok2 || off > etypes-types || size > etypes-types-off {
+			return module{}, false
+		}
+		// internal/abi.ITab: Inter, Type, Hash (4 bytes and 4 of
+		// padding), Fun: one word for each of Inter's methods, at least
+		// one; Fun[0] == 0 (not implemented) keeps one (ITab.Size).
+		for p, end := types+off, types+off+size; p+32 <= end && len(m.itabs) < maxItabs; {
+			ip, ok := pair(p)
+			fun0, ok2 := img.word(p + 24)
+			n, ok3 := img.word(ip.inter + abiIfaceMeths + 8)
+			if !ok || !ok2 || !ok3 || n > maxItabMethods {
+				break
+			}
+			m.itabs = append(m.itabs, ip)
+			size := uint64(32)
+			if fun0 != 0 && n > 1 {
+				size += 8 * (n - 1)
+			}
+			p += size
+		}
+	}
+	return m, true
+}
+
+// typeField is one field of a struct type descriptor.
+type typeField struct{ off, size, typ uint64 }
+
+// typeStruct is a struct type descriptor: its size and fields by name.
+type typeStruct struct {
+	size   uint64
+	fields map[string]typeField
+}
+
+// typeStructs is structs from an executable's type descriptors.
+type typeStructs map[string]typeStruct
+
+func (s typeStructs) field(typ, name string) (uint64, uint64, error) {
+	st, ok := s[typ]
+	if !ok {
+		return 0, 0, fmt.Errorf("no struct %s among the type descriptors", typ)
+	}
+	f, ok := st.fields[name]
+	if !ok {
+		return 0, 0, fmt.Errorf("%s has no field %s in its type descriptor", typ, name)
+	}
+	return f.off, f.size, nil
+}
+
+func (s typeStructs) size(typ string) (uint64, error) {
+	st, ok := s[typ]
+	if !ok {
+		return 0, fmt.Errorf("no struct %s among the type descriptors", typ)
+	}
+	return st.size, nil
+}
+
+// descriptors reads type descriptors from an image between a module's
+// types and etypes.
+type descriptors struct {
+	img *image
+	m   module
+}
+
+// name reads an internal/abi.Name at addr: a flags byte, a varint length,
+// the bytes.
+func (d descriptors) name(addr uint64) (string, bool) {
+	head, ok := d.img.read(addr, 1+binary.MaxVarintLen16)
+	if !ok {
+		return "", false
+	}
+	n, w := binary.Uvarint(head[1:])
+	if w <= 0 || n > maxTypeName {
+		return "", false
+	}
+	b, ok := d.img.read(addr+1+uint64(w), n)
+	return string(b), ok
+}
+
+// find returns the descriptor of the pointer type named name ("*tls.Conn")
+// among the module's itabs' types.
+func (d descriptors) find(name string) (uint64, bool) {
+	for _, ip := range d.m.itabs {
+		if n, kind, ok := typeName(d.img.read, d.m.types, d.m.etypes, ip.typ); ok && n == name && kind == kindPointer {
+			return ip.typ, true
+		}
+	}
+	return 0, false
+}
+
+// elem returns the element type of the pointer type at t.
+func (d descriptors) elem(t uint64) (uint64, error) {
+	if _, kind, ok := typeName(d.img.read, d.m.types, d.m.etypes, t); !ok || kind != kindPointer {
+		return 0, fmt.Errorf("the type at %#x is not a pointer", t)
+	}
+	e, ok := d.img.word(t + abiPtrElem)
+	if !ok || e < d.m.types || e >= d.m.etypes {
+		return 0, fmt.Errorf("the pointer type at %#x has no element type", t)
+	}
+	return e, nil
+}
+
+// structAt reads the struct type at t, which must be named name (as type
+// descriptors name it: "tls.Conn") with fields of package pkg.
+func (d descriptors) structAt(t uint64, name, pkg string) (typeStruct, error) {
+	n, kind, ok := typeName(d.img.read, d.m.types, d.m.etypes, t)
+	if !ok || n != name || kind != kindStruct {
+		return typeStruct{}, fmt.Errorf("the type at %#x is %q (kind %d), not the struct %s", t, n, kind, name)
+	}
+	b, ok := d.img.read(t, abiTypeSize)
+	if !ok {
+		return typeStruct{}, fmt.Errorf("%s's descriptor cannot be read", name)
+	}
+	st := typeStruct{size: binary.LittleEndian.Uint64(b), fields: map[string]typeField{}}
+	pkgName, ok1 := d.img.word(t + abiStructPkg)
+	fields, ok2 := d.img.word(t + abiStructField)
+	count, ok3 := d.img.word(t + abiStructField + 8)
+	if !ok1 || !ok2 || !ok3 || count > maxFields {
+		return typeStruct{}, fmt.Errorf("%s's descriptor has no field list", name)
+	}
+	if p, ok := d.name(pkgName); !ok || p != pkg {
+		return typeStruct{}, fmt.Errorf("%s's fields are of package %q, not %s", name, p, pkg)
+	}
+	for i := range count {
+		f, ok := d.img.read(fields+abiFieldSize*i, abiFieldSize)
+		if !ok {
+			return typeStruct{}, fmt.Errorf("%s's field %d cannot be read", name, i)
+		}
+		fname, ok1 := d.name(d.wordIn(f, fields+abiFieldSize*i, 0))
+		typ := d.wordIn(f, fields+abiFieldSize*i, 8)
+		off := binary.LittleEndian.Uint64(f[16:])
+		size, ok2 := d.img.word(typ)
+		if !ok1 || !ok2 || typ < d.m.types || typ >= d.m.etypes || off > st.size || size > st.size-off {
+			return typeStruct{}, fmt.Errorf("%s's field %d (%q) does not check out", name, i, fname)
+		}
+		st.fields[fname] = typeField{off: off, size: size, typ: typ}
+	}
+	return st, nil
+}
+
+// wordIn returns the word at i of b, read at addr, or its relocation's
+// addend when the file holds 0 there (image.word).
+func (d descriptors) wordIn(b []byte, addr, i uint64) uint64 {
+	if v := binary.LittleEndian.Uint64(b[i:]); v != 0 {
+		return v
+	}
+	v, _ := d.img.word(addr + i)
+	return v
+}
+
+// readTypeStructs reads the struct types of structNames from ef's type
+// descriptors, as release lays out its module data: crypto/tls.Conn from
+// the pointer type *tls.Conn of an itab (every program that keeps a
+// *tls.Conn as an interface, as net/http does, has one), halfConn and
+// atomic.Bool from its fields' types; net.TCPConn from *net.TCPConn's,
+// net.conn, netFD and poll.FD from its fields'. Each is checked for its
+// name, its fields' package and fields that fit in it.
+func readTypeStructs(img *image, release string) (typeStructs, module, error) {
+	m, ok := readModule(img, release)
+	if !ok {
+		return nil, module{}, fmt.Errorf("its module data (.go.module) is not %s's", release)
+	}
+	d := descriptors{img: img, m: m}
+	out := typeStructs{}
+	var errs []error
+	get := func(t uint64, key, name, pkg string) typeStruct {
+		st, err := d.structAt(t, name, pkg)
+		if err != nil {
+			errs = append(errs, err)
+			return typeStruct{}
+		}
+		out[key] = st
+		return st
+	}
+	ptrElem := func(ptrName string) uint64 {
+		p, ok := d.find(ptrName)
+		if !ok {
+			errs = append(errs, fmt.Errorf("no itab of %s", ptrName))
+			return 0
+		}
+		e, err := d.elem(p)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return e
+	}
+	fieldType := func(st typeStruct, name string) uint64 { return st.fields[name].typ }
+	if t := ptrElem("*tls.Conn"); t != 0 {
+		conn := get(t, tConn, "tls.Conn", "crypto/tls")
+		get(fieldType(conn, "in"), tHalfConn, "tls.halfConn", "crypto/tls")
+		get(fieldType(conn, "isHandshakeComplete"), tBool, "atomic.Bool", "sync/atomic")
+	}
+	if t := ptrElem("*net.TCPConn"); t != 0 {
+		tcp := get(t, tTCPConn, "net.TCPConn", "net")
+		nc := get(fieldType(tcp, "conn"), tNetConn, "net.conn", "net")
+		if fd, err := d.elem(fieldType(nc, "fd")); err != nil {
+			errs = append(errs, err)
+		} else {
+			netFD := get(fd, tNetFD, "net.netFD", "net")
+			get(fieldType(netFD, "pfd"), tPollFD, "poll.FD", "internal/poll")
+		}
+	}
+	if len(errs) > 0 {
+		return nil, module{}, oneLine(errors.Join(errs...))
+	}
+	return out, m, nil
+}
