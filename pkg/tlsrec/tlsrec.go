@@ -209,7 +209,10 @@ func (s *Sniffer) parse() {
 			if s.buf[0] != typeChangeCipherSpec && len(s.buf) >= recordHeaderLen+2 {
 				what = fmt.Sprintf("an alert (level %d, description %d)", s.buf[5], s.buf[6])
 			} else if s.buf[0] != typeChangeCipherSpec {
-				return // wait for the alert's two bytes
+				// Wait for the alert's two bytes, and look at the first
+				// record again then.
+				s.FirstVersion = 0
+				return
 			}
 			s.finish(fmt.Errorf("the first record is %s, not a hello", what))
 			return

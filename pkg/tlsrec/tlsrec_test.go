@@ -133,6 +133,15 @@ func TestSnifferMidStreamAndHostile(t *testing.T) {
 	if !sn.Done() || sn.Err == nil || sn.Hello != nil {
 		t.Errorf("endless hello: done %v, err %v", sn.Done(), sn.Err)
 	}
+	// An alert first, one byte at a time: read once its two bytes have
+	// come, as when written whole.
+	sn = Sniffer{}
+	for _, b := range []byte{21, 3, 3, 0, 2, 2, 40} {
+		sn.Write([]byte{b})
+	}
+	if !sn.Done() || sn.Err == nil || !strings.Contains(sn.Err.Error(), "an alert (level 2, description 40)") || sn.FirstVersion != 0x0303 {
+		t.Errorf("an alert byte by byte: done %v, err %v, version %#x", sn.Done(), sn.Err, sn.FirstVersion)
+	}
 	// A malformed ClientHello: a session ID longer than the message.
 	sn = Sniffer{}
 	msg := append([]byte{1, 0, 0, 36, 3, 3}, make([]byte, 32)...)
