@@ -672,31 +672,20 @@ func TestAttachOpenedBefore(t *testing.T) {
 			waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 			churn(t, env, ns, "before")
 			w.waitEvents(t, 3, "watch", "informer")
-			var got map[string][]watchedEvent
+			// Both watches' events, with their DATA frames or chunks:
+			// over HTTP/2 the streams of the connection joined between
+			// frames; over HTTP/1.1 each watch's connection joined
+			// inside its chunked body, the plain Watch's JSON and the
+			// informer's gzip'd watch-list (a member per chunk).
 			var recs []map[string]any
-			if b.http2 {
-				// HTTP/2 joined mid-connection: both watches' streams,
-				// the informer's gzip'd watch-list too, with their DATA
-				// frames.
-				want := w.clientEvents(t)
-				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
-					got = kwatchEvents(t, recs, ns, true)
-					return sameWatches(got, want)
-				})
-			} else {
-				// HTTP/1.1: the plain Watch's JSON stream (the informer's
-				// watch-list is gzip'd: a chunked body joined in the
-				// middle is decoded when it is JSON).
-				want := w.clientEvents(t)["watch"]
-				recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("the plain watch's events, as its handler's: %v", want), func(recs []map[string]any) bool {
-					got = kwatchEvents(t, recs, ns, false)
-					for _, evs := range got {
-						if slices.Equal(evs, want) {
-							return true
-						}
-					}
-					return false
-				})
+			want := w.clientEvents(t)
+			recs = s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
+				return sameWatches(kwatchEvents(t, recs, ns, b.http2), want)
+			})
+			for _, r := range recs {
+				if chunks, _ := r["chunks"].([]any); !b.http2 && r["record"] == "event" && r["namespace"] == ns && len(chunks) == 0 {
+					t.Errorf("event %v %v: carried by no chunk", r["type"], r["name"])
+				}
 			}
 			joined := 0
 			for _, r := range recs {

@@ -224,5 +224,19 @@ func StartOfBody(data []byte) (f event.Format, coding string, ok bool) {
 	return 0, "", false
 }
 
+// MediaType is the media type kube-apiserver answers a watch of format f
+// with (the Content-Type of a response whose headers were not seen):
+// application/vnd.kubernetes.protobuf;stream=watch,
+// application/cbor-seq, or application/json.
+func MediaType(f event.Format) string {
+	switch f {
+	case event.FormatProtobuf:
+		return event.MediaProtobuf + ";stream=watch"
+	case event.FormatCBOR:
+		return event.MediaCBORSeq
+	}
+	return event.MediaJSON
+}
+
 // startPeek is how many inflated bytes StartOfBody looks at.
 const startPeek = 64

@@ -255,18 +255,6 @@ func (c *Conn) forgetJoined(id uint32) {
 	c.gone[id] = struct{}{}
 }
 
-// mediaType is the media type kube-apiserver answers a watch of format f
-// with.
-func mediaType(f event.Format) string {
-	switch f {
-	case event.FormatProtobuf:
-		return event.MediaProtobuf + ";stream=watch"
-	case event.FormatCBOR:
-		return event.MediaCBORSeq
-	}
-	return event.MediaJSON
-}
-
 // inferJoined starts the response of joined stream st at a DATA frame
 // whose data start a watch event; a frame that does not is passed over.
 func (c *Conn) inferJoined(st *stream, data []byte, t time.Time) {
@@ -281,7 +269,7 @@ func (c *Conn) inferJoined(st *stream, data []byte, t time.Time) {
 			st.id, phrase.Count(st.passed, "DATA frame", "DATA frames"), st.passedBytes))
 	}
 	resp := &record.Response{Conn: c.rec, Exchange: int(st.id), Time: t, Proto: "HTTP/2.0", StatusCode: 200,
-		Reason: "(HEADERS not captured: joined mid-connection)", Header: textproto.MIMEHeader{}, ContentType: mediaType(f),
+		Reason: "(HEADERS not captured: joined mid-connection)", Header: textproto.MIMEHeader{}, ContentType: exchange.MediaType(f),
 		ContentEncoding: coding, Framing: "http2", Watch: true, Format: f.String(), Inferred: true}
 	st.resp = resp
 	st.ev = exchange.WatchBody{Format: f, Tentative: true, Coding: coding}.
@@ -310,7 +298,7 @@ func (c *Conn) inferPending(st *stream, data []byte, t time.Time) {
 		resp.StatusCode, resp.Reason = 200, "(:status not known: inferred from the watch events)"
 	}
 	if resp.ContentType == "" {
-		resp.ContentType = mediaType(f)
+		resp.ContentType = exchange.MediaType(f)
 	}
 	if resp.ContentEncoding == "" {
 		resp.ContentEncoding = coding

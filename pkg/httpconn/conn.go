@@ -115,6 +115,50 @@ func (c *Conn) StartMidStream(t time.Time) bool {
 	return true
 }
 
+// StartMidStreamChunk takes the server's bytes from now on as the middle
+// of a chunked watch body whose start was not captured, whose next chunk
+// (RFC 9112 §7.1) starts skip bytes on and whose events are of format f,
+// inflated with content coding coding ("gzip": kube-apiserver flushes one
+// gzip member, RFC 1952 §2.2, per chunk): the skip bytes before, the rest
+// of a chunk, are passed over and the body is read from that chunk-size
+// line on, its first event confirming it as a watch. It reports false and
+// changes nothing when the server's stream has already been read from or a
+// request waits for its response.
+func (c *Conn) StartMidStreamChunk(t time.Time, skip int, f event.Format, coding string) bool {
+	if c.server.off != 0 || len(c.pending) != 0 || skip < 0 {
+		return false
+	}
+	s := &c.server
+	what := "at its first byte"
+	if skip > 0 {
+		what = fmt.Sprintf("at offset %d, after %d bytes of a chunk that began before the capture (passed over)", skip, skip)
+	}
+	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "mid-stream",
+		Message: fmt.Sprintf("the capture starts inside a response (no status line captured): a chunked %s watch body%s, read from the chunk that starts %s", f, codingText(coding), what)})
+	c.exchange++
+	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {exchange.MediaType(f)}}
+	if coding != "" {
+		hdr.Set("Content-Encoding", coding)
+	}
+	resp := &record.Response{Conn: c.rec, Exchange: c.exchange, Time: t, Proto: "HTTP/1.1", StatusCode: 200,
+		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: exchange.MediaType(f),
+		ContentEncoding: coding, Watch: true, Format: f.String(), Inferred: true}
+	b := s.newBody(hdr, true, false, t)
+	b.exchange, b.resp = resp.Exchange, resp
+	b.startEvents(exchange.WatchBody{Format: f, Tentative: true, Coding: coding})
+	c.emit(resp)
+	s.body, s.skip = b, int64(skip)
+	return true
+}
+
+// codingText is ", gzip'd" for content coding "gzip", "" for none.
+func codingText(coding string) string {
+	if coding == "" {
+		return ""
+	}
+	return ", " + coding + "'d"
+}
+
 func (c *Conn) emit(r record.Record) { c.sink.Emit(r) }
 
 // queue adds a request to those waiting for a response. Beyond
@@ -187,7 +231,10 @@ type direction struct {
 	c        *Conn
 	isServer bool
 	off      int64 // stream offset of the next byte
-	dead     bool  // an unrecoverable error: ignore the rest
+	// skip is how many of the next bytes are passed over (the rest of a
+	// chunk that began before the capture: StartMidStreamChunk).
+	skip     int64
+	dead     bool // an unrecoverable error: ignore the rest
 	closed   bool
 	hdr      []byte
 	hdrHeld  int64 // bytes of hdr reserved from Options.Budget
@@ -209,6 +256,11 @@ func (s *direction) problem(where string, off int64, kind, detail, hint string, 
 
 // process consumes bytes of HTTP messages.
 func (s *direction) process(p []byte, t time.Time) {
+	if k := min(s.skip, int64(len(p))); k > 0 {
+		s.skip -= k
+		s.off += k
+		p = p[k:]
+	}
 	for len(p) > 0 && !s.dead && !s.closed {
 		if s.body != nil {
 			n := s.body.write(p, t)

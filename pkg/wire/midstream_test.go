@@ -1,11 +1,14 @@
 package wire_test
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/wire"
@@ -89,4 +92,90 @@ func TestTLSNotes(t *testing.T) {
 			t.Errorf("%s: notes %q, want one starting %q", tc.name, notes, "tls: "+tc.want)
 		}
 	}
+}
+
+// TestMidStreamGzipCaptures cuts the recorded gzip'd HTTP/1.1 watch-list
+// (kube-apiserver through kubectl proxy: Content-Encoding gzip, one gzip
+// member per chunk) where a capture that began later would: at each of the
+// server's packets after the status line and inside them. Each cut is
+// decoded as a chunked gzip'd body joined in the middle: its events are
+// those of the whole connection from the first chunk that starts after the
+// cut, with the same chunks, whole packets or byte by byte, and the note
+// says the body is gzip'd. A cut inside the status line or header section, or in the last
+// chunk, decodes no event and says nothing wrong.
+func TestMidStreamGzipCaptures(t *testing.T) {
+	pieces := testutil.ConnPieces(t, "../../testdata/captures/watchlist-gzip-lo.pcap")
+	whole := runJoined(t, pieces, 0)
+	evs := whole.events[1]
+	if len(evs) != 7 || whole.resps[1] == nil || whole.resps[1].ContentEncoding != "gzip" {
+		t.Fatalf("the whole connection: %d events, response %+v", len(evs), whole.resps[1])
+	}
+	var sv []byte
+	for _, pc := range pieces {
+		if !pc.Client {
+			sv = append(sv, pc.P...)
+		}
+	}
+	bodyAt := bytes.Index(sv, []byte("\r\n\r\n")) + 4
+	text := func(ev *record.Event) string {
+		var ch []string
+		for _, c := range ev.Chunks {
+			ch = append(ch, c.SizeLine)
+		}
+		return fmt.Sprintf("%s %s rv %s chunks %s", ev.Type, ev.Name, ev.ResourceVersion, strings.Join(ch, "+"))
+	}
+	cuts, decoded := 0, 0
+	off := 0
+	for _, pc := range pieces {
+		if pc.Client {
+			continue
+		}
+		for _, d := range []int{0, 1, 2, len(pc.P) / 2} {
+			cut := off + d
+			if cut <= bodyAt || cut >= len(sv) {
+				continue
+			}
+			cuts++
+			step := []int{0, 1, 100}[cuts%3] // whole packets, byte by byte, or in between
+			got := runJoined(t, testutil.CutPieces(pieces, 1<<30, cut), step)
+			what := fmt.Sprintf("cut at server byte %d, written %d bytes at a time", cut, step)
+			// The first chunk that starts where the cut lets it be
+			// seen: its size line at the cut, or after a CRLF after it.
+			var want []string
+			for _, ev := range evs {
+				c := ev.Chunks[0]
+				at := bodyAt + int(c.Offset)
+				if ev.Chunks[0].Ordinal == 1 && (at == cut || at-2 >= cut) || len(want) > 0 {
+					want = append(want, text(ev))
+				}
+			}
+			var have []string
+			for _, ev := range got.events[1] {
+				have = append(have, text(ev))
+			}
+			if !slices.Equal(have, want) {
+				t.Fatalf("%s: events\n%s\nwant\n%s", what, strings.Join(have, "\n"), strings.Join(want, "\n"))
+			}
+			for _, p := range got.problems {
+				t.Errorf("%s: problem %s: %s", what, p.Kind, p.Detail)
+			}
+			if len(want) > 0 {
+				decoded++
+				r := got.resps[1]
+				if r == nil || !r.Inferred || r.ContentEncoding != "gzip" || r.Format != "json" {
+					t.Errorf("%s: response %+v", what, r)
+				}
+				if !slices.ContainsFunc(got.notes, func(n *record.ConnNote) bool {
+					return n.Kind == "mid-stream" && strings.Contains(n.Message, "gzip'd")
+				}) {
+					t.Errorf("%s: no mid-stream note", what)
+				}
+			}
+		}
+		off += len(pc.P)
+	}
+	if decoded < cuts/2 {
+		t.Errorf("only %d of %d cuts decoded events", decoded, cuts)
+	}
+	t.Logf("%d cuts, %d decoded events", cuts, decoded)
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/exchange"
@@ -69,6 +70,23 @@ func (c *Conn) noteTLS(t time.Time, ending bool) {
 	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: what + ": encrypted, not decoded"})
 }
 
+// chunkedText reports whether a server's first bytes b look like the
+// middle of a chunked body of text (JSON): text up to their first CRLF and
+// for the textAfterCRLF bytes from it, or text throughout when they hold
+// no CRLF. Only the bytes up to there are looked at, so the verdict does
+// not depend on how many came after them.
+func chunkedText(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == '\r' && i+1 < len(b) && b[i+1] == '\n':
+			return isText(head(b[i:], textAfterCRLF))
+		case !isText(b[i : i+1]):
+			return false
+		}
+	}
+	return true
+}
+
 // isText reports whether p looks like text (a JSON watch body in the
 // middle): no control bytes but tab, CR and LF.
 func isText(p []byte) bool {
@@ -125,6 +143,10 @@ const (
 	// joinFound: HTTP/2 frames, from the offset returned: the connection
 	// was joined mid-connection.
 	joinFound
+	// joinChunk: the server's bytes are the middle of a chunked HTTP/1.1
+	// body whose chunks are gzip members (gzipChunkAt), the next chunk
+	// starting at the offset returned.
+	joinChunk
 )
 
 // joinVerdict decides whether b, the first bytes of direction d (end: all
@@ -159,12 +181,31 @@ func (c *Conn) joinVerdict(d *direction, b []byte, end bool) (joinVerdict, int) 
 		return joinClassic, 0
 	}
 	full := len(b) >= h2conn.ScanBytes
-	if d.server && c.b.opt.MidStream && isText(b[:1]) {
-		switch i := d.textEnd(b); {
-		case i < 0 && !end && !full:
-			return joinMore, 0 // text so far
-		case i < 0 || b[i] == '\r':
-			return joinClassic, 0 // a CRLF, or only text
+	chunkMore := false // a gzip'd chunk may yet start within the window
+	if d.server && c.b.opt.MidStream {
+		switch at, v := gzipChunkAt(b, end || full); v {
+		case joinChunk:
+			return joinChunk, at
+		case joinMore:
+			chunkMore = true
+		}
+		if isText(b[:1]) {
+			switch i := d.textEnd(b); {
+			case i < 0 && !end && !full:
+				return joinMore, 0 // text so far
+			case i < 0:
+				return joinClassic, 0 // only text
+			case b[i] == '\r':
+				// A CRLF: chunked coding of JSON when text follows it
+				// too (chunkedText); a chunk-size line before a gzip
+				// member (binary) when not.
+				if len(b)-i < textAfterCRLF && !end && !full {
+					return joinMore, 0
+				}
+				if chunkedText(b) {
+					return joinClassic, 0
+				}
+			}
 		}
 	}
 	if d.server && !c.client.seen && !end && !full && len(b) >= 4 && b[3] == 0x4 && h2conn.PlausibleHeader(b) {
@@ -176,7 +217,72 @@ func (c *Conn) joinVerdict(d *direction, b []byte, end bool) (joinVerdict, int) 
 	case h2conn.ScanMore:
 		return joinMore, 0
 	}
+	if chunkMore {
+		return joinMore, 0
+	}
 	return joinClassic, 0
+}
+
+// textAfterCRLF is how many bytes from the first CRLF of a server's first
+// bytes tell a chunked JSON body (text) from a chunked gzip'd one (a gzip
+// member's header is binary from its first byte): 16.
+const textAfterCRLF = 16
+
+// minGzipMember is the size of the smallest gzip member (RFC 1952 §2.3:
+// a 10-byte header, an empty deflate block, the 8-byte trailer): 20 bytes.
+const minGzipMember = 20
+
+// gzipChunkAt looks in b, a server's first bytes captured in the middle of
+// a chunked body (RFC 9112 §7.1), for the first chunk whose data is a gzip
+// member (1f 8b 08) that starts a watch event (exchange.StartOfBody):
+// kube-apiserver writes one member per flush, each a chunk of its own. A
+// chunk-size line (hex digits and CRLF, at least minGzipMember) counts
+// where it follows a CRLF (the end of the chunk before) or starts b, and
+// once the chunk's data have come with the CRLF that ends them (so that
+// the verdict does not depend on how the bytes were split). It returns the
+// offset of the chunk-size line and joinChunk; joinMore while none is
+// found and more bytes may show one (done: no more come); joinClassic else.
+func gzipChunkAt(b []byte, done bool) (int, joinVerdict) {
+	magic := []byte{0x1f, 0x8b, 0x08}
+	for from := 0; ; {
+		i := bytes.Index(b[from:], magic)
+		if i < 0 {
+			break
+		}
+		i += from
+		from = i + 1
+		// b[i-2:i] is the chunk-size line's CRLF; the digits before.
+		if i < 3 || b[i-2] != '\r' || b[i-1] != '\n' {
+			continue
+		}
+		j := i - 2
+		for j > 0 && j > i-2-16 && isHex(b[j-1]) {
+			j--
+		}
+		if j == i-2 || j > 0 && (j < 2 || b[j-2] != '\r' || b[j-1] != '\n') {
+			continue
+		}
+		size, err := strconv.ParseUint(string(b[j:i-2]), 16, 64)
+		if err != nil || size < minGzipMember {
+			continue
+		}
+		if end := uint64(i) + size; end+2 > uint64(len(b)) || b[end] != '\r' || b[end+1] != '\n' {
+			continue // not known yet (the verdict waits for the chunk's end), or not a chunk
+		}
+		if _, _, ok := exchange.StartOfBody(b[i:min(uint64(len(b)), uint64(i)+size)]); !ok {
+			continue
+		}
+		return j, joinChunk
+	}
+	if done {
+		return 0, joinClassic
+	}
+	return 0, joinMore
+}
+
+// isHex reports whether c is a hexadecimal digit (RFC 9112 §7.1's chunk-size).
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // textEnd returns the index of the first CRLF's CR in b, the direction's
@@ -356,4 +462,13 @@ func (c *Conn) closeOther(d *direction, how exchange.Ending, t time.Time) {
 	} else {
 		c.other.CloseClient(how, t)
 	}
+}
+
+// chunkData returns what follows the chunk-size line that starts p (the
+// chunk's data, and the bytes after it).
+func chunkData(p []byte) []byte {
+	if i := bytes.Index(p, []byte("\r\n")); i >= 0 {
+		return p[i+2:]
+	}
+	return nil
 }

@@ -454,7 +454,7 @@ func (c *Conn) decided(d *direction, b []byte) bool {
 		switch v, _ := c.joinVerdict(d, b, false); v {
 		case joinMore:
 			return false
-		case joinFound:
+		case joinFound, joinChunk:
 			return true
 		}
 	}
@@ -502,9 +502,16 @@ func (c *Conn) sniff(d *direction, p []byte, t time.Time, end bool) {
 func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
 	d.seen = true
 	if c.b.join {
-		if v, at := c.joinVerdict(d, p, end); v == joinFound {
+		switch v, at := c.joinVerdict(d, p, end); v {
+		case joinFound:
 			c.join(d, p, at, t)
 			return
+		case joinChunk:
+			if f, coding, ok := exchange.StartOfBody(chunkData(p[at:])); ok && c.httpConn().StartMidStreamChunk(t, at, f, coding) {
+				d.state = toHTTP
+				c.toHTTP(d, p, t)
+				return
+			}
 		}
 	}
 	switch {
@@ -538,7 +545,7 @@ func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
 		c.note(t, "http2", "HTTP/2 (prior knowledge preface): not decoded; kwatch decodes HTTP/1.1")
 		return
 	case d.server && looksLike(p, "HTTP/"),
-		d.server && c.b.opt.MidStream && isText(head(p, sniffHead*8)) && c.httpConn().StartMidStream(t),
+		d.server && c.b.opt.MidStream && chunkedText(p) && c.httpConn().StartMidStream(t),
 		!d.server && isMethod(p):
 		d.state = toHTTP
 		c.toHTTP(d, p, t)
