@@ -133,7 +133,11 @@ type Log struct {
 	// joined holds the connections to be joined mid-way (AddJoined), by
 	// their endpoints, the lower first.
 	joined map[[2]netip.AddrPort]*Joined
-	given  bool // a key log was given (a file, or text), secrets or not
+	// looked holds the randoms Lookup found secrets for (Trials leaves
+	// them out); trialOpens counts what TakeTrialOpens took.
+	looked     map[Random]bool
+	trialOpens int
+	given      bool // a key log was given (a file, or text), secrets or not
 }
 
 // watchedFile is a key log file that may still be appended to: re-read
@@ -392,6 +396,7 @@ func (l *Log) Lookup(r Random) (*Secrets, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s, ok := l.secrets[r]; ok {
+		l.look(r)
 		cp := *s // later lines change the Log's copy, under l.mu
 		return &cp, true
 	}
@@ -402,8 +407,18 @@ func (l *Log) Lookup(r Random) (*Secrets, bool) {
 	if !ok {
 		return nil, false
 	}
+	l.look(r)
 	cp := *s
 	return &cp, true
+}
+
+// look marks r as looked up, for Trials; the set is emptied past
+// maxJoined randoms.
+func (l *Log) look(r Random) {
+	if l.looked == nil || len(l.looked) >= maxJoined {
+		l.looked = map[Random]bool{}
+	}
+	l.looked[r] = true
 }
 
 // HasFiles reports whether the Log reads a key log file (which may still

@@ -143,6 +143,15 @@ type Conn struct {
 	// joined is the state the connection was joined with, mid-way
 	// (Options.Joins); nil otherwise.
 	joined *keylog.Joined
+	// trials are the key log's secrets being tried on a connection whose
+	// handshake was not captured (trial.go); trialTried says they were
+	// looked for; trialCount and trialAll are how many key log
+	// connections were tried, of how many; trialText says how the
+	// secrets were found, trialWhy why none were.
+	trials               []trialState
+	trialTried           bool
+	trialCount, trialAll int
+	trialText, trialWhy  string
 }
 
 // New returns a Conn that reports records of connection rec to sink.
@@ -177,6 +186,9 @@ type direction struct {
 	// window is set while a direction joined mid-way looks for the
 	// sequence number of its first record (join.go).
 	window *seqWindow
+	// trialPassed counts the records passed over while the connection's
+	// secrets were tried (trial.go), trialMissed those tried in vain.
+	trialPassed, trialMissed int
 	// awaitTraffic: the handshake ended before the direction's traffic
 	// secret was known and secrets may still come (not Options.NoWait: a
 	// key source such as an uprobe hands them over while packets flow);
@@ -471,8 +483,9 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 		// Application data in the clear: protected records whose
 		// start the capture did not show.
 		switch {
-		case c.ch == nil && c.sh == nil && c.joined == nil && c.join(t):
-			// Joined mid-way: both directions are protected now.
+		case c.ch == nil && c.sh == nil && c.joined == nil && (c.join(t) || c.startTrial(t)):
+			// Joined mid-way, or its secrets tried from the key log:
+			// both directions are protected now.
 		case c.ch == nil && c.sh == nil && c.opt.Joins && !c.opt.NoWait && !c.gaveUp && c.joined == nil:
 			return false // the state may still come from the process
 		case c.ch == nil && c.sh == nil:
@@ -488,6 +501,9 @@ func (c *Conn) record(h *direction, hdr, body []byte, t time.Time) bool {
 	}
 	if c.gaveUp || c.unsup {
 		return true
+	}
+	if c.trials != nil && h.cs == nil {
+		return c.tryRecord(h, hdr, body, t)
 	}
 	if c.suite == nil {
 		return false
@@ -1063,7 +1079,7 @@ func (c *Conn) giveUp(h *direction, t time.Time, waited string) {
 		c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls", Message: c.helloErr + ": encrypted, not decoded"})
 	case c.ch == nil && c.sh == nil:
 		c.noted = true
-		msg := "TLS records after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello; start the capture before the client connects)"
+		msg := "TLS records after the handshake, which the capture missed: encrypted, not decoded (a key log names a connection by the random of its ClientHello; start the capture before the client connects)" + c.trialSummary()
 		if c.opt.Missed != "" {
 			msg = c.opt.Missed
 		}
@@ -1272,6 +1288,9 @@ func (c *Conn) close(h *direction, how exchange.Ending, t time.Time) {
 	h.enter(phaseClosed)
 	if c.inner == nil && !c.noted && (c.cl.phase == phaseClosed && c.sv.phase == phaseClosed) {
 		switch {
+		case c.trials != nil && !c.gaveUp:
+			c.endTrial(h, t, fmt.Sprintf("none of the key log's %d TLS 1.3 connections that no captured handshake claimed opened the %d records tried with a sequence number below %d",
+				c.trialCount, c.cl.trialMissed+c.sv.trialMissed, trialSeqs))
 		case c.authFailed && c.cl.decrypted+c.sv.decrypted == 0:
 			c.noteUndecoded(t, "the logged keys do not decrypt it")
 		case c.ch != nil && c.sh != nil && !c.unsup && !c.gaveUp && c.cl.decrypted+c.sv.decrypted > 0:

@@ -30,6 +30,7 @@ const (
 type seqWindow struct {
 	from, to uint64 // inclusive
 	misses   int
+	max      int // records that may open with no number (0: maxSeekMisses)
 }
 
 // join sets the connection up from the state kept for it in the key store
@@ -119,10 +120,18 @@ func (c *Conn) seek(h *direction, hdr, body []byte, t time.Time) bool {
 		return c.plain(h, inner, out, t)
 	}
 	h.skipped++
-	if w.misses++; w.misses > maxSeekMisses {
-		c.problem(h, h.off, t, "TLS state read from the process does not decrypt",
+	limit := w.max
+	if limit == 0 {
+		limit = maxSeekMisses
+	}
+	if w.misses++; w.misses > limit {
+		kind, hint := "TLS state read from the process does not decrypt", "the state was read from the wrong connection, or the process changed keys (KeyUpdate) before it was read"
+		if c.trialText != "" {
+			kind, hint = "TLS secrets found by trying do not decrypt the other direction", "the connection changed keys (KeyUpdate), or sent more records than were tried before the capture began"
+		}
+		c.problem(h, h.off, t, kind,
 			fmt.Sprintf("%d records of the %s did not open with its traffic secret and any sequence number from %d to %d", w.misses, h.name(), w.from, w.to),
-			"the state was read from the wrong connection, or the process changed keys (KeyUpdate) before it was read", false)
+			hint, false)
 		h.window = nil
 		c.kill(h)
 	}
@@ -134,7 +143,10 @@ func (c *Conn) noteJoined(t time.Time) {
 	j := c.joined
 	suite := tlsrec.VersionName(j.Version) + " " + suiteName(j.Suite)
 	src := ""
-	if j.Source != "" {
+	switch {
+	case c.trialText != "":
+		src = " " + c.trialText
+	case j.Source != "":
 		src = " with the state read from " + j.Source
 	}
 	c.sink.Emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "tls-decrypted", Suite: suite,

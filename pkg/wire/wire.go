@@ -103,9 +103,12 @@ func NewBoard(opt Options) *Board {
 		// A TLS connection whose handshake was not captured is joined
 		// mid-connection too.
 		b.decrypted.join = opt.MidStream
-		if opt.Joins {
-			// Its decrypted bytes start anywhere: in a response, or
-			// between HTTP/2 frames (NewBoard joins with MidStream).
+		if opt.Joins || opt.MidStream {
+			// A connection joined from its process's state (Joins) or
+			// with secrets found by trying the key log's (tlsconn's
+			// trial.go, under kwatch pcap): its decrypted bytes start
+			// anywhere, in a response or between HTTP/2 frames
+			// (NewBoard joins with MidStream).
 			in.MidStream = true
 			b.joined = NewBoard(in)
 		}

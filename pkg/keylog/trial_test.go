@@ -1,0 +1,41 @@
+package keylog
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTrials: the key log's connections with both TLS 1.3 application
+// traffic secrets are offered newest first, bounded, without those a
+// captured handshake looked up, as copies; the budget of openings is
+// taken whole or not at all.
+func TestTrials(t *testing.T) {
+	line := func(label string, r, secret byte) string {
+		return label + " " + strings.Repeat(string("0123456789abcdef"[r]), 64) + " " + strings.Repeat(string("0123456789abcdef"[secret]), 64) + "\n"
+	}
+	l := New()
+	l.Add([]byte(line("CLIENT_TRAFFIC_SECRET_0", 1, 1)+line("SERVER_TRAFFIC_SECRET_0", 1, 2)+
+		line("CLIENT_TRAFFIC_SECRET_0", 2, 3)+line("SERVER_TRAFFIC_SECRET_0", 2, 4)+
+		line("CLIENT_TRAFFIC_SECRET_0", 3, 5)+ // no server secret
+		line("CLIENT_RANDOM", 4, 6)+ // TLS 1.2
+		line("CLIENT_TRAFFIC_SECRET_0", 5, 7)+line("SERVER_TRAFFIC_SECRET_0", 5, 8)), "keys.log")
+	got, all := l.Trials(2)
+	if all != 3 || len(got) != 2 || got[0].Random[0] != 0x55 || got[1].Random[0] != 0x22 || got[0].Source != "keys.log" {
+		t.Fatalf("trials %+v of %d", got, all)
+	}
+	got[0].ClientTraffic[0] = 0
+	var r Random
+	for i := range r {
+		r[i] = 0x55
+	}
+	if s, ok := l.Lookup(r); !ok || s.ClientTraffic[0] != 0x77 {
+		t.Fatalf("the Log's secrets changed through a trial's copy: %+v", s)
+	}
+	got, all = l.Trials(8)
+	if all != 2 || len(got) != 2 || got[0].Random[0] != 0x22 || got[1].Random[0] != 0x11 {
+		t.Errorf("after a lookup: trials %+v of %d", got, all)
+	}
+	if !l.TakeTrialOpens(DefaultTrialOpens-1) || l.TakeTrialOpens(2) || !l.TakeTrialOpens(1) || l.TakeTrialOpens(1) || l.TakeTrialOpens(-1) {
+		t.Errorf("the budget of openings is not taken whole or not at all")
+	}
+}
