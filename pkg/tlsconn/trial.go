@@ -186,15 +186,6 @@ func (c *Conn) endTrial(h *direction, t time.Time, why string) {
 	c.giveUp(h, t, "")
 }
 
-// trialNote is what the connection's note says of the trial: how it was
-// found, or why not.
-func (c *Conn) trialNote() string {
-	if c.trialText != "" {
-		return c.trialText
-	}
-	return c.trialWhy
-}
-
 // trialSummary says, for a connection given up, what was tried.
 func (c *Conn) trialSummary() string {
 	if c.trialWhy == "" {
