@@ -609,3 +609,75 @@ func TestStreamTLSKeylogCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamTLSKeylogLateCapture: tcpdump starts after kwatch stream's
+// watch connection to the API server opened (its handshake not captured),
+// as a capture taken on a node while a client runs; kwatch stream writes
+// the key log. kwatch pcap finds the connection's secrets by trying the key
+// log's (no client random in the capture) and its events after the capture
+// began equal those kwatch stream showed live, with their chunks (HTTP/1.1:
+// joined inside the chunked body) or DATA frames (--http2: joined between
+// frames), and the note says how the secrets were found.
+func TestStreamTLSKeylogLateCapture(t *testing.T) {
+	env := e2e.Cluster(t)
+	for _, http2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", http2), func(t *testing.T) {
+			ns := env.Namespace(t)
+			relay := relayTo(t, apiServerAddr(t, env.RESTConfig(t)))
+			keyFile := filepath.Join(t.TempDir(), "keys.log")
+			args := []string{"stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--server", "https://" + relay.String(),
+				"--tls-keylog", keyFile, "-o", "json"}
+			if http2 {
+				args = append(args, "--http2")
+			}
+			s := startKwatch(t, args...)
+			write := writeAndCheck
+			if http2 {
+				write = writeAndCheckFrames
+			}
+			write(t, env, s, ns, "before")
+			// The watch is open, its handshake long done: capture now.
+			capture := tcpdumpCapture(t, fmt.Sprintf("tcp port %d", relay.Port), dialMarker(&net.Dialer{}, relay.String()))
+			write(t, env, s, ns, "after")
+			if code := s.stop(t); code != ExitOK {
+				t.Fatalf("exit %d: %s", code, s.errOut.String())
+			}
+			file := filepath.Join(t.TempDir(), "api.pcap")
+			if err := os.WriteFile(file, capture(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			carrier := "chunks"
+			if http2 {
+				carrier = "frames"
+			}
+			key := func(ev map[string]any) string {
+				return fmt.Sprintf("%v %v %v %v", ev["type"], ev["name"], ev["resourceVersion"], len(ev[carrier].([]any)) > 0)
+			}
+			var live, decoded []string
+			for _, ev := range events(s.records(t), "after") {
+				live = append(live, key(ev))
+			}
+			out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", keyFile, file)
+			if code != ExitOK && code != ExitProblems {
+				t.Fatalf("kwatch pcap: exit %d: %s", code, errOut)
+			}
+			rec := &session{out: &syncBuffer{}}
+			_, _ = rec.out.Write([]byte(out))
+			for _, ev := range events(rec.records(t), "after") {
+				decoded = append(decoded, key(ev))
+			}
+			if len(live) != 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
+				t.Errorf("live:\n%s\nfrom the capture that began after the handshake:\n%s\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"), out)
+			}
+			found := false
+			for _, n := range ofRecord(rec.records(t), "note") {
+				if n["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(n["message"]), "joined mid-connection") && strings.Contains(fmt.Sprint(n["message"]), "found by trying them") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no note of secrets found by trying:\n%s", out)
+			}
+		})
+	}
+}

@@ -152,6 +152,10 @@ type Conn struct {
 	trialTried           bool
 	trialCount, trialAll int
 	trialText, trialWhy  string
+	// reversed: the side the capture took for the client is the TLS
+	// server (the secrets found by trying said so); the decrypted bytes
+	// go to their follower the right way round.
+	reversed bool
 }
 
 // New returns a Conn that reports records of connection rec to sink.
@@ -982,14 +986,14 @@ func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 		if c.joined != nil && c.opt.InnerJoined != nil {
 			inner = c.opt.InnerJoined
 		}
-		c.inner = inner(c.alpn, h.server, p, t, func() { c.noteDecrypted(t) })
+		c.inner = inner(c.alpn, c.sends(h), p, t, func() { c.noteDecrypted(t) })
 	}
 	if h.lost > 0 {
 		// What the follower lost is the plaintext of the records lost:
 		// their bytes less each one's header, nonce, tag and inner
 		// content type (exact unless a record was padded).
 		n := max(0, h.lost-int64(h.lostRecords)*h.overhead())
-		if h.server {
+		if c.sends(h) {
 			c.inner.ServerGap(n, t)
 		} else {
 			c.inner.ClientGap(n, t)
@@ -999,12 +1003,17 @@ func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 	if len(p) == 0 {
 		return
 	}
-	if h.server {
+	if c.sends(h) {
 		c.inner.ServerData(p, t)
 	} else {
 		c.inner.ClientData(p, t)
 	}
 }
+
+// sends reports whether direction h carries what the TLS server sends: its
+// side, unless the secrets showed the capture's roles the wrong way round
+// (reversed: found by trying, trial.go).
+func (c *Conn) sends(h *direction) bool { return h.server != c.reversed }
 
 // describe says what the hellos show, e.g. `TLS 1.3,
 // TLS_AES_128_GCM_SHA256, server name "x", ALPN h2`.
@@ -1302,7 +1311,7 @@ func (c *Conn) close(h *direction, how exchange.Ending, t time.Time) {
 		}
 	}
 	if c.inner != nil {
-		if h.server {
+		if c.sends(h) {
 			c.inner.CloseServer(how, t)
 		} else {
 			c.inner.CloseClient(how, t)

@@ -153,7 +153,10 @@ func (c *Conn) trialFound(h *direction, st *trialState, seq uint64, t time.Time)
 	c.trialText = fmt.Sprintf("with the secrets %s gave for client random %s, found by trying them (the %s's first record opened with sequence number %d)",
 		src, st.t.Random, h.name(), seq)
 	if j.Client != c.rec.Client {
-		c.trialText += "; the side taken as the server is the TLS client"
+		// The capture began with the server's bytes: its side was
+		// taken for the client's.
+		c.reversed = true
+		c.trialText += fmt.Sprintf("; %s is the TLS client (the capture's first packet was the server's): its decrypted bytes are read as the client's", j.Client)
 	}
 	h.cs = st.cs
 	h.cs.seq = seq + 1
