@@ -2,8 +2,9 @@
 // way controllers do, for kwatch attach's end-to-end tests: a shared
 // informer with an event handler, and a plain Watch, both on one namespace,
 // over client-go's default transport (HTTP/2 over TLS 1.3 to the API server
-// of the kubeconfig). It writes no key log: kwatch attach takes the keys
-// from the running process.
+// of the kubeconfig). It writes no key log unless -keylog says so (README's
+// key log snippet, keylog.go): kwatch attach takes the keys from the
+// running process.
 //
 // stdout: "ready" once the informer has synced and the Watch is open, then
 // one JSON line per event each of them received:
@@ -21,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 
@@ -45,14 +47,16 @@ func main() {
 	namespace := flag.String("namespace", "default", "namespace whose ConfigMaps are watched")
 	waitStdin := flag.Bool("wait", false, "wait for a first line on stdin before connecting (so that kwatch attach by PID is in place first)")
 	http1 := flag.Bool("http1", false, "HTTP/1.1 (ALPN http/1.1) instead of client-go's HTTP/2, and JSON instead of protobuf")
+	keyLog := flag.String("keylog", "", "append the connections' TLS secrets to `FILE` (README's key log snippet)")
+	server := flag.String("server", "", "connect to `HOST:PORT` instead of the kubeconfig's server, checking its certificate for the kubeconfig server's name (a relay)")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *waitStdin, *http1); err != nil {
+	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *keyLog, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace string, waitStdin, http1 bool) error {
+func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server string) error {
 	if waitStdin {
 		var b [1]byte
 		for b[0] != '\n' {
@@ -68,6 +72,26 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool) error {
 	if http1 {
 		cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	}
+	if server != "" {
+		u, err := url.Parse(cfg.Host)
+		if err != nil {
+			return err
+		}
+		if cfg.TLSClientConfig.ServerName == "" {
+			cfg.TLSClientConfig.ServerName = u.Hostname()
+		}
+		cfg.Host = "https://" + server
+	}
+	if keyLog != "" {
+		f, err := os.OpenFile(keyLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := withKeyLog(cfg, f); err != nil {
+			return err
+		}
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
