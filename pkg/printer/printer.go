@@ -193,6 +193,12 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return nil
 		}
 		return []record.Record{r}
+	case *record.Restart:
+		return f.withConn(v.Conn, r)
+	case *record.Relist:
+		if v.Conn != nil {
+			return f.withConn(v.Conn, r)
+		}
 	case *record.Problem:
 		if v.Warning {
 			f.tally.Warnings++
