@@ -35,12 +35,12 @@ import (
 // client connections are accepted but held, their bytes not read, so that
 // a client that reconnects waits for resume, whatever its back-off.
 type holdingRelay struct {
-	addr       *net.TCPAddr
-	mu         sync.Mutex
-	conns      []*net.TCPConn // client sides open
-	held       chan struct{}  // closed by resume
-	holding    bool
-	nHeld      int // connections held since reset
+	addr    *net.TCPAddr
+	mu      sync.Mutex
+	conns   []*net.TCPConn // client sides open
+	held    chan struct{}  // closed by resume
+	holding bool
+	nHeld   int // connections held since reset
 }
 
 func newHoldingRelay(t *testing.T, upstream string) *holdingRelay {
