@@ -189,6 +189,9 @@ type jsonRequest struct {
 	// Unknown lists the header fields HPACK could not decode (a
 	// connection joined mid-connection).
 	Unknown []record.UnknownField `json:"unknownFields,omitempty"`
+	// WatchNumber is, for kwatch stream, the number of the watch record
+	// (WATCH n) this request opened.
+	WatchNumber int `json:"watchNumber,omitempty"`
 }
 
 type jsonResponse struct {
@@ -437,7 +440,8 @@ func (j *JSON) object(r record.Record) any {
 			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
-			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown}
+			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
+			WatchNumber: j.watchNumber(v.Conn, v.Exchange)}
 	case *record.Response:
 		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,

@@ -143,6 +143,13 @@ func (p *Pretty) print(r record.Record) {
 			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown))
 			return
 		}
+		if n := p.watchNumber(v.Conn, v.Exchange); n > 0 && v.Conn.HTTP2 {
+			// The streams of one connection interleave: say which
+			// announced watch this stream is.
+			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
+				p.cs.header.Sprintf("WATCH %d", n))
+			return
+		}
 		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
 	case *record.Response:
 		p.printResponse(v)
