@@ -709,9 +709,6 @@ const (
 	// AfterRefused: its request was answered with an error status other
 	// than 410 (e.g. 429, 500).
 	AfterRefused After = "refused"
-	// AfterUnknown: its end was not captured (it was still open when the
-	// next one began on another connection).
-	AfterUnknown After = "unknown"
 )
 
 // RelistHow says how a re-list got the client's state again

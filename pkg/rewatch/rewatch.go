@@ -303,8 +303,6 @@ func (l *Linker) after(w *watch) record.After {
 		return record.AfterGone
 	case w.status >= 300:
 		return record.AfterRefused
-	case !w.ended:
-		return record.AfterUnknown
 	case w.byCl:
 		return record.AfterClientEnded
 	case w.clean:
