@@ -18,6 +18,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/report"
+	"github.com/kwatch/kwatch/pkg/rewatch"
 )
 
 // outputOptions are the output flags shared by kwatch pcap and kwatch stream.
@@ -114,8 +115,9 @@ func useColor(mode string, streams IOStreams) bool {
 }
 
 // sink wraps the printer in the record stages the flags ask for: --diff,
-// then the watch health that is always printed. perConn keeps --diff's
-// versions apart per connection (captures: one watch per connection).
+// then the watch health that is always printed. perConn is set for
+// captures: it keeps --diff's versions apart per connection, and links the
+// watches of each client (pkg/rewatch).
 func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 	var next record.Sink = p
 	if o.Report != "" {
@@ -124,6 +126,11 @@ func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 		next = o.report
 	}
 	var s record.Sink = health.New(next)
+	if perConn {
+		// A capture: its watches are linked by client, as kwatch
+		// stream's own are by its loop.
+		s = rewatch.New(s)
+	}
 	if o.Diff || o.DiffAll {
 		s = diff.New(s, diff.Options{All: o.DiffAll, PerConnection: perConn})
 	}

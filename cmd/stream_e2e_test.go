@@ -1088,6 +1088,23 @@ func TestStreamSeveralResourcesHTTP2(t *testing.T) {
 		t.Errorf("ConfigMap on %v stream %v, PodTemplate on %v stream %v, %d connections: want two streams of one connection",
 			cm["connection"], cm["exchange"], pt["connection"], pt["exchange"], len(ofRecord(recs, "connection")))
 	}
+	// Each stream's request names the watch it opened (WATCH n): the
+	// watch record of that number asked for its path.
+	paths := map[float64]string{}
+	for _, w := range ofRecord(recs, "watch") {
+		paths[w["number"].(float64)] = w["path"].(string)
+	}
+	seen := map[float64]bool{}
+	for _, r := range ofRecord(recs, "request") {
+		n, _ := r["watchNumber"].(float64)
+		if p, _, _ := strings.Cut(paths[n], "?"); n == 0 || seen[n] || !strings.HasPrefix(r["target"].(string), p+"?") {
+			t.Errorf("stream %v asks for %v, said to open watch %v (%q)", r["exchange"], r["target"], n, paths[n])
+		}
+		seen[n] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("%d watch requests name their watch, want 2", len(seen))
+	}
 }
 
 // sameAsRecording checks that kwatch pcap decodes from the recording file

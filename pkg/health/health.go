@@ -1,7 +1,8 @@
 // Package health judges how healthy the watches kwatch saw were: whether
 // resourceVersions only moved forward, how often bookmarks came, how long the
-// stream went quiet, how long the first event took, why watches restarted,
-// and how the bytes split between chunk framing and data. It is a
+// stream went quiet, how long the first event took, why watches restarted
+// (kwatch stream's, and those pkg/rewatch links in a capture) and how many
+// objects their re-lists sent again unchanged, and how the bytes split between chunk framing and data. It is a
 // record.Sink that passes every record on and, before the final summary,
 // emits one record.Health per watch and one for the whole run.
 //
@@ -120,6 +121,27 @@ func (t *Tracker) Emit(r record.Record) {
 			if v.WatchList {
 				t.overall.Relists++ // the current state again, without a LIST
 			}
+		}
+	case *record.Restart:
+		// A capture's watch that followed an earlier one of its client
+		// (pkg/rewatch): counted as kwatch stream counts its own.
+		if w, ok := t.watches[key{v.Conn.Key(), v.Exchange}]; ok {
+			w.h.Began = v
+		}
+		t.overall.Restarts++
+		t.overall.RestartReasons = appendCount(t.overall.RestartReasons, v.Reason())
+		if v.Why == record.WhyRelist {
+			t.overall.Relists++
+		}
+	case *record.Relist:
+		if v.Conn != nil {
+			resent := v.Sent - v.NAppeared
+			if w, ok := t.watches[key{v.Conn.Key(), v.Exchange}]; ok {
+				w.h.Resent += resent
+				w.h.ResentUnchanged += v.Unchanged
+			}
+			t.overall.Resent += resent
+			t.overall.ResentUnchanged += v.Unchanged
 		}
 	case *record.List:
 		// Every LIST after the first is a re-list, whatever started it

@@ -21,6 +21,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/rewatch"
 	"github.com/kwatch/kwatch/pkg/wire"
 )
 
@@ -63,7 +64,7 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	if oneByte {
 		src = iotest.OneByteReader(r)
 	}
-	var sink record.Sink = health.New(p)
+	var sink record.Sink = rewatch.New(health.New(p))
 	if m.diff {
 		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}

@@ -189,6 +189,9 @@ type jsonRequest struct {
 	// Unknown lists the header fields HPACK could not decode (a
 	// connection joined mid-connection).
 	Unknown []record.UnknownField `json:"unknownFields,omitempty"`
+	// WatchNumber is, for kwatch stream, the number of the watch record
+	// (WATCH n) this request opened.
+	WatchNumber int `json:"watchNumber,omitempty"`
 }
 
 type jsonResponse struct {
@@ -371,8 +374,14 @@ type jsonWatch struct {
 }
 
 type jsonRelist struct {
-	Record       string   `json:"record"`
-	Time         string   `json:"time"`
+	Record string `json:"record"`
+	Time   string `json:"time"`
+	// Connection, Exchange, Sent and Partial: a capture's re-list
+	// (record.Relist.Conn set).
+	Connection   string   `json:"connection,omitempty"`
+	Exchange     int      `json:"exchange,omitempty"`
+	Sent         *int     `json:"sent,omitempty"`
+	Partial      bool     `json:"partial,omitempty"`
 	Appeared     []string `json:"appeared"`
 	Disappeared  []string `json:"disappeared"`
 	Changed      []string `json:"changed"`
@@ -380,6 +389,39 @@ type jsonRelist struct {
 	NDisappeared int      `json:"nDisappeared"`
 	NChanged     int      `json:"nChanged"`
 	Unchanged    int      `json:"unchanged"`
+}
+
+// jsonRestart is record.Restart's JSON form.
+type jsonRestart struct {
+	Record              string  `json:"record"`
+	Time                string  `json:"time"`
+	Connection          string  `json:"connection"`
+	Exchange            int     `json:"exchange"`
+	Previous            jsonRef `json:"previous"`
+	Why                 string  `json:"why"`
+	Relist              string  `json:"relist,omitempty"`
+	After               string  `json:"after"`
+	GapS                float64 `json:"gapSeconds"`
+	ResourceVersion     string  `json:"resourceVersion,omitempty"`
+	LastResourceVersion string  `json:"lastResourceVersion,omitempty"`
+	Resource            string  `json:"resource"`
+	Reason              string  `json:"reason"`
+}
+
+// jsonRef names a watch by its connection and exchange.
+type jsonRef struct {
+	Connection string `json:"connection"`
+	Exchange   int    `json:"exchange"`
+}
+
+func restartObject(v *record.Restart) *jsonRestart {
+	if v == nil {
+		return nil
+	}
+	return &jsonRestart{Record: "restart", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
+		Previous: jsonRef{v.Prev.String(), v.PrevExchange}, Why: string(v.Why), Relist: string(v.Relist), After: string(v.After),
+		GapS: seconds(v.Gap), ResourceVersion: v.ResourceVersion, LastResourceVersion: v.LastResourceVersion,
+		Resource: v.Resource, Reason: v.Reason()}
 }
 
 type jsonRetry struct {
@@ -398,7 +440,8 @@ func (j *JSON) object(r record.Record) any {
 			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
-			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown}
+			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
+			WatchNumber: j.watchNumber(v.Conn, v.Exchange)}
 	case *record.Response:
 		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
@@ -459,8 +502,14 @@ func (j *JSON) object(r record.Record) any {
 		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), jsonScope: scopeObject(v.Scope), Number: v.Number, Path: v.Path,
 			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: seconds(v.After), Transport: v.Transport}
 	case *record.Relist:
-		return jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
+		j := jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
 			Changed: v.Changed, NAppeared: v.NAppeared, NDisappeared: v.NDisappeared, NChanged: v.NChanged, Unchanged: v.Unchanged}
+		if v.Conn != nil {
+			j.Connection, j.Exchange, j.Sent, j.Partial = v.Conn.String(), v.Exchange, &v.Sent, v.Partial
+		}
+		return j
+	case *record.Restart:
+		return restartObject(v)
 	case *record.Health:
 		return healthObject(v)
 	case *record.Retry:
@@ -512,6 +561,12 @@ type jsonHealth struct {
 	Restarts        int            `json:"restarts,omitempty"`
 	RestartReasons  map[string]int `json:"restartReasons,omitempty"`
 	Relists         int            `json:"relists,omitempty"`
+	// Began, Resent and ResentUnchanged: how a capture's watch began
+	// after an earlier one of its client, and what its re-list sent
+	// again (record.Health.Began).
+	Began           *jsonRestart `json:"began,omitempty"`
+	Resent          *int         `json:"resent,omitempty"`
+	ResentUnchanged *int         `json:"resentUnchanged,omitempty"`
 }
 
 func healthObject(h *record.Health) jsonHealth {
@@ -521,7 +576,11 @@ func healthObject(h *record.Health) jsonHealth {
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists,
+		Began:       restartObject(h.Began),
 		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow), FlowStalls: h.FlowStalls, FlowStallS: seconds(h.FlowStall)}
+	if h.Resent > 0 || h.Began != nil {
+		j.Resent, j.ResentUnchanged = &h.Resent, &h.ResentUnchanged
+	}
 	if h.Scope != "all" { // the overall record has the count only
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)
 		j.Bookmarks.MinS, j.Bookmarks.MedianS, j.Bookmarks.MaxS = &minS, &medS, &maxS

@@ -143,6 +143,13 @@ func (p *Pretty) print(r record.Record) {
 			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown))
 			return
 		}
+		if n := p.watchNumber(v.Conn, v.Exchange); n > 0 && v.Conn.HTTP2 {
+			// The streams of one connection interleave: say which
+			// announced watch this stream is.
+			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
+				p.cs.header.Sprintf("WATCH %d", n))
+			return
+		}
 		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
 	case *record.Response:
 		p.printResponse(v)
@@ -186,7 +193,13 @@ func (p *Pretty) print(r record.Record) {
 		}
 		p.w.printf("%s %s %s · %s · %s\n", p.ts(v.Time), p.cs.header.Sprintf("WATCH %d", v.Number), from, why, v.Transport)
 	case *record.Relist:
+		if v.Conn != nil {
+			p.w.printf("%s %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), p.cs.warning.Sprint("RE-LIST"), RelistText(v))
+			return
+		}
 		p.w.printf("%s %s %s\n", p.ts(v.Time), p.cs.warning.Sprint("RE-LIST"), RelistText(v))
+	case *record.Restart:
+		p.w.printf("%s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), p.cs.warning.Sprint(RestartText(v)))
 	case *record.Health:
 		p.printHealth(v)
 	case *record.Retry:
@@ -214,9 +227,74 @@ func ScopeText(s record.Scope) string {
 	return t
 }
 
+// WatchRef names a watch as the lines of its exchange are prefixed: "#2",
+// or "#2 s1" for a stream of an HTTP/2 connection.
+func WatchRef(c *record.Conn, exchange int) string {
+	if c == nil {
+		return ""
+	}
+	if c.HTTP2 && exchange > 0 {
+		return fmt.Sprintf("#%d s%d", c.ID, exchange)
+	}
+	return fmt.Sprintf("#%d", c.ID)
+}
+
+// RestartText says which watch a capture's watch followed, why it began and
+// after what: "follows #2 s1: re-list, a watch-list from resourceVersion
+// 208 (the last one seen), after a reset, 1.02s later".
+func RestartText(r *record.Restart) string {
+	prev := WatchRef(r.Prev, r.PrevExchange)
+	if r.Prev != nil && r.Conn != nil && r.Prev.ID == r.Conn.ID && !r.Conn.HTTP2 {
+		prev = "the watch before on #" + strconv.Itoa(r.Conn.ID)
+	}
+	from := "from resourceVersion " + Escape(r.ResourceVersion)
+	switch {
+	case r.ResourceVersion == "" || r.ResourceVersion == "0":
+		from = "from no resourceVersion"
+		if r.ResourceVersion == "0" {
+			from = "from resourceVersion 0"
+		}
+	case r.LastResourceVersion == "":
+		from += " (none seen before)"
+	case r.LastResourceVersion == r.ResourceVersion:
+		from += " (the last one seen)"
+	default:
+		from += " (the last one seen was " + Escape(r.LastResourceVersion) + ")"
+	}
+	how := "resume " + from
+	if r.Why == record.WhyRelist {
+		switch r.Relist {
+		case record.RelistWatchList:
+			how = "re-list, a watch-list " + from
+		case record.RelistList:
+			how = "re-list, a LIST then a watch " + from
+		default:
+			how = "re-list, a watch " + from + ", the state first"
+		}
+	}
+	s := "follows " + prev + ": " + how
+	switch r.After {
+	case record.AfterGone:
+		s += ", after 410 Gone"
+	case record.AfterReset:
+		s += ", after a reset"
+	case record.AfterClosed:
+		s += ", after the connection closed"
+	case record.AfterServerEnded:
+		s += ", after the server ended the watch"
+	case record.AfterClientEnded:
+		s += ", after the client ended the watch"
+	case record.AfterRefused:
+		s += ", after an error status"
+	}
+	return s + ", " + round(r.Gap) + " later"
+}
+
 // RelistText says what a re-list found changed while the watch was not
 // running: "2 appeared (ns/a, ns/b) · 1 disappeared (ns/c) · 0 changed · 5
-// unchanged".
+// unchanged". A capture's re-list (Conn set) says how many objects it sent
+// and how they compare with what the client's earlier watches delivered:
+// "9 objects sent: 7 unchanged (…) · 1 changed (ns/b) · …".
 func RelistText(r *record.Relist) string {
 	part := func(n int, names []string, what string) string {
 		s := fmt.Sprintf("%d %s", n, what)
@@ -228,6 +306,19 @@ func RelistText(r *record.Relist) string {
 			s += ")"
 		}
 		return s
+	}
+	if r.Conn != nil {
+		unchanged := fmt.Sprintf("%d unchanged", r.Unchanged)
+		if r.Unchanged > 0 {
+			unchanged += " (the resourceVersion last seen: an informer's update handler gets each, old and new the same)"
+		}
+		parts := []string{unchanged, part(r.NChanged, r.Changed, "changed")}
+		if r.Partial {
+			return phrase.Count(r.Sent, "object", "objects") + " sent: " + strings.Join(append(parts,
+				part(r.NAppeared, r.Appeared, "not seen before")), " · ") + " (the client's state before was not all captured)"
+		}
+		parts = append(parts, part(r.NAppeared, r.Appeared, "appeared"), part(r.NDisappeared, r.Disappeared, "disappeared"))
+		return phrase.Count(r.Sent, "object", "objects") + " sent: " + strings.Join(parts, " · ")
 	}
 	return strings.Join([]string{
 		part(r.NAppeared, r.Appeared, "appeared"),
@@ -753,6 +844,13 @@ func HealthText(h *record.Health) string {
 		}
 		parts = append(parts, phrase.Count(len(h.Findings)+h.FindingsNotListed, "finding", "findings")+": "+strings.Join(fs, "; "))
 	}
+	if b := h.Began; b != nil {
+		s := "began " + round(b.Gap) + " after " + WatchRef(b.Prev, b.PrevExchange) + ": " + b.Reason()
+		if h.Resent > 0 {
+			s += fmt.Sprintf(", %d of %s sent again unchanged", h.ResentUnchanged, phrase.Count(h.Resent, "object", "objects"))
+		}
+		parts = append(parts, s)
+	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))
 	}
@@ -815,7 +913,11 @@ func HealthText(h *record.Health) string {
 		if len(rs) > 0 {
 			restarts += " (" + strings.Join(rs, "; ") + ")"
 		}
-		parts = append(parts, restarts+", "+phrase.Count(h.Relists, "re-list", "re-lists"))
+		relists := restarts + ", " + phrase.Count(h.Relists, "re-list", "re-lists")
+		if h.Resent > 0 {
+			relists += fmt.Sprintf(" (%d of %s sent again unchanged)", h.ResentUnchanged, phrase.Count(h.Resent, "object", "objects"))
+		}
+		parts = append(parts, relists)
 	}
 	return strings.Join(parts, " · ")
 }

@@ -84,6 +84,11 @@ type filter struct {
 	// numbers, which count hidden discovery and LIST exchanges too.
 	watchNo   map[heldKey]int
 	watchesOn map[int]int
+	// starts are kwatch stream's watch announcements (WATCH n) whose
+	// request has not come yet, and opened the number each watch request
+	// was announced with, until the request is printed.
+	starts []*record.WatchStart
+	opened map[heldKey]int
 }
 
 type heldKey struct{ conn, exchange int }
@@ -91,7 +96,8 @@ type heldKey struct{ conn, exchange int }
 func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
 		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
-		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{}}
+		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{},
+		opened: map[heldKey]int{}}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -101,6 +107,11 @@ func (f *filter) pass(r record.Record) []record.Record {
 	case *record.Request:
 		f.httpConn[v.Conn.ID] = true
 		k := heldKey{v.Conn.ID, v.Exchange}
+		if v.Watch {
+			if n := f.announced(v.Target); n > 0 && len(f.opened) < 1024 {
+				f.opened[k] = n
+			}
+		}
 		if v.Watch || f.opt.AllHTTP {
 			f.watch[k] = v.Watch
 			return f.withConn(v.Conn, r)
@@ -193,6 +204,16 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return nil
 		}
 		return []record.Record{r}
+	case *record.WatchStart:
+		if len(f.starts) < 64 {
+			f.starts = append(f.starts, v)
+		}
+	case *record.Restart:
+		return f.withConn(v.Conn, r)
+	case *record.Relist:
+		if v.Conn != nil {
+			return f.withConn(v.Conn, r)
+		}
 	case *record.Problem:
 		if v.Warning {
 			f.tally.Warnings++
@@ -205,6 +226,42 @@ func (f *filter) pass(r record.Record) []record.Record {
 		return []record.Record{r}
 	}
 	return []record.Record{r}
+}
+
+// announced takes the announcement (WATCH n) of the watch whose request
+// has target, and returns its number (0: none): the one with the same
+// path and query, else the same path, else the oldest (several resources
+// announce their watches at once).
+func (f *filter) announced(target string) int {
+	if len(f.starts) == 0 {
+		return 0
+	}
+	path, _, _ := strings.Cut(target, "?")
+	k := -1
+	for i, w := range f.starts {
+		if w.Path == target {
+			k = i
+			break
+		}
+		if p, _, _ := strings.Cut(w.Path, "?"); p == path && k < 0 {
+			k = i
+		}
+	}
+	if k < 0 {
+		k = 0
+	}
+	n := f.starts[k].Number
+	f.starts = append(f.starts[:k], f.starts[k+1:]...)
+	return n
+}
+
+// watchNumber returns, once, the number (WATCH n) the watch request of
+// exchange on connection c was announced with; 0 when none was.
+func (f *filter) watchNumber(c *record.Conn, exchange int) int {
+	k := heldKey{c.Key(), exchange}
+	n := f.opened[k]
+	delete(f.opened, k)
+	return n
 }
 
 // connRecord marks the first record shown of a connection.

@@ -655,13 +655,139 @@ func (w *WatchStart) When() time.Time { return w.Time }
 
 // Relist reports what changed between the last state known from the watch
 // and a new LIST after the watch fell too far behind (410 Gone): the events
-// that happened while nobody was watching.
+// that happened while nobody was watching. In a capture (pkg/rewatch) it
+// compares the objects a client's re-list sent (a watch-list's or a
+// watch's initial events) with what that client's earlier watches had
+// delivered last: Unchanged objects came again with the resourceVersion
+// last seen, which an informer hands its update handler as an update
+// whose old and new objects are the same.
 type Relist struct {
 	Time time.Time
+	// Conn and Exchange are, in a capture, the watch whose initial events
+	// were the re-list; nil and 0 for kwatch stream's own LIST.
+	Conn     *Conn
+	Exchange int
+	// Sent counts the objects the re-list sent (in a capture; kwatch
+	// stream's is the LIST's Items).
+	Sent int
+	// Partial is set when the client's state before the re-list was not
+	// all seen (the capture began after the client's first list, or
+	// kwatch stopped following it, see pkg/rewatch): Appeared then names
+	// objects not seen before in the capture, and Disappeared is not
+	// known (empty).
+	Partial bool
 	// Appeared, Disappeared and Changed name objects as "namespace/name"
 	// (at most MaxListedNames each; the counts are exact).
 	Appeared, Disappeared, Changed               []string
 	NAppeared, NDisappeared, NChanged, Unchanged int
+}
+
+// Connection returns the watch's connection in a capture (nil: kwatch
+// stream's re-list, of no one connection).
+func (r *Relist) Connection() *Conn { return r.Conn }
+
+// After says what ended the watch that a capture's next watch of the same
+// client followed (Restart.After).
+type After string
+
+// What ended the watch before (Restart.After).
+const (
+	// AfterGone: 410 Gone: an ERROR event with status 410 in its stream,
+	// or its request answered 410 (the resourceVersion is too old).
+	AfterGone After = "gone"
+	// AfterReset: its TCP connection was reset (RST, RFC 9293 §3.10.7),
+	// or the server reset its HTTP/2 stream (RST_STREAM, RFC 9113 §6.4).
+	AfterReset After = "reset"
+	// AfterClosed: its connection closed before the body's end.
+	AfterClosed After = "closed"
+	// AfterServerEnded: the server ended its body cleanly (last-chunk,
+	// END_STREAM), e.g. at the watch's timeoutSeconds.
+	AfterServerEnded After = "server-ended"
+	// AfterClientEnded: the client ended it (closed the connection, or
+	// reset the stream) while the server had not.
+	AfterClientEnded After = "client-ended"
+	// AfterRefused: its request was answered with an error status other
+	// than 410 (e.g. 429, 500).
+	AfterRefused After = "refused"
+)
+
+// RelistHow says how a re-list got the client's state again
+// (Restart.Relist).
+type RelistHow string
+
+// How a re-list gets the state again (Restart.Relist).
+const (
+	// RelistWatchList: a watch-list (sendInitialEvents=true), the state
+	// as ADDED events up to the initial-events-end BOOKMARK.
+	RelistWatchList RelistHow = "watch-list"
+	// RelistList: a LIST, then a watch from its resourceVersion.
+	RelistList RelistHow = "list"
+	// RelistState: a watch from no resourceVersion (or "0"), whose first
+	// events are the state.
+	RelistState RelistHow = "state"
+)
+
+// Restart links a watch of a capture to the earlier watch of the same
+// client that it followed (pkg/rewatch): on the same connection, or from
+// the same client address on the same resource with the same selectors,
+// the earlier one having ended before it began. It says why the new one
+// began (it resumed from a resourceVersion, or it re-listed), after what,
+// and how long after.
+type Restart struct {
+	// Time is the new watch's request time.
+	Time time.Time
+	// Conn and Exchange are the new watch; Prev and PrevExchange the one
+	// it followed.
+	Conn         *Conn
+	Exchange     int
+	Prev         *Conn
+	PrevExchange int
+	// Why is WhyResume (a watch from a resourceVersion) or WhyRelist
+	// (the state again); Relist says how a re-list got it.
+	Why    Why
+	Relist RelistHow
+	// After is what ended the watch before; Gap the time from its end
+	// (its last record, when its end was not seen) to the new request.
+	After After
+	Gap   time.Duration
+	// ResourceVersion is the one the new watch asked for ("" none; with
+	// a LIST first, the one the watch asked for after it);
+	// LastResourceVersion the last one the client's earlier watches
+	// delivered, bookmarks included ("" none seen).
+	ResourceVersion, LastResourceVersion string
+	// Resource is the watched path, without its query.
+	Resource string
+}
+
+// When returns the time of the new watch's request.
+func (r *Restart) When() time.Time { return r.Time }
+
+// Connection returns the new watch's connection.
+func (r *Restart) Connection() *Conn { return r.Conn }
+
+// Reason says in a few words why the watch began, from the kinds alone,
+// e.g. "re-list (watch-list) after a reset", "resume after the server
+// ended the watch": the key of Health.RestartReasons.
+func (r *Restart) Reason() string {
+	s := string(r.Why)
+	if r.Why == WhyRelist && r.Relist != "" {
+		s += " (" + string(r.Relist) + ")"
+	}
+	switch r.After {
+	case AfterGone:
+		s += " after 410 Gone"
+	case AfterReset:
+		s += " after a reset"
+	case AfterClosed:
+		s += " after the connection closed"
+	case AfterServerEnded:
+		s += " after the server ended the watch"
+	case AfterClientEnded:
+		s += " after the client ended the watch"
+	case AfterRefused:
+		s += " after an error status"
+	}
+	return s
 }
 
 // MaxListedNames bounds the names listed in a Relist.
@@ -748,10 +874,19 @@ type Health struct {
 	FlowStalls int
 	FlowStall  time.Duration
 	// Restarts counts watches opened again, with their reasons, and
-	// Relists the LISTs after 410 Gone (kwatch stream, Scope "all").
+	// Relists the re-lists (Scope "all": kwatch stream's, and the
+	// Restart records of a capture).
 	Restarts       int
 	RestartReasons map[string]int
 	Relists        int
+	// Began is, for a watch of a capture that followed an earlier watch
+	// of its client, how and why it began (Scope "watch"); nil otherwise.
+	Began *Restart
+	// Resent counts the objects re-lists sent that the client had seen
+	// before, and ResentUnchanged those of them that came with the
+	// resourceVersion last seen (Relist.Unchanged): of the watch's
+	// re-list (Scope "watch"), or of all (Scope "all").
+	Resent, ResentUnchanged int
 }
 
 // When returns the time the health was judged.

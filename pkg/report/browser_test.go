@@ -26,6 +26,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/report"
+	"github.com/kwatch/kwatch/pkg/rewatch"
 	"github.com/kwatch/kwatch/pkg/wire"
 )
 
@@ -40,7 +41,7 @@ func capture(t *testing.T, name string, withDiff bool) (page string, lines []map
 	var out bytes.Buffer
 	p := printer.NewJSON(&out, printer.Options{})
 	rep := report.New(p, report.Options{Title: "kwatch pcap " + name})
-	var sink record.Sink = health.New(rep)
+	var sink record.Sink = rewatch.New(health.New(rep))
 	if withDiff {
 		sink = diff.New(sink, diff.Options{PerConnection: true})
 	}

@@ -168,34 +168,37 @@ type connInfo struct {
 // lane is one watch: an exchange (an HTTP/1.1 request and its response, or
 // an HTTP/2 stream) whose response streams watch events.
 type lane struct {
-	idx       int
-	key       laneKey
-	conn      *connInfo
-	stream    int // HTTP/2 stream ID, 0 on HTTP/1.1
-	target    string
-	path      string
-	query     url.Values
-	ua        string
-	start     time.Time
-	first     time.Time
-	last      time.Time
-	end       time.Time
-	endHow    string
-	endClean  bool
-	ended     bool
-	status    int
-	encoding  string
-	format    string
-	counts    [nTypes]int
-	marks     []mark
-	dense     bool
-	bins      map[int64]*[nTypes]int32
-	binWidth  time.Duration
-	findings  []string
-	health    *record.Health
-	watchNo   int
-	reason    string
-	why       record.Why // the kind of reason (record.WatchStart.Why)
+	idx      int
+	key      laneKey
+	conn     *connInfo
+	stream   int // HTTP/2 stream ID, 0 on HTTP/1.1
+	target   string
+	path     string
+	query    url.Values
+	ua       string
+	start    time.Time
+	first    time.Time
+	last     time.Time
+	end      time.Time
+	endHow   string
+	endClean bool
+	ended    bool
+	status   int
+	encoding string
+	format   string
+	counts   [nTypes]int
+	marks    []mark
+	dense    bool
+	bins     map[int64]*[nTypes]int32
+	binWidth time.Duration
+	findings []string
+	health   *record.Health
+	watchNo  int
+	reason   string
+	why      record.Why // the kind of reason (record.WatchStart.Why)
+	// began is, in a capture, how the watch followed an earlier one of
+	// its client (pkg/rewatch); nil otherwise.
+	began     *record.Restart
 	after     time.Duration
 	lastRV    string
 	requestRV string
@@ -409,9 +412,22 @@ func (r *Report) observe(rec record.Record) {
 		r.live = r.live || v.Live
 	case *record.List:
 		r.observeList(v)
-	case *record.Relist:
-		// Drawn on the watch that follows the re-list.
+	case *record.Restart:
 		r.see(v.Time)
+		if l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]; l != nil {
+			l.began, l.why = v, v.Why
+			l.reason = phrase.Clip(v.Reason(), maxWhat)
+		}
+	case *record.Relist:
+		r.see(v.Time)
+		if v.Conn != nil {
+			// A capture's re-list: drawn on the watch that made it.
+			if l := r.lanes[laneKey{v.Conn.Key(), v.Exchange}]; l != nil {
+				r.addNote(note{lane: l.idx, conn: l.key.conn, t: v.Time, kind: "relist", text: phrase.Clip("RE-LIST "+printer.RelistText(v), maxWhat)})
+			}
+			return
+		}
+		// Drawn on the watch that follows the re-list.
 		r.relists++
 		if r.addNote(note{lane: -1, t: v.Time, kind: "relist", text: printer.RelistText(v)}) {
 			r.waiting = append(r.waiting, len(r.notes)-1)
@@ -871,9 +887,29 @@ func (r *Report) thin() bool {
 
 // laneLinks joins each watch to the one before it on the same resource from
 // the same client and User-Agent, when that one had ended by then:
-// "index|kind|reason" by lane index (kind from followKind).
+// "index|kind|reason" by lane index (kind from followKind). In a capture
+// the links are pkg/rewatch's (record.Restart), which says why each watch
+// began; kwatch stream's are found here, from its own watch announcements.
 func (r *Report) laneLinks() map[int]string {
 	links := map[int]string{}
+	if !r.live {
+		for _, l := range r.order {
+			b := l.began
+			if b == nil {
+				continue
+			}
+			prev := r.lanes[laneKey{b.Prev.Key(), b.PrevExchange}]
+			if prev == nil {
+				continue
+			}
+			kind := "resume"
+			if b.Why == record.WhyRelist {
+				kind = "re-list"
+			}
+			links[l.idx] = fmt.Sprintf("%d|%s|%s", prev.idx, kind, phrase.Clip(printer.RestartText(b), maxWhat))
+		}
+		return links
+	}
 	type group struct{ path, client string }
 	last := map[group]*lane{}
 	byStart := append([]*lane(nil), r.order...)
