@@ -9,7 +9,9 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -909,4 +911,42 @@ type Finding struct {
 type Intervals struct {
 	Count            int
 	Min, Median, Max time.Duration
+}
+
+// Version is what a re-list compares an object by: its UID and its
+// resourceVersion (metadata.uid, metadata.resourceVersion).
+type Version struct{ UID, ResourceVersion string }
+
+// CompareStates fills r's counts and names from fresh, the objects a
+// re-list sent, against old, the versions the client held before, each by
+// "namespace/name": Unchanged (same UID and resourceVersion), Changed,
+// Appeared, and, unless partial (the client's whole state was never
+// seen), Disappeared (held, not sent again). Names are sorted, at most
+// MaxListedNames of each kind.
+func (r *Relist) CompareStates(old, fresh map[string]Version, partial bool) {
+	add := func(list *[]string, n *int, k string) {
+		*n++
+		if len(*list) < MaxListedNames {
+			*list = append(*list, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(fresh)) {
+		o, ok := old[k]
+		switch {
+		case !ok:
+			add(&r.Appeared, &r.NAppeared, k)
+		case o != fresh[k]:
+			add(&r.Changed, &r.NChanged, k)
+		default:
+			r.Unchanged++
+		}
+	}
+	if partial {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := fresh[k]; !ok {
+			add(&r.Disappeared, &r.NDisappeared, k)
+		}
+	}
 }

@@ -27,7 +27,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -59,7 +58,6 @@ type clientKey struct {
 }
 
 // object is what is kept of an object a client was sent.
-type object struct{ uid, rv string }
 
 // client is what is known of one client's watches of one resource.
 type client struct {
@@ -69,7 +67,7 @@ type client struct {
 	// full is true once some watch delivered the whole state (its
 	// initial events were seen from their start to their end), and
 	// stays true as long as every event since was followed.
-	known map[string]object
+	known map[string]record.Version
 	full  bool
 	// lost: the object bound was reached; known no longer follows.
 	lost bool
@@ -102,7 +100,7 @@ type watch struct {
 	leading bool
 	relist  *record.Relist
 	learn   bool
-	fresh   map[string]object
+	fresh   map[string]record.Version
 	overrun bool
 }
 
@@ -224,7 +222,7 @@ func (l *Linker) clientOf(v *record.Request, path string, q url.Values) *client 
 		if len(l.clients) >= MaxClients {
 			return nil
 		}
-		c = &client{known: map[string]object{}}
+		c = &client{known: map[string]record.Version{}}
 		l.clients[ck] = c
 	}
 	return c
@@ -280,7 +278,7 @@ func (l *Linker) request(v *record.Request) {
 		w.learn = true // a first state: what a later re-list compares with
 	}
 	if w.relist != nil || w.learn {
-		w.fresh = map[string]object{}
+		w.fresh = map[string]record.Version{}
 	}
 }
 
@@ -364,7 +362,7 @@ func (l *Linker) event(e *record.Event) {
 		} else if e.Name != "" {
 			if w.fresh != nil {
 				if len(w.fresh) < MaxObjects {
-					w.fresh[objectKey(e)] = object{e.UID, e.ResourceVersion}
+					w.fresh[objectKey(e)] = record.Version{UID: e.UID, ResourceVersion: e.ResourceVersion}
 				} else {
 					w.overrun = true
 				}
@@ -400,7 +398,7 @@ func (l *Linker) learnEvent(c *client, e *record.Event) {
 			}
 			l.objects++
 		}
-		c.known[k] = object{e.UID, e.ResourceVersion}
+		c.known[k] = record.Version{UID: e.UID, ResourceVersion: e.ResourceVersion}
 	case "DELETED":
 		if _, ok := c.known[k]; ok {
 			delete(c.known, k)
@@ -412,7 +410,7 @@ func (l *Linker) learnEvent(c *client, e *record.Event) {
 // forget stops following a client's objects (MaxObjects was reached).
 func (l *Linker) forget(c *client) {
 	l.objects -= len(c.known)
-	c.known, c.lost, c.full = map[string]object{}, true, false
+	c.known, c.lost, c.full = map[string]record.Version{}, true, false
 }
 
 // finishInitial ends w's initial events: a re-list is compared and said,
@@ -428,7 +426,7 @@ func (l *Linker) finishInitial(w *watch, t time.Time) {
 		w.relist = nil
 		rl.Time = t
 		rl.Partial = rl.Partial || w.overrun || c.lost
-		compare(rl, c.known, w.fresh)
+		rl.CompareStates(c.known, w.fresh, rl.Partial)
 		l.next.Emit(rl)
 	}
 	if w.fresh != nil && !w.overrun && !c.lost {
@@ -443,42 +441,3 @@ func (l *Linker) finishInitial(w *watch, t time.Time) {
 	w.fresh, w.learn = nil, false
 }
 
-// compare fills a re-list's counts and names: fresh (the objects sent)
-// against old (the client's last versions).
-func compare(rl *record.Relist, old, fresh map[string]object) {
-	add := func(list *[]string, n *int, k string) {
-		*n++
-		if len(*list) < record.MaxListedNames {
-			*list = append(*list, k)
-		}
-	}
-	keys := make([]string, 0, len(fresh))
-	for k := range fresh {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o, ok := old[k]
-		switch {
-		case !ok:
-			add(&rl.Appeared, &rl.NAppeared, k)
-		case o.uid != fresh[k].uid || o.rv != fresh[k].rv:
-			add(&rl.Changed, &rl.NChanged, k)
-		default:
-			rl.Unchanged++
-		}
-	}
-	if rl.Partial {
-		return // what was not sent again may never have been seen
-	}
-	var gone []string
-	for k := range old {
-		if _, ok := fresh[k]; !ok {
-			gone = append(gone, k)
-		}
-	}
-	sort.Strings(gone)
-	for _, k := range gone {
-		add(&rl.Disappeared, &rl.NDisappeared, k)
-	}
-}

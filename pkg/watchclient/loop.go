@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http/httptrace"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,10 +119,6 @@ const quickEnd = time.Second
 var errGone = errors.New("resource version too old")
 
 // object is what the loop remembers of each object.
-type object struct {
-	uid types.UID
-	rv  string
-}
 
 // Run lists and watches until ctx ends, emitting records to the Client's
 // sink. It returns nil when ctx ends after at least one watch was opened; an
@@ -135,7 +130,7 @@ func Run(ctx context.Context, c *Client, opt WatchOptions) (*Stats, error) {
 	if opt.Backoff.Duration == 0 {
 		opt.Backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
 	}
-	l := &loop{c: c, opt: opt, stats: &Stats{}, known: map[string]object{}}
+	l := &loop{c: c, opt: opt, stats: &Stats{}, known: map[string]record.Version{}}
 	rc, err := c.watchREST()
 	if err != nil {
 		return l.stats, err
@@ -152,7 +147,7 @@ type loop struct {
 	opt     WatchOptions
 	lw      *cache.ListWatch
 	stats   *Stats
-	known   map[string]object
+	known   map[string]record.Version
 	rv      string
 	listed  bool
 	started time.Time // when the current watch opened
@@ -170,7 +165,7 @@ type loop struct {
 	// collecting gathers the objects of a watch-list's initial events
 	// until its initial-events-end bookmark: the state a LIST would have
 	// given, compared with the one known before (a re-list's diff).
-	collecting map[string]object
+	collecting map[string]record.Version
 	// saidAbsent is set once the object of RESOURCE/NAME was said to be
 	// missing from the first state (absent).
 	saidAbsent bool
@@ -196,7 +191,7 @@ func (l *loop) run(ctx context.Context) error {
 		if needList && l.opt.WatchList && !l.listInstead {
 			// The watch itself brings the current state.
 			needList, l.watchList, l.rv = false, true, ""
-			l.collecting = map[string]object{}
+			l.collecting = map[string]record.Version{}
 			if reason.why != record.WhyInitial {
 				l.stats.Relists++
 			}
@@ -523,13 +518,13 @@ func (l *loop) doList(ctx context.Context, reason cause) error {
 	if err != nil {
 		return err
 	}
-	fresh := make(map[string]object, len(items))
+	fresh := make(map[string]record.Version, len(items))
 	for _, it := range items {
 		a, err := meta.Accessor(it)
 		if err != nil {
 			continue
 		}
-		fresh[key(a.GetNamespace(), a.GetName())] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+		fresh[key(a.GetNamespace(), a.GetName())] = record.Version{UID: string(a.GetUID()), ResourceVersion: a.GetResourceVersion()}
 	}
 	lr := &record.List{Time: time.Now(), Scope: l.scope(), Items: len(items), ResourceVersion: lm.GetResourceVersion(),
 		Duration: time.Since(start), Reason: reason.text, Why: reason.why, Show: l.opt.ShowList && l.opt.ListObjects}
@@ -595,40 +590,9 @@ func key(ns, name string) string {
 }
 
 // diffStates compares the state known from the watch with a new list.
-func diffStates(old, fresh map[string]object) *record.Relist {
+func diffStates(old, fresh map[string]record.Version) *record.Relist {
 	r := &record.Relist{Time: time.Now()}
-	add := func(list *[]string, n *int, k string) {
-		*n++
-		if len(*list) < record.MaxListedNames {
-			*list = append(*list, k)
-		}
-	}
-	keys := make([]string, 0, len(fresh))
-	for k := range fresh {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o, ok := old[k]
-		switch {
-		case !ok:
-			add(&r.Appeared, &r.NAppeared, k)
-		case o.uid != fresh[k].uid || o.rv != fresh[k].rv:
-			add(&r.Changed, &r.NChanged, k)
-		default:
-			r.Unchanged++
-		}
-	}
-	gone := make([]string, 0)
-	for k := range old {
-		if _, ok := fresh[k]; !ok {
-			gone = append(gone, k)
-		}
-	}
-	sort.Strings(gone)
-	for _, k := range gone {
-		add(&r.Disappeared, &r.NDisappeared, k)
-	}
+	r.CompareStates(old, fresh, false)
 	return r
 }
 
@@ -796,7 +760,7 @@ func (l *loop) apply(ctx context.Context, ev watch.Event) error {
 	k := key(a.GetNamespace(), a.GetName())
 	if l.collecting != nil {
 		if ev.Type == watch.Added {
-			l.collecting[k] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+			l.collecting[k] = record.Version{UID: string(a.GetUID()), ResourceVersion: a.GetResourceVersion()}
 			return nil
 		}
 		if ev.Type == watch.Bookmark && a.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
@@ -816,7 +780,7 @@ func (l *loop) apply(ctx context.Context, ev watch.Event) error {
 	}
 	switch ev.Type {
 	case watch.Added, watch.Modified:
-		l.known[k] = object{uid: a.GetUID(), rv: a.GetResourceVersion()}
+		l.known[k] = record.Version{UID: string(a.GetUID()), ResourceVersion: a.GetResourceVersion()}
 	case watch.Deleted:
 		delete(l.known, k)
 	}

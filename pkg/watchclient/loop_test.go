@@ -343,8 +343,8 @@ func runToEnd(t *testing.T, h http.Handler, opt WatchOptions) error {
 }
 
 func TestDiffStates(t *testing.T) {
-	old := map[string]object{"a": {uid: "1", rv: "1"}, "b": {uid: "2", rv: "1"}, "c": {uid: "3", rv: "1"}}
-	fresh := map[string]object{"a": {uid: "1", rv: "1"}, "b": {uid: "2", rv: "5"}, "d": {uid: "4", rv: "6"}}
+	old := map[string]record.Version{"a": {UID: "1", ResourceVersion: "1"}, "b": {UID: "2", ResourceVersion: "1"}, "c": {UID: "3", ResourceVersion: "1"}}
+	fresh := map[string]record.Version{"a": {UID: "1", ResourceVersion: "1"}, "b": {UID: "2", ResourceVersion: "5"}, "d": {UID: "4", ResourceVersion: "6"}}
 	r := diffStates(old, fresh)
 	got := fmt.Sprint(r.Appeared, r.Disappeared, r.Changed, r.Unchanged)
 	if got != "[d] [c] [b] 1" {
