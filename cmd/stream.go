@@ -63,6 +63,9 @@ type streamOptions struct {
 	direct bool
 	// directFlag names one such flag, for messages.
 	directFlag string
+	// resolved holds the resource types already resolved through
+	// discovery, by argument (resolveForRecord), for watchOptions.
+	resolved map[string]watchclient.Resource
 }
 
 // connectionFlags are kubectl's flags (genericclioptions.ConfigFlags) that
@@ -395,23 +398,9 @@ func (o *streamOptions) target(proxy, server string) watchclient.Target {
 			Token: *k.BearerToken != "", ClientCertificate: *k.CertFile != "", User: *k.AuthInfoName != ""}}
 }
 
-// errRecordSecrets refuses to record a watch of Secrets without
-// --show-secrets: the recording holds the bytes as received, where kwatch's
-// output would redact them.
-// errSetup is an error of resolving what to watch, for setupError.
-type errSetup struct {
-	err   error
-	usage bool
-}
-
-func (e errSetup) Error() string { return e.err.Error() }
-
-// setupError turns an error of watchOptions into kwatch's exit error.
+// setupError turns an error of resolving what to watch (watchOptions,
+// resolveForRecord) into kwatch's exit error: 1, with what to check.
 func (o *streamOptions) setupError(err error, proxy, server string) error {
-	var e errSetup
-	if errors.As(err, &e) && e.usage {
-		return &exitError{code: ExitUsage, err: err}
-	}
 	return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
 }
 
@@ -426,17 +415,16 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 	if o.raw != "" {
 		return wo, nil
 	}
-	// Discovery is retried while the server answers 429 or 5xx, as LIST
-	// and WATCH are; other errors and Ctrl-C end it.
-	res, err := client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff())
-	if err != nil {
-		return wo, err
+	res, ok := o.resolved[resource]
+	if !ok {
+		// Discovery is retried while the server answers 429 or 5xx, as
+		// LIST and WATCH are; other errors and Ctrl-C end it.
+		var err error
+		if res, err = client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff()); err != nil {
+			return wo, err
+		}
 	}
 	wo.Resource = res
-	if o.record != "" && !o.output.ShowSecrets && res.CoreSecrets() {
-		_ = os.Remove(o.record)
-		return wo, errSetup{err: errRecordSecrets, usage: true}
-	}
 	if res.Namespaced && !o.allNamespaces {
 		wo.Namespace = o.namespace
 		if wo.Namespace == "" {
@@ -676,7 +664,61 @@ func (o *streamOptions) describe() string {
 	return what
 }
 
+// errRecordSecrets refuses to record a watch of Secrets without
+// --show-secrets: the recording holds the bytes as received, where kwatch's
+// output would redact them.
 var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
+
+// recordSecretsError refuses --record of a run whose types (all of them)
+// include secrets (the arguments that named them), saying what to do.
+func recordSecretsError(secrets, types []string) error {
+	if len(types) == 1 {
+		return errRecordSecrets
+	}
+	rest := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return slices.Contains(secrets, t) })
+	return fmt.Errorf("%s: --record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets, or record the others alone (%s)",
+		strings.Join(secrets, ","), strings.Join(rest, ","))
+}
+
+// resolveForRecord resolves the resource types before the --record file
+// is opened when Secrets may not be recorded (no --show-secrets), so that
+// a run that watches Secrets is refused before anything is written or said
+// (its warning that a .pcapng holds the keys included). It keeps what it
+// resolved for watchOptions, and returns the exit error of a type that does
+// not resolve, as the run would.
+func (o *streamOptions) resolveForRecord(ctx context.Context, co watchclient.ConnectOptions, sink record.Sink, proxy string) error {
+	if o.record == "" || o.output.ShowSecrets || o.raw != "" {
+		return nil
+	}
+	types := o.resources
+	if len(types) == 0 {
+		types = []string{o.resource}
+	}
+	client, err := watchclient.Connect(co, sink)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}
+	}
+	defer client.Close()
+	o.resolved = map[string]watchclient.Resource{}
+	var secrets []string
+	for _, t := range types {
+		res, err := client.ResolveRetrying(ctx, t, sink, watchclient.DiscoveryBackoff())
+		if err != nil {
+			if len(types) > 1 {
+				err = fmt.Errorf("%s: %w", t, err)
+			}
+			return o.setupError(err, proxy, client.Config.Host)
+		}
+		o.resolved[t] = res
+		if res.CoreSecrets() {
+			secrets = append(secrets, t)
+		}
+	}
+	if len(secrets) > 0 {
+		return &exitError{code: ExitUsage, err: recordSecretsError(secrets, types)}
+	}
+	return nil
+}
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
 	// Every exchange on a tapped connection is one kwatch asked for: show
@@ -685,6 +727,19 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
+	co := o.connectOptions(proxy)
+	co.Warnings = streams.ErrOut
+	if path := o.keyLogPath(streams); path != "" {
+		kl := &keyLogFile{path: path, errOut: streams.ErrOut}
+		defer kl.Close()
+		co.KeyLog = kl
+	}
+	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
+	co.HTTP = wire.Options{Limits: exchange.Limits{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
+		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
+	if err := o.resolveForRecord(ctx, co, sink, proxy); err != nil {
+		return err
+	}
 	rec, f, err := o.openRecord()
 	if err != nil {
 		return err
@@ -692,19 +747,10 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	if f != nil {
 		defer f.Close()
 	}
-	co := o.connectOptions(proxy)
-	co.Record, co.Warnings = rec, streams.ErrOut
-	if path := o.keyLogPath(streams); path != "" {
-		kl := &keyLogFile{path: path, errOut: streams.ErrOut}
-		defer kl.Close()
-		co.KeyLog = kl
-	}
+	co.Record = rec
 	if rec != nil && rec.PCAPNG() && proxy == "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the watch connections: anyone with the file can decrypt them, bearer token included\n", o.record)
 	}
-	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
-	co.HTTP = wire.Options{Limits: exchange.Limits{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
-		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}

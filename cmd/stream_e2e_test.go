@@ -857,17 +857,34 @@ func TestStreamDiffFromList(t *testing.T) {
 }
 
 // TestStreamRecordSecrets: recording a watch of Secrets is refused without
-// --show-secrets (no file left behind), and allowed with it.
+// --show-secrets, alone or among several types, before anything is
+// written or said: one line of error that says what to do, no warning that
+// a file holds keys, no file; with --show-secrets it is recorded.
 func TestStreamRecordSecrets(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
 	file := filepath.Join(t.TempDir(), "secrets.pcap")
-	_, errOut, code := run(t, nil, nil, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file)
-	if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well") {
-		t.Errorf("without --show-secrets: exit %d, stderr %q", code, errOut)
-	}
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Errorf("%s left behind (%v)", file, err)
+	ng := filepath.Join(t.TempDir(), "secrets.pcapng")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"secrets", "--record", file}, "kwatch: " + errRecordSecrets.Error() + "\n"},
+		{[]string{"secrets", "--record", ng}, "kwatch: " + errRecordSecrets.Error() + "\n"},
+		{[]string{"configmaps,secret,pods", "--record", ng}, "kwatch: secret: --record writes the watch's bytes as received, Secret data included; " +
+			"pass --show-secrets as well to record a watch of Secrets, or record the others alone (configmaps,pods)\n"},
+		{[]string{"cm", "secrets", "--record", file, "--http2"}, "kwatch: secrets: --record writes the watch's bytes as received, Secret data included; " +
+			"pass --show-secrets as well to record a watch of Secrets, or record the others alone (cm)\n"},
+	} {
+		out, errOut, code := run(t, nil, nil, append([]string{"stream", "-n", ns, "--kubeconfig", env.Kubeconfig}, tc.args...)...)
+		if code != ExitUsage || errOut != tc.want || out != "" {
+			t.Errorf("%v without --show-secrets: exit %d, stdout %q, stderr %q, want %q", tc.args, code, out, errOut, tc.want)
+		}
+		for _, f := range []string{file, ng} {
+			if _, err := os.Stat(f); !os.IsNotExist(err) {
+				t.Errorf("%v: %s left behind (%v)", tc.args, f, err)
+			}
+		}
 	}
 	s := startKwatch(t, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file, "--show-secrets", "-o", "json")
 	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
