@@ -579,3 +579,43 @@ current-context: dev
 		t.Errorf("exit %d, %q", code, out)
 	}
 }
+
+// TestStreamProxyFromEnvironment: kwatch stream takes its kubectl proxy from
+// $KWATCH_PROXY, says so when it does not answer, lets --proxy win over it,
+// and leaves it out when a flag connects straight (flags win over the
+// environment) or --proxy "" is given.
+func TestStreamProxyFromEnvironment(t *testing.T) {
+	env := map[string]string{"KWATCH_PROXY": "127.0.0.1:1"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{"from the variable", env, []string{"stream", "cm"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:1 (from $KWATCH_PROXY) does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		{"--proxy wins", env, []string{"stream", "cm", "--proxy", "127.0.0.1:2"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:2 does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		{"a connection flag wins", env, []string{"stream", "cm", "--server", "http://127.0.0.1:3", "--token", "t"}, ExitProblems,
+			"kwatch: The connection to the server 127.0.0.1:3 was refused - did you specify the right host or port?\n"},
+		{"--proxy '' leaves it out", env, []string{"stream", "cm", "--proxy", "", "--server", "http://127.0.0.1:3"}, ExitProblems,
+			"kwatch: The connection to the server 127.0.0.1:3 was refused - did you specify the right host or port?\n"},
+		{"a bad address", map[string]string{"KWATCH_PROXY": "http://127.0.0.1:1/x"}, []string{"stream", "cm"}, ExitUsage,
+			"kwatch: $KWATCH_PROXY \"http://127.0.0.1:1/x\": want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)\n"},
+		{"with $KUBECONFIG, the proxy", map[string]string{"KWATCH_PROXY": "127.0.0.1:1", "KUBECONFIG": "/nonexistent"}, []string{"stream", "cm"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:1 (from $KWATCH_PROXY) does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := run(t, nil, tc.env, tc.args...)
+			if code != tc.code || errOut != tc.want {
+				t.Errorf("exit %d, stderr %q; want %d, %q", code, errOut, tc.code, tc.want)
+			}
+		})
+	}
+	// --help says where the proxy comes from.
+	out, _, _ := run(t, nil, nil, "stream", "--help")
+	if !strings.Contains(out, "$KWATCH_PROXY") {
+		t.Errorf("--help does not name $KWATCH_PROXY:\n%s", out)
+	}
+}

@@ -41,16 +41,19 @@ type streamOptions struct {
 	fieldSelector   string
 	resourceVersion string
 	proxy           string
-	raw             string
-	http2           bool
-	proto           bool
-	cbor            bool
-	watchOnly       bool
-	listMode        string
-	timeout         time.Duration
-	idleTimeout     time.Duration
-	record          string
-	tlsKeylog       string
+	// proxyFrom says where proxy came from when no flag gave it
+	// (ConnectOptions.ProxyFrom); "" for --proxy.
+	proxyFrom   string
+	raw         string
+	http2       bool
+	proto       bool
+	cbor        bool
+	watchOnly   bool
+	listMode    string
+	timeout     time.Duration
+	idleTimeout time.Duration
+	record      string
+	tlsKeylog   string
 
 	resource, name string
 	// resources lists the resource types of a stream of several
@@ -89,12 +92,14 @@ is too old (410 Gone) it gets the state again and shows what changed while
 nobody was watching. Several resource types (pods,configmaps) are watched at
 once, each its own list-watch.
 
-Where it connects: through kubectl proxy (--proxy; by default
-http://127.0.0.1:8001 when it answers and neither --kubeconfig, --context nor
-$KUBECONFIG is set), or straight to the API server from a kubeconfig. Straight over TLS,
-kwatch asks for HTTP/1.1 and decodes the decrypted bytes; with --http2 it
-speaks HTTP/2 and decodes the decrypted frames (several types then share one
-connection, each watch a stream).
+Where it connects: through kubectl proxy (--proxy, else $KWATCH_PROXY unless a
+flag connects straight; else http://127.0.0.1:8001 when it answers and neither
+--kubeconfig, --context nor $KUBECONFIG is set), or straight to the API server
+from a kubeconfig. Each WATCH line, the first one included, names the proxy
+(and where it came from) or the server and the kubeconfig context. Straight
+over TLS, kwatch asks for HTTP/1.1 and decodes the decrypted bytes; with
+--http2 it speaks HTTP/2 and decodes the decrypted frames (several types then
+share one connection, each watch a stream).
 
 Ctrl-C (or SIGTERM) ends with a summary. Exit status: 0 after Ctrl-C, 1 when the
 watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405, 406,
@@ -159,7 +164,7 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
 	fs.BoolVar(&o.watchOnly, "watch-only", false, "do not show the objects of the initial LIST, only the watch events (as kubectl get --watch-only)")
 	fs.StringVar(&o.listMode, "list-mode", "watch-list", "how the current state comes: watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed) or list (LIST, then WATCH from its resourceVersion; --watch-only implies it)")
-	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
+	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001 (default: $KWATCH_PROXY, unless a flag connects straight; --proxy '' leaves it out)")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2 on the direct TLS connection (ALPN h2, as client-go does; the watches of several resource types share the connection, each a stream): events with their DATA frames, and the connection's SETTINGS, PINGs, flow-control stalls, RST_STREAM and GOAWAY")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
@@ -219,9 +224,36 @@ func (o *streamOptions) setDirect(cmd *cobra.Command, streams IOStreams) {
 	}
 }
 
-// proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
-// proxy's default port when it answers, no flag or $KUBECONFIG asked to
-// connect straight and --http2 was not given; "" to connect straight.
+// proxyEnv names the environment variable kwatch stream takes its kubectl
+// proxy from when --proxy is not given.
+const proxyEnv = "KWATCH_PROXY"
+
+// setProxy sets o.proxy from --proxy, or else from $KWATCH_PROXY when no
+// flag asks to connect straight (a connection flag or --http2: flags win
+// over the environment; $KUBECONFIG does not count, as with --proxy).
+// --proxy "" leaves $KWATCH_PROXY out.
+func (o *streamOptions) setProxy(cmd *cobra.Command, streams IOStreams) error {
+	proxy, err := normalizeProxy(o.proxy, "--proxy")
+	if err != nil {
+		return err
+	}
+	o.proxy, o.proxyFrom = proxy, ""
+	if cmd.Flags().Changed("proxy") || o.http2 || (o.direct && o.directFlag != "$KUBECONFIG") {
+		return nil
+	}
+	if env := getenv(streams, proxyEnv); env != "" {
+		if o.proxy, err = normalizeProxy(env, "$"+proxyEnv); err != nil {
+			return err
+		}
+		o.proxyFrom = "from $" + proxyEnv
+	}
+	return nil
+}
+
+// proxyURL returns the kubectl proxy to go through: --proxy or
+// $KWATCH_PROXY, or kubectl proxy's default port when it answers, no flag
+// or $KUBECONFIG asked to connect straight and --http2 was not given; ""
+// to connect straight.
 func (o *streamOptions) proxyURL(ctx context.Context) string {
 	// --http2 asks for a direct TLS connection: no proxy is picked for it.
 	if o.proxy == "" && !o.direct && !o.http2 && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
@@ -230,13 +262,32 @@ func (o *streamOptions) proxyURL(ctx context.Context) string {
 	return o.proxy
 }
 
-// connectOptions says where and how to connect, for watchclient.Connect.
+// connectOptions says where and how to connect, for watchclient.Connect:
+// through proxy, or straight from the kubeconfig (naming its context).
 func (o *streamOptions) connectOptions(proxy string) watchclient.ConnectOptions {
 	co := watchclient.ConnectOptions{ProxyURL: proxy, HTTP2: o.http2, UserAgent: "kwatch/" + version}
+	co.ProxyFrom = o.proxyOrigin(proxy)
 	if proxy == "" {
 		co.ClientConfig = o.kube.ToRawKubeConfigLoader()
+		co.ContextName = *o.kube.Context
+		if raw, err := co.ClientConfig.RawConfig(); err == nil && co.ContextName == "" {
+			co.ContextName = raw.CurrentContext
+		}
 	}
 	return co
+}
+
+// proxyOrigin says where proxy (proxyURL's) came from when no flag gave it:
+// $KWATCH_PROXY, or kubectl proxy's default address; "" for --proxy or no
+// proxy.
+func (o *streamOptions) proxyOrigin(proxy string) string {
+	switch {
+	case proxy == "":
+		return ""
+	case proxy == o.proxy:
+		return o.proxyFrom
+	}
+	return "the default address"
 }
 
 // completeFromCluster connects as kwatch stream would (the flags given so
@@ -252,11 +303,9 @@ func (o *streamOptions) completeFromCluster(cmd *cobra.Command, streams IOStream
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	o.setDirect(cmd, streams)
-	proxy, err := normalizeProxy(o.proxy)
-	if err != nil {
+	if err := o.setProxy(cmd, streams); err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	o.proxy = proxy
 	client, err := watchclient.Connect(o.connectOptions(o.proxyURL(ctx)), record.SinkFunc(func(record.Record) {}))
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
@@ -269,8 +318,9 @@ func (o *streamOptions) completeFromCluster(cmd *cobra.Command, streams IOStream
 }
 
 // normalizeProxy accepts kubectl proxy's address as HOST:PORT (as kubectl
-// proxy prints it: "Starting to serve on 127.0.0.1:8001") or as a URL.
-func normalizeProxy(p string) (string, error) {
+// proxy prints it: "Starting to serve on 127.0.0.1:8001") or as a URL;
+// from names where it was given, for the error.
+func normalizeProxy(p, from string) (string, error) {
 	if p == "" {
 		return "", nil
 	}
@@ -279,7 +329,7 @@ func normalizeProxy(p string) (string, error) {
 	}
 	u, err := url.Parse(p)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return "", fmt.Errorf("--proxy %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", p)
+		return "", fmt.Errorf("%s %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", from, p)
 	}
 	return strings.TrimSuffix(p, "/"), nil
 }
@@ -290,11 +340,9 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	}
 	o.namespace = *o.kube.Namespace
 	o.setDirect(cmd, streams)
-	proxy, err := normalizeProxy(o.proxy)
-	if err != nil {
+	if err := o.setProxy(cmd, streams); err != nil {
 		return err
 	}
-	o.proxy = proxy
 	switch {
 	case o.raw != "" && len(args) > 0:
 		return fmt.Errorf("give either RESOURCE or --raw, not both")
@@ -389,7 +437,7 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 // with which flags, for watchclient.Explain and ExplainConnect.
 func (o *streamOptions) target(proxy, server string) watchclient.Target {
 	k := o.kube
-	return watchclient.Target{Proxy: proxy, Server: server, HTTP2: o.http2, Direct: o.direct,
+	return watchclient.Target{Proxy: proxy, ProxyFrom: o.proxyOrigin(proxy), Server: server, HTTP2: o.http2, Direct: o.direct,
 		DefaultServer: func() bool {
 			raw, err := k.ToRawKubeConfigLoader().RawConfig()
 			return err == nil && len(raw.Clusters) == 0 && *k.APIServer == ""

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kwatch/kwatch/internal/e2e"
 	"github.com/kwatch/kwatch/internal/testutil"
@@ -58,9 +59,15 @@ type session struct {
 
 func startKwatch(t *testing.T, args ...string) *session {
 	t.Helper()
+	return startKwatchEnv(t, nil, args...)
+}
+
+// startKwatchEnv is startKwatch with the environment env.
+func startKwatchEnv(t *testing.T, env map[string]string, args ...string) *session {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
-	streams := IOStreams{In: strings.NewReader(""), Out: s.out, ErrOut: s.errOut, Getenv: func(string) string { return "" }}
+	streams := IOStreams{In: strings.NewReader(""), Out: s.out, ErrOut: s.errOut, Getenv: func(k string) string { return env[k] }}
 	go func() { s.done <- Execute(ctx, streams, args) }()
 	t.Cleanup(func() { s.stop(t) })
 	return s
@@ -214,6 +221,26 @@ func writeAndCheck(t *testing.T, env *e2e.Env, s *session, ns, name string) {
 	}
 }
 
+// TestStreamProxyEnvironment: with $KWATCH_PROXY and no flag, kwatch
+// stream goes through that proxy and its first line says so; with
+// --kubeconfig (a flag: it wins) it goes straight, naming the context.
+func TestStreamProxyEnvironment(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	vars := map[string]string{"KWATCH_PROXY": strings.TrimPrefix(env.ProxyURL, "http://")}
+	s := startKwatchEnv(t, vars, "stream", "configmaps", "-n", ns)
+	first, _, _ := strings.Cut(s.waitForText(t, "the first line", "\n"), "\n")
+	if !strings.HasSuffix(first, " · HTTP/1.1 through kubectl proxy "+env.ProxyURL+" (from $KWATCH_PROXY)") || !strings.Contains(first, "WATCH 1 configmaps in namespace "+ns) {
+		t.Errorf("first line %q", first)
+	}
+	s.stop(t)
+	s = startKwatchEnv(t, vars, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig)
+	first, _, _ = strings.Cut(s.waitForText(t, "the first line", "\n"), "\n")
+	if !regexp.MustCompile(` · HTTP/1\.1 over TLS straight to https://\S+ \(context \S+; decrypted bytes decoded\)$`).MatchString(first) {
+		t.Errorf("first line %q", first)
+	}
+}
+
 func TestStreamThroughProxy(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
@@ -241,8 +268,15 @@ func TestStreamDirectTLS(t *testing.T) {
 	s := startKwatch(t, "stream", "cm", "-n", ns, "--kubeconfig", env.Kubeconfig, "-o", "json")
 	writeAndCheck(t, env, s, ns, "direct")
 	recs := s.records(t)
-	if w := ofRecord(recs, "watch"); len(w) == 0 || !strings.Contains(w[0]["transport"].(string), "HTTP/1.1 over TLS") {
-		t.Errorf("watch record does not say HTTP/1.1 over TLS: %v", w)
+	// It names the server and the context whose credentials it uses.
+	raw, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster].Server
+	want := "HTTP/1.1 over TLS straight to " + server + " (context " + raw.CurrentContext + "; decrypted bytes decoded)"
+	if w := ofRecord(recs, "watch"); len(w) == 0 || w[0]["transport"] != want {
+		t.Errorf("watch record's transport is not %q: %v", want, w)
 	}
 	for _, r := range ofRecord(recs, "request") {
 		h, _ := json.Marshal(r["header"])
