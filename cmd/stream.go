@@ -200,14 +200,54 @@ func (o *streamOptions) registerCompletions(c *cobra.Command, streams IOStreams)
 			return c.Namespaces(ctx)
 		})
 	})
-	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 || o.raw != "" {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
-			return c.Watchable(ctx)
-		})
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return o.completeArg(cmd, streams, args, toComplete)
 	}
+}
+
+// completeArg completes RESOURCE as kubectl does, and further: the types
+// of a comma-separated list (pods,con<TAB>: the types not in it yet, each
+// after what is typed), and RESOURCE/NAME from the names of the objects in
+// the namespace of -n or the kubeconfig context (cm/<TAB>, as kubectl get
+// cm/<TAB>). A further argument completes another type (kwatch stream pods
+// configmaps), unless one already names an object.
+func (o *streamOptions) completeArg(cmd *cobra.Command, streams IOStreams, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	none := cobra.ShellCompDirectiveNoFileComp
+	if o.raw != "" || slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "/") }) {
+		return nil, none
+	}
+	if resource, _, ok := strings.Cut(toComplete, "/"); ok {
+		if len(args) > 0 || resource == "" || strings.Contains(resource, ",") || o.allNamespaces {
+			return nil, none // an object is named alone, in one namespace
+		}
+		names, dir := o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+			return c.Names(ctx, resource, *o.kube.Namespace)
+		})
+		var out []string
+		for _, n := range names {
+			if n := resource + "/" + n; strings.HasPrefix(n, toComplete) {
+				out = append(out, n)
+			}
+		}
+		return out, dir
+	}
+	types, dir := o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+		return c.Watchable(ctx)
+	})
+	// pods,con<TAB>: each type not listed yet, after the list typed so
+	// far; no space after it, so that another comma can follow.
+	cut := strings.LastIndexByte(toComplete, ',')
+	head, typed := toComplete[:cut+1], strings.Split(toComplete[:max(cut, 0)], ",")
+	var out []string
+	for _, t := range types {
+		if c := head + t; strings.HasPrefix(c, toComplete) && !slices.Contains(typed, t) {
+			out = append(out, c)
+		}
+	}
+	if cut >= 0 {
+		dir |= cobra.ShellCompDirectiveNoSpace
+	}
+	return out, dir
 }
 
 // setDirect notes whether a flag of connectionFlags was given, or

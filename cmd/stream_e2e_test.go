@@ -977,6 +977,42 @@ func TestStreamCompletion(t *testing.T) {
 	if strings.Contains(out, "/") {
 		t.Errorf("resources: a subresource in %q", out)
 	}
+	// A comma-separated list: the types not in it yet, after it, with no
+	// space so that another comma can follow.
+	out, _, code = run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "pods,con")
+	if want := "pods,configmaps\npods,controllerrevisions.apps\n:6\n"; code != ExitOK || !strings.HasPrefix(out, want) {
+		t.Errorf("pods,con: exit %d, %q, want %q", code, out, want)
+	}
+	out, _, _ = run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "configmaps,pods,configm")
+	if !strings.HasPrefix(out, ":6\n") {
+		t.Errorf("configmaps,pods,configm: %q, want no type listed twice", out)
+	}
+	// RESOURCE/NAME: the names of the objects in -n's namespace, as
+	// kubectl get cm/<TAB>; metadata only, so Secrets' names too.
+	cs := env.Clientset(t)
+	for _, name := range []string{"comp-b", "comp-a", "other"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "comp-s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"cm/", "cm/comp-a\ncm/comp-b\ncm/other\n:4\n"},
+		{"configmaps/comp", "configmaps/comp-a\nconfigmaps/comp-b\n:4\n"},
+		{"secrets/", "secrets/comp-s\n:4\n"},
+	} {
+		out, _, code := run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "-n", ns, tc.arg)
+		if code != ExitOK || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%s: exit %d, %q, want %q", tc.arg, code, out, tc.want)
+		}
+	}
+	// Straight from the kubeconfig too.
+	out, _, _ = run(t, nil, nil, "__complete", "stream", "--kubeconfig", env.Kubeconfig, "-n", ns, "cm/comp-a")
+	if !strings.HasPrefix(out, "cm/comp-a\n:4\n") {
+		t.Errorf("cm/comp-a with --kubeconfig: %q", out)
+	}
 }
 
 // TestStreamCBOR watches as CBOR (the stack's kube-apiserver runs with
