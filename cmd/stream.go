@@ -80,8 +80,10 @@ var connectionFlags = []string{"kubeconfig", "context", "cluster", "user", "serv
 func newStreamCommand(streams IOStreams) *cobra.Command {
 	o := &streamOptions{}
 	c := &cobra.Command{
-		Use:   "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
-		Short: "Run a live list-watch and show every event with the chunks it arrived in",
+		Use: "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
+		// kubectl get -w's words for it.
+		SuggestFor: []string{"watch", "get", "live"},
+		Short:      "Run a live list-watch and show every event with the chunks it arrived in",
 		Long: `List-watch a resource as client-go 0.37's informers do (a streaming list:
 the current state as the watch's first events, gzip'd; or --list-mode list:
 LIST, then WATCH), and show every watch event with the HTTP/1.1 chunk(s) or
@@ -156,8 +158,13 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	o.kube = genericclioptions.NewConfigFlags(true)
 	o.kube.CacheDir = nil // kwatch keeps no discovery cache on disk
 	o.kube.AddFlags(fs)
-	fs.Lookup("namespace").Usage = "namespace to watch (default: the kubeconfig context's, or \"default\")"
-	fs.Lookup("request-timeout").Usage = "give up on a discovery or LIST request after this long, e.g. 10s (0: never); watches are bounded by --timeout and --idle-timeout instead"
+	// In kwatch's style (lower case, no full stop), the meaning kubectl
+	// gives them.
+	for name, usage := range kubeFlagUsage {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
+		}
+	}
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "watch all namespaces (wins over --namespace, as in kubectl)")
 	fs.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. -l app=web")
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
@@ -173,6 +180,30 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
+}
+
+// kubeFlagUsage is the help text of kubectl's connection flags
+// (cli-runtime's ConfigFlags) in kwatch's style: lower case, no full stop.
+var kubeFlagUsage = map[string]string{
+	"namespace":                "namespace to watch (default: the kubeconfig context's, or \"default\")",
+	"request-timeout":          "give up on a discovery or LIST request after this long, e.g. 10s (0: never); watches are bounded by --timeout and --idle-timeout instead",
+	"kubeconfig":               "path to the kubeconfig file to use (default: $KUBECONFIG, or ~/.kube/config); connects straight to the API server",
+	"context":                  "name of the kubeconfig context to use",
+	"cluster":                  "name of the kubeconfig cluster to use",
+	"user":                     "name of the kubeconfig user to use",
+	"server":                   "address and port of the Kubernetes API server",
+	"token":                    "bearer token for authentication to the API server",
+	"as":                       "user name to impersonate for the operation: a regular user or a service account in a namespace",
+	"as-group":                 "group to impersonate for the operation (repeatable, one group each)",
+	"as-uid":                   "UID to impersonate for the operation",
+	"as-user-extra":            "user extras to impersonate for the operation (repeatable, for several values of one key)",
+	"certificate-authority":    "path to a cert file for the certificate authority",
+	"client-certificate":       "path to a client certificate file for TLS",
+	"client-key":               "path to a client key file for TLS",
+	"tls-server-name":          "server name to validate the server's certificate with (default: the host name used to contact the server)",
+	"insecure-skip-tls-verify": "do not check the server's certificate for validity (HTTPS connections become insecure)",
+	"proxy-url":                "HTTP proxy to reach the API server through (not kubectl proxy: that is --proxy)",
+	"disable-compression":      "do not ask for compressed responses (by default kwatch asks for gzip, as every Go client does)",
 }
 
 // registerCompletions completes the flags and arguments of c as kubectl
