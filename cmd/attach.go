@@ -20,8 +20,9 @@ type attachOptions struct {
 func newAttachCommand(streams IOStreams) *cobra.Command {
 	o := &attachOptions{}
 	c := &cobra.Command{
-		Use:   "attach PID|NAME... | --exe PATH",
-		Short: "Show the watches of running Go programs, live and decrypted, with no key log",
+		Use:        "attach PID|NAME... | --exe PATH",
+		SuggestFor: []string{"trace", "uprobe"},
+		Short:      "Show the watches of running Go programs, live and decrypted, with no key log",
 		Long: `Attach to running Go programs (a controller, an operator, kubectl, kube-apiserver
 itself) and show their watches as they travel, decrypted: the TLS secrets are
 taken from each process by an eBPF uprobe on Go's crypto/tls, which derives

@@ -12,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func run(t *testing.T, stdin []byte, env map[string]string, args ...string) (string, string, int) {
@@ -578,4 +582,90 @@ current-context: dev
 	if code != ExitOK || !strings.HasPrefix(out, "dev\nprod\n:4\n") {
 		t.Errorf("exit %d, %q", code, out)
 	}
+}
+
+// TestStreamProxyFromEnvironment: kwatch stream takes its kubectl proxy from
+// $KWATCH_PROXY, says so when it does not answer, lets --proxy win over it,
+// and leaves it out when a flag connects straight (flags win over the
+// environment) or --proxy "" is given.
+func TestStreamProxyFromEnvironment(t *testing.T) {
+	env := map[string]string{"KWATCH_PROXY": "127.0.0.1:1"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{"from the variable", env, []string{"stream", "cm"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:1 (from $KWATCH_PROXY) does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		{"--proxy wins", env, []string{"stream", "cm", "--proxy", "127.0.0.1:2"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:2 does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+		{"a connection flag wins", env, []string{"stream", "cm", "--server", "http://127.0.0.1:3", "--token", "t"}, ExitProblems,
+			"kwatch: The connection to the server 127.0.0.1:3 was refused - did you specify the right host or port?\n"},
+		{"--proxy '' leaves it out", env, []string{"stream", "cm", "--proxy", "", "--server", "http://127.0.0.1:3"}, ExitProblems,
+			"kwatch: The connection to the server 127.0.0.1:3 was refused - did you specify the right host or port?\n"},
+		{"a bad address", map[string]string{"KWATCH_PROXY": "http://127.0.0.1:1/x"}, []string{"stream", "cm"}, ExitUsage,
+			"kwatch: $KWATCH_PROXY \"http://127.0.0.1:1/x\": want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)\n"},
+		{"with $KUBECONFIG, the proxy", map[string]string{"KWATCH_PROXY": "127.0.0.1:1", "KUBECONFIG": "/nonexistent"}, []string{"stream", "cm"}, ExitProblems,
+			"kwatch: kubectl proxy at http://127.0.0.1:1 (from $KWATCH_PROXY) does not answer (connect: connection refused): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := run(t, nil, tc.env, tc.args...)
+			if code != tc.code || errOut != tc.want {
+				t.Errorf("exit %d, stderr %q; want %d, %q", code, errOut, tc.code, tc.want)
+			}
+		})
+	}
+	// --help says where the proxy comes from.
+	out, _, _ := run(t, nil, nil, "stream", "--help")
+	if !strings.Contains(out, "$KWATCH_PROXY") {
+		t.Errorf("--help does not name $KWATCH_PROXY:\n%s", out)
+	}
+}
+
+// TestFlagSuggestions: an unknown flag is told the nearest flag of its
+// command, as cobra tells an unknown command the nearest command; a flag
+// nothing is near gets no suggestion.
+func TestFlagSuggestions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream", "--namspace", "x", "cm"}, "kwatch: unknown flag: --namspace\n\nDid you mean this?\n\t--namespace\n\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"stream", "--show-secret", "cm"}, "kwatch: unknown flag: --show-secret\n\nDid you mean this?\n\t--show-secrets\n\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"stream", "--kube=x", "cm"}, "kwatch: unknown flag: --kube\n\nDid you mean this?\n\t--kubeconfig\n\nRun 'kwatch stream --help' for usage.\n"},
+		{[]string{"pcap", "--folow", watchCapture}, "kwatch: unknown flag: --folow\n\nDid you mean this?\n\t--follow\n\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"pcap", "--profle", "cpu", watchCapture}, "kwatch: unknown flag: --profle\n\nDid you mean this?\n\t--profile\n\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"pcap", "--no-such-flag", watchCapture}, "kwatch: unknown flag: --no-such-flag\nRun 'kwatch pcap --help' for usage.\n"},
+		{[]string{"watch", "cm"}, "kwatch: unknown command \"watch\" for \"kwatch\"\n\nDid you mean this?\n\tstream\n\nRun 'kwatch --help' for usage.\n"},
+		{[]string{"strem", "cm"}, "kwatch: unknown command \"strem\" for \"kwatch\"\n\nDid you mean this?\n\tstream\n\nRun 'kwatch --help' for usage.\n"},
+	} {
+		_, errOut, code := run(t, nil, nil, tc.args...)
+		if code != ExitUsage || errOut != tc.want {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestFlagTexts: every flag's help is in one style, kwatch's (kubectl's
+// connection flags included): it starts in lower case (or with an acronym:
+// UID, HTTP) and has no full stop at the end.
+func TestFlagTexts(t *testing.T) {
+	root := NewRootCommand(IOStreams{Out: io.Discard, ErrOut: io.Discard})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.InitDefaultHelpFlag()
+		check := func(f *pflag.Flag) {
+			first, _, _ := strings.Cut(f.Usage, " ")
+			if first == "" || unicode.IsUpper(rune(first[0])) && strings.ToUpper(first) != first || strings.HasSuffix(f.Usage, ".") {
+				t.Errorf("%s --%s: %q", c.CommandPath(), f.Name, f.Usage)
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

@@ -52,8 +52,9 @@ type pcapOptions struct {
 func newPcapCommand(streams IOStreams) *cobra.Command {
 	o := &pcapOptions{}
 	c := &cobra.Command{
-		Use:   "pcap FILE | -i IFACE",
-		Short: "Decode watch events and their chunks from a packet capture",
+		Use:        "pcap FILE | -i IFACE",
+		SuggestFor: []string{"read", "capture", "decode", "tcpdump"},
+		Short:      "Decode watch events and their chunks from a packet capture",
 		Long: `Read a pcap or pcapng capture (gzip'd or not; "-" reads stdin), reassemble its
 TCP connections, parse HTTP/1.1 (and HTTP/2) and decode every watch response
 into watch events, each shown with the chunk(s) (or DATA frames) that carried it.

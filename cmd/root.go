@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/klog/v2"
 )
@@ -118,7 +119,11 @@ tcpdump is still writing.`,
   kwatch pcap -o json watch.pcap | jq -c 'select(.record=="event") | [.type, .name, [.chunks[].size]]'
 
   # A live list-watch of ConfigMaps, as an informer makes it, through kubectl proxy
-  kwatch stream configmaps
+  # (--proxy, $KWATCH_PROXY, or one answering on 127.0.0.1:8001)
+  kwatch stream configmaps -n kube-system
+
+  # The same straight to the API server of a kubeconfig, pods and configmaps at once
+  kwatch stream pods,configmaps --kubeconfig ~/.kube/config
 
   # The watches of a running Go program, decrypted, with no key log (root)
   kwatch attach kube-controller-manager
@@ -145,6 +150,9 @@ tcpdump is still writing.`,
 	// template actions: a version or commit never holds "{{").
 	root.SetVersionTemplate(versionText())
 	prof.addFlags(root)
+	// cobra suggests subcommands ("Did you mean this?"), not flags: an
+	// unknown flag is told the closest one the same way.
+	root.SetFlagErrorFunc(suggestFlag)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if verbosity < 0 {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("-v takes a log level from 0 up, not %d", verbosity)}
@@ -156,6 +164,73 @@ tcpdump is still writing.`,
 	}
 	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newVersionCommand(streams))
 	return root
+}
+
+// suggestFlag adds to the error of an unknown long flag ("unknown flag:
+// --namspace") the command's flag nearest to it, as cobra suggests
+// subcommands: within an edit distance of cobra's
+// SuggestionsMinimumDistance (2), or a third of the name for long names,
+// or one the name is a prefix of. Other flag errors are returned as they
+// are.
+func suggestFlag(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok || name == "" {
+		return err
+	}
+	best, bestDist := "", 0
+	visit := func(f *pflag.Flag) {
+		if f.Hidden || f.Deprecated != "" {
+			return
+		}
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) {
+			d = min(d, 1)
+		}
+		if best == "" || d < bestDist || d == bestDist && f.Name < best {
+			best, bestDist = f.Name, d
+		}
+	}
+	c.Flags().VisitAll(visit)
+	c.InheritedFlags().VisitAll(visit)
+	if best == "" || bestDist > max(c.SuggestionsMinimumDistance, 2, len(name)/3) {
+		return err
+	}
+	return &flagSuggestion{err: err, flag: best}
+}
+
+// flagSuggestion is an unknown flag's error with the flag suggested for it.
+type flagSuggestion struct {
+	err  error
+	flag string
+}
+
+// Error says both as cobra says an unknown command and its suggestion.
+func (s *flagSuggestion) Error() string {
+	return s.err.Error() + "\n\nDid you mean this?\n\t--" + s.flag + "\n"
+}
+
+// Unwrap returns the flag error.
+func (s *flagSuggestion) Unwrap() error { return s.err }
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Execute runs kwatch with args and returns the process exit code. Errors

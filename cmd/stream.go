@@ -41,16 +41,19 @@ type streamOptions struct {
 	fieldSelector   string
 	resourceVersion string
 	proxy           string
-	raw             string
-	http2           bool
-	proto           bool
-	cbor            bool
-	watchOnly       bool
-	listMode        string
-	timeout         time.Duration
-	idleTimeout     time.Duration
-	record          string
-	tlsKeylog       string
+	// proxyFrom says where proxy came from when no flag gave it
+	// (ConnectOptions.ProxyFrom); "" for --proxy.
+	proxyFrom   string
+	raw         string
+	http2       bool
+	proto       bool
+	cbor        bool
+	watchOnly   bool
+	listMode    string
+	timeout     time.Duration
+	idleTimeout time.Duration
+	record      string
+	tlsKeylog   string
 
 	resource, name string
 	// resources lists the resource types of a stream of several
@@ -63,6 +66,9 @@ type streamOptions struct {
 	direct bool
 	// directFlag names one such flag, for messages.
 	directFlag string
+	// resolved holds the resource types already resolved through
+	// discovery, by argument (resolveForRecord), for watchOptions.
+	resolved map[string]watchclient.Resource
 }
 
 // connectionFlags are kubectl's flags (genericclioptions.ConfigFlags) that
@@ -74,8 +80,10 @@ var connectionFlags = []string{"kubeconfig", "context", "cluster", "user", "serv
 func newStreamCommand(streams IOStreams) *cobra.Command {
 	o := &streamOptions{}
 	c := &cobra.Command{
-		Use:   "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
-		Short: "Run a live list-watch and show every event with the chunks it arrived in",
+		Use: "stream (RESOURCE[/NAME] | TYPE[,TYPE...] | --raw PATH)",
+		// kubectl get -w's words for it.
+		SuggestFor: []string{"watch", "get", "live"},
+		Short:      "Run a live list-watch and show every event with the chunks it arrived in",
 		Long: `List-watch a resource as client-go 0.37's informers do (a streaming list:
 the current state as the watch's first events, gzip'd; or --list-mode list:
 LIST, then WATCH), and show every watch event with the HTTP/1.1 chunk(s) or
@@ -86,12 +94,14 @@ is too old (410 Gone) it gets the state again and shows what changed while
 nobody was watching. Several resource types (pods,configmaps) are watched at
 once, each its own list-watch.
 
-Where it connects: through kubectl proxy (--proxy; by default
-http://127.0.0.1:8001 when it answers and neither --kubeconfig, --context nor
-$KUBECONFIG is set), or straight to the API server from a kubeconfig. Straight over TLS,
-kwatch asks for HTTP/1.1 and decodes the decrypted bytes; with --http2 it
-speaks HTTP/2 and decodes the decrypted frames (several types then share one
-connection, each watch a stream).
+Where it connects: through kubectl proxy (--proxy, else $KWATCH_PROXY unless a
+flag connects straight; else http://127.0.0.1:8001 when it answers and neither
+--kubeconfig, --context nor $KUBECONFIG is set), or straight to the API server
+from a kubeconfig. Each WATCH line, the first one included, names the proxy
+(and where it came from) or the server and the kubeconfig context. Straight
+over TLS, kwatch asks for HTTP/1.1 and decodes the decrypted bytes; with
+--http2 it speaks HTTP/2 and decodes the decrypted frames (several types then
+share one connection, each watch a stream).
 
 Ctrl-C (or SIGTERM) ends with a summary. Exit status: 0 after Ctrl-C, 1 when the
 watch cannot go on (the API server refuses it: 400, 401, 403, 404, 405, 406,
@@ -148,15 +158,20 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	o.kube = genericclioptions.NewConfigFlags(true)
 	o.kube.CacheDir = nil // kwatch keeps no discovery cache on disk
 	o.kube.AddFlags(fs)
-	fs.Lookup("namespace").Usage = "namespace to watch (default: the kubeconfig context's, or \"default\")"
-	fs.Lookup("request-timeout").Usage = "give up on a discovery or LIST request after this long, e.g. 10s (0: never); watches are bounded by --timeout and --idle-timeout instead"
+	// In kwatch's style (lower case, no full stop), the meaning kubectl
+	// gives them.
+	for name, usage := range kubeFlagUsage {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
+		}
+	}
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "watch all namespaces (wins over --namespace, as in kubectl)")
 	fs.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. -l app=web")
 	fs.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. --field-selector metadata.name=web")
 	fs.StringVar(&o.resourceVersion, "resource-version", "", "watch from this resourceVersion without listing first")
 	fs.BoolVar(&o.watchOnly, "watch-only", false, "do not show the objects of the initial LIST, only the watch events (as kubectl get --watch-only)")
 	fs.StringVar(&o.listMode, "list-mode", "watch-list", "how the current state comes: watch-list (a streaming list: the watch's first events, sendInitialEvents=true, as client-go 0.37's informers do; a server that refuses it is listed) or list (LIST, then WATCH from its resourceVersion; --watch-only implies it)")
-	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001")
+	fs.StringVar(&o.proxy, "proxy", "", "reach the API server through this kubectl proxy, e.g. 127.0.0.1:8001 or http://127.0.0.1:8001 (default: $KWATCH_PROXY, unless a flag connects straight; --proxy '' leaves it out)")
 	fs.StringVar(&o.raw, "raw", "", "watch this exact path and query instead of RESOURCE (no LIST)")
 	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2 on the direct TLS connection (ALPN h2, as client-go does; the watches of several resource types share the connection, each a stream): events with their DATA frames, and the connection's SETTINGS, PINGs, flow-control stalls, RST_STREAM and GOAWAY")
 	fs.BoolVar(&o.proto, "proto", false, "ask for protobuf watch events (application/vnd.kubernetes.protobuf;stream=watch; built-in types; JSON is used for custom resources, as client-go does)")
@@ -165,6 +180,30 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
+}
+
+// kubeFlagUsage is the help text of kubectl's connection flags
+// (cli-runtime's ConfigFlags) in kwatch's style: lower case, no full stop.
+var kubeFlagUsage = map[string]string{
+	"namespace":                "namespace to watch (default: the kubeconfig context's, or \"default\")",
+	"request-timeout":          "give up on a discovery or LIST request after this long, e.g. 10s (0: never); watches are bounded by --timeout and --idle-timeout instead",
+	"kubeconfig":               "path to the kubeconfig file to use (default: $KUBECONFIG, or ~/.kube/config); connects straight to the API server",
+	"context":                  "name of the kubeconfig context to use",
+	"cluster":                  "name of the kubeconfig cluster to use",
+	"user":                     "name of the kubeconfig user to use",
+	"server":                   "address and port of the Kubernetes API server",
+	"token":                    "bearer token for authentication to the API server",
+	"as":                       "user name to impersonate for the operation: a regular user or a service account in a namespace",
+	"as-group":                 "group to impersonate for the operation (repeatable, one group each)",
+	"as-uid":                   "UID to impersonate for the operation",
+	"as-user-extra":            "user extras to impersonate for the operation (repeatable, for several values of one key)",
+	"certificate-authority":    "path to a cert file for the certificate authority",
+	"client-certificate":       "path to a client certificate file for TLS",
+	"client-key":               "path to a client key file for TLS",
+	"tls-server-name":          "server name to validate the server's certificate with (default: the host name used to contact the server)",
+	"insecure-skip-tls-verify": "do not check the server's certificate for validity (HTTPS connections become insecure)",
+	"proxy-url":                "HTTP proxy to reach the API server through (not kubectl proxy: that is --proxy)",
+	"disable-compression":      "do not ask for compressed responses (by default kwatch asks for gzip, as every Go client does)",
 }
 
 // registerCompletions completes the flags and arguments of c as kubectl
@@ -192,14 +231,54 @@ func (o *streamOptions) registerCompletions(c *cobra.Command, streams IOStreams)
 			return c.Namespaces(ctx)
 		})
 	})
-	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 || o.raw != "" {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
-			return c.Watchable(ctx)
-		})
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return o.completeArg(cmd, streams, args, toComplete)
 	}
+}
+
+// completeArg completes RESOURCE as kubectl does, and further: the types
+// of a comma-separated list (pods,con<TAB>: the types not in it yet, each
+// after what is typed), and RESOURCE/NAME from the names of the objects in
+// the namespace of -n or the kubeconfig context (cm/<TAB>, as kubectl get
+// cm/<TAB>). A further argument completes another type (kwatch stream pods
+// configmaps), unless one already names an object.
+func (o *streamOptions) completeArg(cmd *cobra.Command, streams IOStreams, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	none := cobra.ShellCompDirectiveNoFileComp
+	if o.raw != "" || slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "/") }) {
+		return nil, none
+	}
+	if resource, _, ok := strings.Cut(toComplete, "/"); ok {
+		if len(args) > 0 || resource == "" || strings.Contains(resource, ",") || o.allNamespaces {
+			return nil, none // an object is named alone, in one namespace
+		}
+		names, dir := o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+			return c.Names(ctx, resource, *o.kube.Namespace)
+		})
+		var out []string
+		for _, n := range names {
+			if n := resource + "/" + n; strings.HasPrefix(n, toComplete) {
+				out = append(out, n)
+			}
+		}
+		return out, dir
+	}
+	types, dir := o.completeFromCluster(cmd, streams, func(ctx context.Context, c *watchclient.Client) ([]string, error) {
+		return c.Watchable(ctx)
+	})
+	// pods,con<TAB>: each type not listed yet, after the list typed so
+	// far; no space after it, so that another comma can follow.
+	cut := strings.LastIndexByte(toComplete, ',')
+	head, typed := toComplete[:cut+1], strings.Split(toComplete[:max(cut, 0)], ",")
+	var out []string
+	for _, t := range types {
+		if c := head + t; strings.HasPrefix(c, toComplete) && !slices.Contains(typed, t) {
+			out = append(out, c)
+		}
+	}
+	if cut >= 0 {
+		dir |= cobra.ShellCompDirectiveNoSpace
+	}
+	return out, dir
 }
 
 // setDirect notes whether a flag of connectionFlags was given, or
@@ -216,9 +295,36 @@ func (o *streamOptions) setDirect(cmd *cobra.Command, streams IOStreams) {
 	}
 }
 
-// proxyURL returns the kubectl proxy to go through: --proxy, or kubectl
-// proxy's default port when it answers, no flag or $KUBECONFIG asked to
-// connect straight and --http2 was not given; "" to connect straight.
+// proxyEnv names the environment variable kwatch stream takes its kubectl
+// proxy from when --proxy is not given.
+const proxyEnv = "KWATCH_PROXY"
+
+// setProxy sets o.proxy from --proxy, or else from $KWATCH_PROXY when no
+// flag asks to connect straight (a connection flag or --http2: flags win
+// over the environment; $KUBECONFIG does not count, as with --proxy).
+// --proxy "" leaves $KWATCH_PROXY out.
+func (o *streamOptions) setProxy(cmd *cobra.Command, streams IOStreams) error {
+	proxy, err := normalizeProxy(o.proxy, "--proxy")
+	if err != nil {
+		return err
+	}
+	o.proxy, o.proxyFrom = proxy, ""
+	if cmd.Flags().Changed("proxy") || o.http2 || (o.direct && o.directFlag != "$KUBECONFIG") {
+		return nil
+	}
+	if env := getenv(streams, proxyEnv); env != "" {
+		if o.proxy, err = normalizeProxy(env, "$"+proxyEnv); err != nil {
+			return err
+		}
+		o.proxyFrom = "from $" + proxyEnv
+	}
+	return nil
+}
+
+// proxyURL returns the kubectl proxy to go through: --proxy or
+// $KWATCH_PROXY, or kubectl proxy's default port when it answers, no flag
+// or $KUBECONFIG asked to connect straight and --http2 was not given; ""
+// to connect straight.
 func (o *streamOptions) proxyURL(ctx context.Context) string {
 	// --http2 asks for a direct TLS connection: no proxy is picked for it.
 	if o.proxy == "" && !o.direct && !o.http2 && watchclient.ProxyAnswers(ctx, watchclient.DefaultProxyURL, time.Second) {
@@ -227,13 +333,32 @@ func (o *streamOptions) proxyURL(ctx context.Context) string {
 	return o.proxy
 }
 
-// connectOptions says where and how to connect, for watchclient.Connect.
+// connectOptions says where and how to connect, for watchclient.Connect:
+// through proxy, or straight from the kubeconfig (naming its context).
 func (o *streamOptions) connectOptions(proxy string) watchclient.ConnectOptions {
 	co := watchclient.ConnectOptions{ProxyURL: proxy, HTTP2: o.http2, UserAgent: "kwatch/" + version}
+	co.ProxyFrom = o.proxyOrigin(proxy)
 	if proxy == "" {
 		co.ClientConfig = o.kube.ToRawKubeConfigLoader()
+		co.ContextName = *o.kube.Context
+		if raw, err := co.ClientConfig.RawConfig(); err == nil && co.ContextName == "" {
+			co.ContextName = raw.CurrentContext
+		}
 	}
 	return co
+}
+
+// proxyOrigin says where proxy (proxyURL's) came from when no flag gave it:
+// $KWATCH_PROXY, or kubectl proxy's default address; "" for --proxy or no
+// proxy.
+func (o *streamOptions) proxyOrigin(proxy string) string {
+	switch {
+	case proxy == "":
+		return ""
+	case proxy == o.proxy:
+		return o.proxyFrom
+	}
+	return "the default address"
 }
 
 // completeFromCluster connects as kwatch stream would (the flags given so
@@ -249,11 +374,9 @@ func (o *streamOptions) completeFromCluster(cmd *cobra.Command, streams IOStream
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	o.setDirect(cmd, streams)
-	proxy, err := normalizeProxy(o.proxy)
-	if err != nil {
+	if err := o.setProxy(cmd, streams); err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	o.proxy = proxy
 	client, err := watchclient.Connect(o.connectOptions(o.proxyURL(ctx)), record.SinkFunc(func(record.Record) {}))
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
@@ -266,8 +389,9 @@ func (o *streamOptions) completeFromCluster(cmd *cobra.Command, streams IOStream
 }
 
 // normalizeProxy accepts kubectl proxy's address as HOST:PORT (as kubectl
-// proxy prints it: "Starting to serve on 127.0.0.1:8001") or as a URL.
-func normalizeProxy(p string) (string, error) {
+// proxy prints it: "Starting to serve on 127.0.0.1:8001") or as a URL;
+// from names where it was given, for the error.
+func normalizeProxy(p, from string) (string, error) {
 	if p == "" {
 		return "", nil
 	}
@@ -276,7 +400,7 @@ func normalizeProxy(p string) (string, error) {
 	}
 	u, err := url.Parse(p)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return "", fmt.Errorf("--proxy %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", p)
+		return "", fmt.Errorf("%s %q: want kubectl proxy's address, HOST:PORT or http://HOST:PORT (e.g. 127.0.0.1:8001)", from, p)
 	}
 	return strings.TrimSuffix(p, "/"), nil
 }
@@ -287,11 +411,9 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	}
 	o.namespace = *o.kube.Namespace
 	o.setDirect(cmd, streams)
-	proxy, err := normalizeProxy(o.proxy)
-	if err != nil {
+	if err := o.setProxy(cmd, streams); err != nil {
 		return err
 	}
-	o.proxy = proxy
 	switch {
 	case o.raw != "" && len(args) > 0:
 		return fmt.Errorf("give either RESOURCE or --raw, not both")
@@ -386,7 +508,7 @@ func (o *streamOptions) connectHint(err error, proxy, server string) error {
 // with which flags, for watchclient.Explain and ExplainConnect.
 func (o *streamOptions) target(proxy, server string) watchclient.Target {
 	k := o.kube
-	return watchclient.Target{Proxy: proxy, Server: server, HTTP2: o.http2, Direct: o.direct,
+	return watchclient.Target{Proxy: proxy, ProxyFrom: o.proxyOrigin(proxy), Server: server, HTTP2: o.http2, Direct: o.direct,
 		DefaultServer: func() bool {
 			raw, err := k.ToRawKubeConfigLoader().RawConfig()
 			return err == nil && len(raw.Clusters) == 0 && *k.APIServer == ""
@@ -395,23 +517,9 @@ func (o *streamOptions) target(proxy, server string) watchclient.Target {
 			Token: *k.BearerToken != "", ClientCertificate: *k.CertFile != "", User: *k.AuthInfoName != ""}}
 }
 
-// errRecordSecrets refuses to record a watch of Secrets without
-// --show-secrets: the recording holds the bytes as received, where kwatch's
-// output would redact them.
-// errSetup is an error of resolving what to watch, for setupError.
-type errSetup struct {
-	err   error
-	usage bool
-}
-
-func (e errSetup) Error() string { return e.err.Error() }
-
-// setupError turns an error of watchOptions into kwatch's exit error.
+// setupError turns an error of resolving what to watch (watchOptions,
+// resolveForRecord) into kwatch's exit error: 1, with what to check.
 func (o *streamOptions) setupError(err error, proxy, server string) error {
-	var e errSetup
-	if errors.As(err, &e) && e.usage {
-		return &exitError{code: ExitUsage, err: err}
-	}
 	return &exitError{code: ExitProblems, err: o.connectHint(err, proxy, server)}
 }
 
@@ -426,17 +534,16 @@ func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Cl
 	if o.raw != "" {
 		return wo, nil
 	}
-	// Discovery is retried while the server answers 429 or 5xx, as LIST
-	// and WATCH are; other errors and Ctrl-C end it.
-	res, err := client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff())
-	if err != nil {
-		return wo, err
+	res, ok := o.resolved[resource]
+	if !ok {
+		// Discovery is retried while the server answers 429 or 5xx, as
+		// LIST and WATCH are; other errors and Ctrl-C end it.
+		var err error
+		if res, err = client.ResolveRetrying(ctx, resource, sink, watchclient.DiscoveryBackoff()); err != nil {
+			return wo, err
+		}
 	}
 	wo.Resource = res
-	if o.record != "" && !o.output.ShowSecrets && res.CoreSecrets() {
-		_ = os.Remove(o.record)
-		return wo, errSetup{err: errRecordSecrets, usage: true}
-	}
 	if res.Namespaced && !o.allNamespaces {
 		wo.Namespace = o.namespace
 		if wo.Namespace == "" {
@@ -676,7 +783,61 @@ func (o *streamOptions) describe() string {
 	return what
 }
 
+// errRecordSecrets refuses to record a watch of Secrets without
+// --show-secrets: the recording holds the bytes as received, where kwatch's
+// output would redact them.
 var errRecordSecrets = fmt.Errorf("--record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets")
+
+// recordSecretsError refuses --record of a run whose types (all of them)
+// include secrets (the arguments that named them), saying what to do.
+func recordSecretsError(secrets, types []string) error {
+	if len(types) == 1 {
+		return errRecordSecrets
+	}
+	rest := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return slices.Contains(secrets, t) })
+	return fmt.Errorf("%s: --record writes the watch's bytes as received, Secret data included; pass --show-secrets as well to record a watch of Secrets, or record the others alone (%s)",
+		strings.Join(secrets, ","), strings.Join(rest, ","))
+}
+
+// resolveForRecord resolves the resource types before the --record file
+// is opened when Secrets may not be recorded (no --show-secrets), so that
+// a run that watches Secrets is refused before anything is written or said
+// (its warning that a .pcapng holds the keys included). It keeps what it
+// resolved for watchOptions, and returns the exit error of a type that does
+// not resolve, as the run would.
+func (o *streamOptions) resolveForRecord(ctx context.Context, co watchclient.ConnectOptions, sink record.Sink, proxy string) error {
+	if o.record == "" || o.output.ShowSecrets || o.raw != "" {
+		return nil
+	}
+	types := o.resources
+	if len(types) == 0 {
+		types = []string{o.resource}
+	}
+	client, err := watchclient.Connect(co, sink)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}
+	}
+	defer client.Close()
+	o.resolved = map[string]watchclient.Resource{}
+	var secrets []string
+	for _, t := range types {
+		res, err := client.ResolveRetrying(ctx, t, sink, watchclient.DiscoveryBackoff())
+		if err != nil {
+			if len(types) > 1 {
+				err = fmt.Errorf("%s: %w", t, err)
+			}
+			return o.setupError(err, proxy, client.Config.Host)
+		}
+		o.resolved[t] = res
+		if res.CoreSecrets() {
+			secrets = append(secrets, t)
+		}
+	}
+	if len(secrets) > 0 {
+		return &exitError{code: ExitUsage, err: recordSecretsError(secrets, types)}
+	}
+	return nil
+}
 
 func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOStreams) error {
 	// Every exchange on a tapped connection is one kwatch asked for: show
@@ -685,6 +846,19 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	o.output.ReportTitle = "kwatch stream " + o.describe()
 	sink := o.output.sink(p, false)
 	proxy := o.proxyURL(ctx)
+	co := o.connectOptions(proxy)
+	co.Warnings = streams.ErrOut
+	if path := o.keyLogPath(streams); path != "" {
+		kl := &keyLogFile{path: path, errOut: streams.ErrOut}
+		defer kl.Close()
+		co.KeyLog = kl
+	}
+	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
+	co.HTTP = wire.Options{Limits: exchange.Limits{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
+		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
+	if err := o.resolveForRecord(ctx, co, sink, proxy); err != nil {
+		return err
+	}
 	rec, f, err := o.openRecord()
 	if err != nil {
 		return err
@@ -692,19 +866,10 @@ func (o *streamOptions) run(ctx context.Context, cmd *cobra.Command, streams IOS
 	if f != nil {
 		defer f.Close()
 	}
-	co := o.connectOptions(proxy)
-	co.Record, co.Warnings = rec, streams.ErrOut
-	if path := o.keyLogPath(streams); path != "" {
-		kl := &keyLogFile{path: path, errOut: streams.ErrOut}
-		defer kl.Close()
-		co.KeyLog = kl
-	}
+	co.Record = rec
 	if rec != nil && rec.PCAPNG() && proxy == "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the watch connections: anyone with the file can decrypt them, bearer token included\n", o.record)
 	}
-	co.DisableCompression = o.kube.DisableCompression != nil && *o.kube.DisableCompression
-	co.HTTP = wire.Options{Limits: exchange.Limits{MaxEventBytes: o.output.MaxEventBytes, MaxInflatedBytes: o.output.MaxInflatedBytes,
-		Decode: event.DecodeOptions{ShowSecrets: o.output.ShowSecrets}}, HTTP2Frames: o.output.Frames}
 	client, err := watchclient.Connect(co, sink)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: watchclient.ExplainConnect(err, o.target(proxy, ""))}

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kwatch/kwatch/internal/e2e"
 	"github.com/kwatch/kwatch/internal/testutil"
@@ -58,9 +59,15 @@ type session struct {
 
 func startKwatch(t *testing.T, args ...string) *session {
 	t.Helper()
+	return startKwatchEnv(t, nil, args...)
+}
+
+// startKwatchEnv is startKwatch with the environment env.
+func startKwatchEnv(t *testing.T, env map[string]string, args ...string) *session {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
-	streams := IOStreams{In: strings.NewReader(""), Out: s.out, ErrOut: s.errOut, Getenv: func(string) string { return "" }}
+	streams := IOStreams{In: strings.NewReader(""), Out: s.out, ErrOut: s.errOut, Getenv: func(k string) string { return env[k] }}
 	go func() { s.done <- Execute(ctx, streams, args) }()
 	t.Cleanup(func() { s.stop(t) })
 	return s
@@ -214,6 +221,26 @@ func writeAndCheck(t *testing.T, env *e2e.Env, s *session, ns, name string) {
 	}
 }
 
+// TestStreamProxyEnvironment: with $KWATCH_PROXY and no flag, kwatch
+// stream goes through that proxy and its first line says so; with
+// --kubeconfig (a flag: it wins) it goes straight, naming the context.
+func TestStreamProxyEnvironment(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	vars := map[string]string{"KWATCH_PROXY": strings.TrimPrefix(env.ProxyURL, "http://")}
+	s := startKwatchEnv(t, vars, "stream", "configmaps", "-n", ns)
+	first, _, _ := strings.Cut(s.waitForText(t, "the first line", "\n"), "\n")
+	if !strings.HasSuffix(first, " · HTTP/1.1 through kubectl proxy "+env.ProxyURL+" (from $KWATCH_PROXY)") || !strings.Contains(first, "WATCH 1 configmaps in namespace "+ns) {
+		t.Errorf("first line %q", first)
+	}
+	s.stop(t)
+	s = startKwatchEnv(t, vars, "stream", "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig)
+	first, _, _ = strings.Cut(s.waitForText(t, "the first line", "\n"), "\n")
+	if !regexp.MustCompile(` · HTTP/1\.1 over TLS straight to https://\S+ \(context \S+; decrypted bytes decoded\)$`).MatchString(first) {
+		t.Errorf("first line %q", first)
+	}
+}
+
 func TestStreamThroughProxy(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
@@ -241,8 +268,15 @@ func TestStreamDirectTLS(t *testing.T) {
 	s := startKwatch(t, "stream", "cm", "-n", ns, "--kubeconfig", env.Kubeconfig, "-o", "json")
 	writeAndCheck(t, env, s, ns, "direct")
 	recs := s.records(t)
-	if w := ofRecord(recs, "watch"); len(w) == 0 || !strings.Contains(w[0]["transport"].(string), "HTTP/1.1 over TLS") {
-		t.Errorf("watch record does not say HTTP/1.1 over TLS: %v", w)
+	// It names the server and the context whose credentials it uses.
+	raw, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster].Server
+	want := "HTTP/1.1 over TLS straight to " + server + " (context " + raw.CurrentContext + "; decrypted bytes decoded)"
+	if w := ofRecord(recs, "watch"); len(w) == 0 || w[0]["transport"] != want {
+		t.Errorf("watch record's transport is not %q: %v", want, w)
 	}
 	for _, r := range ofRecord(recs, "request") {
 		h, _ := json.Marshal(r["header"])
@@ -857,17 +891,34 @@ func TestStreamDiffFromList(t *testing.T) {
 }
 
 // TestStreamRecordSecrets: recording a watch of Secrets is refused without
-// --show-secrets (no file left behind), and allowed with it.
+// --show-secrets, alone or among several types, before anything is
+// written or said: one line of error that says what to do, no warning that
+// a file holds keys, no file; with --show-secrets it is recorded.
 func TestStreamRecordSecrets(t *testing.T) {
 	env := e2e.Cluster(t)
 	ns := env.Namespace(t)
 	file := filepath.Join(t.TempDir(), "secrets.pcap")
-	_, errOut, code := run(t, nil, nil, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file)
-	if code != ExitUsage || !strings.Contains(errOut, "pass --show-secrets as well") {
-		t.Errorf("without --show-secrets: exit %d, stderr %q", code, errOut)
-	}
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Errorf("%s left behind (%v)", file, err)
+	ng := filepath.Join(t.TempDir(), "secrets.pcapng")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"secrets", "--record", file}, "kwatch: " + errRecordSecrets.Error() + "\n"},
+		{[]string{"secrets", "--record", ng}, "kwatch: " + errRecordSecrets.Error() + "\n"},
+		{[]string{"configmaps,secret,pods", "--record", ng}, "kwatch: secret: --record writes the watch's bytes as received, Secret data included; " +
+			"pass --show-secrets as well to record a watch of Secrets, or record the others alone (configmaps,pods)\n"},
+		{[]string{"cm", "secrets", "--record", file, "--http2"}, "kwatch: secrets: --record writes the watch's bytes as received, Secret data included; " +
+			"pass --show-secrets as well to record a watch of Secrets, or record the others alone (cm)\n"},
+	} {
+		out, errOut, code := run(t, nil, nil, append([]string{"stream", "-n", ns, "--kubeconfig", env.Kubeconfig}, tc.args...)...)
+		if code != ExitUsage || errOut != tc.want || out != "" {
+			t.Errorf("%v without --show-secrets: exit %d, stdout %q, stderr %q, want %q", tc.args, code, out, errOut, tc.want)
+		}
+		for _, f := range []string{file, ng} {
+			if _, err := os.Stat(f); !os.IsNotExist(err) {
+				t.Errorf("%v: %s left behind (%v)", tc.args, f, err)
+			}
+		}
 	}
 	s := startKwatch(t, "stream", "secrets", "-n", ns, "--kubeconfig", env.Kubeconfig, "--record", file, "--show-secrets", "-o", "json")
 	s.waitFor(t, 30*time.Second, "the watch to open", func(r []map[string]any) bool { return len(ofRecord(r, "response")) > 0 })
@@ -925,6 +976,42 @@ func TestStreamCompletion(t *testing.T) {
 	}
 	if strings.Contains(out, "/") {
 		t.Errorf("resources: a subresource in %q", out)
+	}
+	// A comma-separated list: the types not in it yet, after it, with no
+	// space so that another comma can follow.
+	out, _, code = run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "pods,con")
+	if want := "pods,configmaps\npods,controllerrevisions.apps\n:6\n"; code != ExitOK || !strings.HasPrefix(out, want) {
+		t.Errorf("pods,con: exit %d, %q, want %q", code, out, want)
+	}
+	out, _, _ = run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "configmaps,pods,configm")
+	if !strings.HasPrefix(out, ":6\n") {
+		t.Errorf("configmaps,pods,configm: %q, want no type listed twice", out)
+	}
+	// RESOURCE/NAME: the names of the objects in -n's namespace, as
+	// kubectl get cm/<TAB>; metadata only, so Secrets' names too.
+	cs := env.Clientset(t)
+	for _, name := range []string{"comp-b", "comp-a", "other"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "comp-s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"cm/", "cm/comp-a\ncm/comp-b\ncm/other\n:4\n"},
+		{"configmaps/comp", "configmaps/comp-a\nconfigmaps/comp-b\n:4\n"},
+		{"secrets/", "secrets/comp-s\n:4\n"},
+	} {
+		out, _, code := run(t, nil, nil, "__complete", "stream", "--proxy", env.ProxyURL, "-n", ns, tc.arg)
+		if code != ExitOK || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%s: exit %d, %q, want %q", tc.arg, code, out, tc.want)
+		}
+	}
+	// Straight from the kubeconfig too.
+	out, _, _ = run(t, nil, nil, "__complete", "stream", "--kubeconfig", env.Kubeconfig, "-n", ns, "cm/comp-a")
+	if !strings.HasPrefix(out, "cm/comp-a\n:4\n") {
+		t.Errorf("cm/comp-a with --kubeconfig: %q", out)
 	}
 }
 

@@ -188,6 +188,21 @@ func (b *Body) SetSecrets(on bool) {
 	}
 }
 
+// KindNotObject is the Problem kind (a warning) of a watch event whose
+// object is not a JSON object (event.Event.NotObject).
+const KindNotObject = "watch event object not a JSON object"
+
+// SetOtherResource marks the body's events as objects of a resource other
+// than secrets by where they come from (event.OtherResourcePath of its
+// request's target): an object with no kind is not redacted as a Secret
+// (event.DecodeOptions.OtherResource).
+func (b *Body) SetOtherResource(on bool) {
+	b.opt.Decode.OtherResource = on
+	if b.framer != nil {
+		b.framer.DecodeWith(b.opt.Decode)
+	}
+}
+
 // SetTime sets the time of what the next bytes complete (their arrival).
 func (b *Body) SetTime(t time.Time) { b.now = t }
 
@@ -630,10 +645,19 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 	b.tentative = false
 	b.seq++
 	event.CountType(b.events, ev.Type)
+	if ev.NotObject != "" {
+		how := "shown as sent"
+		if ev.Redacted {
+			how = "shown as sent, Secret values redacted"
+		}
+		b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
+			Exchange: b.exchange, Kind: KindNotObject, Warning: true, Time: b.now,
+			Detail: fmt.Sprintf("event %d's object is a JSON %s, not an object: no Kubernetes client decodes it as one; %s", b.seq, ev.NotObject, how)})
+	}
 	rec := &record.Event{Conn: b.conn, Exchange: b.exchange, Seq: b.seq, Time: b.now,
 		Type: ev.Type, Object: ev.Object, APIVersion: ev.APIVersion, Kind: ev.Kind,
 		Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion, RowKind: ev.RowKind,
-		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status, Initial: b.initial && ev.Type == "ADDED",
+		InitialEventsEnd: ev.InitialEventsEnd, Status: ev.Status, Initial: b.initial && ev.Type == "ADDED", NotObject: ev.NotObject,
 		Offset: f.Offset, Length: f.Length, Format: b.format.String()}
 	from := len(b.spans)
 	for _, sp := range f.Spans {

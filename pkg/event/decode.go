@@ -92,6 +92,14 @@ type Event struct {
 	Status *metav1.Status
 	// Redacted is true when Secret values were replaced in Object.
 	Redacted bool
+	// NotObject is the JSON type of an object that is not a JSON object:
+	// "number", "string", "boolean" or "array" (kubernetes-client/python's
+	// watch tests send such events; no client decodes them as Kubernetes
+	// objects). Object is then the value as sent, except what redactValue
+	// redacts: in a watch of secrets its numbers, strings and booleans, and
+	// always the objects an array holds (as objects are) and a string that
+	// holds a JSON object or array. "" for an object (or null).
+	NotObject string
 
 	// kinds is what any reading of the object's kind says it may be
 	// (objectMeta.Kinds); rowsSecret is set when a Table's rows may hold
@@ -105,6 +113,11 @@ type Event struct {
 	// depth is how deep this object is nested in the event's object, for
 	// redaction (maxRedactDepth); 0 for the event's object.
 	depth int
+	// kindless: no reading of the object's kind says anything (no "kind"
+	// key in any letter case, or an empty one); kinds then holds
+	// kindSecret, unless the request's path names what the object is
+	// (DecodeOptions.OtherResource).
+	kindless bool
 }
 
 // mayHoldSecret reports whether the object may hold a Secret's values and
@@ -123,6 +136,12 @@ type DecodeOptions struct {
 	// (and as what that kind says besides): the events of a watch of
 	// secrets (SecretsPath).
 	AsSecret bool
+	// OtherResource: the events are of a request whose path names one
+	// resource other than secrets (OtherResourcePath), so an object with
+	// no kind is an object of that resource, not redacted as a Secret. An
+	// object whose kind says Secret (or a list, a Table, …) is still
+	// redacted as that kind says; AsSecret wins over it.
+	OtherResource bool
 }
 
 // SecretsPath reports whether an HTTP request target may list or watch
@@ -135,6 +154,42 @@ func SecretsPath(target string) bool {
 		return true
 	}
 	return slices.Contains(strings.Split(path.Clean("/"+u.Path), "/"), "secrets")
+}
+
+// OtherResourcePath reports whether an HTTP request target names one API
+// resource other than secrets, as kube-apiserver reads a path
+// (/api/VERSION/… or /apis/GROUP/VERSION/…, the legacy /watch/ prefix, a
+// namespace, then RESOURCE[/NAME]): the objects of its answer are of that
+// resource, so one without a kind holds no Secret. It is false for a
+// target that SecretsPath reports, a subresource (pods/NAME/log), and any
+// other path (/healthz, /version, one that does not parse): redaction
+// then fails closed.
+func OtherResourcePath(target string) bool {
+	if SecretsPath(target) {
+		return false
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return false
+	}
+	parts := strings.Split(strings.TrimPrefix(path.Clean("/"+u.Path), "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return false
+	}
+	if len(parts) > 0 && parts[0] == "watch" {
+		parts = parts[1:] // the deprecated /watch/ prefix (kube-apiserver's RequestInfoFactory)
+	}
+	// namespaces/NS/RESOURCE…, except namespaces/NS/status and
+	// namespaces/NS/finalize, which are the namespace's subresources.
+	if len(parts) > 2 && parts[0] == "namespaces" && parts[2] != "status" && parts[2] != "finalize" {
+		parts = parts[2:]
+	}
+	return len(parts) >= 1 && len(parts) <= 2 && parts[0] != ""
 }
 
 // InitialEventsEndAnnotation marks the BOOKMARK that ends the initial events
@@ -237,11 +292,20 @@ func decodeFrom(f Format, x eventIndex, opt DecodeOptions) (*Event, error) {
 	// did not decode: the event is still printed.
 	// A PartialObjectMetadata (a metadata-only watch) may be a Secret's:
 	// its last-applied-configuration annotation would hold the data.
+	if ev.kindless && opt.OtherResource {
+		// No kind, but the request's path says what the object is:
+		// an object of a resource other than secrets.
+		ev.kinds = 0
+	}
 	if opt.AsSecret {
 		ev.kinds |= kindSecret
 		ev.asSecret = true
 	}
-	if !opt.ShowSecrets && ev.mayHoldSecret() {
+	switch {
+	case opt.ShowSecrets:
+	case ev.NotObject != "":
+		ev.redactNotObject()
+	case ev.mayHoldSecret():
 		ev.redact()
 	}
 	return ev, err
@@ -300,6 +364,12 @@ type objectMeta struct {
 // before a metadata error are kept, and the error returned.
 func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 	ev.Object = raw
+	switch t := jsonType(raw); t {
+	case "number", "string", "boolean", "array":
+		// Nothing to read an identity from; shown as the value it is.
+		ev.NotObject = t
+		return nil
+	}
 	var m objectMeta
 	var err error
 	if x != nil && x.indexed {
@@ -312,6 +382,7 @@ func (ev *Event) fromJSON(raw []byte, x *eventIndex) error {
 	ev.ResourceVersion = m.ResourceVersion
 	ev.InitialEventsEnd = m.InitialEventsEnd
 	ev.kinds = m.suspect(raw)
+	ev.kindless = m.kindless(raw)
 	// A Table's rows are looked at for Secrets also when its metadata
 	// did not read: the event is printed all the same.
 	if m.Kinds&kindTable != 0 && len(m.Rows) > 0 {
@@ -548,6 +619,91 @@ func (ev *Event) redactWhole() {
 		"metadata": map[string]any{"name": ev.Name, "namespace": ev.Namespace},
 		"data":     Redacted + " (the object could not be read to redact it)"})
 	ev.Redacted = true
+}
+
+// redactNotObject redacts an event's object that is not a JSON object
+// (NotObject): a number, string or boolean cannot hold a Secret's data,
+// and is kept as sent, except in a watch of secrets (everything there is
+// a Secret's: it is redacted); the objects an array holds are redacted as
+// objects are (redactValue).
+func (ev *Event) redactNotObject() {
+	out := redactValue(ev.Object, 0, ev.asSecret)
+	if !bytes.Equal(out, ev.Object) {
+		ev.Object = out
+		ev.Redacted = true
+	}
+}
+
+// redactValue returns the JSON value v, depth levels deep in an event's
+// object, redacted: an object as redactObject redacts it, an array
+// element by element, null as it is, and a number, string or boolean as it
+// is unless asSecret (then as a Secret's value, redactedJSON). A string
+// whose text is a JSON object or array (a Secret sent as a string) is
+// redacted as that value, and stays a string. An array deeper than
+// maxRedactDepth, or one that does not read, is replaced whole.
+func redactValue(v []byte, depth int, asSecret bool) []byte {
+	switch jsonType(v) {
+	case "string":
+		if asSecret {
+			return redactedJSON(v)
+		}
+		var text string
+		if json.Unmarshal(v, &text) != nil {
+			return redactedJSON(v)
+		}
+		if t := jsonType([]byte(text)); (t == "object" || t == "array") && json.Valid([]byte(text)) {
+			if r := redactValue([]byte(text), depth+1, false); r != nil && string(r) != text {
+				out, _ := json.Marshal(string(r))
+				return out
+			}
+		}
+		return v
+	case "object":
+		return redactObject(v, depth, asSecret)
+	case "array":
+		if depth > maxRedactDepth {
+			return redactedJSON(v)
+		}
+		out, changed, err := rewriteArray(v, func(e []byte) ([]byte, error) { return redactValue(e, depth+1, asSecret), nil })
+		switch {
+		case err != nil:
+			return redactedJSON(v)
+		case changed:
+			return out
+		}
+		return v
+	case "null":
+		return v
+	}
+	if asSecret {
+		return redactedJSON(v)
+	}
+	return v
+}
+
+// jsonType names the type of the JSON value v by its first byte:
+// "object", "array", "string", "number", "boolean" or "null"; "" for
+// bytes that start no JSON value.
+func jsonType(v []byte) string {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return ""
+	}
+	switch c := v[0]; {
+	case c == '{':
+		return "object"
+	case c == '[':
+		return "array"
+	case c == '"':
+		return "string"
+	case c == '-' || c >= '0' && c <= '9':
+		return "number"
+	case c == 't' || c == 'f':
+		return "boolean"
+	case c == 'n':
+		return "null"
+	}
+	return ""
 }
 
 // redactMembers redacts what the object's members named key in any letter

@@ -135,10 +135,16 @@ const (
 // Kinds, or, for a value with no kind at all (none a client could use to
 // tell its type) other than null, kindSecret: redaction fails closed.
 func (m *objectMeta) suspect(raw []byte) kindFlags {
-	if m.Kinds == 0 && m.Kind == "" && string(bytes.TrimSpace(raw)) != "null" {
+	if m.kindless(raw) {
 		return kindSecret
 	}
 	return m.Kinds
+}
+
+// kindless reports whether the value raw, read into m, has no kind a
+// client could use to tell its type, and is not null.
+func (m *objectMeta) kindless(raw []byte) bool {
+	return m.Kinds == 0 && m.Kind == "" && string(bytes.TrimSpace(raw)) != "null"
 }
 
 // kindFlagsOf returns the flags of one kind value, matched in any letter

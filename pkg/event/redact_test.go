@@ -328,3 +328,112 @@ func BenchmarkRedactDeepList(b *testing.B) {
 		}
 	}
 }
+
+// TestRedactByPath: an object with no kind is redacted as a Secret unless
+// the request's path names another resource (OtherResource, from
+// OtherResourcePath); a kind that says Secret, or a path of secrets, still
+// redacts it (kubernetes-client/python's watch tests send objects without
+// a kind).
+func TestRedactByPath(t *testing.T) {
+	kindless := `{"type":"ADDED","object":{"metadata":{"name":"test1","resourceVersion":"1"},"data":{"k":"c2VjcmV0"}}}`
+	secret := `{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"k":"c2VjcmV0"}}}`
+	for _, tc := range []struct {
+		name     string
+		event    string
+		opt      DecodeOptions
+		redacted bool
+	}{
+		{"no kind, no path", kindless, DecodeOptions{}, true},
+		{"no kind, configmaps path", kindless, DecodeOptions{OtherResource: true}, false},
+		{"no kind, secrets path", kindless, DecodeOptions{AsSecret: true}, true},
+		{"no kind, secrets path wins", kindless, DecodeOptions{AsSecret: true, OtherResource: true}, true},
+		{"kind Secret, configmaps path", secret, DecodeOptions{OtherResource: true}, true},
+		{"no kind, configmaps path, --show-secrets", kindless, DecodeOptions{OtherResource: true, ShowSecrets: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(FormatJSON, []byte(tc.event), tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Redacted != tc.redacted || strings.Contains(string(ev.Object), "c2VjcmV0") == tc.redacted {
+				t.Errorf("redacted %v, want %v: %s", ev.Redacted, tc.redacted, ev.Object)
+			}
+			if ev.Name != "test1" && ev.Name != "s" {
+				t.Errorf("name %q", ev.Name)
+			}
+		})
+	}
+	for target, want := range map[string]bool{
+		"/api/v1/namespaces/default/configmaps?watch=true": true,
+		"/api/v1/namespaces?watch=true":                    true,
+		"/api/v1/namespaces/default":                       true,
+		"/api/v1/watch/namespaces/default/configmaps/cm":   true,
+		"/apis/apps/v1/namespaces/default/deployments":     true,
+		"/apis/test.com/v1beta1/foos":                      true,
+		"/api/v1/nodes/n1":                                 true,
+		"/api/v1/namespaces/default/secrets?watch=true":    false,
+		"/api/v1/namespaces/secrets/configmaps":            false, // SecretsPath fails closed on any "secrets" segment
+		"/api/v1/namespaces/default/%73ecrets":             false,
+		"/api/v1/namespaces/default/pods/p/log":            false, // a subresource
+		"/api/v1/namespaces/default/status":                false, // the namespace's subresource
+		"/api/v1":                                          false,
+		"/apis/apps/v1":                                    false,
+		"/healthz":                                         false,
+		"/":                                                false,
+		"":                                                 false,
+		"%zz":                                              false,
+	} {
+		if got := OtherResourcePath(target); got != want {
+			t.Errorf("OtherResourcePath(%q) = %v, want %v", target, got, want)
+		}
+	}
+}
+
+// TestNotObject: an event whose object is not a JSON object (a number, a
+// string, a boolean, an array: kubernetes-client/python's watch tests) is
+// kept as the value it is, with its JSON type, and no error; the objects
+// an array holds are redacted as objects are, and in a watch of secrets
+// every value is.
+func TestNotObject(t *testing.T) {
+	kindless := `{"metadata":{"name":"a"},"data":{"k":"c2VjcmV0"}}`
+	deep := strings.Repeat("[", 40) + kindless + strings.Repeat("]", 40)
+	for _, tc := range []struct {
+		name, object, typ string
+		opt               DecodeOptions
+		kept              bool
+	}{
+		{"number", `1`, "number", DecodeOptions{}, true},
+		{"negative float", `-1.5e3`, "number", DecodeOptions{}, true},
+		{"string", `"c2VjcmV0"`, "string", DecodeOptions{}, true},
+		{"string holding a Secret's JSON", `"{\"kind\":\"Secret\",\"data\":{\"k\":\"c2VjcmV0\"}}"`, "string", DecodeOptions{}, false},
+		{"string holding JSON of no Secret", `"{\"kind\":\"ConfigMap\",\"data\":{\"k\":\"dg==\"}}"`, "string", DecodeOptions{}, true},
+		{"boolean", `true`, "boolean", DecodeOptions{}, true},
+		{"array of strings", `["test1"]`, "array", DecodeOptions{}, true},
+		{"array of a configmap", `[{"kind":"ConfigMap","data":{"k":"dg=="}}]`, "array", DecodeOptions{}, true},
+		{"array of an object without kind", `[` + kindless + `]`, "array", DecodeOptions{}, false},
+		{"array of an object without kind, configmaps path", `[1,[` + kindless + `]]`, "array", DecodeOptions{OtherResource: true}, false},
+		{"deep array", deep, "array", DecodeOptions{}, false},
+		{"string, secrets path", `"c2VjcmV0"`, "string", DecodeOptions{AsSecret: true}, false},
+		{"array of a string, secrets path", `["c2VjcmV0"]`, "array", DecodeOptions{AsSecret: true}, false},
+		{"string, --show-secrets", `"c2VjcmV0"`, "string", DecodeOptions{AsSecret: true, ShowSecrets: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(FormatJSON, []byte(`{"type":"ADDED","object":`+tc.object+`}`), tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.NotObject != tc.typ {
+				t.Errorf("NotObject %q, want %q", ev.NotObject, tc.typ)
+			}
+			if kept := string(ev.Object) == tc.object; kept != tc.kept || ev.Redacted == tc.kept {
+				t.Errorf("object %s (redacted %v), want it kept: %v", ev.Object, ev.Redacted, tc.kept)
+			}
+			if !tc.kept && strings.Contains(string(ev.Object), "c2VjcmV0") {
+				t.Errorf("the value survives: %s", ev.Object)
+			}
+			if !json.Valid(ev.Object) {
+				t.Errorf("not JSON: %s", ev.Object)
+			}
+		})
+	}
+}

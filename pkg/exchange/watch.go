@@ -83,6 +83,9 @@ type WatchBody struct {
 	// Secrets: the events are Secrets by where they come from
 	// (record.Request.Secrets).
 	Secrets bool
+	// OtherResource: the request's path names a resource other than
+	// secrets (record.Request.OtherResource).
+	OtherResource bool
 	// Coding is the content coding to inflate before framing ("" for
 	// none; one inflate.Supported accepts).
 	Coding string
@@ -95,6 +98,7 @@ type WatchBody struct {
 func (w WatchBody) Start(env carrier.Env, opt carrier.Options, attach carrier.AttachFunc, conn *record.Conn, exchange int, direction string, t time.Time) *carrier.Body {
 	b := carrier.New(env, opt, attach, conn, exchange, direction, w.Format, t)
 	b.SetSecrets(w.Secrets)
+	b.SetOtherResource(w.OtherResource)
 	if w.Tentative {
 		b.SetTentative()
 	}

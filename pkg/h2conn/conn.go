@@ -1062,6 +1062,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, unknown []r
 	}
 	req.Watch = exchange.IsWatchRequest(req.Target)
 	req.Secrets = event.SecretsPath(req.Target)
+	req.OtherResource = event.OtherResourcePath(req.Target)
 	if req.Watch {
 		req.StartsWithState, req.InitialState = exchange.WatchState(req.Target)
 	}
@@ -1166,7 +1167,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 				env = joinedEnv{c, st}
 			}
 			st.ev = exchange.WatchBody{Format: f, Tentative: tentative, Initial: !tentative && req.InitialState,
-				Secrets: req != nil && req.Secrets, Coding: resp.ContentEncoding}.
+				Secrets: req != nil && req.Secrets, OtherResource: req != nil && req.OtherResource, Coding: resp.ContentEncoding}.
 				Start(env, c.opt.Events, attachFrames, c.rec, int(id), "server", t)
 		}
 	} else if code >= 300 {
@@ -1238,7 +1239,7 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 		resp.ContentEncoding = "gzip"
 	}
 	st.resp = resp
-	st.ev = exchange.WatchBody{Format: f, Tentative: true, Initial: st.req.InitialState, Secrets: st.req.Secrets,
+	st.ev = exchange.WatchBody{Format: f, Tentative: true, Initial: st.req.InitialState, Secrets: st.req.Secrets, OtherResource: st.req.OtherResource,
 		Coding: resp.ContentEncoding}.Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
 	c.emit(resp)
 }

@@ -309,7 +309,7 @@ func (c *Conn) inferPending(st *stream, data []byte, t time.Time) {
 		env = joinedEnv{c, st}
 	}
 	st.ev = exchange.WatchBody{Format: f, Tentative: !pathKnown, Initial: pathKnown && st.req.InitialState,
-		Secrets: pathKnown && st.req.Secrets, Coding: resp.ContentEncoding}.
+		Secrets: pathKnown && st.req.Secrets, OtherResource: pathKnown && st.req.OtherResource, Coding: resp.ContentEncoding}.
 		Start(env, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
 	c.emit(resp)
 }

@@ -46,7 +46,8 @@ func (s *direction) startRequest(h []byte, t time.Time) {
 	exchange.RedactCredentials(hdr)
 	s.c.exchange++
 	req := &record.Request{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Method: parts[0],
-		Target: exchange.RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: exchange.IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1])}
+		Target: exchange.RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: exchange.IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1]),
+		OtherResource: event.OtherResourcePath(parts[1])}
 	req.StartsWithState, req.InitialState = exchange.WatchState(parts[1])
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
@@ -170,7 +171,8 @@ func (s *direction) watchBody(resp *record.Response, req *record.Request, b *bod
 		default:
 			resp.Format = f.String()
 			b.startEvents(exchange.WatchBody{Format: f, Tentative: tentative, Initial: req != nil && req.InitialState,
-				Secrets: req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets, Coding: resp.ContentEncoding})
+				Secrets: req != nil && req.Secrets || req == nil && s.c.unqueuedSecrets, OtherResource: req != nil && req.OtherResource,
+				Coding: resp.ContentEncoding})
 		}
 	}
 }

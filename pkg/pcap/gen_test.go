@@ -93,6 +93,7 @@ var genScenarios = []genScenario{
 	{"cbor-lost-regain", ".pcap", "CBOR watch (application/cbor-seq): two events (cm-a, cm-b) in one chunk; a lost segment takes the end of cm-b and the chunk-size line and start of cm-c: cm-b is damaged, the CBOR framing is lost, chunk framing is regained at cm-d's size line (cm-c's bytes are passed over) and CBOR framing with cm-d, which decodes, as does cm-e", genCBORLostRegain},
 	{"zero-window", ".pcap", "the client advertises a TCP receive window of 0 for 1.5 s after the first event (the server holds back), opens it, and after the second event advertises 0 again until it resets 2 s later: two TCP zero window notes, the second until the connection was reset; a copy of the first zero-window ACK captured after the window opened, and another at the update's acknowledgment number, are old packets: no stall of their own", genZeroWindow},
 	{"zero-window-before-data", ".pcap", "a capture that starts mid-connection with the client's zero-window ACK and its update, before any byte, from a client port (40064) below the server's (50000): no note (no byte was held back), and the request, found by its bytes, still makes the client the client: 1 event", genZeroWindowBeforeData},
+	{"python-watch-objects", ".pcap", "kubernetes-client/python's watch test cases replayed (watch_test.py): on a configmaps path, objects without a kind, their data shown as sent, the stream split where the test splits it; the same bytes on a secrets path, data redacted; on the namespaces path of its get_namespaces, an object that is a number (twice), an array, a custom object of kind foo, a BOOKMARK of a Job and an ERROR whose Status has no kind: the number and the array shown as the values they are, each with a warning; a response whose request was not captured, an object without a kind: its data redacted (neither kind nor path says)", genPythonWatchObjects},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -1223,4 +1224,47 @@ func genContentLengthError(t *testing.T) []byte {
 	c.Close(pcapgen.Server)
 	c.Close(pcapgen.Client)
 	return pcapOf(t, c)
+}
+
+// genPythonWatchObjects replays the watch events of kubernetes-client/python's
+// watch tests (kubernetes/base/watch/watch_test.py), with its objects that
+// have no kind, objects that are not JSON objects, and a Status without a
+// kind. The pieces its test_watch_with_decode streams are sent as chunks, cut
+// where the test cuts them; its objects (namespaces: spec and status) hold
+// data here, so that the redaction of each watch shows.
+func genPythonWatchObjects(t *testing.T) []byte {
+	pieces := []string{
+		`{"type": "ADDED", "object": {"metadata": {"name": "test1",` + `"resourceVersion": "1"}, "data": {"k": "djE="}}}` + "\n",
+		`{"type": "ADDED", "object": {"metadata": {"name": "test2",` + `"resourceVersion": "2"}, "data": {"k": "dj`,
+		`I="}}}` + "\n" + `{"type": "ADDED", "object": {"metadata": {"name": "test3",` + `"resourceVersion": "3"}, "data": {"k": "djM="}}}` + "\n",
+	}
+	watch := func(c *pcapgen.Conn, target string, pieces ...string) {
+		c.Handshake()
+		if target != "" {
+			c.Send(pcapgen.Client, request(target, "application/json"))
+		}
+		c.Send(pcapgen.Server, response("200 OK", "application/json", chunkedTE))
+		for _, p := range pieces {
+			c.Wait(100 * time.Millisecond)
+			c.Send(pcapgen.Server, chunk([]byte(p)))
+		}
+		c.Send(pcapgen.Server, []byte(lastChunk))
+		c.Close(pcapgen.Server)
+		c.Close(pcapgen.Client)
+	}
+	cms, secrets, namespaces, noRequest := conn(40070), conn(40071), conn(40072), conn(40073)
+	watch(cms, "/api/v1/namespaces/default/configmaps?watch=true", pieces...)
+	watch(secrets, "/api/v1/namespaces/default/secrets?watch=true", pieces...)
+	watch(namespaces, "/api/v1/namespaces?watch=true",
+		`{"type": "ADDED", "object": 1}`+"\n",
+		`{"type": "ADDED", "object": 1}`+"\n",
+		`{"type": "ADDED", "object": ["test1"]}`+"\n",
+		`{"type": "ADDED", "object": {"apiVersion":`+`"test.com/v1beta1","kind":"foo","metadata":`+`{"name": "bar", "resourceVersion": "1"}}}`+"\n",
+		`{"type":"BOOKMARK","object":{"kind":"Job","apiVersion":"batch/v1"`+`,"metadata":{"resourceVersion":"1"},"spec":{"template":{`+`"metadata":{},"spec":{"containers":null}}},"status":{}}}`+"\n",
+		`{"type": "ERROR", "object": {"code": 410, `+`"reason": "Gone", "message": "error message"}}`+"\n")
+	watch(noRequest, "", pieces[0])
+	for range 3 { // SYN, SYN+ACK, ACK: the capture starts at the response
+		noRequest.Drop(noRequest.Segments()[0])
+	}
+	return pcapOf(t, cms, secrets, namespaces, noRequest)
 }

@@ -133,7 +133,7 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks, Frames: v.Frames,
 		Connection: j.lastConnText, Time: j.time(v.Time), Exchange: v.Exchange, Seq: v.Seq,
 		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
-		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
+		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, NotObject: v.NotObject, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 }
 
 // time is rfc3339(t), from j.times.
@@ -238,12 +238,13 @@ type jsonEvent struct {
 	Exchange         int             `json:"exchange"`
 	Seq              int             `json:"seq"`
 	Kind             string          `json:"kind,omitempty"`
+	RowKind          string          `json:"rowKind,omitempty"`
 	Namespace        string          `json:"namespace,omitempty"`
 	Name             string          `json:"name,omitempty"`
 	ResourceVersion  string          `json:"resourceVersion,omitempty"`
 	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
 	Initial          bool            `json:"initial,omitempty"`
-	RowKind          string          `json:"rowKind,omitempty"`
+	NotObject        string          `json:"notObject,omitempty"`
 	Offset           int64           `json:"offset"`
 	Length           int64           `json:"length"`
 	Format           string          `json:"format"`

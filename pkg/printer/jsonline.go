@@ -136,8 +136,9 @@ func appendFrames(b []byte, frames []record.Frame) []byte {
 }
 
 // appendEventIdentity appends what a jsonEvent says of its object (kind,
-// row kind, namespace, name, resource version) and of its place in the
-// initial events, each only when set (omitempty).
+// row kind, namespace, name, resource version), of its place in the
+// initial events, and the JSON type of an object that is not an object,
+// each only when set (omitempty).
 func appendEventIdentity(b []byte, ev *jsonEvent) []byte {
 	for _, f := range [...]struct{ key, v string }{
 		{`,"kind":`, ev.Kind}, {`,"rowKind":`, ev.RowKind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
@@ -153,6 +154,10 @@ func appendEventIdentity(b []byte, ev *jsonEvent) []byte {
 	}
 	if ev.Initial {
 		b = append(b, `,"initial":true`...)
+	}
+	if ev.NotObject != "" {
+		b = append(b, `,"notObject":`...)
+		b = appendJSONString(b, ev.NotObject)
 	}
 	return b
 }

@@ -34,6 +34,7 @@ func TestEventLine(t *testing.T) {
 		{Record: "event", Chunks: []jsonChunk{}, Object: json.RawMessage(`{}`), Frames: []record.Frame{
 			{Stream: 3, Index: 0, Length: 16384, Offset: 24, Events: 2, Bytes: 900, Inflated: 2000},
 			{Stream: 1<<31 - 1, Index: 12, Length: 3825, Padded: true, Padding: 10, EndStream: true, Offset: 1 << 40}}},
+		{Record: "event", Type: "ADDED", Object: json.RawMessage(`["a"]`), Kind: "Table", RowKind: "PartialObjectMetadata", Initial: true, NotObject: "array"},
 		{Record: "event", Type: "\x00\x1f\"\\\b\f\n\r\t\u2028\u2029\xff\xc3(é😀<>&\x7f", Object: json.RawMessage(`1`)},
 	} {
 		got := appendEventLine(nil, &ev)

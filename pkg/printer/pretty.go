@@ -466,10 +466,13 @@ func frameText(fs []record.Frame) string {
 // EventWhat says what a watch event carried, as its line shows it after
 // the type: "ConfigMap default/a  rv 883", "rv 890
 // (k8s.io/initial-events-end)" for a bookmark, the Status of an ERROR
-// ("410 Expired: …"), "Table row default/a  rv 5" for kubectl's tables.
+// ("410 Expired: …"), "Table row default/a  rv 5" for kubectl's tables,
+// "a JSON number: 1" for an object that is not a JSON object.
 func EventWhat(e *record.Event) string {
 	what := ""
 	switch {
+	case e.NotObject != "":
+		what = "a JSON " + e.NotObject + ": " + Escape(phrase.Clip(string(e.Object), 60))
 	case e.Type == "ERROR" && e.Status != nil:
 		what = StatusText(e.Status)
 	case e.Type == "BOOKMARK":

@@ -121,6 +121,10 @@ type Request struct {
 	// (event.SecretsPath): the objects of its events are redacted as
 	// Secrets whatever their kind says.
 	Secrets bool
+	// OtherResource is true when the target names one resource other
+	// than secrets (event.OtherResourcePath): an object of its events
+	// that has no kind is of that resource, not redacted as a Secret.
+	OtherResource bool
 	// Unknown lists the fields of an HTTP/2 request's header block that
 	// could not be decoded because they refer to HPACK dynamic table
 	// entries added before the capture joined the connection (see
@@ -304,6 +308,10 @@ type Event struct {
 	// row's object (PartialObjectMetadata unless the rows include whole
 	// objects); Namespace, Name and UID are the row object's.
 	RowKind string
+	// NotObject is the JSON type of an object that is not a JSON object
+	// ("number", "string", "boolean", "array"; event.Event.NotObject):
+	// Object holds the value as sent. "" for an object.
+	NotObject string
 	// Status is the Status object of an ERROR event.
 	Status *metav1.Status
 	// Offset is the byte offset of the event in the de-chunked body; Length

@@ -50,6 +50,10 @@ type ConnectOptions struct {
 	// ProxyURL, when set, reaches the API server through kubectl proxy
 	// (plain HTTP/1.1, no credentials).
 	ProxyURL string
+	// ProxyFrom says where ProxyURL came from when no flag gave it, after
+	// the URL in Transport ("from $KWATCH_PROXY", "the default address");
+	// empty says nothing more.
+	ProxyFrom string
 	// ClientConfig, when set, gives the API server and credentials (kubectl's
 	// connection flags: genericclioptions.ConfigFlags.ToRawKubeConfigLoader);
 	// Kubeconfig and Context are then ignored.
@@ -58,6 +62,11 @@ type ConnectOptions struct {
 	// kubectl's --kubeconfig and --context do; empty means kubectl's
 	// defaults ($KUBECONFIG, ~/.kube/config, current-context).
 	Kubeconfig, Context string
+	// ContextName names the kubeconfig context ClientConfig uses, for
+	// Transport (kubectl's --context, or the kubeconfig's
+	// current-context); empty names none. Without ClientConfig, Context
+	// or the kubeconfig's current-context is named.
+	ContextName string
 	// HTTP2 keeps HTTP/2 on a direct TLS connection: events are shown
 	// without chunks, since HTTP/2 has no chunked coding.
 	HTTP2 bool
@@ -163,6 +172,9 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		c.Config = &rest.Config{Host: opt.ProxyURL}
 		c.setCommon(opt)
 		c.Transport = "HTTP/1.1 through kubectl proxy " + opt.ProxyURL
+		if opt.ProxyFrom != "" {
+			c.Transport += " (" + opt.ProxyFrom + ")"
+		}
 		tr := &http.Transport{DialContext: t.plainDialer(dialer.DialContext), DisableKeepAlives: true,
 			DisableCompression: opt.DisableCompression, ForceAttemptHTTP2: false, ReadBufferSize: watchReadBuffer}
 		c.watchHTTP = &http.Client{Transport: tr}
@@ -177,6 +189,28 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	// Transport names the server and the context its credentials come
+	// from: "straight to https://… (context kind-kind; …)".
+	ctxName, server := opt.ContextName, cfg.Host
+	if opt.ClientConfig == nil {
+		ctxName = opt.Context
+		if raw, err := cc.RawConfig(); err == nil && ctxName == "" {
+			ctxName = raw.CurrentContext
+		}
+	}
+	how := func(decoded string) string {
+		var says []string
+		if ctxName != "" {
+			says = append(says, "context "+ctxName)
+		}
+		if decoded != "" {
+			says = append(says, decoded)
+		}
+		if len(says) == 0 {
+			return server
+		}
+		return server + " (" + strings.Join(says, "; ") + ")"
 	}
 	if ns, _, err := cc.Namespace(); err == nil {
 		c.Namespace = ns
@@ -225,10 +259,10 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		if tlsCfg != nil {
 			tr.DialContext = t.tlsDialer(dial, tlsCfg, "h2")
 			rt = httpsAsHTTP{tr}
-			c.Transport = "HTTP/2 over TLS straight to " + cfg.Host + " (decrypted frames decoded)"
+			c.Transport = "HTTP/2 over TLS straight to " + how("decrypted frames decoded")
 		} else {
 			tr.DialContext = t.plainDialer(dial)
-			c.Transport = "HTTP/2 with prior knowledge straight to " + cfg.Host
+			c.Transport = "HTTP/2 with prior knowledge straight to " + how("")
 		}
 		if rt, err = rest.HTTPWrappersForConfig(cfg, rt); err != nil {
 			return nil, err
@@ -240,10 +274,10 @@ func Connect(opt ConnectOptions, sink record.Sink) (*Client, error) {
 		ReadBufferSize: watchReadBuffer}
 	if tlsCfg != nil {
 		tr.DialTLSContext = t.tlsDialer(dial, tlsCfg, "http/1.1")
-		c.Transport = "HTTP/1.1 over TLS straight to " + cfg.Host + " (decrypted bytes decoded)"
+		c.Transport = "HTTP/1.1 over TLS straight to " + how("decrypted bytes decoded")
 	} else {
 		tr.DialContext = t.plainDialer(dial)
-		c.Transport = "HTTP/1.1 straight to " + cfg.Host
+		c.Transport = "HTTP/1.1 straight to " + how("")
 	}
 	rt, err := rest.HTTPWrappersForConfig(cfg, tr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -68,6 +69,44 @@ func (c *Client) Watchable(ctx context.Context) ([]string, error) {
 			}
 			names = append(names, gv.WithResource(r.Name).GroupResource().String())
 		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Names lists the names of the objects of a resource (an argument as
+// Resolve takes it: "cm", "deployments.apps") in namespace ("" for a
+// cluster-scoped resource, or the kubeconfig context's namespace when
+// namespace is "" and the resource is namespaced), sorted, for shell
+// completion of RESOURCE/NAME as kubectl completes it. It lists metadata
+// only (PartialObjectMetadata): a Secret's data never comes.
+func (c *Client) Names(ctx context.Context, resource, namespace string) ([]string, error) {
+	r, err := c.Resolve(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := metadata.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	var list *metav1.PartialObjectMetadataList
+	if r.Namespaced {
+		if namespace == "" {
+			namespace = c.Namespace
+		}
+		if namespace == "" {
+			namespace = "default"
+		}
+		list, err = mc.Resource(r.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	} else {
+		list, err = mc.Resource(r.GVR).List(ctx, metav1.ListOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, o := range list.Items {
+		names = append(names, o.Name)
 	}
 	slices.Sort(names)
 	return names, nil

@@ -71,6 +71,9 @@ type Target struct {
 	// Proxy is the kubectl proxy gone through, e.g.
 	// "http://127.0.0.1:8001"; "" for a straight connection.
 	Proxy string
+	// ProxyFrom says where Proxy came from when no flag gave it
+	// (ConnectOptions.ProxyFrom), for the message.
+	ProxyFrom string
 	// Server is the API server's URL (rest.Config.Host), e.g.
 	// "https://127.0.0.1:6443"; "" when no client was built.
 	Server string
@@ -143,7 +146,11 @@ func Explain(err error, t Target) error {
 	dial := errors.As(err, &oe) && oe.Op == "dial"
 	switch {
 	case t.Proxy != "" && dial:
-		return fmt.Errorf("kubectl proxy at %s does not answer (%v): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight", t.Proxy, oe.Err)
+		at := t.Proxy
+		if t.ProxyFrom != "" {
+			at += " (" + t.ProxyFrom + ")"
+		}
+		return fmt.Errorf("kubectl proxy at %s does not answer (%v): is it running? Start it with \"kubectl proxy\", or pass --kubeconfig to connect straight", at, oe.Err)
 	case dial && errors.Is(err, syscall.ECONNREFUSED):
 		host := t.Server
 		if u, perr := url.Parse(t.Server); perr == nil && u.Host != "" {
