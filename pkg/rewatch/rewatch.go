@@ -440,4 +440,3 @@ func (l *Linker) finishInitial(w *watch, t time.Time) {
 	}
 	w.fresh, w.learn = nil, false
 }
-
