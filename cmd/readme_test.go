@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,24 +13,31 @@ import (
 // output (stdout and stderr together, as a terminal shows them), and
 // whether README cut the times off them.
 type readmeExample struct {
-	line    int // README line of the command
+	line    int // line of the command, counted over README and docs/*.md
 	args    []string
 	shown   []string
 	noTimes bool
 }
 
-// readmeExamples finds README's examples of kwatch pcap on a file under
+// readmeExamples finds README's (and docs/'s) examples of kwatch pcap on a file under
 // testdata/: a ```sh block of one `go run . pcap …` line followed by its
 // output block, or a block of `$ kwatch pcap …` lines each followed by
 // output lines ("…" lines stand for lines left out). A command with a pipe
 // is not one.
 func readmeExamples(t *testing.T) []readmeExample {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	var lines []string
+	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(b), "\n")
+	for _, f := range append([]string{"../README.md"}, docs...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(string(b), "\n")...)
+	}
 	var out []readmeExample
 	var cur *readmeExample
 	inBlock, pendingRun := false, -1
