@@ -63,6 +63,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/pcap
 	$(GO) test -run '^$$' -fuzz '^FuzzFind$$' -fuzztime $(FUZZTIME) ./pkg/gotls
 	$(GO) test -run '^$$' -fuzz '^FuzzFindPatched$$' -fuzztime $(FUZZTIME) ./pkg/gotls
+	$(GO) test -run '^$$' -fuzz '^FuzzLayoutPatched$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/gotls
 	$(GO) test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime $(FUZZTIME) ./pkg/live
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTCP$$' -fuzztime $(FUZZTIME) ./pkg/procnet
 	$(GO) test -run '^$$' -fuzz '^FuzzPacketTuple$$' -fuzztime $(FUZZTIME) ./pkg/attach
