@@ -880,3 +880,54 @@ func TestAttachRewatch(t *testing.T) {
 		t.Errorf("the new watch's request is for %v", req["target"])
 	}
 }
+
+// TestAttachRecordJoined: kwatch attach --record to a client-go program
+// whose connection was open before (joined with the state read from its
+// memory): the recording carries that state (a kwatch-joined comment line
+// in a Decryption Secrets Block, since a key log names connections by a
+// client random such a connection never showed), and kwatch pcap of the
+// file decodes the same events, HTTP/2 joined between frames, noted as
+// read from the recording.
+func TestAttachRecordJoined(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	w := startWatcher(t, env, buildWatcher(t), ns)
+	file := filepath.Join(t.TempDir(), "session.pcapng")
+	s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "--record", file, "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
+	churn(t, env, ns, "joined")
+	w.waitEvents(t, 3, "watch", "informer")
+	want := w.clientEvents(t)
+	var live map[string][]watchedEvent
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("both watches' events, as the handlers': %v", want), func(recs []map[string]any) bool {
+		live = kwatchEvents(t, recs, ns, true)
+		return sameWatches(live, want)
+	})
+	w.stop()
+	waitText(t, "the program's end", s.errOut, "exited")
+	s.stop(t)
+	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
+	if code != ExitOK && code != ExitProblems {
+		t.Fatalf("kwatch pcap %s: exit %d\n%s", file, code, errOut)
+	}
+	rec := &session{out: &syncBuffer{}}
+	_, _ = rec.out.Write([]byte(out))
+	if got := kwatchEvents(t, rec.records(t), ns, true); !sameWatches(got, live) {
+		t.Errorf("kwatch pcap of the recording: %v; kwatch attach showed %v\n%s", got, live, errOut)
+	}
+	noted := false
+	for _, n := range ofRecord(rec.records(t), "note") {
+		if n["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(n["message"]), "joined mid-connection") &&
+			strings.Contains(fmt.Sprint(n["message"]), "kwatch attach's recording of it") {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Errorf("no note of a connection joined with the state from the recording:\n%s", out)
+	}
+	// The state's line is a comment to other readers of the secrets.
+	if ts, err := exec.Command("tshark", "-r", file).CombinedOutput(); err != nil || strings.Contains(strings.ToLower(string(ts)), "keylog") {
+		t.Errorf("tshark -r: %v\n%s", err, ts)
+	}
+}

@@ -146,8 +146,15 @@ func (j *joiner) use(u gotls.ConnUse) {
 	if name == "" {
 		name = fmt.Sprintf("pid %d", pid)
 	}
-	j.a.keys.AddJoined(keylog.Joined{Client: client, Server: server, Version: st.Version, Suite: st.CipherSuite,
+	state := keylog.Joined{Client: client, Server: server, Version: st.Version, Suite: st.CipherSuite,
 		ClientTraffic: c.Secret, ServerTraffic: s.Secret, ClientSeq: c.Seq, ServerSeq: s.Seq,
 		Master: st.MasterSecret, ClientRandom: st.ClientRandom, ServerRandom: st.ServerRandom,
-		Source: "the memory of " + name})
+		Source: "the memory of " + name}
+	j.a.keys.AddJoined(state)
+	if j.a.rec != nil {
+		// The recording's secrets name connections by client random,
+		// which this one never showed: its state goes in as a comment
+		// line that kwatch pcap reads back (keylog.Joined.Line).
+		_ = j.a.rec.Secrets(state.Line())
+	}
 }

@@ -1,6 +1,12 @@
 package keylog
 
-import "net/netip"
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strconv"
+)
 
 // Joined is what a TLS connection whose handshake was not seen needs to be
 // decrypted from the middle on (kwatch attach, from the process's memory):
@@ -43,6 +49,11 @@ const maxJoined = 1 << 14
 func (l *Log) AddJoined(j Joined) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.addJoined(j)
+}
+
+// addJoined is AddJoined with l.mu held.
+func (l *Log) addJoined(j Joined) {
 	if l.joined == nil || len(l.joined) >= maxJoined {
 		l.joined = map[[2]netip.AddrPort]*Joined{}
 	}
@@ -73,4 +84,86 @@ func joinKey(a, b netip.AddrPort) [2]netip.AddrPort {
 		a, b = b, a
 	}
 	return [2]netip.AddrPort{a, b}
+}
+
+// JoinedPrefix starts the key log comment line that carries a Joined state
+// (Joined.Line): a comment to every other reader of key logs (NSS's format
+// has "#" comments), read back by kwatch.
+const JoinedPrefix = "# kwatch-joined v1 "
+
+// Line returns j as one key log comment line, LF-terminated, for a
+// recording's Decryption Secrets Block (kwatch attach --record): a key log
+// names a connection by its client random, which a connection joined
+// mid-way never showed, so the state goes by the connection's endpoints:
+// "# kwatch-joined v1 CLIENT SERVER VERSION SUITE CLIENT_SEQ SERVER_SEQ
+// CLIENT_TRAFFIC SERVER_TRAFFIC MASTER CLIENT_RANDOM SERVER_RANDOM", the
+// version and suite in hex, sequence numbers in decimal, secrets and
+// randoms in hex ("-" when there is none). Source is not written.
+func (j Joined) Line() []byte {
+	hx := func(b []byte) string {
+		if len(b) == 0 {
+			return "-"
+		}
+		return hex.EncodeToString(b)
+	}
+	cr, sr := "-", "-"
+	if len(j.Master) > 0 {
+		cr, sr = hex.EncodeToString(j.ClientRandom[:]), hex.EncodeToString(j.ServerRandom[:])
+	}
+	return fmt.Appendf(nil, "%s%s %s %04x %04x %d %d %s %s %s %s %s\n", JoinedPrefix, j.Client, j.Server, j.Version, j.Suite,
+		j.ClientSeq, j.ServerSeq, hx(j.ClientTraffic), hx(j.ServerTraffic), hx(j.Master), cr, sr)
+}
+
+// parseJoined reads a line Joined.Line wrote (without its LF); the
+// state's Source names source, where the line was read.
+func parseJoined(line []byte, source string) (Joined, error) {
+	f := bytes.Fields(bytes.TrimPrefix(line, []byte(JoinedPrefix)))
+	if len(f) != 11 {
+		return Joined{}, fmt.Errorf("kwatch-joined line of %d fields, want 11", len(f))
+	}
+	var j Joined
+	var err error
+	if j.Client, err = netip.ParseAddrPort(string(f[0])); err != nil {
+		return Joined{}, fmt.Errorf("kwatch-joined client: %v", err)
+	}
+	if j.Server, err = netip.ParseAddrPort(string(f[1])); err != nil {
+		return Joined{}, fmt.Errorf("kwatch-joined server: %v", err)
+	}
+	v, err1 := strconv.ParseUint(string(f[2]), 16, 16)
+	s, err2 := strconv.ParseUint(string(f[3]), 16, 16)
+	cs, err3 := strconv.ParseUint(string(f[4]), 10, 64)
+	ss, err4 := strconv.ParseUint(string(f[5]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		return Joined{}, fmt.Errorf("kwatch-joined version, suite or sequence numbers do not parse")
+	}
+	j.Version, j.Suite, j.ClientSeq, j.ServerSeq = uint16(v), uint16(s), cs, ss
+	secret := func(b []byte) ([]byte, error) {
+		if string(b) == "-" {
+			return nil, nil
+		}
+		out, err := hex.DecodeString(string(b))
+		if err != nil || len(out) > maxSecretBytes {
+			return nil, fmt.Errorf("kwatch-joined secret is not hex of at most %d bytes", maxSecretBytes)
+		}
+		return out, nil
+	}
+	var errs [5]error
+	j.ClientTraffic, errs[0] = secret(f[6])
+	j.ServerTraffic, errs[1] = secret(f[7])
+	j.Master, errs[2] = secret(f[8])
+	cr, e3 := secret(f[9])
+	sr, e4 := secret(f[10])
+	errs[3], errs[4] = e3, e4
+	for _, e := range errs {
+		if e != nil {
+			return Joined{}, e
+		}
+	}
+	if len(cr) != 0 && len(cr) != 32 || len(sr) != 0 && len(sr) != 32 {
+		return Joined{}, fmt.Errorf("kwatch-joined randoms are not 32 bytes")
+	}
+	copy(j.ClientRandom[:], cr)
+	copy(j.ServerRandom[:], sr)
+	j.Source = "kwatch attach's recording of it (" + source + ")"
+	return j, nil
 }

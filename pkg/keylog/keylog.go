@@ -298,6 +298,19 @@ func (l *Log) complete(line []byte) bool {
 func (l *Log) addLine(line []byte, source string, n int) {
 	line = bytes.TrimRight(line, "\r")
 	t := bytes.TrimSpace(line)
+	if bytes.HasPrefix(t, []byte(JoinedPrefix)) {
+		// A connection joined mid-way, recorded by kwatch attach.
+		j, err := parseJoined(t, source)
+		if err != nil {
+			l.nerrs++
+			if len(l.errs) < maxErrs {
+				l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: err.Error()})
+			}
+			return
+		}
+		l.addJoined(j)
+		return
+	}
 	if len(t) == 0 || t[0] == '#' {
 		return
 	}

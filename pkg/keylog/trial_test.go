@@ -1,6 +1,9 @@
 package keylog
 
 import (
+	"bytes"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -37,5 +40,38 @@ func TestTrials(t *testing.T) {
 	}
 	if !l.TakeTrialOpens(DefaultTrialOpens-1) || l.TakeTrialOpens(2) || !l.TakeTrialOpens(1) || l.TakeTrialOpens(1) || l.TakeTrialOpens(-1) {
 		t.Errorf("the budget of openings is not taken whole or not at all")
+	}
+}
+
+// TestJoinedLine: a joined state written as its comment line (what kwatch
+// attach --record puts in a Decryption Secrets Block) reads back as the
+// same state, TLS 1.3 and TLS 1.2, by endpoints either way round; a
+// damaged line is a line error, never a state.
+func TestJoinedLine(t *testing.T) {
+	for _, j := range []Joined{
+		{Client: netip.MustParseAddrPort("127.0.0.1:40000"), Server: netip.MustParseAddrPort("[::1]:6443"), Version: 0x0304, Suite: 0x1301,
+			ClientTraffic: bytes.Repeat([]byte{1}, 32), ServerTraffic: bytes.Repeat([]byte{2}, 32), ClientSeq: 7, ServerSeq: 1 << 40},
+		{Client: netip.MustParseAddrPort("10.0.0.1:1"), Server: netip.MustParseAddrPort("10.0.0.2:443"), Version: 0x0303, Suite: 0xc02f,
+			Master: bytes.Repeat([]byte{3}, 48), ClientRandom: [32]byte{4}, ServerRandom: [32]byte{5}, ClientSeq: 1, ServerSeq: 2},
+	} {
+		l := New()
+		l.Add(j.Line(), "session.pcapng")
+		got, ok := l.LookupJoined(j.Server, j.Client)
+		if !ok {
+			t.Fatalf("%s: no state read back", j.Line())
+		}
+		want := j
+		want.Source = "kwatch attach's recording of it (session.pcapng)"
+		if fmt.Sprintf("%+v", *got) != fmt.Sprintf("%+v", want) {
+			t.Errorf("read back\n%+v\nwant\n%+v", *got, want)
+		}
+	}
+	l := New()
+	l.Add([]byte(JoinedPrefix+"127.0.0.1:1 127.0.0.1:2 0304 1301 1 2 zz - - - -\n"+JoinedPrefix+"127.0.0.1:1\n"), "f")
+	if _, ok := l.LookupJoined(netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2")); ok {
+		t.Error("a damaged line gave a state")
+	}
+	if _, _, errs, n := l.Stats(); n != 2 || len(errs) != 2 {
+		t.Errorf("%d line errors (%v), want 2", n, errs)
 	}
 }
