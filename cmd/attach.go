@@ -40,7 +40,7 @@ client's watches on it, each connection noted with the processes at its ends.
 What it cannot do: a connection whose handshake came before attach is not
 decrypted (it is named, per connection); a TLS 1.2 session resumed gives no new
 secret; programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch
-pcap). It needs root (CAP_BPF, CAP_PERFMON, CAP_NET_RAW, CAP_SYS_PTRACE) and a
+pcap). It needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a
 kernel with uprobes. --record writes the packets and the secrets: the file
 decrypts every connection in it; keep it as you would a key.
 

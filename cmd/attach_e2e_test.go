@@ -32,7 +32,7 @@ import (
 func needAttach(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("kwatch attach needs root (CAP_BPF, CAP_PERFMON, CAP_NET_RAW)")
+		t.Skip("kwatch attach needs root (CAP_SYS_ADMIN, CAP_NET_RAW, CAP_SYS_PTRACE)")
 	}
 	if _, err := os.Stat("/sys/bus/event_source/devices/uprobe"); err != nil {
 		t.Skip("the kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe)")
