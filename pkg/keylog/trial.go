@@ -60,3 +60,11 @@ func (l *Log) TakeTrialOpens(n int) bool {
 	l.trialOpens += n
 	return true
 }
+
+// ReturnTrialOpens gives back n record openings TakeTrialOpens took and
+// were not spent (the secrets were found before the last one).
+func (l *Log) ReturnTrialOpens(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.trialOpens = max(0, l.trialOpens-max(0, n))
+}
