@@ -42,6 +42,9 @@ const (
 	trialMisses = 8
 )
 
+// budgetSpent says why a connection's secrets were not tried (further).
+var budgetSpent = fmt.Sprintf("the capture's budget for trying key log secrets (%d record openings) is spent", keylog.DefaultTrialOpens)
+
 // trialState is one secret of a key log connection under one suite.
 type trialState struct {
 	t      *keylog.Trial
@@ -60,6 +63,13 @@ func (c *Conn) startTrial(t time.Time) bool {
 		return false
 	}
 	c.trialTried = true
+	if c.opt.Keys.TrialOpensLeft() < trialSeqs {
+		// Not one secret's window left: not worth its states.
+		if c.opt.Keys.Given() {
+			c.trialWhy = budgetSpent
+		}
+		return false
+	}
 	trials, all := c.opt.Keys.Trials(maxTrials)
 	for i := range trials {
 		tr := &trials[i]
@@ -123,7 +133,7 @@ func (c *Conn) tryRecord(h *direction, hdr, body []byte, t time.Time) bool {
 	}
 	want := len(c.trials) * seqs
 	if !c.opt.Keys.TakeTrialOpens(want) {
-		c.endTrial(h, t, fmt.Sprintf("the capture's budget for trying key log secrets (%d record openings) is spent", keylog.DefaultTrialOpens))
+		c.endTrial(h, t, budgetSpent)
 		return true
 	}
 	for seq := uint64(0); seq < uint64(seqs); seq++ {

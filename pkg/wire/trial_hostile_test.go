@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,41 @@ func TestTrialBudgetShared(t *testing.T) {
 				t.Errorf("the keyed connection is not decrypted: %v", noteText(got.notes))
 			}
 		})
+	}
+}
+
+// TestTrialManyConnsBigLog: a key log of many connections, and many
+// mid-stream TLS connections whose keys it does not hold: time stays
+// bounded once the capture's budget of openings is spent.
+func TestTrialManyConnsBigLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	var log strings.Builder
+	for i := range 100000 {
+		fmt.Fprintf(&log, "CLIENT_TRAFFIC_SECRET_0 %064x %s\n", i+1, strings.Repeat("ab", 32))
+		fmt.Fprintf(&log, "SERVER_TRAFFIC_SECRET_0 %064x %s\n", i+1, strings.Repeat("cd", 32))
+	}
+	kl := keylog.New()
+	kl.Add([]byte(log.String()), "keys.log")
+	for _, size := range []int{64, 2000} {
+		var conns [][]testutil.Piece
+		for range 2000 {
+			conns = append(conns, []testutil.Piece{
+				{Client: true, P: junkRecords(2, size)},
+				{Client: false, P: junkRecords(2, size)},
+			})
+		}
+		start := time.Now()
+		got := runShared(t, kl, conns)
+		d := time.Since(start)
+		t.Logf("%d connections of %d-byte records: %v", len(conns), size, d)
+		// Before: 6.5 s (the key log scanned for each connection).
+		if d > 20*time.Second {
+			t.Errorf("%d connections took %v", len(conns), d)
+		}
+		if size == 64 && !slices.ContainsFunc(got.notes, func(n *record.ConnNote) bool { return strings.Contains(n.Message, "budget for trying key log secrets") }) {
+			t.Errorf("the last connection: %v", noteText(got.notes))
+		}
 	}
 }
