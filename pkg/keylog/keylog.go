@@ -144,7 +144,7 @@ type Log struct {
 	trialsAt  [3]int
 	trials    []Trial
 	trialsAll int
-	given      bool // a key log was given (a file, or text), secrets or not
+	given     bool // a key log was given (a file, or text), secrets or not
 }
 
 // watchedFile is a key log file that may still be appended to: re-read
