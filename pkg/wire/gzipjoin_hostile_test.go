@@ -92,3 +92,52 @@ func TestGzipJoinNested(t *testing.T) {
 		}
 	}
 }
+
+// TestGzipJoinBomb: the member the join is made at starts an event, then
+// inflates to an endless string (a gzip bomb): bounded by the event's and
+// the member's bounds, and the next member's event is still read.
+func TestGzipJoinBomb(t *testing.T) {
+	var bomb bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	w.Write([]byte(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{"k":"`))
+	zeros := bytes.Repeat([]byte("a"), 1<<20)
+	for range 512 { // 512 MiB inflated
+		w.Write(zeros)
+	}
+	w.Close()
+	var p bytes.Buffer
+	p.WriteString("xx\r\n")
+	// The first chunk holds the member's start (within the join's 64 KiB),
+	// the next ones the rest.
+	z := bomb.Bytes()
+	for len(z) > 0 {
+		n := min(len(z), 16<<10)
+		fmt.Fprintf(&p, "%x\r\n%s\r\n", n, z[:n])
+		z = z[n:]
+	}
+	m := gz([]byte(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","resourceVersion":"9"}}}` + "\n"))
+	fmt.Fprintf(&p, "%x\r\n%s\r\n", len(m), m)
+	var lines *[]string
+	start := time.Now()
+	peak := testutil.HeapPeak(func(probe func()) {
+		var sink record.Sink
+		sink, lines = testutil.RecordLines(t)
+		c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{MidStream: true})
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		b := p.Bytes()
+		for i := 0; i < len(b); i += 64 << 10 {
+			c.ServerData(b[i:min(i+64<<10, len(b))], now)
+			if i%(1<<20) == 0 {
+				probe()
+			}
+		}
+		c.CloseServer(exchange.EndFIN, now)
+	})
+	t.Logf("%d compressed bytes: %v, heap peak %d MiB", p.Len(), time.Since(start), peak>>20)
+	if peak > 160<<20 {
+		t.Errorf("heap peak %d MiB", peak>>20)
+	}
+	if testutil.Count(*lines, `"ResourceVersion":"9"`) != 1 || testutil.Count(*lines, "watch event larger than the limit") != 1 {
+		t.Errorf("the event after the bomb is not read, or the bomb not said: %q", *lines)
+	}
+}
