@@ -137,7 +137,14 @@ type Log struct {
 	// them out); trialOpens counts what TakeTrialOpens took.
 	looked     map[Random]bool
 	trialOpens int
-	given      bool // a key log was given (a file, or text), secrets or not
+	// lookGen counts the changes to looked; trialsAt is the gen and
+	// lookGen trials was made at, trialsAll the count Trials returns
+	// with it: the key log is scanned once, not for each connection.
+	lookGen   int
+	trialsAt  [3]int
+	trials    []Trial
+	trialsAll int
+	given     bool // a key log was given (a file, or text), secrets or not
 }
 
 // watchedFile is a key log file that may still be appended to: re-read
@@ -428,10 +435,14 @@ func (l *Log) Lookup(r Random) (*Secrets, bool) {
 // look marks r as looked up, for Trials; the set is emptied past
 // maxJoined randoms.
 func (l *Log) look(r Random) {
+	if l.looked[r] {
+		return
+	}
 	if l.looked == nil || len(l.looked) >= maxJoined {
 		l.looked = map[Random]bool{}
 	}
 	l.looked[r] = true
+	l.lookGen++
 }
 
 // HasFiles reports whether the Log reads a key log file (which may still

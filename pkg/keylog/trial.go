@@ -32,20 +32,38 @@ const DefaultTrialOpens = 1 << 22
 func (l *Log) Trials(max int) ([]Trial, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []Trial
-	n := 0
-	for _, r := range slices.Backward(l.order) {
-		s, ok := l.secrets[r]
-		if !ok || l.looked[r] || len(s.ClientTraffic) == 0 || len(s.ServerTraffic) == 0 {
-			continue
-		}
-		n++
-		if len(out) < max {
-			out = append(out, Trial{Random: r, ClientTraffic: slices.Clone(s.ClientTraffic),
-				ServerTraffic: slices.Clone(s.ServerTraffic), Source: s.Source})
+	if at := [3]int{l.gen, l.lookGen, max}; at != l.trialsAt || l.trials == nil {
+		// Scanned once for every change, not for every connection:
+		// a capture of many connections joined mid-way, with a key log
+		// of many, would scan the whole log for each.
+		l.trials, l.trialsAll = []Trial{}, 0
+		l.trialsAt = at
+		for _, r := range slices.Backward(l.order) {
+			s, ok := l.secrets[r]
+			if !ok || l.looked[r] || len(s.ClientTraffic) == 0 || len(s.ServerTraffic) == 0 {
+				continue
+			}
+			l.trialsAll++
+			if len(l.trials) < max {
+				l.trials = append(l.trials, Trial{Random: r, ClientTraffic: s.ClientTraffic,
+					ServerTraffic: s.ServerTraffic, Source: s.Source})
+			}
 		}
 	}
-	return out, n
+	var out []Trial
+	for _, t := range l.trials {
+		t.ClientTraffic, t.ServerTraffic = slices.Clone(t.ClientTraffic), slices.Clone(t.ServerTraffic)
+		out = append(out, t)
+	}
+	return out, l.trialsAll
+}
+
+// TrialOpensLeft is how many record openings are left of the Log's
+// budget for trying secrets.
+func (l *Log) TrialOpensLeft() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return DefaultTrialOpens - l.trialOpens
 }
 
 // TakeTrialOpens takes n record openings from the Log's budget for trying
@@ -59,4 +77,12 @@ func (l *Log) TakeTrialOpens(n int) bool {
 	}
 	l.trialOpens += n
 	return true
+}
+
+// ReturnTrialOpens gives back n record openings TakeTrialOpens took and
+// were not spent (the secrets were found before the last one).
+func (l *Log) ReturnTrialOpens(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.trialOpens = max(0, l.trialOpens-max(0, n))
 }

@@ -41,6 +41,14 @@ func TestTrials(t *testing.T) {
 	if !l.TakeTrialOpens(DefaultTrialOpens-1) || l.TakeTrialOpens(2) || !l.TakeTrialOpens(1) || l.TakeTrialOpens(1) || l.TakeTrialOpens(-1) {
 		t.Errorf("the budget of openings is not taken whole or not at all")
 	}
+	l.ReturnTrialOpens(3)
+	if !l.TakeTrialOpens(3) || l.TakeTrialOpens(1) {
+		t.Errorf("openings given back are not there to take again")
+	}
+	l.ReturnTrialOpens(DefaultTrialOpens + 5)
+	if !l.TakeTrialOpens(DefaultTrialOpens) || l.TakeTrialOpens(1) {
+		t.Errorf("more given back than taken makes more than the budget")
+	}
 }
 
 // TestJoinedLine: a joined state written as its comment line (what kwatch

@@ -191,8 +191,9 @@ type direction struct {
 	// sequence number of its first record (join.go).
 	window *seqWindow
 	// trialPassed counts the records passed over while the connection's
-	// secrets were tried (trial.go), trialMissed those tried in vain.
-	trialPassed, trialMissed int
+	// secrets were tried (trial.go), trialMissed those tried in vain,
+	// trialAfter those since the first tried in vain.
+	trialPassed, trialMissed, trialAfter int
 	// awaitTraffic: the handshake ended before the direction's traffic
 	// secret was known and secrets may still come (not Options.NoWait: a
 	// key source such as an uprobe hands them over while packets flow);
@@ -1298,7 +1299,7 @@ func (c *Conn) close(h *direction, how exchange.Ending, t time.Time) {
 	if c.inner == nil && !c.noted && (c.cl.phase == phaseClosed && c.sv.phase == phaseClosed) {
 		switch {
 		case c.trials != nil && !c.gaveUp:
-			c.endTrial(h, t, fmt.Sprintf("none of the key log's %d TLS 1.3 connections that no captured handshake claimed opened the %d records tried with a sequence number below %d",
+			c.endTrial(h, t, fmt.Sprintf("none of the key log's %d TLS 1.3 connections that no captured handshake claimed opened the %d records tried with a sequence number below %d (after a direction's first, below their count from it)",
 				c.trialCount, c.cl.trialMissed+c.sv.trialMissed, trialSeqs))
 		case c.authFailed && c.cl.decrypted+c.sv.decrypted == 0:
 			c.noteUndecoded(t, "the logged keys do not decrypt it")

@@ -42,6 +42,9 @@ const (
 	trialMisses = 8
 )
 
+// budgetSpent says why a connection's secrets were not tried (further).
+var budgetSpent = fmt.Sprintf("the capture's budget for trying key log secrets (%d record openings) is spent", keylog.DefaultTrialOpens)
+
 // trialState is one secret of a key log connection under one suite.
 type trialState struct {
 	t      *keylog.Trial
@@ -60,6 +63,13 @@ func (c *Conn) startTrial(t time.Time) bool {
 		return false
 	}
 	c.trialTried = true
+	if c.opt.Keys.TrialOpensLeft() < trialSeqs {
+		// Not one secret's window left: not worth its states.
+		if c.opt.Keys.Given() {
+			c.trialWhy = budgetSpent
+		}
+		return false
+	}
 	trials, all := c.opt.Keys.Trials(maxTrials)
 	for i := range trials {
 		tr := &trials[i]
@@ -102,19 +112,39 @@ func (c *Conn) tryRecord(h *direction, hdr, body []byte, t time.Time) bool {
 			return false
 		}
 		h.trialPassed++
+		if h.trialMissed > 0 {
+			h.trialAfter++
+		}
 		return true
 	}
-	if !c.opt.Keys.TakeTrialOpens(len(c.trials) * trialSeqs) {
-		c.endTrial(h, t, fmt.Sprintf("the capture's budget for trying key log secrets (%d record openings) is spent", keylog.DefaultTrialOpens))
+	seqs := trialSeqs
+	if h.trialMissed > 0 {
+		// A record of h opened under no secret with any number below
+		// trialSeqs: it was under another secret (the handshake's, 0-RTT
+		// early data's, a KeyUpdate's: RFC 8446 §7.1, §4.6.3) or numbered
+		// past the window, and so are those after it; or the application
+		// traffic secret's records begin after it, numbered from 0
+		// (§5.3). A record k records after it has a number below k. So a
+		// connection whose keys are in no key log spends a whole window
+		// on one record a direction, not on each: it leaves the capture's
+		// budget to the others.
+		h.trialAfter++
+		seqs = min(trialSeqs, h.trialAfter)
+	}
+	want := len(c.trials) * seqs
+	if !c.opt.Keys.TakeTrialOpens(want) {
+		c.endTrial(h, t, budgetSpent)
 		return true
 	}
-	for seq := uint64(0); seq < trialSeqs; seq++ {
+	for seq := uint64(0); seq < uint64(seqs); seq++ {
 		for i := range c.trials {
 			st := &c.trials[i]
 			out, inner, err := st.cs.open(h.plain[:0], hdr, body, seq)
 			if err != nil {
 				continue
 			}
+			// Only what was opened is spent.
+			c.opt.Keys.ReturnTrialOpens(want - (int(seq)*len(c.trials) + i + 1))
 			c.trialFound(h, st, seq, t)
 			if cap(out) > cap(h.plain) {
 				h.plain = out[:0]
@@ -124,7 +154,7 @@ func (c *Conn) tryRecord(h *direction, hdr, body []byte, t time.Time) bool {
 	}
 	h.trialPassed++
 	if h.trialMissed++; h.trialMissed >= trialMisses {
-		c.endTrial(h, t, fmt.Sprintf("none of the key log's %d TLS 1.3 connections that no captured handshake claimed opened the %d records of the %s tried with a sequence number below %d", c.trialCount, h.trialMissed, h.name(), trialSeqs))
+		c.endTrial(h, t, fmt.Sprintf("none of the key log's %d TLS 1.3 connections that no captured handshake claimed opened the %d records of the %s tried with a sequence number below %d (after the first, below their count from it)", c.trialCount, h.trialMissed, h.name(), trialSeqs))
 	}
 	return true
 }

@@ -183,7 +183,7 @@ func (c *Conn) joinVerdict(d *direction, b []byte, end bool) (joinVerdict, int) 
 	full := len(b) >= h2conn.ScanBytes
 	chunkMore := false // a gzip'd chunk may yet start within the window
 	if d.server && c.b.opt.MidStream {
-		switch at, v := gzipChunkAt(b, end || full); v {
+		switch at, v := gzipChunkAt(b, end || full, &d.gzipFrom); v {
 		case joinChunk:
 			return joinChunk, at
 		case joinMore:
@@ -238,21 +238,32 @@ const minGzipMember = 20
 // kube-apiserver writes one member per flush, each a chunk of its own. A
 // chunk-size line (hex digits and CRLF, at least minGzipMember) counts
 // where it follows a CRLF (the end of the chunk before) or starts b, and
-// once the chunk's data have come with the CRLF that ends them (so that
-// the verdict does not depend on how the bytes were split). It returns the
-// offset of the chunk-size line and joinChunk; joinMore while none is
-// found and more bytes may show one (done: no more come); joinClassic else.
-func gzipChunkAt(b []byte, done bool) (int, joinVerdict) {
+// once the chunk's data have come with the CRLF that ends them. The first
+// such line in b is the one: while a line's chunk has not all come, a
+// later one is not taken (it may lie inside that chunk's data, where a
+// stored deflate block holds any bytes), so the verdict does not depend
+// on how the bytes were split; nor is a chunk that ends past the first
+// h2conn.ScanBytes, the most that is held. It returns the offset of the
+// chunk-size line and joinChunk; joinMore while none is found and more
+// bytes may show one (done: no more come); joinClassic else.
+//
+// *from is where the call before left off (b grows from call to call):
+// every line before it was refused for good, so each is looked at, and
+// its member inflated, once, however the bytes were split.
+func gzipChunkAt(b []byte, done bool, from *int) (int, joinVerdict) {
 	magic := []byte{0x1f, 0x8b, 0x08}
-	for from := 0; ; {
-		i := bytes.Index(b[from:], magic)
+	b = b[:min(len(b), h2conn.ScanBytes)]
+	for *from < len(b) {
+		i := bytes.Index(b[*from:], magic)
 		if i < 0 {
+			// A magic may straddle the end of b.
+			*from = max(*from, len(b)-len(magic)+1)
 			break
 		}
-		i += from
-		from = i + 1
+		i += *from
 		// b[i-2:i] is the chunk-size line's CRLF; the digits before.
 		if i < 3 || b[i-2] != '\r' || b[i-1] != '\n' {
+			*from = i + 1
 			continue
 		}
 		j := i - 2
@@ -260,18 +271,31 @@ func gzipChunkAt(b []byte, done bool) (int, joinVerdict) {
 			j--
 		}
 		if j == i-2 || j > 0 && (j < 2 || b[j-2] != '\r' || b[j-1] != '\n') {
+			*from = i + 1
 			continue
 		}
 		size, err := strconv.ParseUint(string(b[j:i-2]), 16, 64)
-		if err != nil || size < minGzipMember {
+		if err != nil || size < minGzipMember || uint64(i)+size+2 > h2conn.ScanBytes {
+			*from = i + 1
 			continue
 		}
-		if end := uint64(i) + size; end+2 > uint64(len(b)) || b[end] != '\r' || b[end+1] != '\n' {
-			continue // not known yet (the verdict waits for the chunk's end), or not a chunk
+		end := uint64(i) + size
+		if end+2 > uint64(len(b)) {
+			if done {
+				*from = i + 1
+				continue
+			}
+			*from = i
+			return 0, joinMore // this chunk first: the verdict waits for its end
 		}
-		if _, _, ok := exchange.StartOfBody(b[i:min(uint64(len(b)), uint64(i)+size)]); !ok {
+		*from = i + 1
+		if b[end] != '\r' || b[end+1] != '\n' {
+			continue // not a chunk
+		}
+		if _, _, ok := exchange.StartOfBody(b[i:end]); !ok {
 			continue
 		}
+		*from = i // the same verdict if asked again
 		return j, joinChunk
 	}
 	if done {

@@ -187,6 +187,8 @@ type direction struct {
 	// text counts the first bytes known to be text without a CRLF
 	// (textEnd).
 	text int
+	// gzipFrom is where gzipChunkAt goes on from.
+	gzipFrom int
 	// tls reads what an opaque TLS direction shows in the clear (its
 	// hello), for the connection's note.
 	tls *tlsrec.Sniffer
