@@ -482,6 +482,9 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 		how = exchange.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = exchange.EndRST
+		if s.known && s.resetBy() == s.clientDir {
+			how = exchange.EndClientRST
+		}
 		ci.Timestamp = s.resetTime()
 	case s.known && dir != s.clientDir && s.finFirstSet && s.finFirst == s.clientDir:
 		// The client closed first: it gave the exchange up (a watch it
@@ -540,6 +543,15 @@ func (rd *reader) afterReset(conn *record.Conn, packet int64, t time.Time, bytes
 		Kind:   "bytes after the reset",
 		Detail: fmt.Sprintf("%s sent after the %s reset the connection (RST) were not decoded", bytes, who),
 		Hint:   "the endpoint that reset never read them: events in them never reached it"}
+}
+
+// resetBy is the direction of the first RST captured.
+func (s *stream) resetBy() reassembly.TCPFlowDirection {
+	a, b := s.half[0].rstTime, s.half[1].rstTime
+	if !a.IsZero() && (b.IsZero() || !b.Before(a)) {
+		return reassembly.TCPDirClientToServer
+	}
+	return reassembly.TCPDirServerToClient
 }
 
 // resetTime is when the connection was reset: the first RST captured,

@@ -272,6 +272,20 @@ type jsonEnd struct {
 	TrailerEnd string         `json:"trailerEnd,omitempty"`
 	Status     *metav1.Status `json:"status,omitempty"`
 	BodyText   string         `json:"body,omitempty"`
+	Cut        *jsonCut       `json:"cut,omitempty"`
+}
+
+// jsonCut is record.Cut's JSON form: how the server cut a watch short.
+type jsonCut struct {
+	By   record.CutKind `json:"by"`
+	Code string         `json:"code,omitempty"`
+}
+
+func cutObject(c *record.Cut) *jsonCut {
+	if c == nil {
+		return nil
+	}
+	return &jsonCut{By: c.By, Code: c.Code}
 }
 
 type jsonNote struct {
@@ -408,7 +422,7 @@ func (j *JSON) object(r record.Record) any {
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
 			Bytes: v.Bytes, Data: v.Data, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
-			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
+			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText, Cut: cutObject(v.Cut)}
 		if e.Events == nil { // a map of counts is written even when empty
 			e.Events = map[string]int{}
 		}
@@ -505,6 +519,8 @@ type jsonHealth struct {
 	CompressedBytes int64          `json:"compressedBytes,omitempty"`
 	InflatedBytes   int64          `json:"inflatedBytes,omitempty"`
 	Ends            []string       `json:"ends,omitempty"`
+	Cut             *jsonCut       `json:"cut,omitempty"`
+	Cuts            int            `json:"cuts,omitempty"`
 	ZeroWindows     int            `json:"zeroWindows,omitempty"`
 	ZeroWindowS     float64        `json:"zeroWindowSeconds,omitempty"`
 	FlowStalls      int            `json:"flowControlStalls,omitempty"`
@@ -520,6 +536,7 @@ func healthObject(h *record.Health) jsonHealth {
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
+		Cut: cutObject(h.Cut), Cuts: h.Cuts,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists,
 		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow), FlowStalls: h.FlowStalls, FlowStallS: seconds(h.FlowStall)}
 	if h.Scope != "all" { // the overall record has the count only

@@ -753,6 +753,12 @@ func HealthText(h *record.Health) string {
 		}
 		parts = append(parts, phrase.Count(len(h.Findings)+h.FindingsNotListed, "finding", "findings")+": "+strings.Join(fs, "; "))
 	}
+	if h.Cut != nil {
+		parts = append(parts, "ended by "+h.Cut.String())
+	}
+	if h.Cuts > 0 {
+		parts = append(parts, phrase.Count(h.Cuts, "watch", "watches")+" ended badly by the server")
+	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))
 	}
@@ -836,7 +842,7 @@ func (p *Pretty) printHealth(h *record.Health) {
 		// The connection number is not coloured on its own here: its
 		// colour's reset would end the label's bold after it.
 		label = p.watchLabel(h.Conn, h.Exchange)
-		if len(h.Findings) == 0 && eventCount(h.Events) == 0 {
+		if len(h.Findings) == 0 && h.Cut == nil && eventCount(h.Events) == 0 {
 			// Said together with the other watches that have nothing
 			// to say, so that they do not bury those that do.
 			p.quiet = append(p.quiet, quietWatch{label, HealthText(h)})
@@ -851,7 +857,7 @@ func (p *Pretty) printHealth(h *record.Health) {
 		}
 	}
 	text := HealthText(h)
-	if len(h.Findings) > 0 {
+	if len(h.Findings) > 0 || h.Cut != nil || h.Cuts > 0 {
 		text = p.cs.warning.Sprint(text)
 	}
 	p.w.printf("%s %s\n", p.cs.header.Sprint(label), text)
