@@ -174,6 +174,9 @@ type jsonConn struct {
 	Connection string `json:"connection"`
 	Client     string `json:"client"`
 	Server     string `json:"server"`
+	// RolesGuessed: which side is the client could not be decided
+	// (record.Conn.RolesGuessed).
+	RolesGuessed bool `json:"rolesGuessed,omitempty"`
 }
 
 type jsonRequest struct {
@@ -409,7 +412,7 @@ func (j *JSON) object(r record.Record) any {
 	switch v := r.(type) {
 	case connRecord:
 		return jsonConn{Record: "connection", ID: v.conn.ID, Connection: v.conn.String(),
-			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
+			Client: v.conn.Client.String(), Server: v.conn.Server.String(), RolesGuessed: v.conn.RolesGuessed}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown}

@@ -77,6 +77,11 @@ type Conn struct {
 	Client netip.AddrPort
 	// Server is the other endpoint.
 	Server netip.AddrPort
+	// RolesGuessed is true when which endpoint is the client could not
+	// be decided (a connection the capture joined after its SYN, whose
+	// first bytes say neither, between two ports of the ephemeral range):
+	// Client is then the endpoint of the higher port.
+	RolesGuessed bool
 	// HTTP2 is true once the connection turned out to be HTTP/2 (set
 	// before any record of its streams is emitted, never changed after):
 	// its exchanges are streams, numbered by stream identifier.
@@ -488,6 +493,10 @@ type ConnNote struct {
 	// Unlisted is, for a note that sums up others not listed one by one
 	// (a TCP zero window N more times), how many; 0 for other notes.
 	Unlisted int
+	// Bytes is, for a "closed" or "capture-ended" note (a connection's
+	// last record), how many bytes its two TCP streams carried, those the
+	// capture lost included; 0 when not known (a live connection).
+	Bytes int64
 	// Resource is, for an "h2-joined" note about a stream of an HTTP/2
 	// connection joined mid-connection whose request was not seen (Stream
 	// names it), what its first watch event's object names: inferred from
