@@ -336,12 +336,15 @@ type jsonSummary struct {
 	Connections int            `json:"connections"`
 	Undecoded   map[string]int `json:"undecoded"`
 	Decrypted   map[string]int `json:"decrypted,omitempty"`
-	Watches     int            `json:"watches"`
-	Events      map[string]int `json:"events"`
-	Chunks      int            `json:"chunks"`
-	Frames      int            `json:"frames,omitempty"`
-	Problems    int            `json:"problems"`
-	Warnings    int            `json:"warnings"`
+	// NotDecrypted counts the TLS connections left out as not decrypted
+	// (Options.HideUndecrypted), when there were any.
+	NotDecrypted *jsonNotDecrypted `json:"notDecrypted,omitempty"`
+	Watches      int               `json:"watches"`
+	Events       map[string]int    `json:"events"`
+	Chunks       int               `json:"chunks"`
+	Frames       int               `json:"frames,omitempty"`
+	Problems     int               `json:"problems"`
+	Warnings     int               `json:"warnings"`
 	// Live sessions (kwatch stream) only.
 	WatchesRequested *int    `json:"watchesRequested,omitempty"`
 	WatchesOpened    *int    `json:"watchesOpened,omitempty"`
@@ -349,6 +352,13 @@ type jsonSummary struct {
 	Retries          *int    `json:"retries,omitempty"`
 	Bytes            *int64  `json:"bytes,omitempty"`
 	DurationS        float64 `json:"durationSeconds,omitempty"`
+}
+
+// jsonNotDecrypted is NotDecrypted's JSON form.
+type jsonNotDecrypted struct {
+	Connections int   `json:"connections"`
+	Bytes       int64 `json:"bytes"`
+	NoKey       int   `json:"noKey"`
 }
 
 // jsonScope is record.Scope's JSON form, shared by list and watch.
@@ -462,6 +472,9 @@ func (j *JSON) object(r record.Record) any {
 		t := &j.tally
 		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
+		if n := t.NotDecrypted; n.Connections > 0 {
+			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}
+		}
 		if v.Live {
 			s.Packets = nil
 			s.Connections = t.Connections

@@ -583,6 +583,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
 		return
 	}
+	if line := NotDecryptedText(t.NotDecrypted); line != "" {
+		p.w.printf("%s %s\n", p.cs.warning.Sprint("not decrypted:"), line)
+	}
 	parts := []string{
 		phrase.Count(int(s.Packets), "packet", "packets"),
 		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
@@ -605,6 +608,21 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	}
 	parts = append(parts, pw)
 	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// NotDecryptedText says, in one line, which TLS connections were left out
+// because they could not be decrypted, and what to do about them, e.g. "7
+// TLS connections, 81234 bytes, not shown (4 with no key in the key logs):
+// give kwatch their clients' key logs (…)"; "" when none was.
+func NotDecryptedText(n NotDecrypted) string {
+	if n.Connections == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s, %s, not shown", phrase.Count(n.Connections, "TLS connection", "TLS connections"), phrase.Count(int(n.Bytes), "byte", "bytes"))
+	if n.NoKey > 0 {
+		s += fmt.Sprintf(" (%d with no key in the key logs)", n.NoKey)
+	}
+	return s + ": give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why"
 }
 
 // decryptedText says how many TLS connections were decrypted and with

@@ -569,6 +569,10 @@ type Problem struct {
 	Warning bool
 }
 
+// KindNoTLSKey is the Problem kind of a TLS connection that a key log was
+// given for but holds no key of (pkg/tlsconn reports it).
+const KindNoTLSKey = "no TLS key for this connection"
+
 // When returns the time the problem was seen.
 func (p *Problem) When() time.Time { return p.Time }
 
