@@ -60,8 +60,8 @@ type Options struct {
 	// Client and Server, when set, keep only connections whose client
 	// (and server) is that endpoint (kwatch pcap --client, --server). A
 	// connection whose SYN was not captured has its sides decided from
-	// its first bytes, else from the ports (see decideRoles); Server and
-	// Port then name the listening side.
+	// its first bytes, else from the ports (see decideRoles; between two
+	// ephemeral ports, Server and Port name the listening side).
 	Client, Server Endpoint
 	// HTTP tunes the HTTP/1.1 decoding of each connection. Its Budget is
 	// shared by all connections; Read makes one of event.DefaultBudgetBytes
