@@ -235,7 +235,7 @@ func TestBadFlags(t *testing.T) {
 
 func TestPortFilter(t *testing.T) {
 	out, errOut, code := run(t, nil, nil, "pcap", "--port", "9999", watchCapture)
-	if code != ExitOK || strings.Contains(out, "ADDED") {
+	if code != ExitNothing || strings.Contains(out, "ADDED") {
 		t.Errorf("--port 9999 should hide the :8001 watch; exit %d\n%s", code, out)
 	}
 	if !strings.Contains(out, "summary: 20 packets · 0 TCP connections") {
@@ -668,4 +668,58 @@ func TestFlagTexts(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// nodeCapture is a node's capture of the stack on lo (hack/record-node.sh):
+// kubectl get -w and kubectl's changes straight to 6443 without keys,
+// kwatch stream --http2 with its key log (node.keys.log), curl through
+// kubectl proxy, and long-lived connections joined after their handshakes.
+const (
+	nodeCapture = "../testdata/captures/node-lo.pcap"
+	nodeKeys    = "../testdata/captures/node.keys.log"
+)
+
+// TestPcapNodeCapture: the connections that cannot be decrypted are one
+// line, not a problem each, and do not make the run exit 1; filters pick
+// one client out; a run that decodes nothing exits 3.
+func TestPcapNodeCapture(t *testing.T) {
+	const hidden = "not decrypted: 7 TLS connections, 48287 bytes, not shown (4 with no key in the key logs): give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why\n" +
+		"summary: 257 packets · 10 TCP connections · 2 TLS decrypted (2 TLS 1.3 TLS_AES_128_GCM_SHA256) · 7 not decoded: 7 TLS · 2 watches · 7 events: 2 ADDED, 2 MODIFIED, 2 DELETED, 1 BOOKMARK · 3 chunks · 4 DATA frames · 0 problems, 0 warnings\n"
+	out, errOut, code := run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, nodeCapture)
+	if code != ExitOK || errOut != "" || !strings.HasSuffix(out, hidden) || strings.Contains(out, "no TLS key") || strings.Contains(out, "encrypted, not decoded") {
+		t.Errorf("exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	// JSON: the same count in the summary record, no record of theirs.
+	out, _, code = run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", nodeKeys, nodeCapture)
+	if code != ExitOK || !strings.Contains(out, `"notDecrypted":{"connections":7,"bytes":48287,"noKey":4}`) || strings.Contains(out, `"kind":"tls"`) {
+		t.Errorf("-o json: exit %d:\n%s", code, out)
+	}
+	// --show-undecrypted: each connection with its note, and a problem
+	// for each of the 4 a key log was given for.
+	out, _, code = run(t, nil, nil, "pcap", "--show-undecrypted", "--tls-keylog", nodeKeys, nodeCapture)
+	if code != ExitProblems || strings.Count(out, "problem: "+nodeCapture+": packet") != 4 || strings.Count(out, "encrypted, not decoded") != 7 ||
+		!strings.Contains(out, " · 4 problems, 0 warnings\n") || strings.Contains(out, "not decrypted:") {
+		t.Errorf("--show-undecrypted: exit %d:\n%s", code, out)
+	}
+	// One client: kwatch stream's watch connection, by its port.
+	out, _, code = run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, "--client", "127.0.0.1:54972", "--server", "127.0.0.1:6443", nodeCapture)
+	if code != ExitOK || !strings.HasPrefix(out, "#1 127.0.0.1:54972 -> 127.0.0.1:6443\n") ||
+		!strings.HasSuffix(out, "summary: 257 packets · 1 TCP connection · 1 TLS decrypted (1 TLS 1.3 TLS_AES_128_GCM_SHA256) · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 1 DELETED, 1 BOOKMARK · 4 DATA frames · 0 problems, 0 warnings\n") {
+		t.Errorf("--client: exit %d:\n%s", code, out)
+	}
+	// Without the key log, port 6443 decodes nothing: exit 3, said.
+	_, errOut, code = run(t, nil, nil, "pcap", "--server", "127.0.0.1:6443", nodeCapture)
+	if want := "kwatch: nothing decoded: the capture's 9 TCP connections carried no HTTP kwatch could read (9 not decoded: 9 TLS); give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)\n"; code != ExitNothing || errOut != want {
+		t.Errorf("no keys: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+	// A client that is not in the capture: exit 3, with what is.
+	_, errOut, code = run(t, nil, nil, "pcap", "--client", "10.1.1.1", nodeCapture)
+	if want := "kwatch: no TCP connection matches --client 10.1.1.1; the capture's servers (the lower port of each pair): 127.0.0.1:6443 (241 packets), 127.0.0.1:8001 (16 packets); its clients: 127.0.0.1 (257 packets)\n"; code != ExitNothing || errOut != want {
+		t.Errorf("--client 10.1.1.1: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+	for _, bad := range []string{"10.1.1", "10.1.1.1:0", "host:6443"} {
+		if _, errOut, code := run(t, nil, nil, "pcap", "--client", bad, nodeCapture); code != ExitUsage || !strings.Contains(errOut, "--client: ") {
+			t.Errorf("--client %s: exit %d, stderr %q", bad, code, errOut)
+		}
+	}
 }

@@ -154,7 +154,13 @@ func (o *outputOptions) writeReport() error {
 }
 
 func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer {
-	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, AllHTTP: allHTTP, Terminal: streams.OutTTY}
+	return o.printerWith(streams, func(opt *printer.Options) { opt.AllHTTP = allHTTP })
+}
+
+// printerWith is printer with options a command adds (set).
+func (o *outputOptions) printerWith(streams IOStreams, set func(*printer.Options)) printer.Printer {
+	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY}
+	set(&opt)
 	if o.Output == "json" {
 		return printer.NewJSON(streams.Out, opt)
 	}

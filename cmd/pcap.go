@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -30,21 +28,25 @@ import (
 const progressMinBytes = 16 << 20
 
 type pcapOptions struct {
-	output             outputOptions
-	port               int
-	allHTTP            bool
-	maxHeaderBytes     int
-	follow             bool
-	file               string
-	maxConnections     int
-	maxLineBytes       int
-	maxTrailer         int
-	maxEventChunks     int
-	bufferedPages      int
-	bufferedTotal      int
-	bufferedBytesTotal int64
-	gapTimeout         time.Duration
-	tlsKeylog          string
+	output         outputOptions
+	port           int
+	client, server string
+	// clientEnd and serverEnd are --client and --server, parsed.
+	clientEnd, serverEnd pcap.Endpoint
+	showUndecrypted      bool
+	allHTTP              bool
+	maxHeaderBytes       int
+	follow               bool
+	file                 string
+	maxConnections       int
+	maxLineBytes         int
+	maxTrailer           int
+	maxEventChunks       int
+	bufferedPages        int
+	bufferedTotal        int
+	bufferedBytesTotal   int64
+	gapTimeout           time.Duration
+	tlsKeylog            string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
 }
@@ -65,9 +67,13 @@ port 6443) are decrypted with a key log: --tls-keylog FILE, the SSLKEYLOGFILE
 environment variable, or Decryption Secrets Blocks inside a pcapng; the
 decrypted bytes are decoded as HTTP/1.1 or HTTP/2.
 
+TLS connections that cannot be decrypted (no key for them) are counted in one
+line before the summary, not shown one by one; --show-undecrypted lists each.
+
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
-2 unusable input or flags, 130 interrupted by Ctrl-C (with --follow or -i,
-Ctrl-C is how it ends: 0 or 1).
+2 unusable input or flags, 3 nothing decoded (no connection carried HTTP kwatch
+could read, or --port, --client, --server matched none), 130 interrupted by
+Ctrl-C (with --follow or -i, Ctrl-C is how it ends: 0, 1 or 3).
 
 -i IFACE captures live instead, as tcpdump -i does ("any": every interface),
 in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
@@ -93,6 +99,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
   SSLKEYLOGFILE=keys.log curl -sk -N --http2 --interface 127.9.9.9 -H "Authorization: Bearer $TOKEN" \
     'https://127.0.0.1:6443/api/v1/namespaces/default/configmaps?watch=1' &
   kwatch pcap --tls-keylog keys.log api.pcap     # once curl and tcpdump are stopped
+
+  # A node's capture of port 6443: one client's connections only
+  kwatch pcap --tls-keylog keys.log --client 10.0.0.7 --server 10.0.0.2:6443 node.pcap
 
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
@@ -127,6 +136,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs := c.Flags()
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
+	fs.StringVar(&o.client, "client", "", "only connections whose client is ADDR or ADDR:PORT (e.g. 10.0.0.7, [::1]:50312)")
+	fs.StringVar(&o.server, "server", "", "only connections whose server is ADDR or ADDR:PORT (e.g. 10.0.0.2:6443)")
+	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
@@ -164,6 +176,19 @@ func (o *pcapOptions) validate() error {
 	}
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
+	}
+	for _, f := range []struct {
+		name, v string
+		e       *pcap.Endpoint
+	}{{"--client", o.client, &o.clientEnd}, {"--server", o.server, &o.serverEnd}} {
+		if f.v == "" {
+			continue
+		}
+		e, err := pcap.ParseEndpoint(f.v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.e = e
 	}
 	if o.iface != "" && o.follow {
 		return fmt.Errorf("-i captures live; --follow is for a capture file that grows")
@@ -212,11 +237,19 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	p := o.output.printer(streams, o.allHTTP)
+	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := o.readOptions(keys)
 	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
 	return o.end(cmd.Context(), streams, p, stats, err)
+}
+
+// printer is the output printer of the flags.
+func (o *pcapOptions) printer(streams IOStreams) printer.Printer {
+	return o.output.printerWith(streams, func(opt *printer.Options) {
+		opt.AllHTTP = o.allHTTP
+		opt.HideUndecrypted = !o.showUndecrypted
+	})
 }
 
 // readOptions are pcap.Options from the flags, with keys.
@@ -229,6 +262,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 		WaitForKeys:        o.live(),
 		Name:               o.file,
 		Port:               uint16(o.port),
+		Client:             o.clientEnd,
+		Server:             o.serverEnd,
 		MaxConnections:     o.maxConnections,
 		MaxBufferedPerConn: o.bufferedPages,
 		MaxBufferedTotal:   o.bufferedTotal,
@@ -261,6 +296,8 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	var f live.Filter
 	if o.port != 0 {
 		f.Ports = []uint16{uint16(o.port)}
+	} else if o.serverEnd.Port != 0 {
+		f.Ports = []uint16{o.serverEnd.Port}
 	}
 	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
 	if err != nil {
@@ -274,7 +311,7 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 		what = fmt.Sprintf("TCP port %d", o.port)
 	}
 	fmt.Fprintf(streams.ErrOut, "kwatch: capturing %s on %s (Ctrl-C ends)\n", what, c.Name())
-	p := o.output.printer(streams, o.allHTTP)
+	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)
 	opt.Name = "-i " + c.Name()
@@ -391,12 +428,17 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 	if closeErr != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("writing output: %w", closeErr)}
 	}
-	if o.port != 0 && stats.TCP == 0 && len(stats.OtherPorts) > 0 {
-		fmt.Fprintf(streams.ErrOut, "kwatch: no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s\n",
-			o.port, portCounts(stats.OtherPorts))
-	}
 	if ctx.Err() != nil && !o.follow && o.iface == "" {
 		return &exitError{code: ExitInterrupted}
+	}
+	opt := o.readOptions(nil)
+	if msg := stats.Unmatched(opt); msg != "" {
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
+		return &exitError{code: ExitNothing}
+	}
+	if msg := p.Tally().NothingDecoded(stats.Connections); msg != "" {
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
+		return &exitError{code: ExitNothing}
 	}
 	if t := p.Tally(); t.Problems+t.Warnings > 0 {
 		return problemsSeen
@@ -492,24 +534,4 @@ func (in *interruptible) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return 0, in.err
-}
-
-// portCounts lists ports by packets, most first: "8001 (120 packets), 6443
-// (3 packets)".
-func portCounts(m map[uint16]int64) string {
-	ports := make([]uint16, 0, len(m))
-	for p := range m {
-		ports = append(ports, p)
-	}
-	sort.Slice(ports, func(i, j int) bool {
-		if m[ports[i]] != m[ports[j]] {
-			return m[ports[i]] > m[ports[j]]
-		}
-		return ports[i] < ports[j]
-	})
-	parts := make([]string, len(ports))
-	for i, p := range ports {
-		parts[i] = fmt.Sprintf("%d (%d packets)", p, m[p])
-	}
-	return strings.Join(parts, ", ")
 }

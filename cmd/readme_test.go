@@ -57,7 +57,6 @@ func readmeExamples(t *testing.T) []readmeExample {
 		if len(args) < 2 || args[0] != "pcap" || !strings.HasPrefix(args[len(args)-1], "testdata/") {
 			return nil
 		}
-		args[len(args)-1] = "../" + args[len(args)-1]
 		return &readmeExample{line: i + 1, args: args, noTimes: strings.Contains(note, "no times")}
 	}
 	for i, l := range lines {
@@ -105,6 +104,9 @@ func TestREADMEExamples(t *testing.T) {
 	if len(examples) < 6 {
 		t.Fatalf("only %d README examples found on shipped captures", len(examples))
 	}
+	// The commands run where README's reader runs them: at the
+	// repository's root (the output names the files as given).
+	t.Chdir("..")
 	for _, ex := range examples {
 		out, errOut, _ := run(t, nil, nil, ex.args...)
 		var real []string

@@ -33,6 +33,10 @@ const (
 	// ExitUsage: the flags or the input were unusable (not a capture, a
 	// file that cannot be opened, a bad flag).
 	ExitUsage = 2
+	// ExitNothing: kwatch pcap decoded nothing: no connection carried HTTP
+	// it could read (e.g. TLS without keys), or the filters (--port,
+	// --client, --server) matched no connection.
+	ExitNothing = 3
 	// ExitInterrupted: stopped by Ctrl-C before the input ended.
 	ExitInterrupted = 130
 )

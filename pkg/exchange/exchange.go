@@ -9,11 +9,13 @@
 package exchange
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/kwatch/kwatch/pkg/carrier"
 	"github.com/kwatch/kwatch/pkg/chunk"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
 
@@ -58,6 +60,10 @@ const (
 	// stopped, curl killed). Like EndLocal, the body ends "closed by the
 	// client"; EndLocal is the same close seen from inside kwatch.
 	EndClient
+	// EndClientRST: the client reset the connection (its RST came first):
+	// like EndRST for how the body ended, but the client's doing, not a
+	// server cutting its response short.
+	EndClientRST
 )
 
 // KindMissing is the Problem kind of bytes a capture lost (ClientGap,
@@ -111,4 +117,36 @@ type Limits struct {
 func (l Limits) Events() carrier.Options {
 	return carrier.Options{MaxEventBytes: l.MaxEventBytes, MaxEventCarriers: l.MaxEventChunks,
 		MaxInflatedBytes: l.MaxInflatedBytes, Decode: l.Decode, Budget: l.Budget}
+}
+
+// ConnCut is how the server cut short the watch bodies a byte stream's end
+// (how) left unfinished: a reset (RST) or a close (FIN) from the server;
+// nil for the other ends, which are the client's doing (EndClient,
+// EndClientRST, EndLocal) or kwatch's (EndCapture, EndDropped).
+func ConnCut(how Ending) *record.Cut {
+	switch how {
+	case EndRST:
+		return &record.Cut{By: record.CutReset}
+	case EndFIN:
+		return &record.Cut{By: record.CutClosed}
+	}
+	return nil
+}
+
+// CutProblem returns the warning that the server cut short the watch whose
+// End is e (e.Cut set), tied to its exchange; nil when e is not such an end:
+// not a watch's response, or not cut. Its time is the end's; the follower
+// locates it.
+func CutProblem(e *record.End) *record.Problem {
+	if e.Cut == nil || !e.Watch || e.Request {
+		return nil
+	}
+	n := 0
+	for _, c := range e.Events {
+		n += c
+	}
+	return &record.Problem{Conn: e.Conn, Exchange: e.Exchange, Offset: -1, Time: e.Time, Warning: true,
+		Kind:   record.KindCut,
+		Detail: fmt.Sprintf("%s, after %s in %s", e.Cut, phrase.Count(n, "event", "events"), e.Duration.Round(time.Millisecond)),
+		Hint:   "a watch ends at its last chunk or END_STREAM: the client gets an error and watches again; look in the API server's (or proxy's) log at this time"}
 }

@@ -103,6 +103,10 @@ type Conn struct {
 	last      time.Time
 	pings     map[[8]byte]pingSent
 	goaway    bool
+	// goawayErr is the error code of a GOAWAY from the server other than
+	// NO_ERROR ("" before one): the streams the connection's end cuts
+	// short were cut by it (record.CutGOAWAY).
+	goawayErr string
 	// closedByClient: the client closed the connection (EndLocal,
 	// EndClient); the streams it ends are ended by the client.
 	closedByClient bool
@@ -579,6 +583,9 @@ func (s *direction) frame(t time.Time) {
 		s.c.noteFrame(t, "RST_STREAM", f.StreamID, fmt.Sprintf("RST_STREAM from the %s: stream %d, %s", s.name(), f.StreamID, f.ErrCode))
 	case *http2.GoAwayFrame:
 		s.c.goaway = true
+		if s.isServer && f.ErrCode != http2.ErrCodeNo && s.c.goawayErr == "" {
+			s.c.goawayErr = f.ErrCode.String()
+		}
 		s.c.goaways++
 		msg := fmt.Sprintf("GOAWAY from the %s: last stream %d, %s", s.name(), f.LastStreamID, f.ErrCode)
 		if d := f.DebugData(); len(d) > 0 {
@@ -919,7 +926,7 @@ func (s *direction) gap(n int64, t time.Time) {
 	s.c.opt.Events.Budget.Release(s.held)
 	s.held = 0
 	if s.isServer {
-		s.c.endStreams("not decoded further", "bytes missing from the capture", false, t)
+		s.c.endStreams("not decoded further", "bytes missing from the capture", nil, t)
 	}
 }
 
@@ -944,8 +951,13 @@ func (s *direction) close(how exchange.Ending, t time.Time) {
 	if s.isServer {
 		// The client ending the connection ends its streams itself.
 		s.c.closedByClient = how == exchange.EndLocal || how == exchange.EndClient
-		how, detail := endText(how)
-		s.c.endStreams(how, detail, false, t)
+		cut := exchange.ConnCut(how)
+		if s.c.goawayErr != "" {
+			// The server said why first: GOAWAY with an error code.
+			cut = &record.Cut{By: record.CutGOAWAY, Code: s.c.goawayErr}
+		}
+		text, detail := endText(how)
+		s.c.endStreams(text, detail, cut, t)
 		// The connection's summary note comes after its streams' ends.
 		s.c.healthLine(t)
 		if s.c.untracked > 0 {
@@ -956,7 +968,7 @@ func (s *direction) close(how exchange.Ending, t time.Time) {
 
 func endText(how exchange.Ending) (string, string) {
 	switch how {
-	case exchange.EndRST:
+	case exchange.EndRST, exchange.EndClientRST:
 		return "reset before the end of the stream", "the connection was reset before END_STREAM"
 	case exchange.EndCapture:
 		return "capture ended mid-stream", ""
@@ -995,17 +1007,20 @@ type stream struct {
 	id uint32
 	// resetByClient: the client ended the stream with RST_STREAM.
 	resetByClient bool
-	req           *record.Request
-	resp          *record.Response
-	ev            *carrier.Body
-	frames        int   // DATA frames of the response
-	dataLen       int64 // their data bytes
-	bytes         int64 // their frame bytes, headers included
-	start         time.Time
-	status        []byte // the body of a response that is not 2xx
-	keep          bool
-	trailers      []string
-	ended         bool
+	// cut: how the server cut the stream short, when it did
+	// (record.End.Cut).
+	cut      *record.Cut
+	req      *record.Request
+	resp     *record.Response
+	ev       *carrier.Body
+	frames   int   // DATA frames of the response
+	dataLen  int64 // their data bytes
+	bytes    int64 // their frame bytes, headers included
+	start    time.Time
+	status   []byte // the body of a response that is not 2xx
+	keep     bool
+	trailers []string
+	ended    bool
 	// recvWin is the stream's flow-control window as the client [0] and
 	// the server [1] advertised it for what they receive; stall when it
 	// last reached 0.
@@ -1273,6 +1288,9 @@ func (st *stream) reset(s *direction, code http2.ErrCode, t time.Time) {
 		st.ev.ClosedByClient(false)
 	}
 	st.resetByClient = !s.isServer
+	if s.isServer && code != http2.ErrCodeNo {
+		st.cut = &record.Cut{By: record.CutRSTStream, Code: code.String()}
+	}
 	s.c.endStream(st, "reset by RST_STREAM", fmt.Sprintf("%s from the %s", code, s.name()), false, t)
 }
 
@@ -1312,17 +1330,26 @@ func (c *Conn) endStream(st *stream, how, detail string, clean bool, t time.Time
 	if st.keep {
 		exchange.EndStatus(e, st.resp.ContentType, st.status)
 	}
+	if !clean {
+		e.Cut = st.cut
+	}
 	c.emit(e)
+	if p := exchange.CutProblem(e); p != nil {
+		c.problem(p)
+	}
 }
 
-// endStreams ends every stream still open, in stream order.
-func (c *Conn) endStreams(how, detail string, clean bool, t time.Time) {
+// endStreams ends every stream still open, in stream order, as cut by the
+// server when cut is not nil (the connection's end, see record.Cut).
+func (c *Conn) endStreams(how, detail string, cut *record.Cut, t time.Time) {
 	ids := make([]uint32, 0, len(c.streams))
 	for id := range c.streams {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		c.endStream(c.streams[id], how, detail, clean, t)
+		st := c.streams[id]
+		st.cut = cut
+		c.endStream(st, how, detail, false, t)
 	}
 }

@@ -110,6 +110,9 @@ func (t *Tracker) Emit(r record.Record) {
 				w.h.CompressedBytes += v.Data
 			}
 			w.h.Ends = append(w.h.Ends, v.How)
+			if v.Cut != nil && !v.Request {
+				w.h.Cut = v.Cut
+			}
 		}
 	case *record.WatchStart:
 		// The first watch, after the first LIST or as a watch-list, is no
@@ -327,6 +330,9 @@ func (t *Tracker) flush(now time.Time) {
 			all.MaxGap = w.h.MaxGap
 		}
 		all.Bookmarks.Count += w.h.Bookmarks.Count
+		if w.h.Cut != nil {
+			all.Cuts++
+		}
 		for _, f := range w.h.Findings {
 			addFinding(all, f)
 		}

@@ -17,7 +17,13 @@ import (
 type body struct {
 	// byClient: the client closed the connection before the body ended
 	// (record.End.ByClient).
-	byClient   bool
+	byClient bool
+	// cut: how the server cut the body short, when it did
+	// (record.End.Cut, for a watch).
+	cut *record.Cut
+	// gapped: bytes of the body were lost, so whether the server ended it
+	// early cannot be told (its end may have been among them).
+	gapped     bool
 	s          *direction
 	resp       *record.Response // nil for a request body
 	exchange   int
@@ -257,6 +263,7 @@ func (b *body) discarded() int64 {
 // is lost.
 func (b *body) gap(n int64, t time.Time) bool {
 	b.now = t
+	b.gapped = true
 	switch b.framing {
 	case "chunked":
 		inData, remain := b.dec.InData()
@@ -324,7 +331,7 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		b.finish(t)
 		return
 	}
-	if b.framing == "close" && (how == exchange.EndFIN || how == exchange.EndRST) {
+	if b.framing == "close" && (how == exchange.EndFIN || how == exchange.EndRST || how == exchange.EndClientRST) {
 		b.end("close", true, t)
 		return
 	}
@@ -335,7 +342,7 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		if b.framing == "content-length" {
 			desc, detail = "closed before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
 		}
-	case exchange.EndRST:
+	case exchange.EndRST, exchange.EndClientRST:
 		desc = "reset without the last chunk"
 		if b.framing == "content-length" {
 			desc, detail = "reset before the end of the body", fmt.Sprintf("%d of %d bytes", b.read, b.length)
@@ -368,6 +375,9 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		}
 	}
 	b.endDetail = detail
+	if !b.gapped {
+		b.cut = exchange.ConnCut(how)
+	}
 	b.end(desc, false, t)
 }
 
@@ -387,5 +397,11 @@ func (b *body) end(how string, clean bool, t time.Time) {
 	if b.keepStatus && b.resp != nil {
 		exchange.EndStatus(e, b.resp.ContentType, b.statusBuf)
 	}
+	if !clean && b.resp != nil {
+		e.Cut = b.cut
+	}
 	b.s.c.emit(e)
+	if p := exchange.CutProblem(e); p != nil {
+		b.s.c.problem(p)
+	}
 }

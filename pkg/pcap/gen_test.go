@@ -94,6 +94,7 @@ var genScenarios = []genScenario{
 	{"zero-window", ".pcap", "the client advertises a TCP receive window of 0 for 1.5 s after the first event (the server holds back), opens it, and after the second event advertises 0 again until it resets 2 s later: two TCP zero window notes, the second until the connection was reset; a copy of the first zero-window ACK captured after the window opened, and another at the update's acknowledgment number, are old packets: no stall of their own", genZeroWindow},
 	{"zero-window-before-data", ".pcap", "a capture that starts mid-connection with the client's zero-window ACK and its update, before any byte, from a client port (40064) below the server's (50000): no note (no byte was held back), and the request, found by its bytes, still makes the client the client: 1 event", genZeroWindowBeforeData},
 	{"python-watch-objects", ".pcap", "kubernetes-client/python's watch test cases replayed (watch_test.py): on a configmaps path, objects without a kind, their data shown as sent, the stream split where the test splits it; the same bytes on a secrets path, data redacted; on the namespaces path of its get_namespaces, an object that is a number (twice), an array, a custom object of kind foo, a BOOKMARK of a Job and an ERROR whose Status has no kind: the number and the array shown as the values they are, each with a warning; a response whose request was not captured, an object without a kind: its data redacted (neither kind nor path says)", genPythonWatchObjects},
+	{"roles-no-syn", ".pcap", "four TLS connections between two ephemeral ports, three the capture joined after their SYN, each told client from server differently: #1 by its SYN (10.0.0.2:50001 listens); #2 to that listener, whose first bytes (application data from the server) say nothing; #3 whose first bytes are the server's ServerHello; #4, between 50003 and 40073, which nothing tells: taken to be from 50003, and the note says it was guessed", genRolesNoSYN},
 	{"unclosed-event", ".pcap", "an event cut short (its closing braces never sent, no bytes lost in TCP), then two whole events: the cut one is reported, the next two decode", genUnclosedEvent},
 }
 
@@ -1267,4 +1268,33 @@ func genPythonWatchObjects(t *testing.T) []byte {
 		noRequest.Drop(noRequest.Segments()[0])
 	}
 	return pcapOf(t, cms, secrets, namespaces, noRequest)
+}
+
+// genRolesNoSYN: which side is the client of connections whose SYN was not
+// captured, between ports of the ephemeral range (a server behind a relay,
+// a controller's own listener).
+func genRolesNoSYN(t *testing.T) []byte {
+	appData := func(b byte) []byte {
+		return append([]byte{0x17, 0x03, 0x03, 0x00, 0x10}, bytes.Repeat([]byte{b}, 16)...)
+	}
+	serverHello := append([]byte{0x16, 0x03, 0x03, 0x00, 0x40, 0x02, 0x00, 0x00, 0x3c, 0x03, 0x03}, bytes.Repeat([]byte{0xa5}, 59)...)
+	listener := netip.AddrPortFrom(serverIP, 50001)
+	// #1: its SYN says who listens.
+	known := pcapgen.NewConn(netip.AddrPortFrom(clientIP, 40070), listener)
+	known.Handshake()
+	known.Send(pcapgen.Client, clientHello())
+	known.Close(pcapgen.Client)
+	known.Close(pcapgen.Server)
+	// #2: joined later; the listener seen in #1 says it is the server.
+	joined := pcapgen.NewConn(netip.AddrPortFrom(clientIP, 40071), listener)
+	joined.Send(pcapgen.Server, appData(1))
+	joined.Send(pcapgen.Client, appData(2))
+	// #3: the server's ServerHello says so.
+	hello := pcapgen.NewConn(netip.AddrPortFrom(clientIP, 40072), netip.AddrPortFrom(serverIP, 50002))
+	hello.Send(pcapgen.Server, serverHello)
+	// #4: nothing says: the lower port is taken for the server's, wrongly.
+	unknown := pcapgen.NewConn(netip.AddrPortFrom(clientIP, 50003), netip.AddrPortFrom(serverIP, 40073))
+	unknown.Send(pcapgen.Server, appData(3))
+	unknown.Send(pcapgen.Client, appData(4))
+	return pcapOf(t, known, joined, hello, unknown)
 }

@@ -99,7 +99,10 @@ func TestJoinedCaptures(t *testing.T) {
 							byStream[v.Exchange] = append(byStream[v.Exchange], groundTruth{v.Type, v.Name, v.ResourceVersion})
 							total++
 						case *record.Problem:
-							if v.Kind != h2conn.KindJoinSkip && v.Kind != h2conn.KindJoinNoFrames {
+							// (The server's RST_STREAM INTERNAL_ERROR of
+							// h2c-reset is a warning wherever the capture
+							// joins: cut_test.go.)
+							if v.Kind != h2conn.KindJoinSkip && v.Kind != h2conn.KindJoinNoFrames && v.Kind != record.KindCut {
 								problems = append(problems, v.Kind+": "+v.Detail)
 							}
 						case *record.ConnNote:
@@ -161,7 +164,10 @@ func TestJoinedOutput(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if !strings.Contains(text, " 0 problems, 0 warnings") {
-		t.Error("problems or warnings")
+	// The one warning: the server's RST_STREAM INTERNAL_ERROR of stream 3,
+	// which joining does not hide.
+	if !strings.Contains(text, "stream 3: watch ended by the server (RST_STREAM INTERNAL_ERROR from the server, after 2 events in 302ms)") ||
+		!strings.Contains(text, " 0 problems, 1 warning") {
+		t.Error("problems or warnings other than the server's RST_STREAM")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +57,12 @@ type Options struct {
 	// Port, when not 0, keeps only connections with this TCP port on either
 	// side.
 	Port uint16
+	// Client and Server, when set, keep only connections whose client
+	// (and server) is that endpoint (kwatch pcap --client, --server). A
+	// connection whose SYN was not captured has its sides decided from
+	// its first bytes, else from the ports (see decideRoles; between two
+	// ephemeral ports, Server and Port name the listening side).
+	Client, Server Endpoint
 	// HTTP tunes the HTTP/1.1 decoding of each connection. Its Budget is
 	// shared by all connections; Read makes one of event.DefaultBudgetBytes
 	// when it is nil.
@@ -110,6 +118,45 @@ type Stats struct {
 	// lower of their two ports (usually the server's), for up to
 	// maxOtherPorts ports.
 	OtherPorts map[uint16]int64
+	// OtherServers and OtherClients count the TCP packets Options.Client
+	// and Server left out, by the endpoint of the lower port (usually the
+	// server) and the address of the other side, up to maxOtherPorts of
+	// each.
+	OtherServers map[netip.AddrPort]int64
+	OtherClients map[netip.Addr]int64
+}
+
+// Unmatched says, when the filters of opt (Port, Client, Server) kept no
+// TCP connection of the capture, what they left out, e.g. "no TCP packet
+// has port 9999; the capture's TCP ports (the lower of each pair): 8001 (20
+// packets)"; "" when they kept one, or there were none.
+func (s *Stats) Unmatched(opt Options) string {
+	if !opt.filtered() || s.Connections > 0 {
+		return ""
+	}
+	if opt.Client.IsZero() && opt.Server.IsZero() {
+		if len(s.OtherPorts) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s", opt.Port,
+			byPackets(s.OtherPorts, func(p uint16) string { return strconv.Itoa(int(p)) }))
+	}
+	var flags []string
+	if opt.Port != 0 {
+		flags = append(flags, fmt.Sprintf("--port %d", opt.Port))
+	}
+	if !opt.Client.IsZero() {
+		flags = append(flags, "--client "+opt.Client.String())
+	}
+	if !opt.Server.IsZero() {
+		flags = append(flags, "--server "+opt.Server.String())
+	}
+	msg := "no TCP connection matches " + strings.Join(flags, " ")
+	if len(s.OtherServers) == 0 {
+		return msg + "; the capture holds no TCP connection"
+	}
+	return fmt.Sprintf("%s; the capture's servers (the lower port of each pair): %s; its clients: %s", msg,
+		byPackets(s.OtherServers, netip.AddrPort.String), byPackets(s.OtherClients, netip.Addr.String))
 }
 
 // maxOtherPorts bounds Stats.OtherPorts.
@@ -274,7 +321,7 @@ func (o Options) withDefaults() Options {
 // one that may hold pcapng Decryption Secrets Blocks), with its decoder
 // stage and the switchboard every connection is made by.
 func newReader(opt Options, format string, secretsBlocks bool) *reader {
-	rd := &reader{opt: opt, stats: &Stats{Format: format},
+	rd := &reader{opt: opt, stats: &Stats{Format: format}, filtered: opt.filtered(),
 		live: map[*stream]struct{}{}, ended: map[uint64]*endedConn{}, ringBudget: overlapBudget, q: newOpQueue(opt.MaxFeed)}
 	dec := &decoder{name: opt.Name, out: newRecQueue()}
 	rd.dec = dec
@@ -323,9 +370,13 @@ func (rd *reader) packet(pk *packets, data []byte, ci gopacket.CaptureInfo, link
 	if !ok {
 		return
 	}
-	if port := rd.opt.Port; port != 0 && uint16(tcp.SrcPort) != port && uint16(tcp.DstPort) != port {
-		rd.stats.otherPort(min(uint16(tcp.SrcPort), uint16(tcp.DstPort)))
-		return
+	if rd.filtered {
+		src := endpoint(netFlow.Src().Raw(), tcp.TransportFlow().Src().Raw())
+		dst := endpoint(netFlow.Dst().Raw(), tcp.TransportFlow().Dst().Raw())
+		if !rd.opt.mayMatch(src, dst) {
+			rd.stats.other(src, dst)
+			return
+		}
 	}
 	rd.stats.TCP++
 	pk.asm.AssembleWithContext(netFlow, tcp, newCaptureContext(ci, rd.stats.Packets))
@@ -405,12 +456,25 @@ func (rd *reader) keyProblems(secrets *secretsTap) {
 	}
 }
 
-func (s *Stats) otherPort(p uint16) {
-	if s.OtherPorts == nil {
-		s.OtherPorts = map[uint16]int64{}
+// other counts a packet between a and b that the filters left out (or
+// one of a connection they left out), by the lower port's endpoint and the
+// other side's address.
+func (s *Stats) other(a, b netip.AddrPort) {
+	if a.Port() > b.Port() {
+		a, b = b, a
 	}
-	if _, ok := s.OtherPorts[p]; ok || len(s.OtherPorts) < maxOtherPorts {
-		s.OtherPorts[p]++
+	count(&s.OtherPorts, a.Port())
+	count(&s.OtherServers, a)
+	count(&s.OtherClients, b.Addr())
+}
+
+// count counts k in *m, up to maxOtherPorts keys.
+func count[K comparable](m *map[K]int64, k K) {
+	if *m == nil {
+		*m = map[K]int64{}
+	}
+	if _, ok := (*m)[k]; ok || len(*m) < maxOtherPorts {
+		(*m)[k]++
 	}
 }
 
@@ -479,6 +543,12 @@ type reader struct {
 	dropBefore time.Time
 	// ringBudget is what overlap windows may still allocate, in bytes.
 	ringBudget int64
+	// filtered: Options.Port, Client or Server keep some connections only.
+	filtered bool
+	// listeners holds the endpoints seen listening (the server of a SYN,
+	// or of a connection whose bytes showed its sides), to tell the sides
+	// of a connection the capture joined later (decideRoles).
+	listeners map[netip.AddrPort]bool
 }
 
 // dropIdle closes the connections idle the longest, an eighth of
@@ -594,6 +664,9 @@ func (rd *reader) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		s.clientDir, s.known = reassembly.TCPDirClientToServer, true
 	case tcp.SYN && tcp.ACK:
 		s.clientDir, s.known = reassembly.TCPDirServerToClient, true
+	}
+	if s.known {
+		s.rolesKnown()
 	}
 	return s
 }

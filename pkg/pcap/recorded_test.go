@@ -68,7 +68,12 @@ func TestRecordedCaptures(t *testing.T) {
 						}
 						got = append(got, groundTruth{v.Type, v.Name, v.ResourceVersion})
 					case *record.Problem:
-						problems = append(problems, v.Kind)
+						// h2c-reset's server resets a watch with
+						// RST_STREAM INTERNAL_ERROR: that warning is
+						// the recording's point.
+						if !(v.Kind == record.KindCut && strings.HasPrefix(filepath.Base(capture), "h2c-reset")) {
+							problems = append(problems, v.Kind)
+						}
 					}
 				})
 				if _, err := pcap.Read(context.Background(), f, pcap.Options{Name: capture, Keys: keysFor(t, filepath.Base(capture))}, sink); err != nil {

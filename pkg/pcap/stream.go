@@ -3,6 +3,7 @@ package pcap
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -36,7 +37,13 @@ type stream struct {
 	// finished the connection (rare: allocated then).
 	afterReset *afterReset
 	counted    bool // counted in reader.tcpConns
-	first      bool // a packet was accepted
+	// ignored: the filters (Options.Client, Server) leave the connection
+	// out, once its sides are known; nothing of it is decoded.
+	ignored bool
+	// guessed: which side is the client could not be decided
+	// (record.Conn.RolesGuessed).
+	guessed bool
+	first   bool // a packet was accepted
 	// leftover is the connection that ended on this 4-tuple when this
 	// stream is its leftovers (see Accept).
 	leftover *endedConn
@@ -125,6 +132,10 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		s.linger()
 		return false // not reassembled: nothing of it is decoded
 	}
+	if s.ignored {
+		s.rd.stats.other(s.sides())
+		return false
+	}
 	s.count(tcp)
 	s.halfOf(dir).advance(tcp)
 	if tcp.ACK && !tcp.SYN && !tcp.RST && !tcp.FIN && !s.done {
@@ -161,8 +172,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		}
 	}
 	if len(tcp.Payload) > 0 {
-		if off, ok := h.overlap.add(tcp.Seq, tcp.SYN, tcp.Payload); !ok {
-			s.ensureConn(dir, nil)
+		if off, ok := h.overlap.add(tcp.Seq, tcp.SYN, tcp.Payload); !ok && s.ensureConn(dir, nil) {
 			s.rd.Emit(&record.Problem{File: s.rd.opt.Name, Packet: s.rd.stats.Packets, Conn: s.rec,
 				Direction: s.dirName(dir), Where: "stream", Offset: off, Time: ci.Timestamp,
 				Kind:   "retransmission differs from the first copy",
@@ -326,51 +336,63 @@ func (s *stream) dirName(dir reassembly.TCPFlowDirection) string {
 	return ""
 }
 
-// ensureConn decides which side is the client (from the SYN, or from the
-// first data: a request line or a status line, or else from the ports) and
-// creates the HTTP state.
-func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) {
-	if s.hc != nil {
-		return
-	}
-	if !s.known {
-		s.known = true
-		switch {
-		case bytes.HasPrefix(data, []byte("HTTP/")):
-			s.clientDir = dir.Reverse()
-		case len(data) > 0 && isRequestStart(data):
-			s.clientDir = dir
-		default:
-			// The listening side usually has the lower, non-ephemeral
-			// port (or the one --port named).
-			src, dst := portOf(s.tcp.Src().Raw()), portOf(s.tcp.Dst().Raw())
-			s.clientDir = reassembly.TCPDirClientToServer
-			if p := s.rd.opt.Port; (p != 0 && src == p) || (p == 0 && src < dst) {
-				s.clientDir = reassembly.TCPDirServerToClient
-			}
-		}
-	}
+// sides returns the connection's client and server endpoints, as
+// clientDir has them.
+func (s *stream) sides() (client, server netip.AddrPort) {
 	a := endpoint(s.net.Src().Raw(), s.tcp.Src().Raw())
 	b := endpoint(s.net.Dst().Raw(), s.tcp.Dst().Raw())
 	if s.clientDir != reassembly.TCPDirClientToServer {
 		a, b = b, a
 	}
+	return a, b
+}
+
+// rolesKnown is called once which side is the client is decided: the
+// server's endpoint is remembered as listening (unless only guessed), and
+// a connection the filters leave out is ignored from here on, uncounted.
+func (s *stream) rolesKnown() {
+	client, server := s.sides()
+	if !s.guessed {
+		s.rd.listening(server)
+	}
+	if s.rd.filtered && !s.rd.opt.keeps(client, server) {
+		s.ignored = true
+		if s.counted {
+			s.counted = false
+			s.rd.tcpConns--
+		}
+	}
+}
+
+// ensureConn decides which side is the client (from the SYN, or else
+// decideRoles) and creates the HTTP state; it reports false for a
+// connection the filters leave out.
+func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) bool {
+	if s.ignored {
+		return false
+	}
+	if s.hc != nil {
+		return true
+	}
+	if !s.known {
+		s.known = true
+		s.guessed = s.decideRoles(dir, data) == guessed
+		s.rolesKnown()
+		if s.ignored {
+			return false
+		}
+	}
+	a, b := s.sides()
 	// Connections are numbered in the order they first carried data.
 	s.rd.nconn++
-	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b}
+	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b, RolesGuessed: s.guessed}
 	s.hc = s.rd.board.Conn(s.rec, s.rd.dec)
 	if s.rd.opt.Owner != nil {
 		if who := s.rd.opt.Owner(a, b); who != "" {
 			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who})
 		}
 	}
-}
-
-func portOf(b []byte) uint16 {
-	if len(b) != 2 {
-		return 0
-	}
-	return uint16(b[0])<<8 | uint16(b[1])
+	return true
 }
 
 func isRequestStart(p []byte) bool {
@@ -387,6 +409,9 @@ func isRequestStart(p []byte) bool {
 func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
 	dir, _, end, skip := sg.Info()
 	length, _ := sg.Lengths()
+	if s.ignored {
+		return
+	}
 	if s.done {
 		// The connection was finished at a reset: bytes of the other
 		// direction that reassembly still hands on were sent to an
@@ -413,16 +438,19 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if length > 0 {
 		ci = sg.CaptureInfo(length - 1)
 	}
-	if length > 0 || skip > 0 {
-		s.ensureConn(dir, data)
+	if (length > 0 || skip > 0) && !s.ensureConn(dir, data) {
+		return
 	}
 	client := dir == s.clientDir
 	// Accept forces every stream to start, so gopacket never reports
 	// skip < 0 ("start not seen"): whether the SYN was captured says it.
 	if !s.sawSYN && !s.noStart && length > 0 {
 		s.noStart = true
-		s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn",
-			Message: "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"})
+		msg := "the capture starts after this connection opened (no SYN seen); decoding from the first byte captured"
+		if s.guessed {
+			msg += guessedText(s.rec.Client)
+		}
+		s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "no-syn", Message: msg})
 	}
 	h := s.halfOf(dir)
 	if skip > 0 {
@@ -482,6 +510,9 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 		how = exchange.EndDropped
 	case h.rst || s.halfOf(dir.Reverse()).rst:
 		how = exchange.EndRST
+		if s.known && s.resetBy() == s.clientDir {
+			how = exchange.EndClientRST
+		}
 		ci.Timestamp = s.resetTime()
 	case s.known && dir != s.clientDir && s.finFirstSet && s.finFirst == s.clientDir:
 		// The client closed first: it gave the exchange up (a watch it
@@ -542,6 +573,15 @@ func (rd *reader) afterReset(conn *record.Conn, packet int64, t time.Time, bytes
 		Hint:   "the endpoint that reset never read them: events in them never reached it"}
 }
 
+// resetBy is the direction of the first RST captured.
+func (s *stream) resetBy() reassembly.TCPFlowDirection {
+	a, b := s.half[0].rstTime, s.half[1].rstTime
+	if !a.IsZero() && (b.IsZero() || !b.Before(a)) {
+		return reassembly.TCPDirClientToServer
+	}
+	return reassembly.TCPDirServerToClient
+}
+
 // resetTime is when the connection was reset: the first RST captured,
 // in either direction.
 func (s *stream) resetTime() time.Time {
@@ -580,7 +620,7 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 	s.closeHalf(s.clientDir.Reverse(), ci)
 	s.closeHalf(s.clientDir, ci)
 	if s.hc != nil {
-		note := &record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "closed"}
+		note := &record.ConnNote{Conn: s.rec, Time: ci.Timestamp, Kind: "closed", Bytes: s.half[0].delivered + s.half[1].delivered}
 		switch {
 		case s.dropped():
 			note.Message = fmt.Sprintf("no longer followed: more than %d connections were open at once, and this one was idle the longest",

@@ -174,6 +174,9 @@ type jsonConn struct {
 	Connection string `json:"connection"`
 	Client     string `json:"client"`
 	Server     string `json:"server"`
+	// RolesGuessed: which side is the client could not be decided
+	// (record.Conn.RolesGuessed).
+	RolesGuessed bool `json:"rolesGuessed,omitempty"`
 }
 
 type jsonRequest struct {
@@ -276,6 +279,20 @@ type jsonEnd struct {
 	TrailerEnd string         `json:"trailerEnd,omitempty"`
 	Status     *metav1.Status `json:"status,omitempty"`
 	BodyText   string         `json:"body,omitempty"`
+	Cut        *jsonCut       `json:"cut,omitempty"`
+}
+
+// jsonCut is record.Cut's JSON form: how the server cut a watch short.
+type jsonCut struct {
+	By   record.CutKind `json:"by"`
+	Code string         `json:"code,omitempty"`
+}
+
+func cutObject(c *record.Cut) *jsonCut {
+	if c == nil {
+		return nil
+	}
+	return &jsonCut{By: c.By, Code: c.Code}
 }
 
 type jsonNote struct {
@@ -323,12 +340,15 @@ type jsonSummary struct {
 	Connections int            `json:"connections"`
 	Undecoded   map[string]int `json:"undecoded"`
 	Decrypted   map[string]int `json:"decrypted,omitempty"`
-	Watches     int            `json:"watches"`
-	Events      map[string]int `json:"events"`
-	Chunks      int            `json:"chunks"`
-	Frames      int            `json:"frames,omitempty"`
-	Problems    int            `json:"problems"`
-	Warnings    int            `json:"warnings"`
+	// NotDecrypted counts the TLS connections left out as not decrypted
+	// (Options.HideUndecrypted), when there were any.
+	NotDecrypted *jsonNotDecrypted `json:"notDecrypted,omitempty"`
+	Watches      int               `json:"watches"`
+	Events       map[string]int    `json:"events"`
+	Chunks       int               `json:"chunks"`
+	Frames       int               `json:"frames,omitempty"`
+	Problems     int               `json:"problems"`
+	Warnings     int               `json:"warnings"`
 	// Live sessions (kwatch stream) only.
 	WatchesRequested *int    `json:"watchesRequested,omitempty"`
 	WatchesOpened    *int    `json:"watchesOpened,omitempty"`
@@ -336,6 +356,13 @@ type jsonSummary struct {
 	Retries          *int    `json:"retries,omitempty"`
 	Bytes            *int64  `json:"bytes,omitempty"`
 	DurationS        float64 `json:"durationSeconds,omitempty"`
+}
+
+// jsonNotDecrypted is NotDecrypted's JSON form.
+type jsonNotDecrypted struct {
+	Connections int   `json:"connections"`
+	Bytes       int64 `json:"bytes"`
+	NoKey       int   `json:"noKey"`
 }
 
 // jsonScope is record.Scope's JSON form, shared by list and watch.
@@ -438,7 +465,7 @@ func (j *JSON) object(r record.Record) any {
 	switch v := r.(type) {
 	case connRecord:
 		return jsonConn{Record: "connection", ID: v.conn.ID, Connection: v.conn.String(),
-			Client: v.conn.Client.String(), Server: v.conn.Server.String()}
+			Client: v.conn.Client.String(), Server: v.conn.Server.String(), RolesGuessed: v.conn.RolesGuessed}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
@@ -452,7 +479,7 @@ func (j *JSON) object(r record.Record) any {
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
 			Bytes: v.Bytes, Data: v.Data, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
-			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText}
+			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText, Cut: cutObject(v.Cut)}
 		if e.Events == nil { // a map of counts is written even when empty
 			e.Events = map[string]int{}
 		}
@@ -489,6 +516,9 @@ func (j *JSON) object(r record.Record) any {
 		t := &j.tally
 		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
+		if n := t.NotDecrypted; n.Connections > 0 {
+			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}
+		}
 		if v.Live {
 			s.Packets = nil
 			s.Connections = t.Connections
@@ -555,6 +585,8 @@ type jsonHealth struct {
 	CompressedBytes int64          `json:"compressedBytes,omitempty"`
 	InflatedBytes   int64          `json:"inflatedBytes,omitempty"`
 	Ends            []string       `json:"ends,omitempty"`
+	Cut             *jsonCut       `json:"cut,omitempty"`
+	Cuts            int            `json:"cuts,omitempty"`
 	ZeroWindows     int            `json:"zeroWindows,omitempty"`
 	ZeroWindowS     float64        `json:"zeroWindowSeconds,omitempty"`
 	FlowStalls      int            `json:"flowControlStalls,omitempty"`
@@ -576,6 +608,7 @@ func healthObject(h *record.Health) jsonHealth {
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
 		ChunkSizes: map[string]int{}, FramingBytes: h.FramingBytes, DataBytes: h.DataBytes, CompressedBytes: h.CompressedBytes, InflatedBytes: h.InflatedBytes, Ends: h.Ends,
+		Cut: cutObject(h.Cut), Cuts: h.Cuts,
 		Restarts: h.Restarts, RestartReasons: h.RestartReasons, Relists: h.Relists,
 		Began:       restartObject(h.Began),
 		ZeroWindows: h.ZeroWindows, ZeroWindowS: seconds(h.ZeroWindow), FlowStalls: h.FlowStalls, FlowStallS: seconds(h.FlowStall)}

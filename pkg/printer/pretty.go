@@ -677,6 +677,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
 		return
 	}
+	if line := NotDecryptedText(t.NotDecrypted); line != "" {
+		p.w.printf("%s %s\n", p.cs.warning.Sprint("not decrypted:"), line)
+	}
 	parts := []string{
 		phrase.Count(int(s.Packets), "packet", "packets"),
 		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
@@ -699,6 +702,21 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	}
 	parts = append(parts, pw)
 	p.w.printf("%s %s\n", p.cs.header.Sprint("summary:"), strings.Join(parts, " · "))
+}
+
+// NotDecryptedText says, in one line, which TLS connections were left out
+// because they could not be decrypted, and what to do about them, e.g. "7
+// TLS connections, 81234 bytes, not shown (4 with no key in the key logs):
+// give kwatch their clients' key logs (…)"; "" when none was.
+func NotDecryptedText(n NotDecrypted) string {
+	if n.Connections == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s, %s, not shown", phrase.Count(n.Connections, "TLS connection", "TLS connections"), phrase.Count(int(n.Bytes), "byte", "bytes"))
+	if n.NoKey > 0 {
+		s += fmt.Sprintf(" (%d with no key in the key logs)", n.NoKey)
+	}
+	return s + ": give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why"
 }
 
 // decryptedText says how many TLS connections were decrypted and with
@@ -854,6 +872,12 @@ func HealthText(h *record.Health) string {
 		}
 		parts = append(parts, s)
 	}
+	if h.Cut != nil {
+		parts = append(parts, "ended by "+h.Cut.String())
+	}
+	if h.Cuts > 0 {
+		parts = append(parts, phrase.Count(h.Cuts, "watch", "watches")+" ended badly by the server")
+	}
 	if h.FirstEvent > 0 {
 		parts = append(parts, "first event after "+round(h.FirstEvent))
 	}
@@ -941,7 +965,7 @@ func (p *Pretty) printHealth(h *record.Health) {
 		// The connection number is not coloured on its own here: its
 		// colour's reset would end the label's bold after it.
 		label = p.watchLabel(h.Conn, h.Exchange)
-		if len(h.Findings) == 0 && eventCount(h.Events) == 0 {
+		if len(h.Findings) == 0 && h.Cut == nil && eventCount(h.Events) == 0 {
 			// Said together with the other watches that have nothing
 			// to say, so that they do not bury those that do.
 			p.quiet = append(p.quiet, quietWatch{label, HealthText(h)})
@@ -956,7 +980,7 @@ func (p *Pretty) printHealth(h *record.Health) {
 		}
 	}
 	text := HealthText(h)
-	if len(h.Findings) > 0 {
+	if len(h.Findings) > 0 || h.Cut != nil || h.Cuts > 0 {
 		text = p.cs.warning.Sprint(text)
 	}
 	p.w.printf("%s %s\n", p.cs.header.Sprint(label), text)

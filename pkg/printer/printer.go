@@ -29,6 +29,13 @@ type Options struct {
 	// Terminal selects local clock times (15:04:05.000000) instead of RFC
 	// 3339 times in UTC.
 	Terminal bool
+	// HideUndecrypted leaves out the TLS connections that could not be
+	// decrypted and carried nothing else (their "tls" note and their
+	// "no TLS key for this connection" problems): they are counted in
+	// Tally.NotDecrypted instead, which the summary says in one line. A
+	// connection that has anything else to show (another problem) is
+	// shown whole.
+	HideUndecrypted bool
 }
 
 // Printer is a record.Sink that writes output; Close writes the summary.
@@ -60,6 +67,45 @@ type Tally struct {
 	// Decrypted counts the TLS connections decrypted with a key log, by
 	// version and cipher suite ("TLS 1.3 TLS_AES_128_GCM_SHA256").
 	Decrypted map[string]int
+	// NotDecrypted counts the TLS connections left out by
+	// Options.HideUndecrypted.
+	NotDecrypted NotDecrypted
+	// HTTPConns counts the connections that carried an HTTP request or
+	// response kwatch decoded.
+	HTTPConns int
+}
+
+// NotDecrypted counts TLS connections that could not be decrypted, left
+// out of the output (Options.HideUndecrypted).
+type NotDecrypted struct {
+	// Connections counts them; Bytes is what their TCP streams carried.
+	Connections int
+	Bytes       int64
+	// NoKey counts those a key log was given for that holds no key of
+	// theirs ("no TLS key for this connection").
+	NoKey int
+}
+
+// NothingDecoded says, when a run of connections TCP connections
+// decoded no HTTP at all, why, e.g. "nothing decoded: the capture's 7 TCP
+// connections carried no HTTP kwatch could read (7 TLS not decrypted: no
+// key for them; give their clients' key logs with --tls-keylog or
+// SSLKEYLOGFILE)"; "" when something was decoded.
+func (t *Tally) NothingDecoded(connections int) string {
+	if t.HTTPConns > 0 {
+		return ""
+	}
+	if connections == 0 {
+		return "nothing decoded: the capture holds no TCP connection"
+	}
+	msg := fmt.Sprintf("nothing decoded: the capture's %s carried no HTTP kwatch could read", phrase.Count(connections, "TCP connection", "TCP connections"))
+	if u := undecodedText(t.Undecoded); u != "" {
+		msg += " (" + u + ")"
+	}
+	if t.Undecoded["tls"] > 0 {
+		msg += "; give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"
+	}
+	return msg
 }
 
 // filter decides which records are shown, holding back a request until its
@@ -89,7 +135,21 @@ type filter struct {
 	// was announced with, until the request is printed.
 	starts []*record.WatchStart
 	opened map[heldKey]int
+	// hidden holds, by connection ID, the records of a connection that
+	// could not be decrypted (Options.HideUndecrypted), until it ends
+	// (counted in tally.NotDecrypted) or shows something else (shown
+	// whole).
+	hidden map[int]*hiddenConn
 }
+
+// hiddenConn is what is held of a connection that could not be decrypted.
+type hiddenConn struct {
+	recs  []record.Record
+	noKey bool // a "no TLS key for this connection" problem came
+}
+
+// maxHidden bounds filter.hidden; past it connections are shown as usual.
+const maxHidden = 1024
 
 type heldKey struct{ conn, exchange int }
 
@@ -97,7 +157,7 @@ func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
 		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
 		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{},
-		opened: map[heldKey]int{}}
+		opened: map[heldKey]int{}, hidden: map[int]*hiddenConn{}}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -105,7 +165,7 @@ func newFilter(opt Options) filter {
 func (f *filter) pass(r record.Record) []record.Record {
 	switch v := r.(type) {
 	case *record.Request:
-		f.httpConn[v.Conn.ID] = true
+		f.sawHTTP(v.Conn)
 		k := heldKey{v.Conn.ID, v.Exchange}
 		if v.Watch {
 			if n := f.announced(v.Target); n > 0 && len(f.opened) < 1024 {
@@ -121,7 +181,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		return nil
 	case *record.Response:
-		f.httpConn[v.Conn.ID] = true
+		f.sawHTTP(v.Conn)
 		k := heldKey{v.Conn.ID, v.Exchange}
 		req := f.held[k]
 		delete(f.held, k)
@@ -179,6 +239,9 @@ func (f *filter) pass(r record.Record) []record.Record {
 			if _, ok := f.undecoded[v.Conn.ID]; !ok {
 				f.undecoded[v.Conn.ID] = v.Kind
 			}
+			if v.Kind == "tls" && f.hide(v.Conn, r, false) {
+				return nil
+			}
 			return f.withConn(v.Conn, r)
 		}
 		if v.Kind == "closed" || v.Kind == "capture-ended" {
@@ -186,6 +249,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 			defer delete(f.shownConn, v.Conn.ID)
 			if kind, ok := f.undecoded[v.Conn.ID]; ok && !f.httpConn[v.Conn.ID] {
 				f.tally.Undecoded[kind]++
+			}
+			if h := f.hidden[v.Conn.ID]; h != nil {
+				delete(f.hidden, v.Conn.ID)
+				f.countHidden(h, v.Bytes)
 			}
 			delete(f.undecoded, v.Conn.ID)
 			delete(f.httpConn, v.Conn.ID)
@@ -215,15 +282,16 @@ func (f *filter) pass(r record.Record) []record.Record {
 			return f.withConn(v.Conn, r)
 		}
 	case *record.Problem:
-		if v.Warning {
-			f.tally.Warnings++
-		} else {
-			f.tally.Problems++
+		if v.Kind == record.KindNoTLSKey && v.Conn != nil && f.hide(v.Conn, r, true) {
+			return nil
 		}
+		f.countProblem(v)
 		if v.Conn != nil {
 			return f.withConn(v.Conn, r)
 		}
 		return []record.Record{r}
+	case *record.Summary:
+		f.endHidden()
 	}
 	return []record.Record{r}
 }
@@ -278,7 +346,79 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	f.tally.Connections++
 	out := append([]record.Record{connRecord{c}}, f.heldNotes[c.ID]...)
 	delete(f.heldNotes, c.ID)
+	if h := f.hidden[c.ID]; h != nil {
+		// It has more to show than that it was not decrypted: shown
+		// whole, its problems counted now.
+		delete(f.hidden, c.ID)
+		for _, r := range h.recs {
+			if p, ok := r.(*record.Problem); ok {
+				f.countProblem(p)
+			}
+		}
+		out = append(out, h.recs...)
+	}
 	return append(out, rs...)
+}
+
+// sawHTTP notes that connection c carried HTTP.
+func (f *filter) sawHTTP(c *record.Conn) {
+	if !f.httpConn[c.ID] {
+		f.httpConn[c.ID] = true
+		f.tally.HTTPConns++
+	}
+}
+
+// countProblem counts a problem shown.
+func (f *filter) countProblem(p *record.Problem) {
+	if p.Warning {
+		f.tally.Warnings++
+	} else {
+		f.tally.Problems++
+	}
+}
+
+// hide holds r, a record saying that connection c could not be decrypted
+// (its "tls" note, or a no-key problem when noKey), when
+// Options.HideUndecrypted asks for it and c is not shown yet; it reports
+// whether r was held.
+func (f *filter) hide(c *record.Conn, r record.Record, noKey bool) bool {
+	if !f.opt.HideUndecrypted || f.shownConn[c.ID] || f.httpConn[c.ID] {
+		return false
+	}
+	h := f.hidden[c.ID]
+	if h == nil {
+		if len(f.hidden) >= maxHidden {
+			return false
+		}
+		h = &hiddenConn{}
+		f.hidden[c.ID] = h
+	}
+	if len(h.recs) >= 8 {
+		return false
+	}
+	h.recs = append(h.recs, r)
+	h.noKey = h.noKey || noKey
+	return true
+}
+
+// countHidden counts a connection left out as not decrypted, whose TCP
+// streams carried bytes.
+func (f *filter) countHidden(h *hiddenConn, bytes int64) {
+	n := &f.tally.NotDecrypted
+	n.Connections++
+	n.Bytes += bytes
+	if h.noKey {
+		n.NoKey++
+	}
+}
+
+// endHidden counts the connections still held as not decrypted when the
+// run ends (their ends were not seen).
+func (f *filter) endHidden() {
+	for id, h := range f.hidden {
+		f.countHidden(h, 0)
+		delete(f.hidden, id)
+	}
 }
 
 // watchLabel names the watch of exchange on connection c as the screen

@@ -79,6 +79,11 @@ type Conn struct {
 	Client netip.AddrPort
 	// Server is the other endpoint.
 	Server netip.AddrPort
+	// RolesGuessed is true when which endpoint is the client could not
+	// be decided (a connection the capture joined after its SYN, whose
+	// first bytes say neither, between two ports of the ephemeral range):
+	// Client is then the endpoint of the higher port.
+	RolesGuessed bool
 	// HTTP2 is true once the connection turned out to be HTTP/2 (set
 	// before any record of its streams is emitted, never changed after):
 	// its exchanges are streams, numbered by stream identifier.
@@ -400,6 +405,56 @@ type End struct {
 	Status *metav1.Status
 	// BodyText is the start of a non-2xx body that is not a Status.
 	BodyText string
+	// Cut is set when the server ended a watch body before its framing's
+	// end (a finding, also said in a warning of kind KindCut): how it
+	// ended it. It is nil for a complete body, for the client's own
+	// cancel or close (RST_STREAM from the client, its FIN or RST), for
+	// the capture's end, and for a body kwatch stopped following.
+	Cut *Cut
+}
+
+// KindCut is the Problem kind (a warning) of a watch the server ended
+// badly (End.Cut).
+const KindCut = "watch ended by the server"
+
+// CutKind says what the server ended a watch with (Cut.By).
+type CutKind string
+
+// The ways a server cuts a watch short.
+const (
+	// CutRSTStream: RST_STREAM from the server with an error code other
+	// than NO_ERROR (RFC 9113 §6.4).
+	CutRSTStream CutKind = "RST_STREAM"
+	// CutGOAWAY: the server sent GOAWAY with an error code (RFC 9113
+	// §6.8) and the connection ended before the stream did.
+	CutGOAWAY CutKind = "GOAWAY"
+	// CutReset: the server reset the TCP connection (RST) before the
+	// body's end.
+	CutReset CutKind = "reset"
+	// CutClosed: the server closed the connection (FIN) before the body's
+	// end: an HTTP/1.1 body without its last chunk, an HTTP/2 stream
+	// without END_STREAM.
+	CutClosed CutKind = "closed"
+)
+
+// Cut says how the server cut a watch short.
+type Cut struct {
+	By CutKind
+	// Code is the HTTP/2 error code of the RST_STREAM or GOAWAY (RFC 9113
+	// §7), e.g. "INTERNAL_ERROR"; empty for a TCP end.
+	Code string
+}
+
+// String says what ended the watch, e.g. "RST_STREAM INTERNAL_ERROR from
+// the server", "the server resetting the connection (TCP RST)".
+func (c *Cut) String() string {
+	switch c.By {
+	case CutRSTStream, CutGOAWAY:
+		return string(c.By) + " " + c.Code + " from the server"
+	case CutReset:
+		return "the server resetting the connection (TCP RST)"
+	}
+	return "the server closing the connection before the end of the body"
 }
 
 // MaxListedChunks bounds End.ChunkSizes.
@@ -448,6 +503,10 @@ type ConnNote struct {
 	// Unlisted is, for a note that sums up others not listed one by one
 	// (a TCP zero window N more times), how many; 0 for other notes.
 	Unlisted int
+	// Bytes is, for a "closed" or "capture-ended" note (a connection's
+	// last record), how many bytes its two TCP streams carried, those the
+	// capture lost included; 0 when not known (a live connection).
+	Bytes int64
 	// Resource is, for an "h2-joined" note about a stream of an HTTP/2
 	// connection joined mid-connection whose request was not seen (Stream
 	// names it), what its first watch event's object names: inferred from
@@ -519,6 +578,10 @@ type Problem struct {
 	// Warning is true for input that decoded despite the problem.
 	Warning bool
 }
+
+// KindNoTLSKey is the Problem kind of a TLS connection that a key log was
+// given for but holds no key of (pkg/tlsconn reports it).
+const KindNoTLSKey = "no TLS key for this connection"
 
 // When returns the time the problem was seen.
 func (p *Problem) When() time.Time { return p.Time }
@@ -873,6 +936,10 @@ type Health struct {
 	CompressedBytes, InflatedBytes int64
 	// Ends lists how each body ended (End.How).
 	Ends []string
+	// Cut is how the server cut the watch short (End.Cut), nil when it did
+	// not (Scope "watch"); Cuts counts the watches it cut (Scope "all").
+	Cut  *Cut
+	Cuts int
 	// ZeroWindows counts the TCP zero windows said (ConnNote.Stall) on
 	// the watch's connection while the watch was open (Scope "all": on
 	// every connection), and ZeroWindow is their time in all.

