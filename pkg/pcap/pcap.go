@@ -155,7 +155,7 @@ func (s *Stats) Unmatched(opt Options) string {
 	if len(s.OtherServers) == 0 {
 		return msg + "; the capture holds no TCP connection"
 	}
-	return fmt.Sprintf("%s; the capture's servers (the lower port of each pair): %s; its clients: %s", msg,
+	return fmt.Sprintf("%s; the capture's servers: %s; its clients: %s", msg,
 		byPackets(s.OtherServers, netip.AddrPort.String), byPackets(s.OtherClients, netip.Addr.String))
 }
 
@@ -426,7 +426,7 @@ func (rd *reader) finish(run *running, secrets *secretsTap) {
 	}
 	rd.keyProblems(secrets)
 	rd.stats.Connections = rd.tcpConns
-	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns})
+	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns, NoData: max(0, rd.tcpConns-rd.dataConns)})
 	rd.q.close()
 	run.wg.Wait()
 }
@@ -527,6 +527,8 @@ type reader struct {
 	// tcpConns counts every TCP connection seen, also those that carried
 	// no byte (a handshake and its close, a refused SYN) (stream.count).
 	tcpConns int
+	// dataConns counts those of them whose packets carried payload.
+	dataConns int
 	// ended holds the 4-tuples of connections that ended lately, both
 	// ways round: a last ACK or RST that comes after reassembly finished
 	// a connection starts a stream that is not a new connection.

@@ -37,6 +37,7 @@ type stream struct {
 	// finished the connection (rare: allocated then).
 	afterReset *afterReset
 	counted    bool // counted in reader.tcpConns
+	carried    bool // counted in reader.dataConns: payload was seen
 	// ignored: the filters (Options.Client, Server) leave the connection
 	// out, once its sides are known; nothing of it is decoded.
 	ignored bool
@@ -258,6 +259,10 @@ func (s *stream) zeroWindowEnd(t time.Time, until string) {
 // opens it (SYN), carries bytes, or closes it without being the leftover of
 // a connection that ended on the same 4-tuple; a bare ACK never does.
 func (s *stream) count(tcp *layers.TCP) {
+	if len(tcp.Payload) > 0 && !s.carried && !s.ignored {
+		s.carried = true
+		s.rd.dataConns++
+	}
 	if s.counted {
 		return
 	}
@@ -360,6 +365,10 @@ func (s *stream) rolesKnown() {
 		if s.counted {
 			s.counted = false
 			s.rd.tcpConns--
+		}
+		if s.carried {
+			s.carried = false
+			s.rd.dataConns--
 		}
 	}
 }

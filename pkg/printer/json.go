@@ -338,6 +338,7 @@ type jsonSummary struct {
 	// Packets is left out for kwatch stream, which reads no packets.
 	Packets     *int64         `json:"packets,omitempty"`
 	Connections int            `json:"connections"`
+	NoData      int            `json:"noData,omitempty"`
 	Undecoded   map[string]int `json:"undecoded"`
 	Decrypted   map[string]int `json:"decrypted,omitempty"`
 	// NotDecrypted counts the TLS connections left out as not decrypted
@@ -514,7 +515,7 @@ func (j *JSON) object(r record.Record) any {
 		return p
 	case *record.Summary:
 		t := &j.tally
-		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
+		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, NoData: v.NoData, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
 			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
 		if n := t.NotDecrypted; n.Connections > 0 {
 			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}

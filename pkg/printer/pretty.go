@@ -684,6 +684,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		phrase.Count(int(s.Packets), "packet", "packets"),
 		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
 	}
+	if s.NoData > 0 {
+		parts[1] += fmt.Sprintf(" (%d with no data)", s.NoData)
+	}
 	if d := decryptedText(t.Decrypted); d != "" {
 		parts = append(parts, d)
 	}
@@ -713,7 +716,10 @@ func NotDecryptedText(n NotDecrypted) string {
 		return ""
 	}
 	s := fmt.Sprintf("%s, %s, not shown", phrase.Count(n.Connections, "TLS connection", "TLS connections"), phrase.Count(int(n.Bytes), "byte", "bytes"))
-	if n.NoKey > 0 {
+	switch other := n.Connections - n.NoKey; {
+	case n.NoKey > 0 && other > 0:
+		s += fmt.Sprintf(" (%d with no key in the key logs; %d others: begun before the capture, or a suite kwatch does not decrypt)", n.NoKey, other)
+	case n.NoKey > 0:
 		s += fmt.Sprintf(" (%d with no key in the key logs)", n.NoKey)
 	}
 	return s + ": give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why"

@@ -626,12 +626,16 @@ type Summary struct {
 	Time        time.Time
 	Packets     int64
 	Connections int
-	Exchanges   int
-	Watches     int
-	Events      map[string]int
-	Chunks      int
-	Problems    int
-	Warnings    int
+	// NoData counts, of the Connections of a capture, those whose
+	// captured packets carried no byte of payload (a connect and close,
+	// a keepalive's ACKs): they show nowhere else.
+	NoData    int
+	Exchanges int
+	Watches   int
+	Events    map[string]int
+	Chunks    int
+	Problems  int
+	Warnings  int
 	// Live is true for kwatch stream; then WatchesRequested,
 	// WatchesOpened, Relists and Bytes (wire bytes read) are set instead of
 	// Packets. WatchesRequested counts watch requests made, WatchesOpened
