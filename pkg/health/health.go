@@ -344,6 +344,7 @@ func (t *Tracker) flush(now time.Time) {
 	if len(gaps) > 0 {
 		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
 		all.Bookmarks.Min, all.Bookmarks.Median, all.Bookmarks.Max = gaps[0], gaps[len(gaps)/2], gaps[len(gaps)-1]
+		all.Bookmarks.Measured = len(gaps)
 	}
 	t.next.Emit(all)
 }
@@ -358,5 +359,5 @@ func intervals(ts []time.Time) record.Intervals {
 		d = append(d, ts[i].Sub(ts[i-1]))
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return record.Intervals{Count: len(ts), Min: d[0], Median: d[len(d)/2], Max: d[len(d)-1]}
+	return record.Intervals{Count: len(ts), Min: d[0], Median: d[len(d)/2], Max: d[len(d)-1], Measured: len(d)}
 }

@@ -907,7 +907,11 @@ func HealthText(h *record.Health) string {
 	if h.FlowStalls > 0 {
 		parts = append(parts, fmt.Sprintf("flow-control stall %s, %s", phrase.Count(h.FlowStalls, "time", "times"), round(h.FlowStall)))
 	}
-	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 {
+	if b := h.Bookmarks; b.Count > 1 && b.Max > 0 && b.Measured > 0 && b.Measured < b.Count-1 {
+		// Pooled from some watches only: say of how many intervals.
+		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s within a watch (min %s, max %s; %s)", b.Count, round(b.Median), round(b.Min), round(b.Max),
+			phrase.Count(b.Measured, "interval", "intervals")))
+	} else if b.Count > 1 && b.Max > 0 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks, every %s (min %s, max %s)", b.Count, round(b.Median), round(b.Min), round(b.Max)))
 	} else if b.Count > 1 {
 		parts = append(parts, fmt.Sprintf("%d bookmarks", b.Count)) // in different watches: no interval

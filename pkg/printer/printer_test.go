@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -88,5 +89,26 @@ func TestErrWriterLargeLine(t *testing.T) {
 	}
 	if err := w.Flush(); err != nil || out.String() != "a\n"+big+"b\n" {
 		t.Errorf("wrote %d bytes, %v; want the three lines in order", out.Len(), err)
+	}
+}
+
+// TestHealthBookmarkIntervals: the overall health line says of how many
+// intervals its bookmark interval is when they were measured within some
+// watches only (18 bookmarks, one interval between two of one watch), and
+// not when they are all of one watch's.
+func TestHealthBookmarkIntervals(t *testing.T) {
+	for _, c := range []struct {
+		b    record.Intervals
+		want string
+	}{
+		{record.Intervals{Count: 18, Min: 4293 * time.Millisecond, Median: 4293 * time.Millisecond, Max: 4293 * time.Millisecond, Measured: 1},
+			"18 bookmarks, every 4.293s within a watch (min 4.293s, max 4.293s; 1 interval)"},
+		{record.Intervals{Count: 3, Min: time.Second, Median: 2 * time.Second, Max: 2 * time.Second, Measured: 2},
+			"3 bookmarks, every 2s (min 1s, max 2s)"},
+	} {
+		got := HealthText(&record.Health{Scope: "all", Watches: 2, Bookmarks: c.b})
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%+v: %q, want it to say %q", c.b, got, c.want)
+		}
 	}
 }

@@ -990,6 +990,10 @@ type Finding struct {
 type Intervals struct {
 	Count            int
 	Min, Median, Max time.Duration
+	// Measured is how many intervals Min, Median and Max are of: Count-1
+	// for one watch; for the overall record, those within each watch,
+	// pooled (a watch with one bookmark has none).
+	Measured int
 }
 
 // Version is what a re-list compares an object by: its UID and its
