@@ -25,7 +25,7 @@ func keyLogSnippet(t *testing.T) string {
 	if !ok1 || !ok2 {
 		t.Fatal("keylog.go has no key log snippet between its markers")
 	}
-	return snippet
+	return strings.TrimRight(snippet, "\n")
 }
 
 // TestREADMEKeyLogSnippet: README's client-go key log snippet is the code
