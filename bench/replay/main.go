@@ -24,22 +24,17 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"flag"
 	"fmt"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 // event is a ConfigMap MODIFIED event of about 1 KB, shaped like those in
@@ -126,7 +121,7 @@ func main() {
 		served.Store(true)
 	})
 	if *useTLS {
-		cert, err := selfSigned()
+		cert, err := testcert.New(testcert.ECDSA, "replay")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -134,21 +129,4 @@ func main() {
 		log.Fatal(srv.ListenAndServeTLS("", ""))
 	}
 	log.Fatal(http.ListenAndServe(*addr, nil))
-}
-
-// selfSigned makes an ECDSA P-256 certificate for 127.0.0.1, valid a day.
-func selfSigned() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "replay"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

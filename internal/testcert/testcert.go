@@ -1,6 +1,7 @@
 // Package testcert makes the self-signed certificates of kwatch's TLS tests,
-// benchmarks and recorded captures (crypto/x509): a fresh key each time,
-// valid for an hour around now.
+// benchmarks and recorded captures, and of the TLS 1.2 handshake pkg/gotls
+// makes with itself to learn its own closure layout (crypto/x509): a fresh
+// key each time, valid for an hour around now.
 package testcert
 
 import (
@@ -24,8 +25,8 @@ const (
 )
 
 // New returns a self-signed certificate of the kind of key asked for, for
-// the DNS name and for 127.0.0.1. It returns key generation and signing
-// errors.
+// the DNS name and for 127.0.0.1, with its parsed Leaf. It returns key
+// generation, signing and parsing errors.
 func New(kind, name string) (tls.Certificate, error) {
 	var priv crypto.Signer
 	var err error
@@ -43,5 +44,22 @@ func New(kind, name string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf}, nil
+}
+
+// NewTrusted is New for an ECDSA key, with a pool that trusts the
+// certificate: for a client (tls.Config.RootCAs) of the server that
+// presents it, named name (tls.Config.ServerName).
+func NewTrusted(name string) (tls.Certificate, *x509.CertPool, error) {
+	cert, err := New(ECDSA, name)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	return cert, roots, nil
 }

@@ -1,18 +1,14 @@
 package gotls
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 // BenchmarkHandshake measures one full TLS 1.3 handshake over loopback
@@ -70,29 +66,12 @@ func BenchmarkHandshake(b *testing.B) {
 // handshakeServer starts a TLS server on loopback for the benchmark and
 // returns its address and a client configuration for TLS 1.3.
 func handshakeServer(b *testing.B) (string, *tls.Config) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
+	cert, roots, err := testcert.NewTrusted("localhost")
 	if err != nil {
 		b.Fatal(err)
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates:           []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}},
+		Certificates:           []tls.Certificate{cert},
 		SessionTicketsDisabled: true,
 	})
 	if err != nil {
@@ -114,8 +93,6 @@ func handshakeServer(b *testing.B) (string, *tls.Config) {
 			}()
 		}
 	}()
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
 	return ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS13}
 }
 

@@ -2,27 +2,22 @@ package gotls
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
 	"hash"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 // selfConn is a TLS connection made in the test process, both ends: the
@@ -73,7 +68,7 @@ func keyLogSecret(t *testing.T, keylog, label string) []byte {
 // server is left blocked in Read.
 func dialSelf(t *testing.T, version uint16, pipe bool, n int) *selfConn {
 	t.Helper()
-	cert, roots, err := selfCertificate()
+	cert, roots, err := testcert.NewTrusted("localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,32 +227,6 @@ func TestReadConnStateSelf(t *testing.T) {
 			}
 		})
 	}
-}
-func selfCertificate() (tls.Certificate, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, roots, nil
 }
 
 // ekmLabel is the label of the keying material the tests export.

@@ -32,18 +32,12 @@ package gotls
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"debug/dwarf"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"runtime"
@@ -52,6 +46,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 // closureOffsets are the offsets, in bytes, of ekmFromMasterSecret's
@@ -311,7 +307,7 @@ func findClosure(m memory, ekm uint64, random, master []byte) (closureOffsets, s
 // this process over net.Pipe, the client writing its key log, and returns
 // both ends and the key log.
 func handshake12() (client, server *tls.Conn, keylog string, err error) {
-	cert, roots, err := selfSigned()
+	cert, roots, err := testcert.NewTrusted("kwatch")
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -355,35 +351,6 @@ func clientRandomLine(keylog string) (random, master []byte, err error) {
 		return random, master, nil
 	}
 	return nil, nil, errors.New("the key log of a TLS 1.2 handshake holds no CLIENT_RANDOM line")
-}
-
-// selfSigned returns a self-signed ECDSA P-256 certificate for "kwatch",
-// valid for an hour, and a pool that trusts it.
-func selfSigned() (tls.Certificate, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "kwatch"},
-		DNSNames:     []string{"kwatch"},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, roots, nil
 }
 
 // readTLS12 reads a TLS 1.2 connection's master secret and randoms from
