@@ -6,46 +6,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kwatch/kwatch/internal/testutil"
-	"github.com/kwatch/kwatch/pkg/event"
-	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/record"
-	"github.com/kwatch/kwatch/pkg/wire"
 )
 
-// runKeyed is runJoined with the key log text keys (kwatch pcap
-// --tls-keylog), each piece written whole.
+// runKeyed runs one connection's pieces, each written whole, through a
+// switchboard with the key log text keys (kwatch pcap --tls-keylog):
+// runShared with a key log of its own.
 func runKeyed(t *testing.T, pieces []testutil.Piece, keys []byte) *joined {
 	t.Helper()
-	j := &joined{events: map[int][]*record.Event{}, reqs: map[int]*record.Request{}, resps: map[int]*record.Response{}, ends: map[int]*record.End{}}
 	kl := keylog.New()
 	kl.Add(keys, "keys.log")
-	budget := event.NewBudget(0)
-	sink := record.SinkFunc(func(r record.Record) {
-		switch v := r.(type) {
-		case *record.Event:
-			j.events[v.Exchange] = append(j.events[v.Exchange], v)
-		case *record.ConnNote:
-			j.notes = append(j.notes, v)
-		case *record.Problem:
-			if v.Kind != record.KindCut { // a watch cut short: a warning of its own
-				j.problems = append(j.problems, v)
-			}
-		}
-	})
-	c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{MidStream: true, Keys: kl, NoWait: true, Limits: exchange.Limits{Budget: budget}})
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	testutil.Feed(pieces, 0, t0, c.ClientData, c.ServerData)
-	c.CloseClient(exchange.EndFIN, t0)
-	c.CloseServer(exchange.EndFIN, t0)
-	if h := budget.Held(); h != 0 {
-		t.Errorf("%d bytes still reserved from the budget", h)
-	}
-	return j
+	return runShared(t, kl, [][]testutil.Piece{pieces})
 }
 
 // TestTrialCaptures cuts the recorded TLS 1.3 HTTP/2 watch (client-go's
