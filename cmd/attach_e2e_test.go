@@ -494,17 +494,7 @@ func TestAttachRecord(t *testing.T) {
 	waitText(t, "the program's end", s.errOut, "exited")
 	s.stop(t)
 
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
-	if code != ExitOK && code != ExitProblems {
-		t.Fatalf("kwatch pcap %s: exit %d\n%s", file, code, errOut)
-	}
-	var recs []map[string]any
-	for _, l := range strings.Split(out, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil {
-			recs = append(recs, m)
-		}
-	}
+	recs, _, _ := pcapJSON(t, file)
 	if got := kwatchEvents(t, recs, ns, true); !sameWatches(got, live) {
 		t.Errorf("kwatch pcap of the recording: %v; kwatch attach showed %v", got, live)
 	}
@@ -907,17 +897,12 @@ func TestAttachRecordJoined(t *testing.T) {
 	w.stop()
 	waitText(t, "the program's end", s.errOut, "exited")
 	s.stop(t)
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", file)
-	if code != ExitOK && code != ExitProblems {
-		t.Fatalf("kwatch pcap %s: exit %d\n%s", file, code, errOut)
-	}
-	rec := &session{out: &syncBuffer{}}
-	_, _ = rec.out.Write([]byte(out))
-	if got := kwatchEvents(t, rec.records(t), ns, true); !sameWatches(got, live) {
+	recs, out, errOut := pcapJSON(t, file)
+	if got := kwatchEvents(t, recs, ns, true); !sameWatches(got, live) {
 		t.Errorf("kwatch pcap of the recording: %v; kwatch attach showed %v\n%s", got, live, errOut)
 	}
 	noted := false
-	for _, n := range ofRecord(rec.records(t), "note") {
+	for _, n := range ofRecord(recs, "note") {
 		if n["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(n["message"]), "joined mid-connection") &&
 			strings.Contains(fmt.Sprint(n["message"]), "kwatch attach's recording of it") {
 			noted = true

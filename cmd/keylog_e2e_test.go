@@ -61,13 +61,8 @@ func TestKeyLogSnippetCapture(t *testing.T) {
 	if err := os.WriteFile(file, capture(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", keys, file)
-	if code != ExitOK && code != ExitProblems {
-		t.Fatalf("kwatch pcap: exit %d: %s", code, errOut)
-	}
-	rec := &session{out: &syncBuffer{}}
-	_, _ = rec.out.Write([]byte(out))
-	if got := kwatchEvents(t, rec.records(t), ns, true); !sameWatches(got, want) {
+	recs, _, errOut := pcapJSON(t, "--tls-keylog", keys, file)
+	if got := kwatchEvents(t, recs, ns, true); !sameWatches(got, want) {
 		t.Errorf("from the capture: %v\nthe handlers': %v\n%s", got, want, errOut)
 	}
 }

@@ -105,6 +105,20 @@ func (s *session) records(t *testing.T) []map[string]any {
 	return recs
 }
 
+// pcapJSON runs kwatch pcap -o json with args and returns its records, and
+// its stdout and stderr; a run that exits other than 0 or 1 (problems)
+// fails the test.
+func pcapJSON(t *testing.T, args ...string) (recs []map[string]any, out, errOut string) {
+	t.Helper()
+	out, errOut, code := run(t, nil, nil, append([]string{"pcap", "-o", "json"}, args...)...)
+	if code != ExitOK && code != ExitProblems {
+		t.Fatalf("kwatch pcap %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+	}
+	rec := &session{out: &syncBuffer{}}
+	_, _ = rec.out.Write([]byte(out))
+	return rec.records(t), out, errOut
+}
+
 // waitFor polls until cond holds on the records, or fails after d.
 func (s *session) waitFor(t *testing.T, d time.Duration, what string, cond func([]map[string]any) bool) []map[string]any {
 	t.Helper()

@@ -580,14 +580,9 @@ func TestStreamTLSKeylogCapture(t *testing.T) {
 			live = append(live, key(ev))
 		}
 	}
-	out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", keyFile, file)
-	if code != ExitOK && code != ExitProblems {
-		t.Fatalf("kwatch pcap: exit %d: %s", code, errOut)
-	}
-	rec := &session{out: &syncBuffer{}}
-	_, _ = rec.out.Write([]byte(out))
+	recs, _, _ := pcapJSON(t, "--tls-keylog", keyFile, file)
 	var decoded []string
-	for _, ev := range events(rec.records(t), "") {
+	for _, ev := range events(recs, "") {
 		if !stray(ev) && (strings.HasPrefix(fmt.Sprint(ev["namespace"]), ns) || ev["type"] == "BOOKMARK") {
 			decoded = append(decoded, key(ev))
 		}
@@ -600,10 +595,10 @@ func TestStreamTLSKeylogCapture(t *testing.T) {
 	// while others (kwatch's discovery on HTTP/2, anything else on the
 	// stack) may be in the middle of a frame, or have no key.
 	watchConn := map[any]bool{}
-	for _, ev := range events(rec.records(t), "") {
+	for _, ev := range events(recs, "") {
 		watchConn[ev["connection"]] = true
 	}
-	for _, p := range ofRecord(rec.records(t), "problem") {
+	for _, p := range ofRecord(recs, "problem") {
 		if watchConn[p["connection"]] {
 			t.Errorf("problem on the watch's connection: %v", p)
 		}
@@ -657,20 +652,15 @@ func TestStreamTLSKeylogLateCapture(t *testing.T) {
 			for _, ev := range events(s.records(t), "after") {
 				live = append(live, key(ev))
 			}
-			out, errOut, code := run(t, nil, nil, "pcap", "-o", "json", "--tls-keylog", keyFile, file)
-			if code != ExitOK && code != ExitProblems {
-				t.Fatalf("kwatch pcap: exit %d: %s", code, errOut)
-			}
-			rec := &session{out: &syncBuffer{}}
-			_, _ = rec.out.Write([]byte(out))
-			for _, ev := range events(rec.records(t), "after") {
+			recs, out, _ := pcapJSON(t, "--tls-keylog", keyFile, file)
+			for _, ev := range events(recs, "after") {
 				decoded = append(decoded, key(ev))
 			}
 			if len(live) != 3 || strings.Join(live, "\n") != strings.Join(decoded, "\n") {
 				t.Errorf("live:\n%s\nfrom the capture that began after the handshake:\n%s\n%s", strings.Join(live, "\n"), strings.Join(decoded, "\n"), out)
 			}
 			found := false
-			for _, n := range ofRecord(rec.records(t), "note") {
+			for _, n := range ofRecord(recs, "note") {
 				if n["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(n["message"]), "joined mid-connection") && strings.Contains(fmt.Sprint(n["message"]), "found by trying them") {
 					found = true
 				}
