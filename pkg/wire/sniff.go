@@ -183,7 +183,7 @@ func (c *Conn) joinVerdict(d *direction, b []byte, end bool) (joinVerdict, int) 
 	full := len(b) >= h2conn.ScanBytes
 	chunkMore := false // a gzip'd chunk may yet start within the window
 	if d.server && c.b.opt.MidStream {
-		switch at, v := gzipChunkAt(b, end || full, &d.gzipFrom); v {
+		switch at, v := d.gzipChunkAt(b, end || full); v {
 		case joinChunk:
 			return joinChunk, at
 		case joinMore:
@@ -247,10 +247,13 @@ const minGzipMember = 20
 // chunk-size line and joinChunk; joinMore while none is found and more
 // bytes may show one (done: no more come); joinClassic else.
 //
-// *from is where the call before left off (b grows from call to call):
-// every line before it was refused for good, so each is looked at, and
-// its member inflated, once, however the bytes were split.
-func gzipChunkAt(b []byte, done bool, from *int) (int, joinVerdict) {
+// d.gzipFrom is where the call before left off (b grows from call to
+// call): every line before it was refused for good, so each is looked at,
+// and its member inflated, once, however the bytes were split. The chunk
+// found's events' format and content coding are kept in d.gzipFormat
+// and d.gzipCoding.
+func (d *direction) gzipChunkAt(b []byte, done bool) (int, joinVerdict) {
+	from := &d.gzipFrom
 	magic := []byte{0x1f, 0x8b, 0x08}
 	b = b[:min(len(b), h2conn.ScanBytes)]
 	for *from < len(b) {
@@ -292,10 +295,12 @@ func gzipChunkAt(b []byte, done bool, from *int) (int, joinVerdict) {
 		if b[end] != '\r' || b[end+1] != '\n' {
 			continue // not a chunk
 		}
-		if _, _, ok := exchange.StartOfBody(b[i:end]); !ok {
+		f, coding, ok := exchange.StartOfBody(b[i:end])
+		if !ok {
 			continue
 		}
 		*from = i // the same verdict if asked again
+		d.gzipFormat, d.gzipCoding = f, coding
 		return j, joinChunk
 	}
 	if done {
@@ -486,13 +491,4 @@ func (c *Conn) closeOther(d *direction, how exchange.Ending, t time.Time) {
 	} else {
 		c.other.CloseClient(how, t)
 	}
-}
-
-// chunkData returns what follows the chunk-size line that starts p (the
-// chunk's data, and the bytes after it).
-func chunkData(p []byte) []byte {
-	if i := bytes.Index(p, []byte("\r\n")); i >= 0 {
-		return p[i+2:]
-	}
-	return nil
 }

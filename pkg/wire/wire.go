@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/h2conn"
 	"github.com/kwatch/kwatch/pkg/httpconn"
@@ -187,8 +188,11 @@ type direction struct {
 	// text counts the first bytes known to be text without a CRLF
 	// (textEnd).
 	text int
-	// gzipFrom is where gzipChunkAt goes on from.
-	gzipFrom int
+	// gzipFrom is where gzipChunkAt goes on from; gzipFormat and
+	// gzipCoding are what the chunk it found carries.
+	gzipFrom   int
+	gzipFormat event.Format
+	gzipCoding string
 	// tls reads what an opaque TLS direction shows in the clear (its
 	// hello), for the connection's note.
 	tls *tlsrec.Sniffer
@@ -512,7 +516,7 @@ func (c *Conn) decide(d *direction, p []byte, t time.Time, end bool) {
 			c.join(d, p, at, t)
 			return
 		case joinChunk:
-			if f, coding, ok := exchange.StartOfBody(chunkData(p[at:])); ok && c.httpConn().StartMidStreamChunk(t, at, f, coding) {
+			if c.httpConn().StartMidStreamChunk(t, at, d.gzipFormat, d.gzipCoding) {
 				d.state = toHTTP
 				c.toHTTP(d, p, t)
 				return
