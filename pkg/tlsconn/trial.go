@@ -190,10 +190,7 @@ func (c *Conn) trialFound(h *direction, st *trialState, seq uint64, t time.Time)
 	}
 	h.cs = st.cs
 	h.cs.seq = seq + 1
-	o := c.cl
-	if h == c.cl {
-		o = c.sv
-	}
+	o := c.other(h)
 	secret := st.t.ServerTraffic
 	if !st.client {
 		secret = st.t.ClientTraffic
