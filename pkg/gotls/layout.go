@@ -421,8 +421,13 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 	}
 	own, rel := goMinor(own), goMinor(l.GoVersion)
 	sameRelease := rel != "" && rel == own && arch == ownArch
+	// The module data, read once: the type descriptors of a stripped
+	// program's structs, and *net.TCPConn's (tcpConnType), are found
+	// through it.
+	img := &image{ef: ef}
+	m, moduleOK := readModule(img, rel)
 	if s == nil {
-		ts, _, terr := readTypeStructs(&image{ef: ef}, rel)
+		ts, terr := readTypeStructs(img, m, moduleOK, rel)
 		switch {
 		case terr == nil:
 			s, l.Source = ts, FromTypes
@@ -443,7 +448,7 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 	if l.off, err = makeOffsets(s); err != nil {
 		return nil, fmt.Errorf("%s: %s layout: %w", path, l.Source, err)
 	}
-	l.TCPConnType, l.types, l.etypes = tcpConnType(ef, l.GoVersion)
+	l.TCPConnType, l.types, l.etypes = tcpConnType(img, m, moduleOK)
 	switch {
 	case l.Source == FromDWARF:
 		l.closure, l.ekmFuncs, l.tls12 = dwarfEKM(closures)
@@ -460,15 +465,14 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPConn,net.Conn"}
 
 // tcpConnType returns the address, as linked, of *net.TCPConn's type
-// descriptor in ef, and of moduledata.types and .etypes (0 for each not
-// found): the second word of the itab go:itab.*net.TCPConn,net.Conn
-// (internal/abi.ITab: Inter, Type, ...) when the symbol table has it; else,
-// for the releases whose module data kwatch reads (moduleWords), the itab
-// in the module data whose interface is named net.Conn and whose type is
-// the pointer type *net.TCPConn.
-func tcpConnType(ef *elf.File, goVersion string) (typ, types, etypes uint64) {
-	img := &image{ef: ef}
-	if syms, err := ef.Symbols(); err == nil {
+// descriptor in img's executable, and of moduledata.types and .etypes (0
+// for each not found): the second word of the itab
+// go:itab.*net.TCPConn,net.Conn (internal/abi.ITab: Inter, Type, ...) when
+// the symbol table has it; else, when the module data m could be read
+// (ok: a release in moduleWords), the itab in it whose interface is named
+// net.Conn and whose type is the pointer type *net.TCPConn.
+func tcpConnType(img *image, m module, ok bool) (typ, types, etypes uint64) {
+	if syms, err := img.ef.Symbols(); err == nil {
 		for _, s := range syms {
 			for _, name := range tcpConnItabs {
 				if s.Name == name {
@@ -479,7 +483,6 @@ func tcpConnType(ef *elf.File, goVersion string) (typ, types, etypes uint64) {
 			}
 		}
 	}
-	m, ok := readModule(img, goMinor(goVersion))
 	if !ok {
 		return typ, 0, 0
 	}

@@ -259,17 +259,17 @@ func (d descriptors) wordIn(b []byte, addr, i uint64) uint64 {
 	return v
 }
 
-// readTypeStructs reads the struct types of structNames from ef's type
-// descriptors, as release lays out its module data: crypto/tls.Conn from
+// readTypeStructs reads the struct types of structNames from the type
+// descriptors of img's executable, through its module data m (ok: read as
+// release lays it out, readModule): crypto/tls.Conn from
 // the pointer type *tls.Conn of an itab (every program that keeps a
 // *tls.Conn as an interface, as net/http does, has one), halfConn and
 // atomic.Bool from its fields' types; net.TCPConn from *net.TCPConn's,
 // net.conn, netFD and poll.FD from its fields'. Each is checked for its
 // name, its fields' package and fields that fit in it.
-func readTypeStructs(img *image, release string) (typeStructs, module, error) {
-	m, ok := readModule(img, release)
+func readTypeStructs(img *image, m module, ok bool, release string) (typeStructs, error) {
 	if !ok {
-		return nil, module{}, fmt.Errorf("its module data (.go.module) is not %s's", release)
+		return nil, fmt.Errorf("its module data (.go.module) is not %s's", release)
 	}
 	d := descriptors{img: img, m: m}
 	out := typeStructs{}
@@ -312,7 +312,7 @@ func readTypeStructs(img *image, release string) (typeStructs, module, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, module{}, oneLine(errors.Join(errs...))
+		return nil, oneLine(errors.Join(errs...))
 	}
-	return out, m, nil
+	return out, nil
 }
