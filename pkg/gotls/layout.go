@@ -466,9 +466,9 @@ var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPCo
 
 // tcpConnType returns the address, as linked, of *net.TCPConn's type
 // descriptor in img's executable, and of moduledata.types and .etypes (0
-// for each not found): the second word of the itab
-// go:itab.*net.TCPConn,net.Conn (internal/abi.ITab: Inter, Type, ...) when
-// the symbol table has it; else, when the module data m could be read
+// for each not found): the second word of the itab named
+// "go:itab.*net.TCPConn,net.Conn" (internal/abi.ITab: Inter, Type, ...)
+// when the symbol table has it; else, when the module data m could be read
 // (ok: a release in moduleWords), the itab in it whose interface is named
 // net.Conn and whose type is the pointer type *net.TCPConn.
 func tcpConnType(img *image, m module, ok bool) (typ, types, etypes uint64) {
