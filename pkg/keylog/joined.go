@@ -137,28 +137,20 @@ func parseJoined(line []byte, source string) (Joined, error) {
 		return Joined{}, fmt.Errorf("kwatch-joined version, suite or sequence numbers do not parse")
 	}
 	j.Version, j.Suite, j.ClientSeq, j.ServerSeq = uint16(v), uint16(s), cs, ss
-	secret := func(b []byte) ([]byte, error) {
-		if string(b) == "-" {
-			return nil, nil
+	// The secrets and randoms, in hex or "-" for none.
+	var hexes [5][]byte
+	for i := range hexes {
+		if string(f[6+i]) == "-" {
+			continue
 		}
-		out, err := hex.DecodeString(string(b))
-		if err != nil || len(out) > maxSecretBytes {
-			return nil, fmt.Errorf("kwatch-joined secret is not hex of at most %d bytes", maxSecretBytes)
+		b, err := hex.DecodeString(string(f[6+i]))
+		if err != nil || len(b) > maxSecretBytes {
+			return Joined{}, fmt.Errorf("kwatch-joined secret is not hex of at most %d bytes", maxSecretBytes)
 		}
-		return out, nil
+		hexes[i] = b
 	}
-	var errs [5]error
-	j.ClientTraffic, errs[0] = secret(f[6])
-	j.ServerTraffic, errs[1] = secret(f[7])
-	j.Master, errs[2] = secret(f[8])
-	cr, e3 := secret(f[9])
-	sr, e4 := secret(f[10])
-	errs[3], errs[4] = e3, e4
-	for _, e := range errs {
-		if e != nil {
-			return Joined{}, e
-		}
-	}
+	j.ClientTraffic, j.ServerTraffic, j.Master = hexes[0], hexes[1], hexes[2]
+	cr, sr := hexes[3], hexes[4]
 	if len(cr) != 0 && len(cr) != 32 || len(sr) != 0 && len(sr) != 32 {
 		return Joined{}, fmt.Errorf("kwatch-joined randoms are not 32 bytes")
 	}
