@@ -128,26 +128,13 @@ func (c *Conn) StartMidStreamChunk(t time.Time, skip int, f event.Format, coding
 	if c.server.off != 0 || len(c.pending) != 0 || skip < 0 {
 		return false
 	}
-	s := &c.server
 	what := "at its first byte"
 	if skip > 0 {
 		what = fmt.Sprintf("at offset %d, after %d bytes of a chunk that began before the capture (passed over)", skip, skip)
 	}
-	c.emit(&record.ConnNote{Conn: c.rec, Time: t, Kind: "mid-stream",
-		Message: fmt.Sprintf("the capture starts inside a response (no status line captured): a chunked %s watch body%s, read from the chunk that starts %s", f, codingText(coding), what)})
-	c.exchange++
-	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {exchange.MediaType(f)}}
-	if coding != "" {
-		hdr.Set("Content-Encoding", coding)
-	}
-	resp := &record.Response{Conn: c.rec, Exchange: c.exchange, Time: t, Proto: "HTTP/1.1", StatusCode: 200,
-		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: exchange.MediaType(f),
-		ContentEncoding: coding, Watch: true, Format: f.String(), Inferred: true}
-	b := s.newBody(hdr, true, false, t)
-	b.exchange, b.resp = resp.Exchange, resp
-	b.startEvents(exchange.WatchBody{Format: f, Tentative: true, Coding: coding})
-	c.emit(resp)
-	s.body, s.skip = b, int64(skip)
+	c.server.inferWatch(t, fmt.Sprintf("the capture starts inside a response (no status line captured): a chunked %s watch body%s, read from the chunk that starts %s", f, codingText(coding), what),
+		f, coding, false)
+	c.server.skip = int64(skip)
 	return true
 }
 
@@ -300,18 +287,33 @@ func (c *Conn) upgradeHTTP2(req *record.Request, t time.Time) {
 // the event framer look for the next chunk-size line and the next event, as
 // after lost bytes, and the body is confirmed as a watch by its first event.
 func (s *direction) startMidStream(t time.Time) {
-	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "mid-stream",
-		Message: "the capture starts inside a response (no status line captured): looking for chunk framing and watch events"})
+	s.inferWatch(t, "the capture starts inside a response (no status line captured): looking for chunk framing and watch events",
+		event.FormatJSON, "", true)
+}
+
+// inferWatch starts the chunked watch body of a response whose status line
+// and header section were not captured, its events of format f inflated
+// with content coding coding: a mid-stream note saying note, the inferred
+// response, and the body, confirmed as a watch by its first event; resync:
+// the chunk decoder and the event framer look for the next chunk-size line
+// and the next event, as after lost bytes.
+func (s *direction) inferWatch(t time.Time, note string, f event.Format, coding string, resync bool) {
+	s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "mid-stream", Message: note})
 	s.c.exchange++
-	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {"application/json"}}
+	hdr := textproto.MIMEHeader{"Transfer-Encoding": {"chunked"}, "Content-Type": {exchange.MediaType(f)}}
+	if coding != "" {
+		hdr.Set("Content-Encoding", coding)
+	}
 	resp := &record.Response{Conn: s.c.rec, Exchange: s.c.exchange, Time: t, Proto: "HTTP/1.1", StatusCode: 200,
-		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: "application/json",
-		Watch: true, Format: event.FormatJSON.String(), Inferred: true}
+		Reason: "(status line not captured)", Header: hdr, Framing: "chunked", ContentType: exchange.MediaType(f),
+		ContentEncoding: coding, Watch: true, Format: f.String(), Inferred: true}
 	b := s.newBody(hdr, true, false, t)
 	b.exchange, b.resp = resp.Exchange, resp
-	b.startEvents(exchange.WatchBody{Format: event.FormatJSON, Tentative: true})
-	b.dec.Resync()
-	b.ev.Resync()
+	b.startEvents(exchange.WatchBody{Format: f, Tentative: true, Coding: coding})
+	if resync {
+		b.dec.Resync()
+		b.ev.Resync()
+	}
 	s.c.emit(resp)
 	s.body = b
 }
