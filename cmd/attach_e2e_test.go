@@ -687,6 +687,13 @@ func TestAttachOpenedBefore(t *testing.T) {
 			if joined == 0 {
 				t.Errorf("no connection noted as joined mid-connection with the state read from the program's memory")
 			}
+			// The probes on crypto/tls's Read and Write were placed for
+			// the connections open at attach, and go once each of them
+			// is settled (read, closed, or not crypto/tls's).
+			waitText(t, "the connections probe placed", s.errOut, "open from before attach: the TLS state of each is read from its memory at its next use")
+			if b.http2 {
+				waitText(t, "the connections probe removed", s.errOut, "settled: the probes on crypto/tls's (*Conn).Read and Write are removed")
+			}
 		})
 	}
 }

@@ -84,9 +84,13 @@ type Result struct {
 	// processes' memory (those opened before attach are decrypted so).
 	Joined int
 	// Before counts the connections that were open when kwatch attached
-	// and carried packets since: their handshakes came before, so TLS ones
-	// are not decrypted (each has a "process" note that says so).
+	// and carried packets since: their handshakes came before (each has a
+	// "process" note that says so); TLS ones are decrypted from the state
+	// read from the process (Joined).
 	Before int
+	// Unheld counts the secrets taken for connections the capture never
+	// held (not kept: keyStore), of Secrets.
+	Unheld int
 }
 
 // DefaultPorts are the ports captured whatever the processes were seen to
@@ -136,7 +140,8 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		return nil, err
 	}
 	defer probe.Close()
-	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
+	a := &attacher{opt: opt, probe: probe, names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
+	a.keys = keyStore(a.admitted)
 	j := newJoiner(a)
 	a.joiner = j
 	// What was attached is said once the captures are open too: from
@@ -148,13 +153,15 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", exe, err)
 		}
 		a.exeFiles[exe] = fileID(exe)
-		j.attachConns(exe, 0)
 		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
 		running, _ := procnet.ByExe(exe)
 		for _, p := range running {
 			if p.PID != os.Getpid() && !a.attached[p.PID] {
 				a.remember(p)
-				attached = append(attached, fmt.Sprintf("%s (pid %d) runs it already: followed (connections it opened before are not decrypted)", p.Name(), p.PID))
+				attached = append(attached, fmt.Sprintf("%s (pid %d) runs it already: followed", p.Name(), p.PID))
+				if line := j.watch(p); line != "" {
+					attached = append(attached, line)
+				}
 			}
 		}
 	}
@@ -164,6 +171,9 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			return nil, err
 		}
 		attached = append(attached, line)
+		if line := j.watch(p); line != "" {
+			attached = append(attached, line)
+		}
 	}
 	if err := a.openCaptures(); err != nil {
 		return nil, err
@@ -209,9 +219,48 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	a.mu.Lock()
 	by := maps.Clone(a.secretsBy)
 	a.mu.Unlock()
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count()}
+	waiting, _, forgotten := a.keys.StageStats()
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count(),
+		Unheld: waiting + forgotten}
 	return res, nil
 }
+
+// keyStore returns the key store of a Run. The uprobe gives the secrets
+// of every handshake of the processes, those of connections the capture
+// never holds too (another network namespace's, a port the kernel filter
+// leaves out, or made-up client randoms of a process that calls
+// writeKeyLog itself): they wait, bounded (keylog.StageOptions: 16 Ki
+// lines, 30 s), for the capture's TLS follower to ask for their client
+// random, and only then enter the store and are given to admitted (each
+// line, and each joined connection's state line, as it enters). What
+// enters is bounded in turn by maxKeyLines.
+func keyStore(admitted func(line []byte)) *keylog.Log {
+	l := keylog.New()
+	l.SetMaxLines(maxKeyLines)
+	l.SetStaging(keylog.StageOptions{Admitted: admitted})
+	return l
+}
+
+// admitted writes a secret that entered the key store to the recording
+// (--record), as a Decryption Secrets Block ahead of the packets still
+// held (live.RecordLag): the recording holds the secrets of the
+// connections it holds, and no other.
+func (a *attacher) admitted(line []byte) {
+	if a.rec == nil {
+		return
+	}
+	if line[len(line)-1] != '\n' {
+		line = append(line[:len(line):len(line)], '\n')
+	}
+	_ = a.rec.Secrets(line)
+}
+
+// maxKeyLines bounds the secrets kept for connections the capture held
+// (keylog.Log.SetMaxLines): 32 Ki lines, the handshakes of 8 Ki TLS 1.3
+// connections seen from one side, about 13 MiB; the oldest are forgotten
+// first. A connection's TLS follower derives its keys from them once, at
+// its handshake.
+const maxKeyLines = 1 << 15
 
 // resolve finds the processes of targets: PIDs, or names (each must match
 // at least one process).
@@ -296,7 +345,6 @@ func (a *attacher) attach(p procnet.Process) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
 	}
-	a.joiner.attachConns(p.ExePath(), p.PID)
 	a.remember(p)
 	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, procnet.Shown(p.Exe), loc.Method), nil
 }
@@ -334,10 +382,8 @@ func (a *attacher) readSecrets() {
 			}
 		}
 		a.mu.Unlock()
-		if a.rec != nil {
-			_ = a.rec.Secrets(line)
-		}
-		a.keys.Add(line, "the uprobe on "+name)
+		// Kept for a connection the capture holds: see attacher.keyStore.
+		a.keys.Stage(line, "the uprobe on "+name)
 		a.secrets.Add(1)
 		a.mu.Lock()
 		if len(a.secretsBy) < 1024 {
@@ -590,6 +636,7 @@ func (a *attacher) owner(client, server netip.AddrPort) string {
 		// Counted once it carries bytes: when it gets its note.
 		a.open[t] = true
 		a.before++
+		a.joiner.carriedBytes(t)
 	}
 	return describe(v, client)
 }
@@ -819,6 +866,9 @@ func (r *Result) Describe() string {
 	}
 	if len(r.Processes) == 0 {
 		s += "; no process attached"
+	}
+	if r.Unheld > 0 {
+		s += fmt.Sprintf("; %d of them for connections not captured, not kept", r.Unheld)
 	}
 	if r.Lost > 0 {
 		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)
