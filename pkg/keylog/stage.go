@@ -71,10 +71,12 @@ type staging struct {
 	now func() time.Time
 }
 
-// staged is the lines of one random, with when the first came.
+// staged is the lines of one random, with their sources and when the
+// first came.
 type staged struct {
-	at    time.Time
-	lines [][]byte
+	at      time.Time
+	lines   [][]byte
+	sources []string
 }
 
 // SetStaging makes the Log hold lines given to Stage as opt says. Call it
@@ -132,6 +134,7 @@ func (l *Log) Stage(text []byte, source string) {
 			st.order = append(st.order, r)
 		}
 		s.lines = append(s.lines, bytes.Clone(line))
+		s.sources = append(s.sources, source)
 		st.n++
 		for st.n > st.opt.MaxLines && len(st.order) > 0 {
 			st.drop(st.order[0])
@@ -163,7 +166,7 @@ func (l *Log) unstage(r Random) {
 	if s, ok := st.lines[r]; ok {
 		st.remove(r)
 		for i, line := range s.lines {
-			l.admit(line, "staged", i+1)
+			l.admit(line, s.sources[i], i+1)
 		}
 		return
 	}

@@ -52,7 +52,7 @@ func TestStageWaitsForLookup(t *testing.T) {
 	}
 	gen := l.Generation()
 	s, ok := l.Lookup(r)
-	if !ok || s.ClientHandshake == nil || s.ServerHandshake == nil || s.Source != "staged" {
+	if !ok || s.ClientHandshake == nil || s.ServerHandshake == nil || s.Source != "uprobe" {
 		t.Fatalf("lookup: %+v, %v", s, ok)
 	}
 	if l.Generation() == gen {
