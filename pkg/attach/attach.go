@@ -121,15 +121,32 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
-	procs, err := resolve(opt.Targets)
+	procs, named, err := resolve(opt.Targets)
 	if err != nil {
 		return nil, err
 	}
+	// A process found by name that exits before kwatch attaches to it
+	// (a short-lived kubectl beside the kubectl proxy of the same name)
+	// is left out, and said; one given by PID is an error.
+	var gone []string
+	vanished := func(p procnet.Process) bool {
+		if named[p.PID] && !procnet.Alive(p.PID) {
+			gone = append(gone, fmt.Sprintf("%s (pid %d) exited before kwatch attached to it", p.Name(), p.PID))
+			return true
+		}
+		return false
+	}
+	kept := procs[:0]
 	for _, p := range procs {
 		if _, err := gotls.Find(p.ExePath()); err != nil {
+			if vanished(p) {
+				continue
+			}
 			return nil, fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
 		}
+		kept = append(kept, p)
 	}
+	procs = kept
 	for _, exe := range opt.Exes {
 		if _, err := gotls.Find(exe); err != nil {
 			return nil, err
@@ -168,6 +185,9 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	for _, p := range procs {
 		line, err := a.attach(p)
 		if err != nil {
+			if vanished(p) {
+				continue
+			}
 			return nil, err
 		}
 		attached = append(attached, line)
@@ -175,6 +195,10 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			attached = append(attached, line)
 		}
 	}
+	if len(opt.Targets) > 0 && len(a.procs) == 0 && len(opt.Exes) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoTarget, strings.Join(gone, "; "))
+	}
+	attached = append(attached, gone...)
 	if err := a.openCaptures(); err != nil {
 		return nil, err
 	}
@@ -263,27 +287,30 @@ func (a *attacher) admitted(line []byte) {
 const maxKeyLines = 1 << 15
 
 // resolve finds the processes of targets: PIDs, or names (each must match
-// at least one process).
-func resolve(targets []string) ([]procnet.Process, error) {
-	var out []procnet.Process
+// at least one process); named holds the PIDs found by name.
+func resolve(targets []string) (out []procnet.Process, named map[int]bool, err error) {
 	seen := map[int]bool{}
+	named = map[int]bool{}
 	for _, t := range targets {
 		var ps []procnet.Process
 		if pid, err := strconv.Atoi(t); err == nil {
 			p, err := procnet.Get(pid)
 			if err != nil {
-				return nil, fmt.Errorf("%w: pid %d", ErrNoTarget, pid)
+				return nil, nil, fmt.Errorf("%w: pid %d", ErrNoTarget, pid)
 			}
 			ps = []procnet.Process{p}
 		} else {
 			found, err := procnet.ByName(t, os.Getpid())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if len(found) == 0 {
-				return nil, fmt.Errorf("%w named %s (as pgrep -x %s finds them)", ErrNoTarget, t, t)
+				return nil, nil, fmt.Errorf("%w named %s (as pgrep -x %s finds them)", ErrNoTarget, t, t)
 			}
 			ps = found
+			for _, p := range found {
+				named[p.PID] = true
+			}
 		}
 		for _, p := range ps {
 			if !seen[p.PID] {
@@ -292,7 +319,7 @@ func resolve(targets []string) ([]procnet.Process, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, named, nil
 }
 
 // attacher is one Run's state.
