@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -263,6 +264,11 @@ func TestAttachExe(t *testing.T) {
 			if !strings.Contains(s.errOut.String(), "TLS secrets taken: 4 from kwatch-watcher (pid") {
 				t.Errorf("stderr says nothing of the secrets taken:\n%s", s.errOut.String())
 			}
+			// Started after attach: every handshake seen, so no probe
+			// on its crypto/tls Read and Write.
+			if strings.Contains(s.errOut.String(), "(*Conn).Read") {
+				t.Errorf("a process started after attach got the connections probe:\n%s", s.errOut.String())
+			}
 		})
 	}
 }
@@ -479,7 +485,11 @@ func TestAttachRecord(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "session.pcapng")
 	s := startKwatch(t, "attach", "--exe", bin, "--record", file, "-o", "json")
 	waitText(t, "kwatch attached", s.errOut, "attached to every process of")
-	w := startWatcher(t, env, bin, ns)
+	// Its handshakes over net.Pipe first: secrets of connections the
+	// capture cannot hold, which must stay out of the key store and the
+	// recording.
+	pipes := filepath.Join(t.TempDir(), "pipe-randoms")
+	w := startWatcher(t, env, bin, ns, "--pipe-handshakes", pipes)
 	churn(t, env, ns, "recorded")
 	var live map[string][]watchedEvent
 	s.waitFor(t, 60*time.Second, "kwatch's events of both watches", func(recs []map[string]any) bool {
@@ -493,6 +503,21 @@ func TestAttachRecord(t *testing.T) {
 	w.stop()
 	waitText(t, "the program's end", s.errOut, "exited")
 	s.stop(t)
+	// 50 handshakes, 8 secrets each (4 a side, one process): not kept.
+	waitText(t, "the summary", s.errOut, "; 400 of them for connections not captured, not kept")
+	rec, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randoms, err := os.ReadFile(pipes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range strings.Fields(string(randoms)) {
+		if bytes.Contains(rec, []byte(r)) {
+			t.Fatalf("the recording holds a secret of handshake %s over net.Pipe, which it does not hold", r)
+		}
+	}
 
 	recs, _, _ := pcapJSON(t, file)
 	if got := kwatchEvents(t, recs, ns, true); !sameWatches(got, live) {
@@ -686,6 +711,13 @@ func TestAttachOpenedBefore(t *testing.T) {
 			}
 			if joined == 0 {
 				t.Errorf("no connection noted as joined mid-connection with the state read from the program's memory")
+			}
+			// The probes on crypto/tls's Read and Write were placed for
+			// the connections open at attach, and go once each of them
+			// is settled (read, closed, or not crypto/tls's).
+			waitText(t, "the connections probe placed", s.errOut, "open from before attach: the TLS state of each is read from its memory at its next use")
+			if b.http2 {
+				waitText(t, "the connections probe removed", s.errOut, "settled: the probes on crypto/tls's (*Conn).Read and Write are removed")
 			}
 		})
 	}

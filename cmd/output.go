@@ -114,10 +114,11 @@ func useColor(mode string, streams IOStreams) bool {
 	return streams.OutTTY
 }
 
-// sink wraps the printer in the record stages the flags ask for: --diff,
+// sink wraps the printer in the record stages the flags ask for: the
+// watches of each client linked (pkg/rewatch, captures only), --diff,
 // then the watch health that is always printed. perConn is set for
-// captures: it keeps --diff's versions apart per connection, and links the
-// watches of each client (pkg/rewatch).
+// captures: it links the watches of each client, and keeps --diff's
+// versions apart per watch.
 func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 	var next record.Sink = p
 	if o.Report != "" {
@@ -126,13 +127,16 @@ func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 		next = o.report
 	}
 	var s record.Sink = health.New(next)
+	if o.Diff || o.DiffAll {
+		// After rewatch: a capture's versions are kept per watch, and
+		// a watch that follows another (rewatch's Restart) diffs
+		// against what that one delivered.
+		s = diff.New(s, diff.Options{All: o.DiffAll, PerWatch: perConn})
+	}
 	if perConn {
 		// A capture: its watches are linked by client, as kwatch
 		// stream's own are by its loop.
 		s = rewatch.New(s)
-	}
-	if o.Diff || o.DiffAll {
-		s = diff.New(s, diff.Options{All: o.DiffAll, PerConnection: perConn})
 	}
 	return s
 }

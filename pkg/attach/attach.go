@@ -84,9 +84,13 @@ type Result struct {
 	// processes' memory (those opened before attach are decrypted so).
 	Joined int
 	// Before counts the connections that were open when kwatch attached
-	// and carried packets since: their handshakes came before, so TLS ones
-	// are not decrypted (each has a "process" note that says so).
+	// and carried packets since: their handshakes came before (each has a
+	// "process" note that says so); TLS ones are decrypted from the state
+	// read from the process (Joined).
 	Before int
+	// Unheld counts the secrets taken for connections the capture never
+	// held (not kept: keyStore), of Secrets.
+	Unheld int
 }
 
 // DefaultPorts are the ports captured whatever the processes were seen to
@@ -117,15 +121,32 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
-	procs, err := resolve(opt.Targets)
+	procs, named, err := resolve(opt.Targets)
 	if err != nil {
 		return nil, err
 	}
+	// A process found by name that exits before kwatch attaches to it
+	// (a short-lived kubectl beside the kubectl proxy of the same name)
+	// is left out, and said; one given by PID is an error.
+	var gone []string
+	vanished := func(p procnet.Process) bool {
+		if named[p.PID] && !procnet.Alive(p.PID) {
+			gone = append(gone, fmt.Sprintf("%s (pid %d) exited before kwatch attached to it", p.Name(), p.PID))
+			return true
+		}
+		return false
+	}
+	kept := procs[:0]
 	for _, p := range procs {
 		if _, err := gotls.Find(p.ExePath()); err != nil {
+			if vanished(p) {
+				continue
+			}
 			return nil, fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
 		}
+		kept = append(kept, p)
 	}
+	procs = kept
 	for _, exe := range opt.Exes {
 		if _, err := gotls.Find(exe); err != nil {
 			return nil, err
@@ -136,7 +157,8 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 		return nil, err
 	}
 	defer probe.Close()
-	a := &attacher{opt: opt, probe: probe, keys: keylog.New(), names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
+	a := &attacher{opt: opt, probe: probe, names: map[uint32]string{}, secretsBy: map[string]uint64{}, attached: map[int]bool{}, scanGap: minScanGap, exeFiles: map[string]string{}}
+	a.keys = keyStore(a.admitted)
 	j := newJoiner(a)
 	a.joiner = j
 	// What was attached is said once the captures are open too: from
@@ -148,23 +170,35 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", exe, err)
 		}
 		a.exeFiles[exe] = fileID(exe)
-		j.attachConns(exe, 0)
 		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
 		running, _ := procnet.ByExe(exe)
 		for _, p := range running {
 			if p.PID != os.Getpid() && !a.attached[p.PID] {
 				a.remember(p)
-				attached = append(attached, fmt.Sprintf("%s (pid %d) runs it already: followed (connections it opened before are not decrypted)", p.Name(), p.PID))
+				attached = append(attached, fmt.Sprintf("%s (pid %d) runs it already: followed", p.Name(), p.PID))
+				if line := j.watch(p); line != "" {
+					attached = append(attached, line)
+				}
 			}
 		}
 	}
 	for _, p := range procs {
 		line, err := a.attach(p)
 		if err != nil {
+			if vanished(p) {
+				continue
+			}
 			return nil, err
 		}
 		attached = append(attached, line)
+		if line := j.watch(p); line != "" {
+			attached = append(attached, line)
+		}
 	}
+	if len(opt.Targets) > 0 && len(a.procs) == 0 && len(opt.Exes) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoTarget, strings.Join(gone, "; "))
+	}
+	attached = append(attached, gone...)
 	if err := a.openCaptures(); err != nil {
 		return nil, err
 	}
@@ -209,32 +243,74 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	a.mu.Lock()
 	by := maps.Clone(a.secretsBy)
 	a.mu.Unlock()
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count()}
+	waiting, _, forgotten := a.keys.StageStats()
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count(),
+		Unheld: waiting + forgotten}
 	return res, nil
 }
 
+// keyStore returns the key store of a Run. The uprobe gives the secrets
+// of every handshake of the processes, those of connections the capture
+// never holds too (another network namespace's, a port the kernel filter
+// leaves out, or made-up client randoms of a process that calls
+// writeKeyLog itself): they wait, bounded (keylog.StageOptions: 16 Ki
+// lines, 30 s), for the capture's TLS follower to ask for their client
+// random, and only then enter the store and are given to admitted (each
+// line, and each joined connection's state line, as it enters). What
+// enters is bounded in turn by maxKeyLines.
+func keyStore(admitted func(line []byte)) *keylog.Log {
+	l := keylog.New()
+	l.SetMaxLines(maxKeyLines)
+	l.SetStaging(keylog.StageOptions{Admitted: admitted})
+	return l
+}
+
+// admitted writes a secret that entered the key store to the recording
+// (--record), as a Decryption Secrets Block ahead of the packets still
+// held (live.RecordLag): the recording holds the secrets of the
+// connections it holds, and no other.
+func (a *attacher) admitted(line []byte) {
+	if a.rec == nil {
+		return
+	}
+	if line[len(line)-1] != '\n' {
+		line = append(line[:len(line):len(line)], '\n')
+	}
+	_ = a.rec.Secrets(line)
+}
+
+// maxKeyLines bounds the secrets kept for connections the capture held
+// (keylog.Log.SetMaxLines): 32 Ki lines, the handshakes of 8 Ki TLS 1.3
+// connections seen from one side, about 13 MiB; the oldest are forgotten
+// first. A connection's TLS follower derives its keys from them once, at
+// its handshake.
+const maxKeyLines = 1 << 15
+
 // resolve finds the processes of targets: PIDs, or names (each must match
-// at least one process).
-func resolve(targets []string) ([]procnet.Process, error) {
-	var out []procnet.Process
+// at least one process); named holds the PIDs found by name.
+func resolve(targets []string) (out []procnet.Process, named map[int]bool, err error) {
 	seen := map[int]bool{}
+	named = map[int]bool{}
 	for _, t := range targets {
 		var ps []procnet.Process
 		if pid, err := strconv.Atoi(t); err == nil {
 			p, err := procnet.Get(pid)
 			if err != nil {
-				return nil, fmt.Errorf("%w: pid %d", ErrNoTarget, pid)
+				return nil, nil, fmt.Errorf("%w: pid %d", ErrNoTarget, pid)
 			}
 			ps = []procnet.Process{p}
 		} else {
 			found, err := procnet.ByName(t, os.Getpid())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if len(found) == 0 {
-				return nil, fmt.Errorf("%w named %s (as pgrep -x %s finds them)", ErrNoTarget, t, t)
+				return nil, nil, fmt.Errorf("%w named %s (as pgrep -x %s finds them)", ErrNoTarget, t, t)
 			}
 			ps = found
+			for _, p := range found {
+				named[p.PID] = true
+			}
 		}
 		for _, p := range ps {
 			if !seen[p.PID] {
@@ -243,7 +319,7 @@ func resolve(targets []string) ([]procnet.Process, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, named, nil
 }
 
 // attacher is one Run's state.
@@ -296,7 +372,6 @@ func (a *attacher) attach(p procnet.Process) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s (pid %d): %w", p.Name(), p.PID, err)
 	}
-	a.joiner.attachConns(p.ExePath(), p.PID)
 	a.remember(p)
 	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, procnet.Shown(p.Exe), loc.Method), nil
 }
@@ -334,10 +409,8 @@ func (a *attacher) readSecrets() {
 			}
 		}
 		a.mu.Unlock()
-		if a.rec != nil {
-			_ = a.rec.Secrets(line)
-		}
-		a.keys.Add(line, "the uprobe on "+name)
+		// Kept for a connection the capture holds: see attacher.keyStore.
+		a.keys.Stage(line, "the uprobe on "+name)
 		a.secrets.Add(1)
 		a.mu.Lock()
 		if len(a.secretsBy) < 1024 {
@@ -590,6 +663,7 @@ func (a *attacher) owner(client, server netip.AddrPort) string {
 		// Counted once it carries bytes: when it gets its note.
 		a.open[t] = true
 		a.before++
+		a.joiner.carriedBytes(t)
 	}
 	return describe(v, client)
 }
@@ -819,6 +893,9 @@ func (r *Result) Describe() string {
 	}
 	if len(r.Processes) == 0 {
 		s += "; no process attached"
+	}
+	if r.Unheld > 0 {
+		s += fmt.Sprintf("; %d of them for connections not captured, not kept", r.Unheld)
 	}
 	if r.Lost > 0 {
 		s += fmt.Sprintf("; %d lost (the kernel's ring buffer was full)", r.Lost)

@@ -66,12 +66,25 @@ var NoiseFields = [][]string{
 type Options struct {
 	// All keeps NoiseFields in the diff.
 	All bool
-	// PerConnection keeps versions apart per connection: in a capture,
-	// each connection is another client's watch, and its previous version
-	// is the one that watch delivered. kwatch stream leaves it off, so that
-	// a resumed watch diffs against what the previous watch delivered.
-	PerConnection bool
+	// PerWatch keeps versions apart per watch: in a capture, each watch
+	// is a client's (two on one HTTP/2 connection, an informer's and a
+	// plain Watch, are two), and an object's previous version is the one
+	// that watch delivered, or the watch it followed (a resume or a
+	// re-list after it ended, which pkg/rewatch links with a
+	// record.Restart: place the Differ after a rewatch.Linker). kwatch
+	// stream leaves it off: its watches are one client's, one after
+	// another, and a resumed watch diffs against what the previous one
+	// delivered.
+	PerWatch bool
 }
+
+// watchKey names one watch of a capture: its connection and exchange.
+type watchKey struct{ conn, exchange int }
+
+// maxWatches bounds the watches whose chain a Differ remembers; past it
+// the memory is emptied (a later watch that follows a forgotten one starts
+// a chain of its own).
+const maxWatches = 1 << 16
 
 // Differ is a record.Sink that adds Diff and Changes to events and passes
 // every record on. Create it with New.
@@ -84,6 +97,10 @@ type Differ struct {
 	last  map[string]*list.Element // of *kept
 	order *list.List
 	bytes int
+	// chains maps each watch (PerWatch) to the first watch of the
+	// chain of watches that followed one another, whose versions it
+	// shares.
+	chains map[watchKey]watchKey
 }
 
 // kept is one object's last version (its JSON as sent) under its key.
@@ -94,7 +111,7 @@ type kept struct {
 
 // New returns a Differ passing records on to next.
 func New(next record.Sink, opt Options) *Differ {
-	return &Differ{next: next, opt: opt, last: map[string]*list.Element{}, order: list.New()}
+	return &Differ{next: next, opt: opt, last: map[string]*list.Element{}, order: list.New(), chains: map[watchKey]watchKey{}}
 }
 
 // Flush flushes the next sink (record.Flusher).
@@ -105,26 +122,44 @@ func (d *Differ) Emit(r record.Record) {
 	switch v := r.(type) {
 	case *record.Event:
 		d.event(v)
+	case *record.Restart:
+		if d.opt.PerWatch && v.Conn != nil && v.Prev != nil {
+			if len(d.chains) >= maxWatches {
+				clear(d.chains)
+			}
+			d.chains[watchKey{v.Conn.ID, v.Exchange}] = d.chain(v.Prev, v.PrevExchange)
+		}
 	case *record.List:
 		// A LIST gives every object's current version: the first change a
 		// watch then delivers has something to diff with.
 		for _, o := range v.Objects {
 			if _, err := parse(o.JSON); err == nil {
-				d.remember(d.key(nil, o.APIVersion, o.Kind, o.Namespace, o.Name, o.UID), bytes.Clone(o.JSON))
+				d.remember(d.key(nil, 0, o.APIVersion, o.Kind, o.Namespace, o.Name, o.UID), bytes.Clone(o.JSON))
 			}
 		}
 	}
 	d.next.Emit(r)
 }
 
+// chain returns the first watch of the chain watch (c, exchange) is in.
+func (d *Differ) chain(c *record.Conn, exchange int) watchKey {
+	w := watchKey{c.ID, exchange}
+	if first, ok := d.chains[w]; ok {
+		return first
+	}
+	return w
+}
+
 // key names an object by its apiVersion, kind, namespace, name and uid
-// (and connection, PerConnection), NUL between them: no part can hold one
-// that changes where the others begin (a namespace "a/b" and name "c" are
-// not namespace "a" and name "b/c").
-func (d *Differ) key(c *record.Conn, apiVersion, kind, ns, name, uid string) string {
+// (and, PerWatch, the chain of its watch: connection and exchange of the
+// chain's first), NUL between them: no part can hold one that changes
+// where the others begin (a namespace "a/b" and name "c" are not
+// namespace "a" and name "b/c").
+func (d *Differ) key(c *record.Conn, exchange int, apiVersion, kind, ns, name, uid string) string {
 	k := apiVersion + "\x00" + kind + "\x00" + ns + "\x00" + name + "\x00" + uid
-	if d.opt.PerConnection && c != nil {
-		k = strconv.FormatInt(int64(c.ID), 10) + "\x00" + k
+	if d.opt.PerWatch && c != nil {
+		w := d.chain(c, exchange)
+		k = strconv.Itoa(w.conn) + "\x00" + strconv.Itoa(w.exchange) + "\x00" + k
 	}
 	return k
 }
@@ -135,7 +170,7 @@ func (d *Differ) event(e *record.Event) {
 	default:
 		return
 	}
-	key := d.key(e.Conn, e.APIVersion, e.Kind, e.Namespace, e.Name, e.UID)
+	key := d.key(e.Conn, e.Exchange, e.APIVersion, e.Kind, e.Namespace, e.Name, e.UID)
 	cur, err := parse(e.Object)
 	if err != nil {
 		// Nothing to diff with, nor to diff the next version with.

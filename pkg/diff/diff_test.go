@@ -176,7 +176,7 @@ func TestDifferBounds(t *testing.T) {
 		return []byte(`{"data":{` + strings.Repeat(`"k":`+v+`,`, MaxMembers) + `"k":` + v + `}}`)
 	}
 	d.Emit(&record.Event{Type: "ADDED", Name: "huge", Object: huge("0")})
-	if _, kept := d.last[d.key(nil, "", "", "", "huge", "")]; kept {
+	if _, kept := d.last[d.key(nil, 0, "", "", "", "huge", "")]; kept {
 		t.Errorf("an object of more than MaxMembers members is kept")
 	}
 	d.Emit(&record.Event{Type: "MODIFIED", Name: "huge", Object: huge("1")})
@@ -236,5 +236,41 @@ func BenchmarkDifferLargeArray(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		d.Emit(&record.Event{Type: "MODIFIED", Name: "x", Object: a})
 		d.Emit(&record.Event{Type: "MODIFIED", Name: "x", Object: m})
+	}
+}
+
+// TestDifferPerWatch: two watches of one object on one connection (an
+// informer's watch-list and a plain Watch on one HTTP/2 connection) each
+// diff against what they delivered, not against each other; a watch that
+// follows another (a record.Restart, pkg/rewatch's: a resume after a
+// reset, on a new connection) diffs against what that one delivered; a
+// watch that follows none starts afresh.
+func TestDifferPerWatch(t *testing.T) {
+	var got []*record.Event
+	d := New(record.SinkFunc(func(r record.Record) {
+		if e, ok := r.(*record.Event); ok {
+			got = append(got, e)
+		}
+	}), Options{PerWatch: true})
+	c1, c2 := &record.Conn{ID: 1}, &record.Conn{ID: 2}
+	ev := func(c *record.Conn, exchange int, typ, data string) *record.Event {
+		return &record.Event{Conn: c, Exchange: exchange, Type: typ, Namespace: "n", Name: "a", UID: "u1",
+			Object: []byte(`{"kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u1"},"data":` + data + `}`)}
+	}
+	for _, r := range []record.Record{
+		ev(c1, 1, "ADDED", `{"k":"1"}`),    // the informer (stream 1)
+		ev(c1, 3, "ADDED", `{"k":"1"}`),    // the plain Watch (stream 3)
+		ev(c1, 1, "MODIFIED", `{"k":"2"}`), // 1 → 2 on stream 1
+		ev(c1, 3, "MODIFIED", `{"k":"2"}`), // 1 → 2 on stream 3, not 2 → 2
+		&record.Restart{Conn: c2, Exchange: 1, Prev: c1, PrevExchange: 3},
+		ev(c2, 1, "MODIFIED", `{"k":"3"}`), // the resume of stream 3: 2 → 3
+		ev(c2, 5, "MODIFIED", `{"k":"4"}`), // a watch that follows none
+	} {
+		d.Emit(r)
+	}
+	for i, want := range []string{"", "", `{"data":{"k":"2"}}`, `{"data":{"k":"2"}}`, `{"data":{"k":"3"}}`, ""} {
+		if string(got[i].Diff) != want {
+			t.Errorf("event %d (connection %d, exchange %d, %s): diff %s, want %q", i, got[i].Conn.ID, got[i].Exchange, got[i].Type, got[i].Diff, want)
+		}
 	}
 }

@@ -65,6 +65,10 @@ const connPerfBufferSize = 16 << 10
 // their next use.
 const connsSeenEntries = 8192
 
+// connKnown is the conns_seen value of a connection ConnKnown was told of:
+// no time of a report, which the program compares as unsigned, can be it.
+const connKnown = ^uint64(0)
+
 // ConnUse is one report of the connections probe: a thread of a process
 // entered (*Conn).Read or (*Conn).Write of the crypto/tls.Conn at Conn.
 type ConnUse struct {
@@ -124,8 +128,9 @@ const connWakeAt = ConnRingBufferSize / 4
 // registers, writing to out, reporting op (connOpRead or connOpWrite). On
 // entry it takes the receiver (argRegs.recv), skips a nil one, and looks
 // up (tgid, receiver) in the conns_seen LRU hash: present with a time less
-// than ConnReportInterval ago (bpf_ktime_get_ns, CLOCK_MONOTONIC), it
-// returns; otherwise it stores the time and writes a record. A record that
+// than ConnReportInterval ago (bpf_ktime_get_ns, CLOCK_MONOTONIC), or
+// marked known (ConnKnown), it returns; otherwise it stores the time and
+// writes a record. A record that
 // finds its buffer full is counted in counters[counterConnLost] and the
 // key deleted, so that the next use reports again. Helper semantics: the
 // kernel's include/uapi/linux/bpf.h.
@@ -153,6 +158,9 @@ func connProgram(arch string, out output, op int32) (asm.Instructions, error) {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "report"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		// connKnown (all ones, the immediate sign-extended): never
+		// reported again (ConnKnown).
+		asm.JEq.Imm(asm.R1, -1, "exit"),
 		asm.Mov.Reg(asm.R2, asm.R9),
 		asm.Sub.Reg(asm.R2, asm.R1),
 		asm.LoadImm(asm.R3, int64(ConnReportInterval), asm.DWord),
@@ -404,3 +412,56 @@ func (p *Probe) SetConnDeadline(t time.Time) {
 // on because its buffer was full (ReadConn did not keep up). Each such
 // connection is reported at its next use.
 func (p *Probe) ConnsLost() uint64 { return p.counter(counterConnLost) }
+
+// ConnKnown tells the connections probe that the crypto/tls.Conn at conn in
+// process pid (as ConnUse gave them) needs no more reports: the program
+// returns at its lookup from then on, before it reads the time or writes a
+// record. The mark lives in the LRU hash of connections reported
+// (connsSeenEntries): forgotten under pressure, the connection is reported
+// again at its next use. An error when the probe is not loaded or closed.
+func (p *Probe) ConnKnown(pid uint32, conn uint64) error {
+	c := p.conns.Load()
+	if c == nil {
+		return errors.New("no connections probe: call AttachConns first")
+	}
+	var key [16]byte
+	binary.NativeEndian.PutUint64(key[:], uint64(pid))
+	binary.NativeEndian.PutUint64(key[8:], conn)
+	return c.seen.Put(key[:], connKnown)
+}
+
+// DetachConns removes the connections probe's uprobes (on ConnReadFunc and
+// ConnWriteFunc) placed for process pid, whatever the file (pid 0: those
+// placed for every process of a file), and returns how many it removed:
+// the process's calls of (*Conn).Read and Write no longer enter the kernel.
+// The program and its maps stay loaded for a later AttachConns. Errors are
+// the kernel's, for links it could not close (they are forgotten all the
+// same).
+func (p *Probe) DetachConns(pid int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	n := 0
+	for k, l := range p.links {
+		if k.pid == pid && (k.fn == probeConnRead || k.fn == probeConnWrite) {
+			errs = append(errs, l.Close())
+			delete(p.links, k)
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// ConnProbes returns how many uprobes of the connections probe are in
+// place (two for each process, or file, AttachConns placed them for).
+func (p *Probe) ConnProbes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k := range p.links {
+		if k.fn == probeConnRead || k.fn == probeConnWrite {
+			n++
+		}
+	}
+	return n
+}

@@ -144,6 +144,55 @@ func TestConnProbe(t *testing.T) {
 	}
 }
 
+// TestConnKnownAndDetach: a connection ConnKnown was told of is not
+// reported again, however long after; DetachConns removes the process's
+// two uprobes, and its calls are reported no more.
+func TestConnKnownAndDetach(t *testing.T) {
+	path := testProgram(t, "conns-stripped")
+	p := openProbe(t, options{})
+	pr := startConnsPeer(t, path)
+	if _, err := p.AttachConns(path, pr.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.ConnProbes(); n != 2 {
+		t.Fatalf("%d connection uprobes in place, want 2", n)
+	}
+	pr.rw(t, 1)
+	got := collectConns(t, p, pr.pid(), 2*len(pr.conns))
+	// All but one are known: only that one is reported after the
+	// interval.
+	var left uint64
+	for conn, u := range got {
+		if left == 0 {
+			left = conn
+			continue
+		}
+		if err := p.ConnKnown(u.PID, conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(ConnReportInterval)
+	pr.rw(t, 1)
+	again := collectConns(t, p, pr.pid(), 1)
+	if _, ok := again[left]; !ok || len(again) != 1 {
+		t.Errorf("after ConnKnown for all but %#x, reported %v", left, again)
+	}
+	p.SetConnDeadline(time.Now().Add(300 * time.Millisecond))
+	if u, err := p.ReadConn(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a connection ConnKnown was told of was reported: %+v, %v", u, err)
+	}
+	n, err := p.DetachConns(pr.pid())
+	if n != 2 || err != nil || p.ConnProbes() != 0 {
+		t.Fatalf("DetachConns: %d, %v; %d left", n, err, p.ConnProbes())
+	}
+	time.Sleep(ConnReportInterval)
+	pr.rw(t, 1)
+	p.SetConnDeadline(time.Now().Add(300 * time.Millisecond))
+	if u, err := p.ReadConn(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("reported after DetachConns: %+v, %v", u, err)
+	}
+}
+
 // TestConnProgram: the connections program reads the receiver from its
 // register's place in pt_regs (RAX on amd64, X0 on arm64: arm64's is
 // checked here only), and nothing else from the context; for both outputs

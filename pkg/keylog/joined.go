@@ -62,12 +62,17 @@ func (l *Log) addJoined(j Joined) {
 	cp.ServerTraffic = append([]byte(nil), j.ServerTraffic...)
 	cp.Master = append([]byte(nil), j.Master...)
 	l.joined[joinKey(j.Client, j.Server)] = &cp
+	if l.stage != nil {
+		delete(l.stage.told, joinKey(j.Client, j.Server))
+	}
 	l.given = true
 	l.gen++
 }
 
 // LookupJoined returns a copy of the state AddJoined kept for the
 // connection between a and b (either way round), and whether there is one.
+// With SetStaging, the first lookup that finds a state gives its line to
+// StageOptions.Admitted.
 func (l *Log) LookupJoined(a, b netip.AddrPort) (*Joined, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,6 +80,7 @@ func (l *Log) LookupJoined(a, b netip.AddrPort) (*Joined, bool) {
 	if !ok {
 		return nil, false
 	}
+	l.tellJoined(j)
 	cp := *j
 	return &cp, true
 }

@@ -145,6 +145,9 @@ type Log struct {
 	trials    []Trial
 	trialsAll int
 	given     bool // a key log was given (a file, or text), secrets or not
+	// stage holds what Stage was given for connections not looked up
+	// yet (SetStaging); nil: Stage is Add.
+	stage *staging
 }
 
 // watchedFile is a key log file that may still be appended to: re-read
@@ -163,6 +166,21 @@ const maxErrs = 16
 
 // New returns an empty Log.
 func New() *Log { return &Log{secrets: map[Random]*Secrets{}, max: DefaultMaxLines} }
+
+// SetMaxLines bounds the secret lines the Log holds to n (DefaultMaxLines
+// when n <= 0); past it the secrets of the connections logged first are
+// forgotten, as Stats counts.
+func (l *Log) SetMaxLines(n int) {
+	if n <= 0 {
+		n = DefaultMaxLines
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.max = n
+	for l.lines > l.max && len(l.order) > 1 {
+		l.forgetOldest()
+	}
+}
 
 // AddFile reads the key log file at path and remembers it: a later Lookup
 // that finds no secrets re-reads the file from where it was left, when it
@@ -277,6 +295,11 @@ func (l *Log) readFile(w *watchedFile) error {
 func (l *Log) Add(text []byte, source string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.addText(text, source)
+}
+
+// addText is Add with l.mu held.
+func (l *Log) addText(text []byte, source string) {
 	l.given = true
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(nil, len(text)+1)
@@ -423,6 +446,7 @@ func (l *Log) Lookup(r Random) (*Secrets, bool) {
 	for _, w := range l.files {
 		_ = l.readFile(w) // a file gone since it was read: what was read stays
 	}
+	l.unstage(r)
 	s, ok := l.secrets[r]
 	if !ok {
 		return nil, false

@@ -65,10 +65,11 @@ func decode(t *testing.T, data []byte, name string, m mode, maxFeed int, oneByte
 	if oneByte {
 		src = iotest.OneByteReader(r)
 	}
-	var sink record.Sink = rewatch.New(health.New(p))
+	var sink record.Sink = health.New(p)
 	if m.diff {
-		sink = diff.New(sink, diff.Options{PerConnection: true})
+		sink = diff.New(sink, diff.Options{PerWatch: true})
 	}
+	sink = rewatch.New(sink)
 	budget := event.NewBudget(0)
 	// A 1 MiB bound per gzip member, so that gen-gzip-bomb's 16 MiB
 	// member is cut off quickly.

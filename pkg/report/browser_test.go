@@ -41,10 +41,11 @@ func capture(t *testing.T, name string, withDiff bool) (page string, lines []map
 	var out bytes.Buffer
 	p := printer.NewJSON(&out, printer.Options{})
 	rep := report.New(p, report.Options{Title: "kwatch pcap " + name})
-	var sink record.Sink = rewatch.New(health.New(rep))
+	var sink record.Sink = health.New(rep)
 	if withDiff {
-		sink = diff.New(sink, diff.Options{PerConnection: true})
+		sink = diff.New(sink, diff.Options{PerWatch: true})
 	}
+	sink = rewatch.New(sink)
 	// TLS captures carry their keys in the pcapng file.
 	opt := pcap.Options{Name: name, Keys: keylog.New(), HTTP: wire.Options{Limits: exchange.Limits{Budget: event.NewBudget(0)}}}
 	if _, err := pcap.Read(context.Background(), bytes.NewReader(data), opt, sink); err != nil {

@@ -14,16 +14,26 @@
 // It runs until stdin is closed (or reads EOF), then exits 0. A "rewatch"
 // line on stdin stops the plain Watch and opens it again from now (its
 // events then come as source "rewatch"), and prints "rewatched".
+//
+// -pipe-handshakes FILE: before it connects, it makes pipeCount TLS
+// 1.3 handshakes with itself over net.Pipe, connections no capture can
+// hold (crypto/tls derives and logs their secrets all the same, client and
+// server side), and writes their client randoms to FILE, one a line, in
+// hex.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +43,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kwatch/kwatch/internal/testcert"
 )
 
 type line struct {
@@ -49,7 +61,14 @@ func main() {
 	http1 := flag.Bool("http1", false, "HTTP/1.1 (ALPN http/1.1) instead of client-go's HTTP/2, and JSON instead of protobuf")
 	keyLog := flag.String("keylog", "", "append the connections' TLS secrets to `FILE` (README's key log snippet)")
 	server := flag.String("server", "", "connect to `HOST:PORT` instead of the kubeconfig's server, checking its certificate for the kubeconfig server's name (a relay)")
+	pipes := flag.String("pipe-handshakes", "", "first make TLS handshakes with itself over net.Pipe and write their client randoms to `FILE`")
 	flag.Parse()
+	if *pipes != "" {
+		if err := pipeHandshakes(*pipes); err != nil {
+			fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
+			os.Exit(1)
+		}
+	}
 	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *keyLog, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
 		os.Exit(1)
@@ -177,4 +196,41 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server str
 		mu.Unlock()
 	}
 	return nil
+}
+
+// pipeCount is how many handshakes -pipe-handshakes makes.
+const pipeCount = 50
+
+// pipeHandshakes makes pipeCount TLS 1.3 handshakes between two
+// crypto/tls.Conns of this process over net.Pipe and writes their client
+// randoms to path.
+func pipeHandshakes(path string) error {
+	cert, roots, err := testcert.NewTrusted("pipe")
+	if err != nil {
+		return err
+	}
+	var randoms strings.Builder
+	for range pipeCount {
+		a, b := net.Pipe()
+		var kl bytes.Buffer
+		client := tls.Client(a, &tls.Config{RootCAs: roots, ServerName: "pipe", KeyLogWriter: &kl, MinVersion: tls.VersionTLS13})
+		server := tls.Server(b, &tls.Config{Certificates: []tls.Certificate{cert}})
+		done := make(chan error, 1)
+		go func() { done <- server.Handshake() }()
+		err := client.Handshake()
+		if serr := <-done; err == nil {
+			err = serr
+		}
+		a.Close()
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("a handshake over net.Pipe: %w", err)
+		}
+		f := strings.Fields(kl.String())
+		if len(f) < 2 {
+			return fmt.Errorf("a handshake over net.Pipe logged %q", kl.String())
+		}
+		randoms.WriteString(f[1] + "\n")
+	}
+	return os.WriteFile(path, []byte(randoms.String()), 0o644)
 }
