@@ -948,3 +948,69 @@ func TestAttachRecordJoined(t *testing.T) {
 		t.Errorf("tshark -r: %v\n%s", err, ts)
 	}
 }
+
+// TestAttachJoinedNotWatches attaches to a client-go program whose HTTP/2
+// connection was open before, while it reads and writes besides its
+// watches (a protobuf GET, LIST, create and delete every 300 ms, on the
+// same connection): on the connection joined mid-way, whose HPACK entries
+// from before are not known, those responses are exchanges (shown with
+// --all-http, no watch), never problems, and every response taken for a
+// watch whose request was not seen has events.
+func TestAttachJoinedNotWatches(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	w := startWatcher(t, env, bin, ns, "--crud-every", "300ms")
+	s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "--all-http", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
+	// Ten rounds of the program's requests seen after the join: their
+	// DELETE responses, and the informer's events of their ConfigMaps.
+	recs := s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
+		deleted := 0
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			n := 0
+			for _, e := range evs {
+				if e.Type == "DELETED" && strings.HasPrefix(e.Name, "crud-") {
+					n++
+				}
+			}
+			deleted = max(deleted, n)
+		}
+		return deleted >= 10
+	})
+	w.stop()
+	s.stop(t)
+	recs = s.records(t)
+	exchanges, watchResp := 0, map[string]bool{}
+	events := map[string]int{}
+	for _, r := range recs {
+		key := fmt.Sprintf("%v #%v", r["connection"], r["exchange"])
+		switch r["record"] {
+		case "problem":
+			t.Errorf("problem: %v", r["message"])
+		case "response":
+			if r["watch"] == true {
+				watchResp[key] = r["inferred"] == true
+			} else if strings.HasPrefix(fmt.Sprint(r["contentType"]), "application/vnd.kubernetes.protobuf") {
+				exchanges++
+			}
+		case "event":
+			events[key]++
+		}
+	}
+	for key := range watchResp {
+		if events[key] == 0 {
+			var req bool
+			for _, r := range recs {
+				req = req || r["record"] == "request" && fmt.Sprintf("%v #%v", r["connection"], r["exchange"]) == key && r["watch"] == true
+			}
+			if !req {
+				t.Errorf("%s: a response taken for a watch with no request seen and no event", key)
+			}
+		}
+	}
+	if exchanges < 10 {
+		t.Errorf("%d protobuf responses shown as exchanges, want the GETs, LISTs and DELETEs of ten rounds", exchanges)
+	}
+}
