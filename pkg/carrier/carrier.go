@@ -124,10 +124,10 @@ type Body struct {
 	// emitted yet: it goes out before the body's first record, a watch
 	// once the first event decoded, or no watch when the body turns out
 	// not to be one.
-	held   *record.Response
-	events map[string]int
-	seq       int
-	initial   bool
+	held    *record.Response
+	events  map[string]int
+	seq     int
+	initial bool
 	// window holds the carriers events may still refer to, by increasing
 	// index: those of the event in progress and the current carrier.
 	window []Carrier
