@@ -73,6 +73,9 @@ const (
 	connClient = 1 // the followed process connected (tcp_connect)
 	connServer = 2 // the followed process accepted it (inet_csk_accept)
 	connProc   = 4 // user space put it there (AddConn: open before)
+	// connLocalSrc marks the direction whose source is the process's
+	// own end (the key local → remote).
+	connLocalSrc = 8
 )
 
 // The ports map's key: a listening port in a network namespace (0: in any,
@@ -471,17 +474,19 @@ func (b *builder) start() {
 }
 
 // putConn puts the record's connection in the connections map, both
-// directions, for the tgid in R8's upper half, with flags.
+// directions, for the tgid in R8's upper half, with flags (and
+// connLocalSrc on the direction local → remote).
 func (b *builder) putConn(flags int32) {
 	b.keys()
 	b.add(
 		asm.Mov.Reg(asm.R1, asm.R8),
 		asm.RSh.Imm(asm.R1, 32),
 		asm.StoreMem(asm.RFP, stValue+vTGID, asm.R1, asm.Word),
-		storeImm(asm.RFP, stValue+vFlags, int64(flags), asm.Word),
+		storeImm(asm.RFP, stValue+vFlags, int64(flags|connLocalSrc), asm.Word),
 		storeImm(asm.RFP, stValue+vClosed, 0, asm.DWord),
 	)
 	b.update(mapConns, stKeyA, stValue)
+	b.add(storeImm(asm.RFP, stValue+vFlags, int64(flags), asm.Word))
 	b.update(mapConns, stKeyB, stValue)
 }
 

@@ -316,33 +316,61 @@ func (s *Source) AddListener(netns uint64, port uint16, pid int) error {
 	return nil
 }
 
-// AddConn puts a connection of process pid, between local and remote in
-// network namespace netns, into the connections map (a connection open
-// before Follow).
+// RemoveListener takes a listening port of network namespace netns (0:
+// the entry for any namespace, which the listen program adds but does not
+// take back) out of the ports map.
+func (s *Source) RemoveListener(netns uint64, port uint16) error {
+	if err := s.ports.Delete(portKey(netns, port)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// AddConn puts a connection of process pid, between local (its end) and
+// remote in network namespace netns, into the connections map (a
+// connection open before Follow).
 func (s *Source) AddConn(netns uint64, local, remote netip.AddrPort, pid int) error {
-	v := connValue{TGID: uint32(pid), Flags: connProc}
-	for _, k := range [][keySize]byte{connKey(netns, local, remote), connKey(netns, remote, local)} {
-		if err := s.conns.Update(k, v, ebpf.UpdateAny); err != nil {
+	for _, d := range []struct {
+		k     [keySize]byte
+		flags uint32
+	}{{connKey(netns, local, remote), connProc | connLocalSrc}, {connKey(netns, remote, local), connProc}} {
+		if err := s.conns.Update(d.k, connValue{TGID: uint32(pid), Flags: d.flags}, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("connection %s - %s: %w", local, remote, err)
 		}
 	}
 	return nil
 }
 
-// Lookup returns the process the connections map holds the direction src
-// → dst of network namespace netns for, and whether that process
-// connected (client) or accepted; ok is false when it holds none, or one
-// closed longer than Grace ago.
-func (s *Source) Lookup(netns uint64, src, dst netip.AddrPort) (pid int, client, ok bool) {
+// Owner is what the connections map holds of one direction of a
+// connection: the process it is kept for, that process's end (Local), and
+// whether it connected (Client) or accepted.
+type Owner struct {
+	PID    int
+	Local  netip.AddrPort
+	Client bool
+}
+
+// Lookup returns the owner the connections map holds for the direction
+// src → dst of network namespace netns; ok is false when it holds none, or
+// one that closed longer than Grace ago.
+func (s *Source) Lookup(netns uint64, src, dst netip.AddrPort) (o Owner, ok bool) {
 	var v connValue
 	if err := s.conns.Lookup(connKey(netns, src, dst), &v); err != nil {
-		return 0, false, false
+		return Owner{}, false
 	}
 	if v.Closed != 0 && monotonic()-v.Closed > uint64(Grace) {
-		return 0, false, false
+		return Owner{}, false
 	}
-	return int(v.TGID), v.Flags&connClient != 0, true
+	o = Owner{PID: int(v.TGID), Local: dst, Client: v.Flags&connClient != 0}
+	if v.Flags&connLocalSrc != 0 {
+		o.Local = src
+	}
+	return o, true
 }
+
+// Pending reports whether events wait to be read (Next), without a system
+// call.
+func (s *Source) Pending() bool { return s.ring.AvailableBytes() > 0 }
 
 // monotonic is CLOCK_MONOTONIC in nanoseconds, bpf_ktime_get_ns's clock.
 func monotonic() uint64 {

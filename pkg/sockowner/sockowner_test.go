@@ -217,9 +217,11 @@ func TestConnectAccept(t *testing.T) {
 			if ac.PID != self || ac.NetNS != ns {
 				t.Errorf("accept: %+v, want pid %d, netns %d", ac, self, ns)
 			}
+			// Both ends are this process's: the map holds the
+			// accept's, which came last.
 			for _, d := range [][2]netip.AddrPort{{local, remote}, {remote, local}} {
-				if pid, _, ok := s.Lookup(ns, d[0], d[1]); !ok || pid != os.Getpid() {
-					t.Errorf("Lookup %s -> %s: pid %d, %v", d[0], d[1], pid, ok)
+				if o, ok := s.Lookup(ns, d[0], d[1]); !ok || o.PID != os.Getpid() || o.Local != remote || o.Client {
+					t.Errorf("Lookup %s -> %s: %+v, %v; want pid %d, the accepting end %s", d[0], d[1], o, ok, os.Getpid(), remote)
 				}
 			}
 			c.Close()
