@@ -88,7 +88,9 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	ctx := cmd.Context()
 	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
 		Read:   o.decode.readOptions(keylog.New()),
-		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) }}
+		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
+		// The /proc fallback, chosen (docs/attach.md).
+		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
 		// Read by its owner only: it holds the keys.
 		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
