@@ -119,6 +119,9 @@ type Source struct {
 // buffers (Linux 5.8) and bpf_get_current_pid_tgid in sock_ops programs
 // (6.10). Errors wrap ErrUnsupported or ErrNotPermitted, in one line.
 func Open() (*Source, error) {
+	if err := initialNamespaces("/proc/self/ns"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
 	_ = rlimit.RemoveMemlock() // kernels before 5.11 charge BPF maps to it
 	o, err := loadOffsets()
 	if err != nil {
@@ -168,6 +171,37 @@ func Open() (*Source, error) {
 	}
 	s.links = append(s.links, l)
 	return s, nil
+}
+
+// The inode numbers of the initial PID and cgroup namespaces
+// (include/linux/proc_ns.h: PROC_PID_INIT_INO, PROC_CGROUP_INIT_INO), the
+// same on every machine.
+const (
+	pidInitIno    = 0xEFFFFFFC
+	cgroupInitIno = 0xEFFFFFFB
+)
+
+// initialNamespaces checks that this process is in the initial PID and
+// cgroup namespaces (dir is /proc/self/ns): the programs report PIDs as
+// that PID namespace numbers them, and a sock_ops program attached to the
+// cgroup v2 root of another cgroup namespace would see only that
+// namespace's sockets (a container without hostPID, or with a cgroup
+// namespace of its own).
+func initialNamespaces(dir string) error {
+	for _, ns := range []struct {
+		name string
+		ino  uint64
+		how  string
+	}{{"pid", pidInitIno, "hostPID"}, {"cgroup", cgroupInitIno, "the host's cgroup namespace"}} {
+		var st unix.Stat_t
+		if err := unix.Stat(dir+"/"+ns.name, &st); err != nil {
+			return fmt.Errorf("%s namespace: %v", ns.name, err)
+		}
+		if st.Ino != ns.ino {
+			return fmt.Errorf("kwatch runs in a %s namespace of its own (a container without %s): the kernel's view of processes and sockets is not its own", ns.name, ns.how)
+		}
+	}
+	return nil
 }
 
 // attachRoot attaches the sock_ops program to the root of the cgroup v2

@@ -538,3 +538,21 @@ func TestPrograms(t *testing.T) {
 		}
 	}
 }
+
+// TestInitialNamespaces: this test runs in the machine's initial PID and
+// cgroup namespaces (CI's too); a folder whose files are other inodes is
+// refused, naming the namespace.
+func TestInitialNamespaces(t *testing.T) {
+	if err := initialNamespaces("/proc/self/ns"); err != nil {
+		t.Errorf("this process: %v", err)
+	}
+	dir := t.TempDir()
+	for _, n := range []string{"pid", "cgroup"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := initialNamespaces(dir); err == nil || !strings.Contains(err.Error(), "pid namespace of its own") {
+		t.Errorf("a PID namespace of its own: %v", err)
+	}
+}
