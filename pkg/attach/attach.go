@@ -61,7 +61,8 @@ type Options struct {
 	// time, without a trailing newline: processes attached and exited.
 	Notice func(line string)
 	// Ports are server ports whose connections are captured from the
-	// start besides DefaultPorts and those the processes are seen to use.
+	// start besides DefaultPorts and those the processes are seen to use,
+	// with the /proc fallback (the kernel's owners need none).
 	Ports []uint16
 	// Rescan is how often attach looks at the processes (those that
 	// exited, a replaced executable of Exes; with /proc scans, also their
@@ -99,11 +100,13 @@ type Result struct {
 }
 
 // DefaultPorts are the ports captured whatever the processes were seen to
-// use: the API server's usual ones (kubeadm 6443, managed clusters 443,
-// some 8443). The first packet of every connection (its SYN) is captured
-// too: when a process's connection goes to another port, that port is
-// captured from then on, and the packets of that connection which the
-// kernel filtered out before are said to be lost.
+// use, with the /proc fallback (where the kernel tells connection owners,
+// every connection of the processes is captured from its first packet,
+// whatever its port): the API server's usual ones (kubeadm 6443, managed
+// clusters 443, some 8443). The first packet of every connection (its SYN)
+// is captured too: when a process's connection goes to another port, that
+// port is captured from then on, and the packets of that connection which
+// the kernel filtered out before are said to be lost.
 var DefaultPorts = []uint16{443, 6443, 8443}
 
 // ErrNoTarget is wrapped by Run's error when a name matches no process.
