@@ -14,8 +14,9 @@ type Kind uint8
 const (
 	// Connect: a followed process connected (its SYN is about to leave).
 	Connect Kind = 1 + iota
-	// Accept: a followed process accepted a connection to one of its
-	// listening sockets.
+	// Accept: a connection to a followed process's listening socket was
+	// established (its handshake completed, in no process's context: PID
+	// is the listening process's, Comm empty).
 	Accept
 	// Listen: a followed process started to listen.
 	Listen
@@ -51,12 +52,14 @@ func (k Kind) String() string {
 type Event struct {
 	Kind Kind
 	// PID is the process (thread group ID, as the kernel's initial PID
-	// namespace numbers it): the one that connected, accepted or
-	// listened; for Close and Unlisten the one the connection or listener
-	// was kept for. TID is the thread (0 for Close and Unlisten).
+	// namespace numbers it): the one that connected or listened; for
+	// Accept the listening one; for Close and Unlisten the one the
+	// connection or listener was kept for. TID is the thread (0 for
+	// Accept, Close and Unlisten).
 	PID, TID uint32
 	// Comm is the thread's command name (at most 15 bytes: TASK_COMM_LEN),
-	// "" for Close and Unlisten (which may come in no process's context).
+	// "" for Accept, Close and Unlisten (which come in no process's
+	// context).
 	Comm string
 	// NetNS is the inode number of the socket's network namespace, as
 	// stat(2) of /proc/PID/ns/net gives it.

@@ -1,12 +1,13 @@
 // Package sockowner tells, from the kernel, which process owns each TCP
 // connection: the pid, command name, network namespace and four-tuple of a
 // connection as it opens (the client side in the connecting process's
-// context, before its SYN leaves; the server side as the process accepts
-// it) and as it closes, for the processes it follows: by process (Follow)
-// or by executable file (FollowExe: processes started later included, each
-// found at its first connection, listen or accept). It also names the
-// client of a followed server when that client is a process on this node
-// (Peer), followed or not.
+// context, before its SYN leaves; the server side as its handshake to a
+// listening socket completes, owned by the listening process) and as it
+// closes, for the processes it follows: by process (Follow) or by
+// executable file (FollowExe: processes started later included, each found
+// at its first connection or listen). It also names the client of a
+// followed server when that client is a process on this node (Peer),
+// followed or not.
 //
 // The filtering is done in the kernel, in BPF maps the programs share: the
 // followed processes (by tgid), their executables, their listening ports,
@@ -18,14 +19,20 @@
 // to their listening ports, and drops every other packet in the kernel.
 //
 // The programs (written with cilium/ebpf's asm package: no C compiler) are
-// fentry on tcp_connect, fexit on inet_csk_accept and
-// inet_csk_listen_start, and the raw tracepoint inet_sock_set_state: BPF
-// trampolines and raw tracepoints need no tracefs. The struct offsets they
-// read (struct sock_common: addresses, ports, family, network namespace;
-// the current task's executable) come from the running kernel's BTF
-// (/sys/kernel/btf/vmlinux) at load time. Open says in its error what the
-// kernel lacks (no BTF, no BPF trampolines, no ring buffer, not
-// permitted); the caller then learns owners from /proc instead (pkg/procnet).
+// a cgroup sock_ops program, attached to the root of the cgroup v2
+// hierarchy, whose BPF_SOCK_OPS_TCP_CONNECT_CB runs inside tcp_connect in
+// the connecting process's context once the source port is chosen, and
+// the raw tracepoint inet_sock_set_state for closes. Neither needs tracefs,
+// kprobes or BPF trampolines: fentry on tcp_connect would serve as well,
+// but some kernels refuse trampolines (Linux 6.18 as built for this
+// project's test machines answers EPERM, and has no kprobes). The struct
+// offsets they read (struct sock_common: addresses, ports, family,
+// network namespace; inet_sock's source port; the current task's
+// executable) come from the running kernel's BTF (/sys/kernel/btf/vmlinux)
+// at load time. Open says in its error what the kernel lacks (no BTF, no
+// cgroup BPF, no ring buffer, not permitted, a PID or cgroup namespace of
+// its own); the caller then learns owners from /proc instead
+// (pkg/procnet).
 package sockowner
 
 import (
