@@ -8,7 +8,14 @@ LDFLAGS := -X github.com/kwatch/kwatch/cmd.version=$(VERSION)
 
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-short lint cluster-up cluster-down record bench bench-live fuzz
+# kwatch's image: IMAGE:IMAGE_TAG, e.g. kwatch:v1.2.0 (docker.io/library/kwatch
+# to containerd and the CRI); IMAGE=registry.example/kwatch names it for a
+# registry.
+IMAGE ?= kwatch
+IMAGE_TAG ?= $(VERSION)
+IMAGE_TAR ?= bin/kwatch-image.tar
+
+.PHONY: build install image image-push image-name test test-short lint cluster-up cluster-down record bench bench-live fuzz
 
 build: ## build bin/kwatch
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -17,6 +24,17 @@ install: build ## install kwatch and its kubectl plugin link (kubectl kwatch) in
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kwatch
 	ln -sf kwatch $(DESTDIR)$(PREFIX)/bin/kubectl-kwatch
+
+image: build ## write kwatch's OCI image ($(IMAGE):$(IMAGE_TAG), entrypoint kwatch) to $(IMAGE_TAR), an OCI layout tarball for ctr images import
+	$(GO) run ./hack/image -binary $(BIN) -name $(IMAGE):$(IMAGE_TAG) -o $(IMAGE_TAR) \
+		-label org.opencontainers.image.title=kwatch -label org.opencontainers.image.version=$(VERSION)
+
+image-push: build ## push kwatch's image to the registry of IMAGE (e.g. make image-push IMAGE=registry.example/kwatch), with the Docker config's credentials
+	$(GO) run ./hack/image -binary $(BIN) -name $(IMAGE):$(IMAGE_TAG) -push \
+		-label org.opencontainers.image.title=kwatch -label org.opencontainers.image.version=$(VERSION)
+
+image-name: ## print the image's name and its file, tab-separated
+	@printf '%s\t%s\n' '$(IMAGE):$(IMAGE_TAG)' '$(IMAGE_TAR)'
 
 test: ## all tests: brings the control plane up, runs go test ./..., brings it down
 	hack/test.sh
