@@ -46,10 +46,10 @@ lint: ## gofmt, go vet, staticcheck
 	hack/lint.sh
 
 CBOR ?= 1
-cluster-up: ## start etcd + kube-apiserver + kube-controller-manager + kubectl proxy on 127.0.0.1 (CBOR=0: without the CBOR feature gate)
+cluster-up: ## start the test stack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl proxy on 127.0.0.1 and nodes 127.0.0.1, 127.0.0.2 (kubelet, containerd) with kwatch's image (CBOR=0: without the CBOR feature gate)
 	KWATCH_CBOR=$(CBOR) hack/cluster-up.sh
 
-cluster-down: ## stop the control plane started by cluster-up
+cluster-down: ## stop the stack started by cluster-up and remove what its nodes made (mounts, cgroups, pods); says what is left
 	hack/cluster-down.sh
 
 record: ## record a scenario's watch traffic: make record SCENARIO=watch|bookmarks|proto|cbor|watchlist-gzip|table|big|burst [NAME=my-watch]
