@@ -193,7 +193,7 @@ kw_node_down() {
   # Whatever still runs there: the shims, pods' processes.
   pids="$({ kw_cgroup_pids "$cg"; kw_node_shims "$n"; } | sort -un)"
   if [ -n "$pids" ]; then
-    kw_log "node $n: killing what is left of it: $(echo $pids)"
+    kw_log "node $n: killing what is left of it: $(tr '\n' ' ' <<<"$pids")"
     h="/sys/fs/cgroup/freezer$cg"
     [ -f "$h/freezer.state" ] && echo FROZEN >"$h/freezer.state" 2>/dev/null
     for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done

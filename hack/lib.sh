@@ -93,7 +93,8 @@ kw_ldflags_containerd() {
 kw_ldflags_crictl() {
   printf -- '-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=%s' "$KW_CRICTL_VERSION"
 }
-KW_PAUSE_CFLAGS="-Os -Wall -Werror -static -DVERSION=v$KW_PAUSE_VERSION"
+# As Kubernetes's build/pause/Makefile compiles it.
+KW_PAUSE_CFLAGS=(-Os -Wall -Werror -static "-DVERSION=v$KW_PAUSE_VERSION")
 
 kw_build_hash() {
   (
@@ -104,7 +105,7 @@ kw_build_hash() {
       echo "containerd $KW_CONTAINERD_VERSION $(kw_ldflags_containerd)"
       echo "crictl $KW_CRICTL_VERSION $(kw_ldflags_crictl)"
       echo "runc $KW_RUNC_VERSION CGO_ENABLED=1 -tags seccomp"
-      echo "pause $KW_PAUSE_CFLAGS"
+      echo "pause ${KW_PAUSE_CFLAGS[*]}"
       # Sorted so the order of `find` does not change the hash.
       find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print | LC_ALL=C sort |
         while read -r f; do echo "$f"; cat "$f"; done
@@ -239,7 +240,7 @@ kw_build() {
       env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=1 \
       go install -v -trimpath -tags seccomp -ldflags "-s -w" "github.com/opencontainers/runc@$KW_RUNC_VERSION" &&
     kw_progress "pause $KW_PAUSE_VERSION (gcc, from $kubedir/build/pause/linux/pause.c)" "$log" "$tmp" \
-      gcc $KW_PAUSE_CFLAGS -o "$tmp/pause" "$kubedir/build/pause/linux/pause.c" ||
+      gcc "${KW_PAUSE_CFLAGS[@]}" -o "$tmp/pause" "$kubedir/build/pause/linux/pause.c" ||
     { rm -rf "$tmp"; kw_die "building the stack failed (log: $log)"; }
   chmod 755 "$tmp"  # mktemp -d made it private
   rm -rf "$bindir"
