@@ -137,7 +137,8 @@ var (
 //
 // This is the stack's setup (it runs ctr as root on this machine, as a
 // registry push would be elsewhere); the tests use the nodes through the API
-// server only. Built once per test binary; a failure fails t.
+// server only. Built once per test binary; a failure fails t. The binary
+// stays in RUN/images for a day.
 func (e *Env) Image(t testing.TB) (ref, kwatch string) {
 	t.Helper()
 	nodes := e.Nodes(t)
@@ -167,23 +168,29 @@ func (e *Env) buildImage(nodes []Node) (string, string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", "", err
 	}
-	binDir, err := os.MkdirTemp("", "kwatch-image-")
-	if err != nil {
-		return "", "", err
-	}
-	bin := filepath.Join(binDir, "kwatch")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X github.com/kwatch/kwatch/cmd.version=test", "-o", bin, ".")
+	pruneTestBinaries(dir, 24*time.Hour)
+	tmp := filepath.Join(dir, fmt.Sprintf(".kwatch-%d", os.Getpid()))
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X github.com/kwatch/kwatch/cmd.version=test", "-o", tmp, ".")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	data, err := os.ReadFile(bin)
+	data, err := os.ReadFile(tmp)
 	if err != nil {
 		return "", "", err
 	}
 	sum := sha256.Sum256(data)
-	ref := "kwatch:test-" + hex.EncodeToString(sum[:6])
+	tag := "test-" + hex.EncodeToString(sum[:6])
+	ref := "kwatch:" + tag
+	// The binary stays beside the image it went into, for the tests to run
+	// here; binaries of a day ago go (pruneTestBinaries).
+	bin := filepath.Join(dir, "kwatch-"+tag)
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", "", err
+	}
+	now := time.Now()
+	_ = os.Chtimes(bin, now, now)
 	names, err := image.ParseName(ref)
 	if err != nil {
 		return "", "", err
@@ -216,7 +223,7 @@ func (e *Env) buildImage(nodes []Node) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	tarPath := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(ref, "kwatch:"), ":", "-")+".tar")
+	tarPath := filepath.Join(dir, "kwatch-"+tag+".tar")
 	if err := image.WriteLayoutFile(tarPath, img, ref); err != nil {
 		return "", "", err
 	}
@@ -233,6 +240,17 @@ func (e *Env) buildImage(nodes []Node) (string, string, error) {
 		}
 	}
 	return ref, bin, nil
+}
+
+// pruneTestBinaries removes the kwatch binaries Image left in dir more than
+// age ago (one per tree tested).
+func pruneTestBinaries(dir string, age time.Duration) {
+	old, _ := filepath.Glob(filepath.Join(dir, "kwatch-test-*"))
+	for _, f := range old {
+		if st, err := os.Stat(f); err == nil && time.Since(st.ModTime()) > age {
+			os.Remove(f)
+		}
+	}
 }
 
 // NodePod is the pod that kwatch runs in on a node, as `kubectl debug
