@@ -69,7 +69,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 if ! env_lines="$("$KW_REPO_ROOT/hack/cluster-up.sh")"; then
-  kw_die "the control plane did not start (see above); the end-to-end tests need it"
+  kw_die "the stack did not start (see above); the end-to-end tests need it"
 fi
 while IFS='=' read -r key value; do
   case "$key" in
@@ -79,7 +79,7 @@ done <<<"$env_lines"
 [ -n "${KUBECONFIG:-}" ] && [ -n "${PROXY_URL:-}" ] ||
   kw_die "cluster-up.sh printed no KUBECONFIG/PROXY_URL lines: $env_lines"
 export KWATCH_CLUSTER_ENV="$KW_RUN_DIR/env"
-kw_log "control plane ready after $(elapsed): KUBECONFIG=$KUBECONFIG PROXY_URL=$PROXY_URL"
+kw_log "stack ready after $(elapsed): KUBECONFIG=$KUBECONFIG PROXY_URL=$PROXY_URL"
 
 # Generous timeout: the suite itself takes far less, but a slow, shared CI
 # machine should fail on a real hang, not on a tight budget.
