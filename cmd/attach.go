@@ -112,6 +112,7 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
+	o.decode.attached = true
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"

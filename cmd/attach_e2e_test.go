@@ -967,7 +967,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 	// Ten rounds of the program's requests seen after the join: their
 	// DELETE responses, and the informer's events of their ConfigMaps.
-	recs := s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
+	s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
 		deleted := 0
 		for _, evs := range kwatchEvents(t, recs, ns, true) {
 			n := 0
@@ -982,7 +982,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 	})
 	w.stop()
 	s.stop(t)
-	recs = s.records(t)
+	recs := s.records(t)
 	exchanges, watchResp := 0, map[string]bool{}
 	events := map[string]int{}
 	for _, r := range recs {

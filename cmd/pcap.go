@@ -34,19 +34,22 @@ type pcapOptions struct {
 	// clientEnd and serverEnd are --client and --server, parsed.
 	clientEnd, serverEnd pcap.Endpoint
 	showUndecrypted      bool
-	allHTTP              bool
-	maxHeaderBytes       int
-	follow               bool
-	file                 string
-	maxConnections       int
-	maxLineBytes         int
-	maxTrailer           int
-	maxEventChunks       int
-	bufferedPages        int
-	bufferedTotal        int
-	bufferedBytesTotal   int64
-	gapTimeout           time.Duration
-	tlsKeylog            string
+	// attached: the run is kwatch attach's (its messages speak of the
+	// processes, not of a capture and key logs).
+	attached           bool
+	allHTTP            bool
+	maxHeaderBytes     int
+	follow             bool
+	file               string
+	maxConnections     int
+	maxLineBytes       int
+	maxTrailer         int
+	maxEventChunks     int
+	bufferedPages      int
+	bufferedTotal      int
+	bufferedBytesTotal int64
+	gapTimeout         time.Duration
+	tlsKeylog          string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
 }
@@ -436,7 +439,11 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}
-	if msg := p.Tally().NothingDecoded(stats.Connections); msg != "" {
+	from := printer.FromCapture
+	if o.attached {
+		from = printer.FromAttach
+	}
+	if msg := p.Tally().NothingDecoded(stats.Connections, from); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}

@@ -86,24 +86,48 @@ type NotDecrypted struct {
 	NoKey int
 }
 
+// NothingFrom says where a run's connections came from, for
+// Tally.NothingDecoded, in the terms of the command that ran.
+type NothingFrom struct {
+	// Whose names the connections' source, possessive: "the capture's"
+	// (kwatch pcap), "the processes'" (kwatch attach).
+	Whose string
+	// None says there was no connection at all.
+	None string
+	// TLSAdvice says what to do when TLS connections were not decrypted.
+	TLSAdvice string
+}
+
+// Sources of NothingDecoded's message.
+var (
+	// FromCapture: kwatch pcap's file or interface, decrypted with key
+	// logs.
+	FromCapture = NothingFrom{Whose: "the capture's", None: "the capture holds no TCP connection",
+		TLSAdvice: "give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"}
+	// FromAttach: kwatch attach's processes, decrypted with their own
+	// secrets or state.
+	FromAttach = NothingFrom{Whose: "the processes'", None: "the processes made or took no TCP connection",
+		TLSAdvice: "their handshakes came before kwatch attached and their TLS state could not be read from the processes (kwatch said why when it attached)"}
+)
+
 // NothingDecoded says, when a run of connections TCP connections
-// decoded no HTTP at all, why, e.g. "nothing decoded: the capture's 7 TCP
-// connections carried no HTTP kwatch could read (7 TLS not decrypted: no
-// key for them; give their clients' key logs with --tls-keylog or
-// SSLKEYLOGFILE)"; "" when something was decoded.
-func (t *Tally) NothingDecoded(connections int) string {
+// decoded no HTTP at all, why, in the terms of from, e.g. "nothing
+// decoded: the capture's 7 TCP connections carried no HTTP kwatch could
+// read (7 not decoded: 7 TLS); give the TLS clients' key logs with
+// --tls-keylog or SSLKEYLOGFILE (…)"; "" when something was decoded.
+func (t *Tally) NothingDecoded(connections int, from NothingFrom) string {
 	if t.HTTPConns > 0 {
 		return ""
 	}
 	if connections == 0 {
-		return "nothing decoded: the capture holds no TCP connection"
+		return "nothing decoded: " + from.None
 	}
-	msg := fmt.Sprintf("nothing decoded: the capture's %s carried no HTTP kwatch could read", phrase.Count(connections, "TCP connection", "TCP connections"))
+	msg := fmt.Sprintf("nothing decoded: %s %s carried no HTTP kwatch could read", from.Whose, phrase.Count(connections, "TCP connection", "TCP connections"))
 	if u := undecodedText(t.Undecoded); u != "" {
 		msg += " (" + u + ")"
 	}
 	if t.Undecoded["tls"] > 0 {
-		msg += "; give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"
+		msg += "; " + from.TLSAdvice
 	}
 	return msg
 }
@@ -272,9 +296,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		return []record.Record{r}
 	case *record.WatchStart:
-		if len(f.starts) < 64 {
-			f.starts = append(f.starts, v)
+		if len(f.starts) >= maxStarts {
+			f.starts = f.starts[1:] // the oldest: a watch that never sent its request
 		}
+		f.starts = append(f.starts, v)
 	case *record.Restart:
 		return f.withConn(v.Conn, r)
 	case *record.Relist:
@@ -296,22 +321,29 @@ func (f *filter) pass(r record.Record) []record.Record {
 	return []record.Record{r}
 }
 
+// maxStarts bounds filter.starts: the announcements waiting for their
+// requests (several resources announce theirs at once).
+const maxStarts = 64
+
 // announced takes the announcement (WATCH n) of the watch whose request
-// has target, and returns its number (0: none): the one with the same
-// path and query, else the same path, else the oldest (several resources
-// announce their watches at once).
+// has target, and returns its number (0: none): the newest with the same
+// path and query, else the newest with the same path, else the oldest
+// (several resources announce their watches at once). Announcements of the
+// same path older than the one taken are dropped: their watches never sent
+// a request (a retry that failed before it, or a request the tap did not
+// see), and a later request of that path is a later watch's.
 func (f *filter) announced(target string) int {
 	if len(f.starts) == 0 {
 		return 0
 	}
 	path, _, _ := strings.Cut(target, "?")
 	k := -1
-	for i, w := range f.starts {
-		if w.Path == target {
+	for i := len(f.starts) - 1; i >= 0; i-- {
+		if f.starts[i].Path == target {
 			k = i
 			break
 		}
-		if p, _, _ := strings.Cut(w.Path, "?"); p == path && k < 0 {
+		if p, _, _ := strings.Cut(f.starts[i].Path, "?"); p == path && k < 0 {
 			k = i
 		}
 	}
@@ -319,7 +351,16 @@ func (f *filter) announced(target string) int {
 		k = 0
 	}
 	n := f.starts[k].Number
-	f.starts = append(f.starts[:k], f.starts[k+1:]...)
+	taken, _, _ := strings.Cut(f.starts[k].Path, "?")
+	kept := f.starts[:0]
+	for i, w := range f.starts {
+		if p, _, _ := strings.Cut(w.Path, "?"); i == k || i < k && p == taken {
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(f.starts[len(kept):])
+	f.starts = kept
 	return n
 }
 
