@@ -11,6 +11,8 @@
 //
 //	{"source":"informer"|"watch"|"rewatch","type":"ADDED"|"MODIFIED"|"DELETED","name":…,"resourceVersion":…}
 //
+// -tls12 keeps its connections to TLS 1.2 (the API server offers 1.3).
+//
 // It runs until stdin is closed (or reads EOF), then exits 0. A "rewatch"
 // line on stdin stops the plain Watch and opens it again from now (its
 // events then come as source "rewatch"), and prints "rewatched".
@@ -49,14 +51,15 @@ func main() {
 	http1 := flag.Bool("http1", false, "HTTP/1.1 (ALPN http/1.1) instead of client-go's HTTP/2, and JSON instead of protobuf")
 	keyLog := flag.String("keylog", "", "append the connections' TLS secrets to `FILE` (README's key log snippet)")
 	server := flag.String("server", "", "connect to `HOST:PORT` instead of the kubeconfig's server, checking its certificate for the kubeconfig server's name (a relay)")
+	tls12 := flag.Bool("tls12", false, "TLS 1.2 at most (tls.Config.MaxVersion), instead of TLS 1.3")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *keyLog, *server); err != nil {
+	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *tls12, *keyLog, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server string) error {
+func run(kubeconfig, namespace string, waitStdin, http1, tls12 bool, keyLog, server string) error {
 	if waitStdin {
 		var b [1]byte
 		for b[0] != '\n' {
@@ -90,6 +93,11 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server str
 		}
 		defer f.Close()
 		if err := withKeyLog(cfg, f); err != nil {
+			return err
+		}
+	}
+	if tls12 {
+		if err := withMaxTLS12(cfg); err != nil {
 			return err
 		}
 	}
