@@ -37,10 +37,12 @@ handshake is seen; stripped binaries (Kubernetes releases) and PIE are found by
 Go's function table. kube-apiserver gives its server side's secrets: every
 client's watches on it, each connection noted with the processes at its ends.
 
-What it cannot do: a connection whose handshake came before attach is not
-decrypted (it is named, per connection); a TLS 1.2 session resumed gives no new
-secret; programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch
-pcap). It needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a
+A connection opened before attach is decrypted from its next record on, with
+its TLS state read from the process's memory, for programs built by Go 1.21 to
+1.27, stripped or not; of other releases only when the program keeps its DWARF
+(else it is named, per connection). What it cannot do: a TLS 1.2 session
+resumed gives no new secret; programs that are not Go (curl, Python: use
+SSLKEYLOGFILE and kwatch pcap). It needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a
 kernel with uprobes. --record writes the packets and the secrets: the file
 decrypts every connection in it; keep it as you would a key.
 
