@@ -39,18 +39,17 @@ client's watches on it, each connection noted with the processes at its ends.
 
 A connection open before attach (a controller's one HTTP/2 connection, opened
 hours ago) is decrypted from its next records on: its TLS state is read from
-the process's memory when it next uses it, found by probes on crypto/tls's
-(*Conn).Read and Write that are placed only for processes with connections
-open at attach and removed once each is settled; what it sent before attach is
-not shown.
+the process's memory when it next uses it, for programs built by Go 1.21 to
+1.27, stripped or not (of other releases only when the program keeps its
+DWARF; else said at attach), found by probes on crypto/tls's (*Conn).Read and
+Write that are placed only for processes with connections open at attach and
+removed once each is settled; what it sent before attach is not shown.
 
 What it cannot do: a TLS 1.2 session resumed after attach gives no new secret;
-a stripped program whose struct layout kwatch cannot read keeps its connections
-from before attach encrypted (said at attach); programs that are not Go (curl,
-Python: use SSLKEYLOGFILE and kwatch pcap). It needs root with CAP_SYS_ADMIN,
-CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with uprobes. --record writes the
-packets and the secrets of the connections it holds: the file decrypts every
-connection in it; keep it as you would a key.
+programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch pcap). It
+needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
+uprobes. --record writes the packets and the secrets of the connections it
+holds: the file decrypts every connection in it; keep it as you would a key.
 
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
