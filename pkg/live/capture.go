@@ -123,7 +123,7 @@ func Open(opt Options) (*Capture, error) {
 			}
 		}
 		args := []any{afpacket.OptSocketType(afpacket.SocketDgram), afpacket.OptTPacketVersion(afpacket.TPacketVersion3),
-			afpacket.OptFrameSize(SnapLen), afpacket.OptBlockSize(blockBytes), afpacket.OptNumBlocks(max(opt.RingBytes, MinRingBytes)/blockBytes),
+			afpacket.OptFrameSize(SnapLen), afpacket.OptBlockSize(blockBytes), afpacket.OptNumBlocks(max(opt.RingBytes, MinRingBytes) / blockBytes),
 			afpacket.OptPollTimeout(opt.Poll), afpacket.OptBlockTimeout(10 * time.Millisecond)}
 		if iface != "" {
 			args = append(args, afpacket.OptInterface(iface))
