@@ -87,6 +87,7 @@ read).`,
 	o.decode.addDecodeFlags(fs)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
+	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -95,7 +96,7 @@ read).`,
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
 	ctx := cmd.Context()
-	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, RingBytes: o.decode.bufferKiB << 10,
 		Read:   o.decode.readOptions(keylog.New()),
 		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
 		// The /proc fallback, chosen (docs/attach.md).

@@ -34,6 +34,8 @@ type pcapOptions struct {
 	// clientEnd and serverEnd are --client and --server, parsed.
 	clientEnd, serverEnd pcap.Endpoint
 	showUndecrypted      bool
+	// bufferKiB is --buffer-size: a live capture's ring, in KiB.
+	bufferKiB int
 	// attached: the run is kwatch attach's (its messages speak of the
 	// processes, not of a capture and key logs).
 	attached           bool
@@ -142,6 +144,7 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.StringVar(&o.client, "client", "", "only connections whose client is ADDR or ADDR:PORT (e.g. 10.0.0.7, [::1]:50312)")
 	fs.StringVar(&o.server, "server", "", "only connections whose server is ADDR or ADDR:PORT (e.g. 10.0.0.2:6443)")
 	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
+	fs.IntVarP(&o.bufferKiB, "buffer-size", "B", live.DefaultRingBytes>>10, "with -i: the capture's ring in the kernel, in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
@@ -179,6 +182,9 @@ func (o *pcapOptions) validate() error {
 	}
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
+	}
+	if min := live.MinRingBytes >> 10; o.bufferKiB < min || o.bufferKiB > 4<<20 {
+		return fmt.Errorf("--buffer-size is in KiB, between %d and %d (4 GiB), not %d", min, 4<<20, o.bufferKiB)
 	}
 	for _, f := range []struct {
 		name, v string
@@ -302,7 +308,7 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	} else if o.serverEnd.Port != 0 {
 		f.Ports = []uint16{o.serverEnd.Port}
 	}
-	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
+	c, err := live.Open(live.Options{Interface: o.iface, Filter: f, RingBytes: o.bufferKiB << 10})
 	if err != nil {
 		code := ExitUsage
 		return &exitError{code: code, err: fmt.Errorf("-i %s: %w", o.iface, err)}

@@ -11,8 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 )
 
 // FuncName is the function the probe is placed on: crypto/tls's
@@ -108,14 +106,23 @@ func Find(path string) (Location, error) {
 // findFuncs is Find for each of names, functions of crypto/tls, in that
 // order: the file is read once. A name that is not there is reported as
 // ErrNoCryptoTLS.
-func findFuncs(path string, names ...string) ([]Location, error) {
-	f, err := os.Open(path)
+func findFuncs(path string, names ...string) (locs []Location, err error) {
+	f, err := openMapped(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	err = readMapped(path, func() error {
+		locs, err = findFuncsIn(path, f, names)
+		return err
+	})
+	return locs, err
+}
+
+// findFuncsIn is findFuncs on the file f, mapped.
+func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error) {
 	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
+	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotELF)
 	}
 	ef, err := elf.NewFile(f)
@@ -123,7 +130,7 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
 	}
 	loc := Location{Path: path}
-	img := newImage(ef, newBudget(f))
+	img := mappedImage(ef, f)
 	loc.GoVersion = goVersion(f, img)
 	syms := symbols(ef)
 	found := true
@@ -144,7 +151,7 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 	if loc.Arch == "" {
 		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
 	}
-	var funcs *gosym.Table
+	var funcs map[string]uint64
 	switch {
 	case found:
 	case tabErr != nil:
@@ -154,7 +161,11 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 		// table cannot be found: without it nothing can be looked up.
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		if funcs, err = pclnFuncs(img, tab); err != nil {
+		want := map[string]bool{}
+		for _, n := range names {
+			want[n] = true
+		}
+		if funcs, err = pclnFuncs(img, tab, func(name []byte) bool { return want[string(name)] }); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -163,8 +174,8 @@ func findFuncs(path string, names ...string) ([]Location, error) {
 		l := loc
 		if found {
 			l.Address, l.Method = syms[name], BySymbolTable
-		} else if fn := funcs.LookupFunc(name); fn != nil {
-			l.Address, l.Method = fn.Entry, ByPclntab
+		} else if a, ok := funcs[name]; ok {
+			l.Address, l.Method = a, ByPclntab
 		}
 		if l.Address == 0 {
 			return nil, noCryptoTLS(path, name)
@@ -271,6 +282,11 @@ func findPclntab(img *image) (*pclntab, error) {
 		if !img.budget.take(s.Size) {
 			return nil, errTooMuch
 		}
+		if img.file != nil && s.Flags&elf.SHF_COMPRESSED == 0 {
+			if data, ok := img.file.slice(s.Offset, s.Size); ok {
+				return &pclntab{data: data, addr: s.Addr}, nil
+			}
+		}
 		data, err := s.Data()
 		if err != nil {
 			return nil, fmt.Errorf("reading .gopclntab: %w", err)
@@ -310,21 +326,67 @@ func (t *pclntab) valid() bool {
 	if len(t.data) < 16 || (t.data[6] != 1 && t.data[6] != 2 && t.data[6] != 4) || t.data[7] != 8 {
 		return false
 	}
-	return t.lookup("runtime.main", 0) != nil
+	_, ok := t.funcs(0, func(name []byte) bool { return string(name) == "runtime.main" })["runtime.main"]
+	return ok
 }
 
-// lookup returns the function called name, with its entry computed from
-// text (runtime.text); nil if the table has no such function, or if its
-// header is not one sane accepts.
-func (t *pclntab) lookup(name string, text uint64) *gosym.Func {
+// funcs returns the entries, by name, of the functions of t whose names
+// keep accepts, computed from text (runtime.text); none when t's header is
+// not one sane accepts. For the tables of Go 1.18 on (magic 0xfffffff0 and
+// 0xfffffff1) it walks the function table itself, as the runtime does
+// (runtime/symtab.go: pcHeader, functab, _func.nameOff): debug/gosym builds
+// a Func and a Sym of every function first (about 50 MB for
+// kube-apiserver's hundred thousand, each time), where kwatch wants a
+// handful. Older tables go through debug/gosym.
+func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uint64 {
+	out := map[string]uint64{}
 	if !t.sane() {
-		return nil
+		return out
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(t.data, text))
-	if err != nil {
-		return nil
+	d := t.data
+	le := binary.LittleEndian
+	word := func(i int) uint64 { return le.Uint64(d[8+8*i:]) }
+	switch le.Uint32(d) {
+	case 0xfffffff1, 0xfffffff0:
+	default:
+		tab, err := gosym.NewTable(nil, gosym.NewLineTable(d, text))
+		if err != nil {
+			return out
+		}
+		for _, fn := range tab.Funcs {
+			if keep([]byte(fn.Name)) {
+				out[fn.Name] = fn.Entry
+			}
+		}
+		return out
 	}
-	return tab.LookupFunc(name)
+	// pcHeader: nfunc, nfiles, textStart, then the offsets of funcnametab,
+	// cutab, filetab, pctab and pclntable (whose start is functab's);
+	// sane checked each against the data, and nfunc against functab.
+	nfunc, names, namesEnd, functab := word(0), word(3), word(4), word(7)
+	if names > namesEnd {
+		return out
+	}
+	for i := range nfunc {
+		e := functab + 8*i // functab{entryoff, funcoff uint32}
+		entryOff, funcOff := uint64(le.Uint32(d[e:])), uint64(le.Uint32(d[e+4:]))
+		f := functab + funcOff // _func{entryOff uint32, nameOff int32, ...}
+		if f < functab || f+8 > uint64(len(d)) {
+			continue
+		}
+		nameOff := int64(int32(le.Uint32(d[f+4:])))
+		if nameOff < 0 || uint64(nameOff) >= namesEnd-names {
+			continue
+		}
+		name := d[names+uint64(nameOff) : namesEnd]
+		if n := bytes.IndexByte(name, 0); n >= 0 {
+			name = name[:n]
+		}
+		if keep(name) {
+			out[string(name)] = text + entryOff
+		}
+	}
+	return out
 }
 
 // sane reports whether the table's header is that of a 64-bit
@@ -393,10 +455,10 @@ func pclnText(img *image, t *pclntab) (uint64, error) {
 	return 0, fmt.Errorf("found no runtime.text: %v, and the function table's header holds no text start", err)
 }
 
-// pclnFuncs reads the function table t with debug/gosym, its entries
-// computed from runtime.text (pclnText). Parsed once for all the names
-// looked up: a large program's table takes a while.
-func pclnFuncs(img *image, t *pclntab) (*gosym.Table, error) {
+// pclnFuncs returns the entries, by name, of the functions of t whose names
+// keep accepts, computed from runtime.text (pclnText): one walk of the
+// table for all of them.
+func pclnFuncs(img *image, t *pclntab, keep func(name []byte) bool) (map[string]uint64, error) {
 	text, err := pclnText(img, t)
 	if err != nil {
 		return nil, err
@@ -405,9 +467,5 @@ func pclnFuncs(img *image, t *pclntab) (*gosym.Table, error) {
 		// debug/gosym would trust its function count (sane).
 		return nil, errors.New("the Go function table's header does not check out (a count or offset past its data)")
 	}
-	funcs, err := gosym.NewTable(nil, gosym.NewLineTable(t.data, text))
-	if err != nil {
-		return nil, fmt.Errorf("reading .gopclntab: %w", err)
-	}
-	return funcs, nil
+	return t.funcs(text, keep), nil
 }

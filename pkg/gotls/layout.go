@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -376,17 +375,22 @@ func LayoutFor(path string) (*Layout, error) {
 
 // layoutFor is LayoutFor for a kwatch built by Go release own for arch
 // ownArch: what reflect's layout is of.
-func layoutFor(path, own, ownArch string) (*Layout, error) {
-	f, err := os.Open(path)
+func layoutFor(path, own, ownArch string) (l *Layout, err error) {
+	f, err := openMapped(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	err = readMapped(path, func() error {
+		l, err = layoutIn(path, f, own, ownArch)
+		return err
+	})
+	return l, err
+}
+
+// layoutIn is layoutFor on the file f, mapped.
+func layoutIn(path string, f *mappedFile, own, ownArch string) (*Layout, error) {
+	st, ok := f.fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil, fmt.Errorf("%s: no device and inode", path)
 	}
@@ -399,7 +403,7 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
 	}
 	l := &Layout{Path: path, dev: st.Dev, ino: st.Ino, pie: ef.Type == elf.ET_DYN}
-	img := newImage(ef, newBudget(f))
+	img := mappedImage(ef, f)
 	if l.GoVersion = goVersion(f, img); l.GoVersion == "" {
 		return nil, fmt.Errorf("%s: %w (no Go build information)", path, ErrNotGo)
 	}

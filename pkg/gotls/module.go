@@ -44,6 +44,9 @@ const (
 type image struct {
 	ef     *elf.File
 	budget *readBudget
+	// file is the executable mapped (openMapped): segments and sections
+	// are read where they lie; nil: read from ef and copied.
+	file   *mappedFile
 	segs   map[*elf.Prog][]byte // segments read whole, once
 	rela   map[uint64]uint64    // R_*_RELATIVE targets and their addends, read once
 	relaOK bool
@@ -69,11 +72,26 @@ func newImage(ef *elf.File, budget *readBudget) *image {
 // newBudget returns the read budget for the file f: readsPerByte times
 // its size, and 1 MiB.
 func newBudget(f *os.File) *readBudget {
+	if fi, err := f.Stat(); err == nil {
+		return budgetFor(fi.Size())
+	}
+	return &readBudget{}
+}
+
+// budgetFor returns the read budget for a file of size bytes.
+func budgetFor(size int64) *readBudget {
 	b := &readBudget{}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		b.left = uint64(fi.Size())*readsPerByte + 1<<20
+	if size > 0 {
+		b.left = uint64(size)*readsPerByte + 1<<20
 	}
 	return b
+}
+
+// mappedImage returns the image of the mapped executable mf, read by ef.
+func mappedImage(ef *elf.File, mf *mappedFile) *image {
+	img := newImage(ef, budgetFor(mf.fi.Size()))
+	img.file = mf
+	return img
 }
 
 // prog returns the PT_LOAD segment that holds the n bytes at addr, in the
@@ -96,6 +114,11 @@ func (m *image) read(addr, n uint64) ([]byte, bool) {
 	if d, ok := m.segs[p]; ok {
 		return d[addr-p.Vaddr : addr-p.Vaddr+n], true
 	}
+	if m.file != nil {
+		if b, ok := m.file.slice(p.Off+addr-p.Vaddr, n); ok {
+			return b, true
+		}
+	}
 	b := make([]byte, n)
 	if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
 		return nil, false
@@ -111,6 +134,12 @@ func (m *image) segment(p *elf.Prog) []byte {
 	}
 	if !m.budget.take(p.Filesz) {
 		return nil
+	}
+	if m.file != nil {
+		if d, ok := m.file.slice(p.Off, p.Filesz); ok {
+			m.segs[p] = d
+			return d
+		}
 	}
 	d, err := io.ReadAll(p.Open())
 	if err != nil || uint64(len(d)) != p.Filesz {

@@ -87,8 +87,11 @@ const dwAtGoClosureOffset = dwarf.Attr(0x2907)
 // "crypto/tls.(*clientHandshakeState).handshake.ekmFromMasterSecret.func1"
 // and the server's.
 func isEKMClosure(name string) bool {
-	return strings.HasPrefix(name, "crypto/tls.") && strings.HasSuffix(name, "ekmFromMasterSecret.func1")
+	return strings.HasPrefix(name, "crypto/tls.") && strings.HasSuffix(name, ekmClosureSuffix)
 }
+
+// ekmClosureSuffix ends the name of every ekmFromMasterSecret closure.
+const ekmClosureSuffix = "ekmFromMasterSecret.func1"
 
 // dwarfClosure is what DWARF says of one ekmFromMasterSecret closure.
 type dwarfClosure struct {
@@ -264,14 +267,14 @@ func ekmEntries(img *image, t *pclntab) ([]uint64, error) {
 		}
 	}
 	if len(out) == 0 && t != nil {
-		funcs, err := pclnFuncs(img, t)
+		funcs, err := pclnFuncs(img, t, func(name []byte) bool {
+			return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
+		})
 		if err != nil {
 			return nil, err
 		}
-		for _, fn := range funcs.Funcs {
-			if isEKMClosure(fn.Name) {
-				out = append(out, fn.Entry)
-			}
+		for _, a := range funcs {
+			out = append(out, a)
 		}
 	}
 	slices.Sort(out)
