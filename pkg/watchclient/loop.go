@@ -703,18 +703,10 @@ func (l *loop) watchOnce(ctx context.Context, reason cause) error {
 // closed. It asks the server for its current resourceVersion (a LIST of
 // one item, as the loop lists) to say why.
 func (l *loop) quiet(ctx context.Context, from string, heard *atomic.Int64, stop <-chan struct{}) {
-	clk := l.c.sink.clock
-	tick := clk.NewTicker(max(l.opt.QuietAfter/8, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C():
-		}
-		d := clk.Since(time.Unix(0, heard.Load()))
+	l.every(l.opt.QuietAfter/8, stop, func() bool {
+		d := l.c.sink.clock.Since(time.Unix(0, heard.Load()))
 		if d < l.opt.QuietAfter {
-			continue
+			return false
 		}
 		p := &record.Problem{Time: time.Now(), Offset: -1, Kind: KindQuiet, Warning: true,
 			Detail: fmt.Sprintf("no event and no bookmark for %s, though the watch asked for bookmarks (kube-apiserver sends one about every minute)", d.Round(time.Second)),
@@ -728,7 +720,24 @@ func (l *loop) quiet(ctx context.Context, from string, heard *atomic.Int64, stop
 			}
 		}
 		l.emit(p)
-		return
+		return true
+	})
+}
+
+// every calls check each period (at least 10 ms) on the sink's clock until
+// check returns true or stop is closed.
+func (l *loop) every(period time.Duration, stop <-chan struct{}, check func() bool) {
+	tick := l.c.sink.clock.NewTicker(max(period, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C():
+		}
+		if check() {
+			return
+		}
 	}
 }
 
@@ -781,14 +790,7 @@ func (l *loop) serverRV(ctx context.Context) (string, bool) {
 // output to move.
 func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-chan struct{}, stalled *atomic.Bool) {
 	clk := l.c.sink.clock
-	tick := clk.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C():
-		}
+	l.every(l.opt.IdleTimeout/8, stop, func() bool {
 		idle := func() time.Duration {
 			last := time.Unix(0, l.c.sink.lastActive.Load())
 			if last.Before(started) {
@@ -797,7 +799,7 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 			return clk.Since(last)
 		}
 		if idle() < l.opt.IdleTimeout {
-			continue
+			return false
 		}
 		if tr := l.c.sink.watchdogTrace; tr != nil {
 			tr("judging")
@@ -821,16 +823,17 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 		if reported {
 			stalled.Store(true)
 			w.Stop()
-			return
+			return true
 		}
 		select {
 		case <-stop:
-			return
+			return true
 		case <-finished:
-			return
+			return true
 		default:
+			return false
 		}
-	}
+	})
 }
 
 // apply updates the loop's state from one event.
