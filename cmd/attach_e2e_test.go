@@ -1138,9 +1138,12 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 		case "problem":
 			t.Errorf("problem: %v", r["message"])
 		case "response":
+			// Not the content type: after the join, the server's HPACK
+			// encoder may name it by a dynamic table entry made before,
+			// which kwatch never saw (how many depends on when it joined).
 			if r["watch"] == true {
 				watchResp[key] = r["inferred"] == true
-			} else if strings.HasPrefix(fmt.Sprint(r["contentType"]), "application/vnd.kubernetes.protobuf") {
+			} else {
 				exchanges++
 			}
 		case "event":
@@ -1159,7 +1162,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 		}
 	}
 	if exchanges < 10 {
-		t.Errorf("%d protobuf responses shown as exchanges, want the GETs, LISTs and DELETEs of ten rounds", exchanges)
+		t.Errorf("%d responses shown as exchanges, want the GETs, LISTs, creates and DELETEs of ten rounds", exchanges)
 	}
 }
 
