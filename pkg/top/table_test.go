@@ -376,3 +376,35 @@ func ansiStripSGR(s string) string {
 	}
 	return b.String()
 }
+
+// TestConcurrent: records come on one goroutine while the screen takes
+// the rows and notices come on others (go test -race).
+func TestConcurrent(t *testing.T) {
+	tab, s := chain(Options{})
+	m := newModel(tab.Snapshot, time.Now, true)
+	m.width, m.height = 120, 30
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			feed(s)
+		}
+	}()
+	go func() {
+		for range 100 {
+			tab.Notice("a notice")
+		}
+	}()
+	for {
+		m.refresh()
+		_ = m.render(true)
+		select {
+		case <-done:
+			if n := len(tab.Snapshot().Rows); n != 4 {
+				t.Errorf("%d rows", n)
+			}
+			return
+		default:
+		}
+	}
+}
