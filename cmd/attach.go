@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -65,6 +66,9 @@ read).`,
   # Every client's watches on the API server, as JSON Lines
   kwatch attach kube-apiserver -o json
 
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch attach kube-apiserver --top
+
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
   kwatch pcap session.pcapng`,
@@ -89,16 +93,26 @@ read).`,
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
+	o.decode.output.addTopFlag(fs)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
 }
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
-	ctx := cmd.Context()
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var screen *topScreen // --top's table, set before the run starts
 	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, RingBytes: o.decode.bufferKiB << 10,
-		Read:   o.decode.readOptions(keylog.New()),
-		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
+		Read: o.decode.readOptions(keylog.New()),
+		Notice: func(line string) {
+			if screen != nil {
+				screen.notice(line)
+				return
+			}
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line)
+		},
 		// The /proc fallback, chosen (docs/attach.md).
 		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
@@ -116,7 +130,10 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"
-	res, err := attach.Run(ctx, opt, o.decode.output.sink(p, true))
+	sink := o.decode.output.sink(p, true)
+	screen = o.decode.output.showTop(ctx, streams, cancel)
+	res, err := attach.Run(ctx, opt, sink)
+	screen.stop()
 	if err != nil {
 		_ = p.Close()
 		return &exitError{code: ExitUsage, err: err}

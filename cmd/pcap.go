@@ -92,6 +92,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
   # Capture live, without tcpdump: the watches through kubectl proxy
   kwatch pcap -i lo --port 8001
 
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch pcap -i lo --port 8001 --top
+
   # Decode live, event by event, as tcpdump hands packets over
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
 
@@ -135,6 +138,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 			if err := o.validate(); err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
+			if o.output.Top && o.iface == "" && !o.follow {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("--top shows a live capture: use it with -i IFACE or --follow FILE")}
+			}
 			return o.run(cmd, streams)
 		},
 	}
@@ -149,6 +155,7 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	o.addDecodeFlags(fs)
+	o.output.addTopFlag(fs)
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -232,10 +239,13 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
 	if o.iface != "" {
-		return o.runInterface(cmd, streams)
+		return o.runInterface(ctx, streams, cancel)
 	}
-	in, closeInput, err := o.openInput(cmd.Context(), streams)
+	in, closeInput, err := o.openInput(ctx, streams)
 	if errors.Is(err, errCtrlCBeforeInput) {
 		return o.interruptedBeforeInput()
 	} else if err != nil {
@@ -249,8 +259,11 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := o.readOptions(keys)
-	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, err)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats, err := pcap.Read(ctx, in, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, err)
 }
 
 // printer is the output printer of the flags.
@@ -296,8 +309,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 func (o *pcapOptions) live() bool { return o.follow || o.file == "-" || o.iface != "" }
 
 // runInterface is kwatch pcap -i: a live capture decoded as it comes, until
-// Ctrl-C.
-func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error {
+// Ctrl-C (or q on --top's table: cancel).
+func (o *pcapOptions) runInterface(ctx context.Context, streams IOStreams, cancel context.CancelFunc) error {
 	keys, err := o.keys(streams)
 	if err != nil {
 		return err
@@ -324,8 +337,11 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)
 	opt.Name = "-i " + c.Name()
-	stats := pcap.ReadLive(cmd.Context(), c, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, nil)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats := pcap.ReadLive(ctx, c, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, nil)
 }
 
 // errCtrlCBeforeInput is openInput's error when Ctrl-C came before the

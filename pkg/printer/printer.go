@@ -15,6 +15,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/who"
 )
 
 // Options tune a printer.
@@ -164,6 +165,9 @@ type filter struct {
 	// (counted in tally.NotDecrypted) or shows something else (shown
 	// whole).
 	hidden map[int]*hiddenConn
+	// book keeps what is known of each connection's client (its
+	// process), to name the clients of connections and watches.
+	book *who.Book
 }
 
 // hiddenConn is what is held of a connection that could not be decrypted.
@@ -181,7 +185,7 @@ func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
 		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
 		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{},
-		opened: map[heldKey]int{}, hidden: map[int]*hiddenConn{}}
+		opened: map[heldKey]int{}, hidden: map[int]*hiddenConn{}, book: who.NewBook()}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -224,11 +228,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		f.watch[k] = isWatch
 		f.tally.Exchanges++
-		out := f.withConn(v.Conn)
 		if req != nil {
-			out = append(out, req)
+			return f.withConn(v.Conn, req, r)
 		}
-		return append(out, r)
+		return f.withConn(v.Conn, r)
 	case *record.Event:
 		event.CountType(f.tally.Events, v.Type)
 		return f.withConn(v.Conn, r)
@@ -251,6 +254,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		f.tally.Frames += v.Frames
 		return []record.Record{r}
 	case *record.ConnNote:
+		f.book.See(v)
 		if v.Kind == "tls-decrypted" {
 			if f.tally.Decrypted == nil {
 				f.tally.Decrypted = map[string]int{}
@@ -373,8 +377,14 @@ func (f *filter) watchNumber(c *record.Conn, exchange int) int {
 	return n
 }
 
-// connRecord marks the first record shown of a connection.
-type connRecord struct{ conn *record.Conn }
+// connRecord marks the first record shown of a connection: the connection,
+// its client as known then (who.ConnOf: its first request shown, its
+// process), and whether a process note is shown after it (noted).
+type connRecord struct {
+	conn  *record.Conn
+	who   who.Identity
+	noted bool
+}
 
 // When returns the zero time: the record marks a connection, not a moment.
 func (connRecord) When() time.Time { return time.Time{} }
@@ -385,7 +395,14 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	}
 	f.shownConn[c.ID] = true
 	f.tally.Connections++
-	out := append([]record.Record{connRecord{c}}, f.heldNotes[c.ID]...)
+	held := f.heldNotes[c.ID]
+	cr := connRecord{conn: c, who: who.ConnOf(firstRequest(rs), f.book.Known(c))}
+	for _, n := range held {
+		if n, ok := n.(*record.ConnNote); ok && n.Kind == "process" {
+			cr.noted = true
+		}
+	}
+	out := append([]record.Record{cr}, held...)
 	delete(f.heldNotes, c.ID)
 	if h := f.hidden[c.ID]; h != nil {
 		// It has more to show than that it was not decrypted: shown
@@ -399,6 +416,25 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 		out = append(out, h.recs...)
 	}
 	return append(out, rs...)
+}
+
+// firstRequest returns the first request among rs; nil when none is.
+func firstRequest(rs []record.Record) *record.Request {
+	for _, r := range rs {
+		if q, ok := r.(*record.Request); ok {
+			return q
+		}
+	}
+	return nil
+}
+
+// whoOf names the client of a watch: of its request (who.Of), or, for a
+// watch whose request was not seen (req nil), of its connection alone.
+func (f *filter) whoOf(c *record.Conn, req *record.Request) who.Identity {
+	if req != nil {
+		return f.book.Of(req)
+	}
+	return who.ConnOf(nil, f.book.Known(c))
 }
 
 // sawHTTP notes that connection c carried HTTP.
