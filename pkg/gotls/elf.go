@@ -162,10 +162,12 @@ func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error)
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
 		want := map[string]bool{}
+		longest := 0
 		for _, n := range names {
 			want[n] = true
+			longest = max(longest, len(n))
 		}
-		if funcs, err = pclnFuncs(img, tab, func(name []byte) bool { return want[string(name)] }); err != nil {
+		if funcs, err = pclnFuncs(img, tab, longest, func(name []byte) bool { return want[string(name)] }); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -326,19 +328,24 @@ func (t *pclntab) valid() bool {
 	if len(t.data) < 16 || (t.data[6] != 1 && t.data[6] != 2 && t.data[6] != 4) || t.data[7] != 8 {
 		return false
 	}
-	_, ok := t.funcs(0, func(name []byte) bool { return string(name) == "runtime.main" })["runtime.main"]
+	const main = "runtime.main"
+	_, ok := t.funcs(0, len(main), func(name []byte) bool { return string(name) == main })[main]
 	return ok
 }
 
 // funcs returns the entries, by name, of the functions of t whose names
 // keep accepts, computed from text (runtime.text); none when t's header is
-// not one sane accepts. For the tables of Go 1.18 on (magic 0xfffffff0 and
-// 0xfffffff1) it walks the function table itself, as the runtime does
-// (runtime/symtab.go: pcHeader, functab, _func.nameOff): debug/gosym builds
-// a Func and a Sym of every function first (about 50 MB for
-// kube-apiserver's hundred thousand, each time), where kwatch wants a
-// handful. Older tables go through debug/gosym.
-func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uint64 {
+// not one sane accepts. keep is asked only of names of at most maxName
+// bytes: a longer name is none kwatch looks for, and is not read to its
+// end (a name table with no NUL in it had each of a hundred thousand
+// names read to the table's end, minutes for a patched kubectl). For the
+// tables of Go 1.18 on (magic 0xfffffff0 and 0xfffffff1) it walks the
+// function table itself, as the runtime does (runtime/symtab.go:
+// pcHeader, functab, _func.nameOff): debug/gosym builds a Func and a Sym
+// of every function first (about 50 MB for kube-apiserver's hundred
+// thousand, each time), where kwatch wants a handful. Older tables go
+// through debug/gosym.
+func (t *pclntab) funcs(text uint64, maxName int, keep func(name []byte) bool) map[string]uint64 {
 	out := map[string]uint64{}
 	if !t.sane() {
 		return out
@@ -354,17 +361,20 @@ func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uin
 			return out
 		}
 		for _, fn := range tab.Funcs {
-			if keep([]byte(fn.Name)) {
+			if len(fn.Name) <= maxName && keep([]byte(fn.Name)) {
 				out[fn.Name] = fn.Entry
 			}
 		}
 		return out
 	}
 	// pcHeader: nfunc, nfiles, textStart, then the offsets of funcnametab,
-	// cutab, filetab, pctab and pclntable (whose start is functab's);
-	// sane checked each against the data, and nfunc against functab.
+	// cutab, filetab, pctab and pclntable (whose start is functab's).
+	// sane checked each against the data, and nfunc against functab; they
+	// are checked again as read here, for the data is a mapped file that
+	// a rewrite in place may change between two reads.
 	nfunc, names, namesEnd, functab := word(0), word(3), word(4), word(7)
-	if names > namesEnd {
+	n := uint64(len(d))
+	if names > namesEnd || namesEnd > n || functab > n || nfunc > (n-functab)/8 {
 		return out
 	}
 	for i := range nfunc {
@@ -378,11 +388,12 @@ func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uin
 		if nameOff < 0 || uint64(nameOff) >= namesEnd-names {
 			continue
 		}
-		name := d[names+uint64(nameOff) : namesEnd]
+		start := names + uint64(nameOff)
+		name := d[start:min(namesEnd, start+uint64(maxName)+1)]
 		if n := bytes.IndexByte(name, 0); n >= 0 {
 			name = name[:n]
 		}
-		if keep(name) {
+		if len(name) <= maxName && keep(name) {
 			out[string(name)] = text + entryOff
 		}
 	}
@@ -456,9 +467,9 @@ func pclnText(img *image, t *pclntab) (uint64, error) {
 }
 
 // pclnFuncs returns the entries, by name, of the functions of t whose names
-// keep accepts, computed from runtime.text (pclnText): one walk of the
-// table for all of them.
-func pclnFuncs(img *image, t *pclntab, keep func(name []byte) bool) (map[string]uint64, error) {
+// (of at most maxName bytes) keep accepts, computed from runtime.text
+// (pclnText): one walk of the table for all of them.
+func pclnFuncs(img *image, t *pclntab, maxName int, keep func(name []byte) bool) (map[string]uint64, error) {
 	text, err := pclnText(img, t)
 	if err != nil {
 		return nil, err
@@ -467,5 +478,5 @@ func pclnFuncs(img *image, t *pclntab, keep func(name []byte) bool) (map[string]
 		// debug/gosym would trust its function count (sane).
 		return nil, errors.New("the Go function table's header does not check out (a count or offset past its data)")
 	}
-	return t.funcs(text, keep), nil
+	return t.funcs(text, maxName, keep), nil
 }

@@ -93,6 +93,12 @@ func isEKMClosure(name string) bool {
 // ekmClosureSuffix ends the name of every ekmFromMasterSecret closure.
 const ekmClosureSuffix = "ekmFromMasterSecret.func1"
 
+// maxEKMName bounds the name of an ekmFromMasterSecret closure looked for
+// in a function table: the longest, where the compiler inlined the
+// function into a handshake method, is 70 bytes in Go 1.21 to 1.27
+// ("crypto/tls.(*clientHandshakeState).handshake.ekmFromMasterSecret.func1").
+const maxEKMName = 256
+
 // dwarfClosure is what DWARF says of one ekmFromMasterSecret closure.
 type dwarfClosure struct {
 	name  string
@@ -267,7 +273,7 @@ func ekmEntries(img *image, t *pclntab) ([]uint64, error) {
 		}
 	}
 	if len(out) == 0 && t != nil {
-		funcs, err := pclnFuncs(img, t, func(name []byte) bool {
+		funcs, err := pclnFuncs(img, t, maxEKMName, func(name []byte) bool {
 			return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
 		})
 		if err != nil {
