@@ -121,24 +121,28 @@ func findFuncs(path string, names ...string) (locs []Location, err error) {
 
 // findFuncsIn is findFuncs on the file f, mapped.
 func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error) {
-	var magic [4]byte
-	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
-		return nil, fmt.Errorf("%s: %w", path, ErrNotELF)
-	}
-	ef, err := elf.NewFile(f)
+	ef, err := openELF(path, f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+		return nil, err
 	}
 	loc := Location{Path: path}
 	img := mappedImage(ef, f)
 	loc.GoVersion = goVersion(f, img)
-	syms := symbols(ef)
+	const main = "runtime.main"
+	want := map[string]bool{main: true}
+	longest := len(main)
+	for _, n := range names {
+		want[n] = true
+		longest = max(longest, len(n))
+	}
+	keep := func(name []byte) bool { return want[string(name)] }
+	syms := symbolsOf(img, longest, true, keep)
 	found := true
 	for _, name := range names {
 		_, ok := syms[name]
 		found = found && ok
 	}
-	_, hasMain := syms["runtime.main"]
+	_, hasMain := syms[main]
 	var tab *pclntab
 	var tabErr error
 	if !found {
@@ -161,13 +165,7 @@ func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error)
 		// table cannot be found: without it nothing can be looked up.
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		want := map[string]bool{}
-		longest := 0
-		for _, n := range names {
-			want[n] = true
-			longest = max(longest, len(n))
-		}
-		if funcs, err = pclnFuncs(img, tab, longest, func(name []byte) bool { return want[string(name)] }); err != nil {
+		if funcs, err = pclnFuncs(img, tab, longest, keep); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -209,24 +207,6 @@ func archOf(ef *elf.File) string {
 		return "arm64"
 	}
 	return ""
-}
-
-// symbols returns the defined functions of .symtab and .dynsym by name, with
-// their addresses; empty for a stripped file.
-func symbols(ef *elf.File) map[string]uint64 {
-	m := map[string]uint64{}
-	add := func(syms []elf.Symbol, _ error) {
-		for _, s := range syms {
-			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
-				if _, ok := m[s.Name]; !ok {
-					m[s.Name] = s.Value
-				}
-			}
-		}
-	}
-	add(ef.Symbols())
-	add(ef.DynamicSymbols())
-	return m
 }
 
 // fileOffset converts a virtual address as linked into its offset in the

@@ -19,6 +19,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -394,9 +395,9 @@ func layoutIn(path string, f *mappedFile, own, ownArch string) (*Layout, error) 
 	if !ok {
 		return nil, fmt.Errorf("%s: no device and inode", path)
 	}
-	ef, err := elf.NewFile(f)
+	ef, err := openELF(path, f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+		return nil, err
 	}
 	arch := archOf(ef)
 	if arch == "" {
@@ -483,14 +484,11 @@ var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPCo
 // (ok: a release in moduleWords), the itab in it whose interface is named
 // net.Conn and whose type is the pointer type *net.TCPConn.
 func tcpConnType(img *image, m module, ok bool) (typ, types, etypes uint64) {
-	if syms, err := img.ef.Symbols(); err == nil {
-		for _, s := range syms {
-			for _, name := range tcpConnItabs {
-				if s.Name == name {
-					if t, ok := img.word(s.Value + 8); ok {
-						typ = t
-					}
-				}
+	itabs := symbolsOf(img, len(tcpConnItabs[0]), false, func(name []byte) bool { return slices.Contains(tcpConnItabs, string(name)) })
+	for _, name := range tcpConnItabs {
+		if a, ok := itabs[name]; ok && typ == 0 {
+			if t, ok := img.word(a + 8); ok {
+				typ = t
 			}
 		}
 	}

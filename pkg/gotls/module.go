@@ -47,8 +47,9 @@ type image struct {
 	// file is the executable mapped (openMapped): segments and sections
 	// are read where they lie; nil: read from ef and copied.
 	file   *mappedFile
-	segs   map[*elf.Prog][]byte // segments read whole, once
-	rela   map[uint64]uint64    // R_*_RELATIVE targets and their addends, read once
+	segs   map[*elf.Prog][]byte    // segments read whole, once
+	secs   map[*elf.Section][]byte // sections read whole, once
+	rela   map[uint64]uint64       // R_*_RELATIVE targets and their addends, read once
 	relaOK bool
 
 	modDone bool // findModule's answer, found once
@@ -66,7 +67,7 @@ func (m *image) module(t *pclntab) (uint64, error) {
 }
 
 func newImage(ef *elf.File, budget *readBudget) *image {
-	return &image{ef: ef, budget: budget, segs: map[*elf.Prog][]byte{}}
+	return &image{ef: ef, budget: budget, segs: map[*elf.Prog][]byte{}, secs: map[*elf.Section][]byte{}}
 }
 
 // newBudget returns the read budget for the file f: readsPerByte times
@@ -149,6 +150,26 @@ func (m *image) segment(p *elf.Prog) []byte {
 	return d
 }
 
+// sectionData returns the bytes of section s, read once: where they lie
+// in the mapped file, else read (a compressed section, or a file not
+// mapped); nil when it has none in the file, they cannot be read or the
+// budget is spent (its size, uncompressed, counts against it).
+func (m *image) sectionData(s *elf.Section) []byte {
+	if d, ok := m.secs[s]; ok {
+		return d
+	}
+	var d []byte
+	if s.Type != elf.SHT_NOBITS && m.budget.take(s.Size) {
+		if m.file != nil && s.Flags&elf.SHF_COMPRESSED == 0 {
+			d, _ = m.file.slice(s.Offset, s.Size)
+		} else if b, err := s.Data(); err == nil {
+			d = b
+		}
+	}
+	m.secs[s] = d
+	return d
+}
+
 // word returns the 8-byte word at addr, or, when the file holds 0 there,
 // the addend of a relative dynamic relocation of it: linkers that leave
 // the targets of R_*_RELATIVE relocations 0 in the file (lld does) put
@@ -207,12 +228,7 @@ func (m *image) relocs() map[uint64]uint64 {
 			continue
 		}
 		sections = true
-		if !m.budget.take(s.Size) {
-			return m.rela
-		}
-		if data, err := s.Data(); err == nil {
-			add(data)
-		}
+		add(m.sectionData(s))
 	}
 	if sections {
 		return m.rela

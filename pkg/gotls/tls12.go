@@ -267,10 +267,10 @@ func ekmLayout(img *image, tab *pclntab, closures []dwarfClosure, version, own s
 // table t (nil: none found).
 func ekmEntries(img *image, t *pclntab) ([]uint64, error) {
 	var out []uint64
-	for name, a := range symbols(img.ef) {
-		if isEKMClosure(name) {
-			out = append(out, a)
-		}
+	for _, a := range symbolsOf(img, maxEKMName, true, func(name []byte) bool {
+		return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
+	}) {
+		out = append(out, a)
 	}
 	if len(out) == 0 && t != nil {
 		funcs, err := pclnFuncs(img, t, maxEKMName, func(name []byte) bool {
