@@ -2,9 +2,14 @@ package gotls
 
 import (
 	"bytes"
+	"compress/gzip"
 	"debug/elf"
+	"debug/gosym"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -243,4 +248,188 @@ func TestFindManySegments(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	}
+}
+
+// pclnTable returns a function table of the format magic names (Go 1.20
+// and 1.18: 0xfffffff1, 0xfffffff0; Go 1.16: 0xfffffffa; Go 1.2:
+// 0xfffffffb) whose functions are names, at entries 0x40 apart from
+// text+0x1000 (as offsets from text from Go 1.18 on), laid out as each
+// release's linker lays it out (cmd/link/internal/ld/pcln.go) and
+// debug/gosym reads it: the header, the names, the function table and its
+// end's entry, then one _func of ten fields per function.
+func pclnTable(magic uint32, text uint64, names []string) []byte {
+	le := binary.LittleEndian
+	const funcSize = 8 + 9*4 // _func: entry, nameOff and eight more 4-byte fields
+	rel := magic == 0xfffffff1 || magic == 0xfffffff0
+	field := uint64(8)
+	head := uint64(8 + 7*8) // magic; nfunc, nfiles, then five offsets (Go 1.16)
+	switch magic {
+	case 0xfffffff1, 0xfffffff0:
+		field, head = 4, 8+8*8 // and textStart
+	case 0xfffffffb:
+		head = 16 // nfunc, then the function table
+	}
+	var nameTab []byte
+	nameOffs := make([]uint64, len(names))
+	for i, n := range names {
+		nameOffs[i] = uint64(len(nameTab))
+		nameTab = append(append(nameTab, n...), 0)
+	}
+	namesAt := head
+	if magic == 0xfffffffb {
+		namesAt = head + (2*uint64(len(names))+1)*field + 8 // after the function table and filetab's offset
+	}
+	functab := head + uint64(len(nameTab))
+	if magic == 0xfffffffb {
+		functab = head
+	}
+	nf := uint64(len(names))
+	funcs := functab + (2*nf+1)*field + 8 // the table, its end, and (Go 1.2) the file table's offset
+	if magic == 0xfffffffb {
+		funcs = namesAt + uint64(len(nameTab))
+	}
+	d := make([]byte, funcs+nf*funcSize+8)
+	le.PutUint32(d, magic)
+	d[6], d[7] = 1, 8
+	put := func(at, v uint64) {
+		if field == 4 {
+			le.PutUint32(d[at:], uint32(v))
+		} else {
+			le.PutUint64(d[at:], v)
+		}
+	}
+	le.PutUint64(d[8:], nf)
+	funcBase := functab // _func offsets are from the function table (Go 1.16 on) or the table's start (Go 1.2)
+	switch magic {
+	case 0xfffffff1, 0xfffffff0:
+		for i, w := range []uint64{text, namesAt, functab, functab, functab, functab} {
+			le.PutUint64(d[24+8*i:], w)
+		}
+	case 0xfffffffa:
+		for i, w := range []uint64{namesAt, functab, functab, functab, functab} {
+			le.PutUint64(d[24+8*i:], w)
+		}
+	case 0xfffffffb:
+		funcBase = 0
+		le.PutUint32(d[functab+(2*nf+1)*field:], uint32(len(d)-8)) // filetab: a count of 0
+	}
+	copy(d[namesAt:], nameTab)
+	for i := range nf {
+		entry := 0x1000 + 0x40*i
+		if !rel {
+			entry += text
+		}
+		f := funcs + i*funcSize
+		put(functab+2*field*i, entry)
+		put(functab+2*field*i+field, f-funcBase)
+		entryField := uint64(8)
+		if rel {
+			entryField = 4
+		}
+		if rel {
+			le.PutUint32(d[f:], uint32(entry))
+		} else {
+			le.PutUint64(d[f:], entry)
+		}
+		nameOff := nameOffs[i]
+		if magic == 0xfffffffb {
+			nameOff += namesAt
+		}
+		le.PutUint32(d[f+entryField:], uint32(nameOff))
+	}
+	end := 0x1000 + 0x40*nf
+	if !rel {
+		end += text
+	}
+	put(functab+2*field*nf, end)
+	return d
+}
+
+// gosymFuncs returns the functions debug/gosym finds in the table d, by
+// name, with their entries.
+func gosymFuncs(t *testing.T, d []byte, text uint64) map[string]uint64 {
+	t.Helper()
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(d, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, f := range tab.Funcs {
+		out[f.Name] = f.Entry
+	}
+	return out
+}
+
+// TestFuncsAsGosym: the function table walk (pclntab.funcs) finds every
+// function debug/gosym finds, at the same entries, in tables of each
+// format (made as the linker of each release lays them out), in the Go
+// 1.15 program debug/gosym's own tests read, and in a program built now;
+// a name longer than maxName is not one it finds.
+func TestFuncsAsGosym(t *testing.T) {
+	const text = 0x401000
+	names := []string{"runtime.main", "main.main", FuncName, "crypto/tls.(*clientHandshakeState).handshake.ekmFromMasterSecret.func1"}
+	all := func(tab *pclntab, text uint64) map[string]uint64 {
+		return tab.funcs(text, 1<<16, func([]byte) bool { return true })
+	}
+	for _, magic := range pclnMagics {
+		t.Run(fmt.Sprintf("%#x", magic), func(t *testing.T) {
+			d := pclnTable(magic, text, names)
+			want := gosymFuncs(t, d, text)
+			if len(want) != len(names) {
+				t.Fatalf("debug/gosym finds %v", want)
+			}
+			tab := &pclntab{data: d}
+			if got := all(tab, text); !maps.Equal(got, want) {
+				t.Errorf("funcs %v, debug/gosym %v", got, want)
+			}
+			if ok, err := tab.valid(&readBudget{left: 1 << 20}); !ok || err != nil {
+				t.Errorf("valid: %v, %v", ok, err)
+			}
+			if got := tab.funcs(text, len(FuncName)-1, func([]byte) bool { return true }); len(got) != 2 {
+				t.Errorf("names of at most %d bytes: %v", len(FuncName)-1, got)
+			}
+		})
+	}
+	t.Run("go1.15", func(t *testing.T) {
+		// The function table of debug/gosym's Go 1.15 test program
+		// (linux/amd64): a Go 1.2 table.
+		z, err := os.Open(filepath.Join(runtime.GOROOT(), "src/debug/gosym/testdata/pcln115.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer z.Close()
+		r, err := gzip.NewReader(z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := gosymFuncs(t, d, 0)
+		if got := all(&pclntab{data: d}, 0); len(want) < 1000 || !maps.Equal(got, want) {
+			t.Errorf("funcs found %d functions, debug/gosym %d", len(got), len(want))
+		}
+	})
+	t.Run("stripped", func(t *testing.T) {
+		ef, err := elf.Open(testProgram(t, "stripped"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ef.Close()
+		s := ef.Section(".gopclntab")
+		d, err := s.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := newImage(ef, &readBudget{left: 1 << 40})
+		text, err := pclnText(img, &pclntab{data: d, addr: s.Addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := gosymFuncs(t, d, text)
+		if got := all(&pclntab{data: d, addr: s.Addr}, text); len(want) < 1000 || !maps.Equal(got, want) {
+			t.Errorf("funcs found %d functions, debug/gosym %d", len(got), len(want))
+		}
+	})
 }
