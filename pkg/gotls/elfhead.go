@@ -48,6 +48,9 @@ func openELF(path string, f *mappedFile) (*elf.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
 	}
+	if err := checkLoads(ef, uint64(len(f.data))); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+	}
 	return ef, nil
 }
 

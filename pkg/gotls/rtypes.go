@@ -80,7 +80,7 @@ func releases[V any](table map[string]V) string {
 // Bounds on what is read from a descriptor, against a hostile or foreign
 // executable.
 const (
-	maxItabs       = 1 << 20 // itabs in one module
+	maxItabs       = 1 << 16 // itabs in one module (kube-apiserver 1.37 has 6 540)
 	maxItabMethods = 1 << 12 // methods of one interface
 	maxFields      = 1 << 10 // fields of one struct
 )
