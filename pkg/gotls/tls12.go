@@ -107,48 +107,30 @@ type dwarfClosure struct {
 	has   int // how many of the three offsets it gave
 }
 
-// readClosure reads the children of the subprogram e: its variables'
-// closure offsets.
-func readClosure(r *dwarf.Reader, e *dwarf.Entry) (dwarfClosure, error) {
-	c := dwarfClosure{}
-	c.name, _ = e.Val(dwarf.AttrName).(string)
-	c.entry, _ = e.Val(dwarf.AttrLowpc).(uint64)
-	for {
-		v, err := r.Next()
-		if err != nil {
-			return c, fmt.Errorf("reading DWARF of %s: %w", c.name, err)
-		}
-		if v == nil || v.Tag == 0 {
-			return c, nil
-		}
-		if v.Children {
-			r.SkipChildren()
-		}
-		if v.Tag != dwarf.TagVariable {
-			continue
-		}
-		var off uint64
-		switch x := v.Val(dwAtGoClosureOffset).(type) {
-		case int64:
-			off = uint64(x)
-		case uint64:
-			off = x
-		default:
-			continue
-		}
-		name, _ := v.Val(dwarf.AttrName).(string)
-		switch name {
-		case "masterSecret":
-			c.off.master = off
-		case "clientRandom":
-			c.off.client = off
-		case "serverRandom":
-			c.off.server = off
-		default:
-			continue
-		}
-		c.has++
+// add reads the variable v of the closure's function: the offset in the
+// closure of a captured masterSecret, clientRandom or serverRandom.
+func (c *dwarfClosure) add(v *dwarf.Entry) {
+	var off uint64
+	switch x := v.Val(dwAtGoClosureOffset).(type) {
+	case int64:
+		off = uint64(x)
+	case uint64:
+		off = x
+	default:
+		return
 	}
+	name, _ := v.Val(dwarf.AttrName).(string)
+	switch name {
+	case "masterSecret":
+		c.off.master = off
+	case "clientRandom":
+		c.off.client = off
+	case "serverRandom":
+		c.off.server = off
+	default:
+		return
+	}
+	c.has++
 }
 
 // dwarfEKM returns the closure offsets and entries the DWARF gave, or why
