@@ -447,7 +447,7 @@ func (t *pclntab) funcs(text uint64, maxName int, keep func(name []byte) bool) m
 // not runtime.text (0x100 bytes before it, measured), and a uprobe placed
 // mid-instruction would break the program.
 func pclnText(img *image, t *pclntab) (uint64, error) {
-	if t.data[0] == 0xfb || t.data[0] == 0xfa { // Go 1.2-1.17: entries are addresses
+	if len(t.data) > 0 && (t.data[0] == 0xfb || t.data[0] == 0xfa) { // Go 1.2-1.17: entries are addresses
 		return 0, nil
 	}
 	mod, err := img.module(t)
@@ -469,12 +469,12 @@ func pclnText(img *image, t *pclntab) (uint64, error) {
 // (of at most maxName bytes) keep accepts, computed from runtime.text
 // (pclnText): one walk of the table for all of them.
 func pclnFuncs(img *image, t *pclntab, maxName int, keep func(name []byte) bool) (map[string]uint64, error) {
+	if _, ok := t.layout(); !ok {
+		return nil, fmt.Errorf("the Go function table's header does not check out (of %d bytes, or a count or offset past its data)", len(t.data))
+	}
 	text, err := pclnText(img, t)
 	if err != nil {
 		return nil, err
-	}
-	if _, ok := t.layout(); !ok {
-		return nil, errors.New("the Go function table's header does not check out (a count or offset past its data)")
 	}
 	return t.funcs(text, maxName, keep), nil
 }

@@ -77,7 +77,7 @@ func checkHeaders(b []byte) error {
 		return nil // not ELF: debug/elf says so
 	}
 	le := binary.LittleEndian
-	if n := le.Uint16(b[ehPhnum:]); n > maxProgs && le.Uint64(b[ehPhoff:]) != 0 {
+	if n := le.Uint16(b[ehPhnum:]); n > maxProgs {
 		return fmt.Errorf("%w: %d program headers, more than Linux loads a program with (%d)", ErrNotELF, n, maxProgs)
 	}
 	shoff, entsize := le.Uint64(b[ehShoff:]), uint64(le.Uint16(b[ehShentsize:]))

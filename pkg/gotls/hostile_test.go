@@ -308,6 +308,18 @@ func TestHostileExecutables(t *testing.T) {
 			tab, _, _ := x.pcln()
 			le.PutUint64(x.b[tab+8:], 1<<40)
 		}, want: "the Go function table's header does not check out"},
+		{name: "function table empty", build: "stripped", edit: func(x *exe) {
+			le.PutUint64(x.sectionHeader(".gopclntab")[shSize:], 0)
+		}, want: "the Go function table's header does not check out (of 0 bytes"},
+		{name: "function table empty, the layout", build: "conns-stripped", layout: true, edit: func(x *exe) {
+			le.PutUint64(x.sectionHeader(".gopclntab")[shSize:], 0)
+		}, check: func(t *testing.T, _ Location, l *Layout) {
+			// The type descriptors still give the layout; the TLS 1.2
+			// closures, named in the function table only, are not found.
+			if l.Source != FromTypes || !strings.Contains(l.tls12, "the Go function table's header does not check out") {
+				t.Errorf("layout from %v, TLS 1.2: %q", l.Source, l.tls12)
+			}
+		}},
 		{name: "function table offset", build: "stripped", edit: func(x *exe) {
 			tab, _, _ := x.pcln()
 			le.PutUint64(x.b[tab+8+8*7:], 1<<40)

@@ -423,6 +423,9 @@ func checkModule(m *image, addr uint64, t *pclntab) error {
 // word after the magic's 8 bytes since Go 1.18, which added textStart; the
 // third in Go 1.16 and 1.17); false for an older table.
 func (t *pclntab) funcnameOffset() (uint64, bool) {
+	if len(t.data) < 4 {
+		return 0, false
+	}
 	var i int
 	switch binary.LittleEndian.Uint32(t.data) {
 	case 0xfffffff1, 0xfffffff0:
