@@ -11,6 +11,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -393,7 +394,11 @@ func TestFuncsAsGosym(t *testing.T) {
 	t.Run("go1.15", func(t *testing.T) {
 		// The function table of debug/gosym's Go 1.15 test program
 		// (linux/amd64): a Go 1.2 table.
-		z, err := os.Open(filepath.Join(runtime.GOROOT(), "src/debug/gosym/testdata/pcln115.gz"))
+		goroot, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := os.Open(filepath.Join(strings.TrimSpace(string(goroot)), "src/debug/gosym/testdata/pcln115.gz"))
 		if err != nil {
 			t.Fatal(err)
 		}
