@@ -18,7 +18,7 @@ type attachOptions struct {
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
-	o := &attachOptions{}
+	o := &attachOptions{decode: pcapOptions{attach: true}}
 	c := &cobra.Command{
 		Use:        "attach PID|NAME... | --exe PATH",
 		SuggestFor: []string{"trace", "uprobe"},
@@ -86,6 +86,7 @@ read).`,
 	o.decode.output.addFlags(fs)
 	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	o.decode.addDecodeFlags(fs)
+	o.decode.filters.addFlags(fs, true)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/filter"
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/printer"
@@ -37,6 +38,10 @@ type outputOptions struct {
 	Report      string
 	ReportTitle string
 	report      *report.Report
+	// Filter is what kwatch pcap and attach show (--user-agent,
+	// --resource, -n); stage drops the rest once sink made it.
+	Filter filter.Options
+	stage  *filter.Stage
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
@@ -137,6 +142,12 @@ func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 		// A capture: its watches are linked by client, as kwatch
 		// stream's own are by its loop.
 		s = rewatch.New(s)
+	}
+	if o.Filter.Active() {
+		// First: what it leaves out is not linked, diffed, judged nor
+		// reported.
+		o.stage = filter.New(s, o.Filter)
+		s = o.stage
 	}
 	return s
 }

@@ -28,27 +28,29 @@ import (
 const progressMinBytes = 16 << 20
 
 type pcapOptions struct {
-	output         outputOptions
-	port           int
-	client, server string
-	// clientEnd and serverEnd are --client and --server, parsed.
-	clientEnd, serverEnd pcap.Endpoint
-	showUndecrypted      bool
-	allHTTP              bool
-	maxHeaderBytes       int
-	follow               bool
-	file                 string
-	maxConnections       int
-	maxLineBytes         int
-	maxTrailer           int
-	maxEventChunks       int
-	bufferedPages        int
-	bufferedTotal        int
-	bufferedBytesTotal   int64
-	gapTimeout           time.Duration
-	tlsKeylog            string
+	output outputOptions
+	port   int
+	// filters are --client, --server, --user-agent, --resource and -n.
+	filters            filterOptions
+	showUndecrypted    bool
+	allHTTP            bool
+	maxHeaderBytes     int
+	follow             bool
+	file               string
+	maxConnections     int
+	maxLineBytes       int
+	maxTrailer         int
+	maxEventChunks     int
+	bufferedPages      int
+	bufferedTotal      int
+	bufferedBytesTotal int64
+	gapTimeout         time.Duration
+	tlsKeylog          string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
+	// attach: the options are kwatch attach's (--client takes a
+	// process name too).
+	attach bool
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -136,8 +138,7 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs := c.Flags()
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
-	fs.StringVar(&o.client, "client", "", "only connections whose client is ADDR or ADDR:PORT (e.g. 10.0.0.7, [::1]:50312)")
-	fs.StringVar(&o.server, "server", "", "only connections whose server is ADDR or ADDR:PORT (e.g. 10.0.0.2:6443)")
+	o.filters.addFlags(fs, false)
 	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
@@ -177,19 +178,10 @@ func (o *pcapOptions) validate() error {
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
 	}
-	for _, f := range []struct {
-		name, v string
-		e       *pcap.Endpoint
-	}{{"--client", o.client, &o.clientEnd}, {"--server", o.server, &o.serverEnd}} {
-		if f.v == "" {
-			continue
-		}
-		e, err := pcap.ParseEndpoint(f.v)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
-		}
-		*f.e = e
+	if err := o.filters.validate(o.attach); err != nil {
+		return err
 	}
+	o.output.Filter = o.filters.watches
 	if o.iface != "" && o.follow {
 		return fmt.Errorf("-i captures live; --follow is for a capture file that grows")
 	}
@@ -254,7 +246,7 @@ func (o *pcapOptions) printer(streams IOStreams) printer.Printer {
 
 // readOptions are pcap.Options from the flags, with keys.
 func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
-	return pcap.Options{
+	opt := pcap.Options{
 		Keys: keys,
 		// Keys may come after the connections that need them only
 		// while the capture is live: a key log and a capture being
@@ -262,8 +254,6 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 		WaitForKeys:        o.live(),
 		Name:               o.file,
 		Port:               uint16(o.port),
-		Client:             o.clientEnd,
-		Server:             o.serverEnd,
 		MaxConnections:     o.maxConnections,
 		MaxBufferedPerConn: o.bufferedPages,
 		MaxBufferedTotal:   o.bufferedTotal,
@@ -280,6 +270,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 			HTTP2Frames: o.output.Frames,
 		},
 	}
+	o.filters.apply(&opt)
+	return opt
 }
 
 // live says that the capture is read as it is written (stdin, --follow,
@@ -296,8 +288,8 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	var f live.Filter
 	if o.port != 0 {
 		f.Ports = []uint16{uint16(o.port)}
-	} else if o.serverEnd.Port != 0 {
-		f.Ports = []uint16{o.serverEnd.Port}
+	} else if o.filters.serverEnd.Port != 0 {
+		f.Ports = []uint16{o.filters.serverEnd.Port}
 	}
 	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
 	if err != nil {
@@ -435,6 +427,12 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 	if msg := stats.Unmatched(opt); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
+	}
+	if st := o.output.stage; st != nil && p.Tally().Watches == 0 {
+		if msg := st.Unmatched(); msg != "" {
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
+			return &exitError{code: ExitNothing}
+		}
 	}
 	if msg := p.Tally().NothingDecoded(stats.Connections); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)

@@ -680,12 +680,22 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	if line := NotDecryptedText(t.NotDecrypted); line != "" {
 		p.w.printf("%s %s\n", p.cs.warning.Sprint("not decrypted:"), line)
 	}
+	if line := LeftOutText(s.LeftOut, p.opt.AllHTTP); line != "" {
+		p.w.printf("%s %s\n", p.cs.warning.Sprint("left out:"), line)
+	}
 	parts := []string{
 		phrase.Count(int(s.Packets), "packet", "packets"),
 		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
 	}
+	var conns []string
 	if s.NoData > 0 {
-		parts[1] += fmt.Sprintf(" (%d with no data)", s.NoData)
+		conns = append(conns, fmt.Sprintf("%d with no data", s.NoData))
+	}
+	if l := s.LeftOut; l != nil && l.Connections > 0 {
+		conns = append(conns, fmt.Sprintf("%d left out by the filters", l.Connections))
+	}
+	if len(conns) > 0 {
+		parts[1] += " (" + strings.Join(conns, "; ") + ")"
 	}
 	if d := decryptedText(t.Decrypted); d != "" {
 		parts = append(parts, d)
@@ -696,6 +706,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	watches := "1 watch"
 	if t.Watches != 1 {
 		watches = fmt.Sprintf("%d watches", t.Watches)
+	}
+	if l := s.LeftOut; l != nil && l.Watches > 0 {
+		watches += fmt.Sprintf(" (%d left out by the filters)", l.Watches)
 	}
 	parts = append(parts, watches, countsLine(t.Events))
 	parts = append(parts, carriersText(t)...)
@@ -723,6 +736,29 @@ func NotDecryptedText(n NotDecrypted) string {
 		s += fmt.Sprintf(" (%d with no key in the key logs)", n.NoKey)
 	}
 	return s + ": give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why"
+}
+
+// LeftOutText says, in one line, what the summary's count of what the
+// filters left out does not: the watches left out because what a filter
+// asks was not seen, the other HTTP exchanges left out (allHTTP: they
+// would have been shown), and the problems about them that are not shown;
+// "" when there is none of those.
+func LeftOutText(l *record.LeftOut, allHTTP bool) string {
+	if l == nil {
+		return ""
+	}
+	var parts []string
+	if l.NotKnown > 0 {
+		parts = append(parts, fmt.Sprintf("%d of the %s because what the filters ask was not seen (the User-Agent, resource or namespace of a watch whose request came before the capture or the join, or named HPACK entries from before it)",
+			l.NotKnown, phrase.Count(l.Watches, "watch", "watches")))
+	}
+	if allHTTP && l.Exchanges > 0 {
+		parts = append(parts, phrase.Count(l.Exchanges, "other HTTP exchange", "other HTTP exchanges"))
+	}
+	if l.Problems > 0 {
+		parts = append(parts, phrase.Count(l.Problems, "problem", "problems")+" about what was left out, not shown")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // decryptedText says how many TLS connections were decrypted and with

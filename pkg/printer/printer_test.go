@@ -112,3 +112,25 @@ func TestHealthBookmarkIntervals(t *testing.T) {
 		}
 	}
 }
+
+// TestLeftOutSummary: what the filters left out is in the summary line,
+// and said on a line of its own when it was not known, or hid problems;
+// JSON has it whole.
+func TestLeftOutSummary(t *testing.T) {
+	s := &record.Summary{Packets: 10, Connections: 2, LeftOut: &record.LeftOut{Connections: 3, Watches: 14, NotKnown: 5, Exchanges: 2, Problems: 1}}
+	var pretty, js bytes.Buffer
+	p := NewPretty(&pretty, Options{})
+	p.Emit(s)
+	p.Close()
+	want := "left out: 5 of the 14 watches because what the filters ask was not seen (the User-Agent, resource or namespace of a watch whose request came before the capture or the join, or named HPACK entries from before it); 1 problem about what was left out, not shown\n" +
+		"summary: 10 packets · 2 TCP connections (3 left out by the filters) · 0 watches (14 left out by the filters) · 0 events · 0 chunks · 0 problems, 0 warnings\n"
+	if pretty.String() != want {
+		t.Errorf("pretty:\n%s\nwant\n%s", pretty.String(), want)
+	}
+	j := NewJSON(&js, Options{})
+	j.Emit(s)
+	j.Close()
+	if !strings.Contains(js.String(), `"leftOut":{"connections":3,"watches":14,"notKnown":5,"exchanges":2,"problems":1}`) {
+		t.Errorf("json: %s", js.String())
+	}
+}
