@@ -38,6 +38,8 @@ type outputOptions struct {
 	Report      string
 	ReportTitle string
 	report      *report.Report
+	// Bookmarks is --bookmarks: each BOOKMARK on its own line.
+	Bookmarks bool
 	// Filter is what kwatch pcap and attach show (--user-agent,
 	// --resource, -n); stage drops the rest once sink made it.
 	Filter filter.Options
@@ -52,6 +54,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
+	fs.BoolVar(&o.Bookmarks, "bookmarks", false, "show each BOOKMARK event on a line of its own (by default a watch's bookmarks are said in one line per 5 minutes, \"12 BOOKMARKs rv 2351→2410 over 4m58s\"; -o json has each)")
 	fs.StringVar(&o.Report, "report", "", "also write an HTML report to this file at the end (and on Ctrl-C): a timeline of every watch, the bytes of every event, who watches what, health; one self-contained file")
 	fs.Var(newByteSize(&o.MaxEventBytes, event.DefaultMaxEventBytes, math.MaxInt64), "max-event-bytes", "largest watch event decoded, in bytes or as a quantity (e.g. 64Mi); larger ones are reported and skipped")
 	fs.Var(newByteSize(&o.MaxInflatedBytes, inflate.DefaultMaxMemberBytes, math.MaxInt64), "max-inflated-bytes", "most bytes one gzip member of a compressed body may inflate to (e.g. 256Mi); past it the member is reported as a gzip bomb and skipped")
@@ -174,7 +177,7 @@ func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer
 
 // printerWith is printer with options a command adds (set).
 func (o *outputOptions) printerWith(streams IOStreams, set func(*printer.Options)) printer.Printer {
-	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY}
+	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY, Bookmarks: o.Bookmarks}
 	set(&opt)
 	if o.Output == "json" {
 		return printer.NewJSON(streams.Out, opt)

@@ -74,6 +74,35 @@ type Pretty struct {
 	// quiet holds the labels of watches whose health has nothing to say
 	// (no event, no finding), printed as one line before the run's.
 	quiet []quietWatch
+	// folds are the bookmarks held to be said in one line per watch
+	// (Options.Bookmarks unset), by watch; swept is the time of the
+	// record at which folds were last looked at for BookmarkFold.
+	folds map[heldKey]*bookmarkFold
+	swept time.Time
+}
+
+// BookmarkFold is the longest stretch of a watch's bookmarks the readable
+// output says in one line: 5 minutes, the shortest watch client-go's
+// reflector asks for (timeoutSeconds between 5 and 10 minutes:
+// tools/cache/reflector.go's defaultMinWatchTimeout), in which
+// kube-apiserver sends a bookmark about every minute (its watch cache's
+// defaultBookmarkFrequency, and one 2 s before the watch's timeout): about
+// five bookmarks a line, one or two lines for a client-go watch.
+const BookmarkFold = 5 * time.Minute
+
+// maxFolds bounds Pretty.folds: past it, bookmarks are shown one by one.
+const maxFolds = 4096
+
+// bookmarkFold is the bookmarks of one watch held to be said in one line.
+type bookmarkFold struct {
+	conn              *record.Conn
+	exchange          int
+	n                 int
+	firstSeq, lastSeq int
+	firstRV, lastRV   string
+	first, last       time.Time
+	// line is the first bookmark's own line, said when it stays alone.
+	line string
 }
 
 // quietWatch is a watch's health line held back by printHealth.
@@ -85,7 +114,7 @@ func NewPretty(w io.Writer, opt Options) *Pretty {
 	if opt.Terminal {
 		times = newTimeText("15:04:05.000000", true)
 	}
-	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color), times: times}
+	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color), times: times, folds: map[heldKey]*bookmarkFold{}}
 }
 
 // Emit prints r if the filter passes it.
@@ -97,7 +126,10 @@ func (p *Pretty) Emit(r record.Record) {
 
 // Close writes what is held and returns the first write error; the
 // summary record prints itself.
-func (p *Pretty) Close() error { return p.w.Flush() }
+func (p *Pretty) Close() error {
+	p.endFolds()
+	return p.w.Flush()
+}
 
 // Flush writes the lines held so far.
 func (p *Pretty) Flush() { p.w.Flush() }
@@ -126,6 +158,9 @@ func (p *Pretty) xid(c *record.Conn, exchange int) string {
 }
 
 func (p *Pretty) print(r record.Record) {
+	if t := r.When(); len(p.folds) > 0 && t.Sub(p.swept) >= time.Second {
+		p.sweep(t)
+	}
 	switch v := r.(type) {
 	case connRecord:
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
@@ -154,14 +189,20 @@ func (p *Pretty) print(r record.Record) {
 	case *record.Response:
 		p.printResponse(v)
 	case *record.Event:
+		if p.fold(v) {
+			return
+		}
+		p.endFold(heldKey{v.Conn.Key(), v.Exchange})
 		p.printEvent(v)
 	case *record.End:
+		p.endFold(heldKey{v.Conn.Key(), v.Exchange})
 		p.printEnd(v)
 	case *record.ConnNote:
 		p.w.printf("%s %s %s\n", p.ts(v.Time), p.id(v.Conn), p.cs.dim.Sprint(Escape(v.Message)))
 	case *record.Problem:
 		p.printProblem(v)
 	case *record.Summary:
+		p.endFolds()
 		p.printSummary(v)
 	case *record.List:
 		p.w.printf("%s %s %s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
@@ -326,6 +367,93 @@ func RelistText(r *record.Relist) string {
 		part(r.NChanged, r.Changed, "changed"),
 		fmt.Sprintf("%d unchanged", r.Unchanged),
 	}, " · ") + " while not watching"
+}
+
+// fold holds e when it is a bookmark to fold into its watch's line (see
+// Options.Bookmarks), saying the fold once it spans BookmarkFold; it
+// reports whether it held e. --wire shows each, with its chunk's bytes.
+func (p *Pretty) fold(e *record.Event) bool {
+	if p.opt.Bookmarks || p.opt.Wire || e.Type != "BOOKMARK" || e.InitialEventsEnd || e.Conn == nil {
+		return false
+	}
+	k := heldKey{e.Conn.ID, e.Exchange}
+	f := p.folds[k]
+	if f == nil {
+		if len(p.folds) >= maxFolds {
+			return false
+		}
+		f = &bookmarkFold{conn: e.Conn, exchange: e.Exchange, firstSeq: e.Seq, firstRV: e.ResourceVersion, first: e.Time, line: p.eventLine(e)}
+		p.folds[k] = f
+	} else {
+		f.line = ""
+	}
+	f.n++
+	f.lastSeq, f.lastRV, f.last = e.Seq, e.ResourceVersion, e.Time
+	if f.last.Sub(f.first) >= BookmarkFold {
+		p.endFold(k)
+	}
+	return true
+}
+
+// endFold says the bookmarks folded for watch k, if any: the first's own
+// line when it is alone, else "12 BOOKMARKs rv 2351→2410 over 4m58s
+// (events 3-14)".
+func (p *Pretty) endFold(k heldKey) {
+	f := p.folds[k]
+	if f == nil {
+		return
+	}
+	delete(p.folds, k)
+	if f.n == 1 {
+		p.w.printf("%s", f.line)
+		return
+	}
+	rv := "rv " + Escape(f.firstRV)
+	if f.lastRV != f.firstRV {
+		rv += "→" + Escape(f.lastRV)
+	}
+	p.w.printf("%s %s %3d %s %s over %s (events %d-%d)\n", p.ts(f.last), p.xid(f.conn, f.exchange), f.n,
+		p.cs.bookmark.Sprint("BOOKMARKs"), rv, round(f.last.Sub(f.first)), f.firstSeq, f.lastSeq)
+}
+
+// sweep says the folds that began BookmarkFold or more before t, the
+// time of the record about to be said, oldest first.
+func (p *Pretty) sweep(t time.Time) {
+	p.swept = t
+	var due []heldKey
+	for k, f := range p.folds {
+		if t.Sub(f.first) >= BookmarkFold {
+			due = append(due, k)
+		}
+	}
+	p.endFoldsOf(due)
+}
+
+// endFolds says every fold held, oldest first.
+func (p *Pretty) endFolds() {
+	keys := make([]heldKey, 0, len(p.folds))
+	for k := range p.folds {
+		keys = append(keys, k)
+	}
+	p.endFoldsOf(keys)
+}
+
+// endFoldsOf says the folds of keys, oldest first (then by connection and
+// exchange: the output does not depend on map order).
+func (p *Pretty) endFoldsOf(keys []heldKey) {
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := p.folds[keys[i]], p.folds[keys[j]]
+		if !a.first.Equal(b.first) {
+			return a.first.Before(b.first)
+		}
+		if keys[i].conn != keys[j].conn {
+			return keys[i].conn < keys[j].conn
+		}
+		return keys[i].exchange < keys[j].exchange
+	})
+	for _, k := range keys {
+		p.endFold(k)
+	}
 }
 
 func (p *Pretty) printResponse(v *record.Response) {
@@ -502,11 +630,16 @@ func EventWhat(e *record.Event) string {
 	return what
 }
 
-func (p *Pretty) printEvent(e *record.Event) {
+// eventLine is an event's line: time, watch, number, type, what it
+// carried and the chunks or DATA frames that carried it.
+func (p *Pretty) eventLine(e *record.Event) string {
 	c := p.cs.forType(e.Type)
-	what := EventWhat(e)
-	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
-		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
+	return fmt.Sprintf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
+		c.Sprintf("%-8s", Escape(e.Type)), EventWhat(e), p.cs.dim.Sprint(ChunkText(e)))
+}
+
+func (p *Pretty) printEvent(e *record.Event) {
+	p.w.printf("%s", p.eventLine(e))
 	for _, ch := range e.Changes {
 		c := p.cs.modified
 		switch ch[0] {

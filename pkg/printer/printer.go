@@ -36,6 +36,13 @@ type Options struct {
 	// connection that has anything else to show (another problem) is
 	// shown whole.
 	HideUndecrypted bool
+	// Bookmarks shows each BOOKMARK event on a line of its own. Without
+	// it the readable output folds a watch's bookmarks into one line per
+	// BookmarkFold ("12 BOOKMARKs rv 2351→2410 over 4m58s"), said before
+	// the watch's next other event, its end, or once the fold spans
+	// BookmarkFold; the initial-events-end bookmark keeps its line. JSON
+	// Lines always have every event.
+	Bookmarks bool
 }
 
 // Printer is a record.Sink that writes output; Close writes the summary.
