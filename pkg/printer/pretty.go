@@ -79,6 +79,9 @@ type Pretty struct {
 	// record at which folds were last looked at for BookmarkFold.
 	folds map[heldKey]*bookmarkFold
 	swept time.Time
+	// joined is the response of an HTTP/2 stream whose request was not
+	// seen, held for the note that names its resource (holdJoined).
+	joined *record.Response
 }
 
 // BookmarkFold is the longest stretch of a watch's bookmarks the readable
@@ -127,6 +130,9 @@ func (p *Pretty) Emit(r record.Record) {
 // Close writes what is held and returns the first write error; the
 // summary record prints itself.
 func (p *Pretty) Close() error {
+	if p.joined != nil {
+		p.sayJoined(nil)
+	}
 	p.endFolds()
 	return p.w.Flush()
 }
@@ -158,6 +164,9 @@ func (p *Pretty) xid(c *record.Conn, exchange int) string {
 }
 
 func (p *Pretty) print(r record.Record) {
+	if p.joined != nil && p.sayJoined(r) {
+		return
+	}
 	if t := r.When(); len(p.folds) > 0 && t.Sub(p.swept) >= time.Second {
 		p.sweep(t)
 	}
@@ -187,7 +196,10 @@ func (p *Pretty) print(r record.Record) {
 		}
 		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
 	case *record.Response:
-		p.printResponse(v)
+		if p.holdJoined(v) {
+			return
+		}
+		p.printResponse(v, "")
 	case *record.Event:
 		if p.fold(v) {
 			return
@@ -369,6 +381,58 @@ func RelistText(r *record.Relist) string {
 	}, " · ") + " while not watching"
 }
 
+// holdJoined holds v when it is the response of an HTTP/2 stream whose
+// request was not seen (joined mid-connection), so that the note that
+// names the stream's resource from its first event, which comes next, is
+// said on the same line (sayJoined); it reports whether it held v.
+func (p *Pretty) holdJoined(v *record.Response) bool {
+	if !v.Watch || v.Conn == nil || !v.Conn.HTTP2 || v.Request != nil && v.Request.Target != "" {
+		return false
+	}
+	p.joined = v
+	return true
+}
+
+// sayJoined says the response holdJoined held: with r when r is the
+// "h2-joined" note naming its stream's resource (it reports true: r is
+// said), else alone, before r.
+func (p *Pretty) sayJoined(r record.Record) bool {
+	resp := p.joined
+	p.joined = nil
+	switch v := r.(type) {
+	case *record.ConnNote:
+		if v.Kind == "h2-joined" && v.Resource != nil && v.Conn.Key() == resp.Conn.Key() && int(v.Stream) == resp.Exchange {
+			p.printResponse(resp, ResourceText(v.Resource, false))
+			return true
+		}
+	case *record.Event:
+		// A stream whose first event is a bookmark: its object names
+		// the resource, not a namespace (the note that does comes
+		// with the first other event).
+		if v.Type == "BOOKMARK" && v.Kind != "" && v.Conn.Key() == resp.Conn.Key() && v.Exchange == resp.Exchange {
+			p.printResponse(resp, ResourceText(&record.Resource{APIVersion: v.APIVersion, Kind: v.Kind}, true))
+			return false
+		}
+	}
+	p.printResponse(resp, "")
+	return false
+}
+
+// ResourceText names what a stream joined mid-connection watches, as its
+// first event's object says: "v1 ConfigMap (request not seen: named by its
+// first event's object, in namespace demo)"; bookmark: that event is a
+// bookmark, whose object names no namespace.
+func ResourceText(res *record.Resource, bookmark bool) string {
+	where := ", cluster-scoped or in no namespace"
+	switch {
+	case bookmark:
+		where = ", a bookmark"
+	case res.Namespace != "":
+		where = ", in namespace " + Escape(res.Namespace)
+	}
+	return Escape(res.APIVersion) + " " + Escape(res.Kind) + " (request not seen: named by its first event's object" + where + ")"
+}
+
 // fold holds e when it is a bookmark to fold into its watch's line (see
 // Options.Bookmarks), saying the fold once it spans BookmarkFold; it
 // reports whether it held e. --wire shows each, with its chunk's bytes.
@@ -456,7 +520,9 @@ func (p *Pretty) endFoldsOf(keys []heldKey) {
 	}
 }
 
-func (p *Pretty) printResponse(v *record.Response) {
+// printResponse says a response; res, when set, names the resource of a
+// stream whose request was not seen (sayJoined, ResourceText).
+func (p *Pretty) printResponse(v *record.Response, res string) {
 	var parts []string
 	switch v.Framing {
 	case "chunked":
@@ -474,7 +540,10 @@ func (p *Pretty) printResponse(v *record.Response) {
 	}
 	if v.Watch {
 		w := "watch"
-		if v.Request == nil {
+		switch {
+		case res != "":
+			w += " of " + res
+		case v.Request == nil:
 			w += " (request not captured)"
 		}
 		parts = append(parts, w)

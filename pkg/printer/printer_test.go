@@ -195,6 +195,48 @@ func TestBookmarkFold(t *testing.T) {
 	}
 }
 
+// TestJoinedStreamLine: the response of a stream joined mid-connection
+// and the note that names its resource are one line; a stream whose first
+// event is a bookmark is named by the bookmark's object.
+func TestJoinedStreamLine(t *testing.T) {
+	c := &record.Conn{ID: 2, HTTP2: true}
+	t0 := time.Date(2026, 12, 4, 4, 46, 13, 0, time.UTC)
+	resp := func(ex int) *record.Response {
+		return &record.Response{Conn: c, Exchange: ex, Time: t0, Proto: "HTTP/2.0", StatusCode: 200, Reason: "(HEADERS not captured: joined mid-connection)",
+			ContentType: "application/vnd.kubernetes.protobuf;stream=watch", Watch: true, Inferred: true}
+	}
+	recs := []record.Record{
+		resp(16523),
+		&record.ConnNote{Conn: c, Time: t0, Kind: "h2-joined", Stream: 16523, Resource: &record.Resource{APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo"},
+			Message: "stream 16523: its request was not seen; its events are v1 ConfigMap (the first in namespace demo), as named by event 1's object"},
+		&record.Event{Conn: c, Exchange: 16523, Seq: 1, Time: t0, Type: "ADDED", APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "app-config", ResourceVersion: "2370"},
+		resp(7805),
+		&record.Event{Conn: c, Exchange: 7805, Seq: 1, Time: t0, Type: "BOOKMARK", APIVersion: "coordination.k8s.io/v1", Kind: "Lease", ResourceVersion: "2371"},
+		resp(7807),
+		&record.Event{Conn: c, Exchange: 7807, Seq: 1, Time: t0, Type: "ERROR"},
+	}
+	var out bytes.Buffer
+	p := NewPretty(&out, Options{})
+	for _, r := range recs {
+		p.Emit(r)
+	}
+	p.Close()
+	got := out.String()
+	for _, want := range []string{
+		"2026-12-04T04:46:13.000000Z #2 s16523 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace demo) · inferred from the body\n" +
+			"2026-12-04T04:46:13.000000Z #2 s16523   1 ADDED     ConfigMap demo/app-config  rv 2370  0 bytes, not chunked\n",
+		"#2 s7805 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of coordination.k8s.io/v1 Lease (request not seen: named by its first event's object, a bookmark) · inferred from the body\n",
+		"#2 s7807 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch (request not captured) · inferred from the body\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks\n%s\nin\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "its request was not seen;") {
+		t.Errorf("the stream is named twice:\n%s", got)
+	}
+}
+
 // TestLeftOutSummary: what the filters left out is in the summary line,
 // and said on a line of its own when it was not known, or hid problems;
 // JSON has it whole.
