@@ -177,7 +177,8 @@ func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer
 
 // printerWith is printer with options a command adds (set).
 func (o *outputOptions) printerWith(streams IOStreams, set func(*printer.Options)) printer.Printer {
-	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY, Bookmarks: o.Bookmarks}
+	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY, Bookmarks: o.Bookmarks,
+		Filtered: o.Filter.Active()}
 	set(&opt)
 	if o.Output == "json" {
 		return printer.NewJSON(streams.Out, opt)

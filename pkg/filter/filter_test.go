@@ -168,6 +168,9 @@ func TestStage(t *testing.T) {
 	lease := func() *record.Event {
 		return &record.Event{Type: "MODIFIED", APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: "kube-system", Name: "b"}
 	}
+	// A problem about the connection as a whole: said when something of
+	// it is kept, else left out.
+	skip := []record.Record{&record.Problem{Conn: c, Kind: "bytes before the first HTTP/2 frame", Warning: true}}
 	process := &record.ConnNote{Conn: c, Kind: "process", Processes: []record.ConnProcess{{Role: "client", Name: "kube-controller-manager"}, {Role: "server", Name: "kube-apiserver"}}}
 	all := func(parts ...[]record.Record) []record.Record {
 		var out []record.Record
@@ -190,12 +193,12 @@ func TestStage(t *testing.T) {
 	}{
 		{name: "by User-Agent",
 			opt:  Options{UserAgent: "kube-controller-manager"},
-			recs: all(watch(1, "/api/v1/configmaps?watch=true", kcm, cm()), watch(3, "/api/v1/pods?watch=true", "kubelet/v1.37.2", cm())),
+			recs: all(skip, watch(1, "/api/v1/configmaps?watch=true", kcm, cm()), watch(3, "/api/v1/pods?watch=true", "kubelet/v1.37.2", cm())),
 			kept: []int{1}, left: record.LeftOut{Watches: 1, Problems: 1}},
 		{name: "a joined stream by the connection's other requests",
 			opt:  Options{UserAgent: "kubelet"},
-			recs: all(watch(3, "/api/v1/pods?watch=true", kcm), joined(1, cm())),
-			left: record.LeftOut{Watches: 2, Problems: 1}},
+			recs: all(skip, watch(3, "/api/v1/pods?watch=true", kcm), joined(1, cm())),
+			left: record.LeftOut{Watches: 2, Problems: 2}},
 		{name: "a joined stream by its client process's name",
 			opt:  Options{UserAgent: "kube-controller-manager"},
 			recs: all([]record.Record{process}, joined(1, cm())),
@@ -260,6 +263,18 @@ func TestStage(t *testing.T) {
 			}
 			if !reflect.DeepEqual(seen, want) {
 				t.Errorf("records out by exchange %v, want %v", seen, want)
+			}
+			connProblems := func(recs []record.Record) int {
+				n := 0
+				for _, r := range recs {
+					if p, ok := r.(*record.Problem); ok && p.Exchange == 0 {
+						n++
+					}
+				}
+				return n
+			}
+			if got, in := connProblems(out), connProblems(tc.recs); len(tc.kept) > 0 && got != in || len(tc.kept) == 0 && got != 0 {
+				t.Errorf("%d problems about the connection out of %d", got, in)
 			}
 			if sum == nil || sum.LeftOut == nil || *sum.LeftOut != tc.left {
 				t.Errorf("summary's LeftOut %+v, want %+v", sum.LeftOut, tc.left)

@@ -54,6 +54,11 @@ type conn struct {
 	// maxAgents.
 	agents []string
 	ex     map[int]*exchange
+	// shown: a record of an exchange kept passed; until then the
+	// problems about the connection as a whole are held (problems, at
+	// most maxHeld), to be dropped with it when nothing of it is kept.
+	shown    bool
+	problems []record.Record
 }
 
 // maxAgents bounds conn.agents.
@@ -129,6 +134,7 @@ func (s *Stage) Emit(r record.Record) {
 		if s.hold(x, r) {
 			return
 		}
+		s.show(c)
 	case *record.Response:
 		c := s.conn(v.Conn)
 		if c == nil {
@@ -144,6 +150,7 @@ func (s *Stage) Emit(r record.Record) {
 		if s.hold(x, r) {
 			return
 		}
+		s.show(c)
 	case *record.Event:
 		c := s.conn(v.Conn)
 		if c == nil {
@@ -151,11 +158,12 @@ func (s *Stage) Emit(r record.Record) {
 		}
 		x := c.ex[v.Exchange]
 		if x != nil && x.verdict == pending {
-			s.decide(x, v)
+			s.decide(c, x, v)
 		}
 		if s.hold(x, r) {
 			return
 		}
+		s.show(c)
 	case *record.End:
 		c := s.conn(v.Conn)
 		if c == nil {
@@ -168,16 +176,32 @@ func (s *Stage) Emit(r record.Record) {
 		if s.hold(x, r) {
 			return
 		}
+		s.show(c)
 		if !v.Request {
 			s.end(c, v.Exchange)
 		}
 	case *record.Problem:
-		if v.Conn == nil || v.Exchange == 0 {
+		if v.Conn == nil {
 			break
 		}
-		if c := s.conns[v.Conn.ID]; c != nil && s.hold(c.ex[v.Exchange], r) {
+		c := s.conn(v.Conn)
+		if v.Exchange == 0 {
+			// About the connection as a whole: said when something of
+			// it is kept.
+			if !c.shown {
+				if len(c.problems) < maxHeld {
+					c.problems = append(c.problems, r)
+				} else {
+					s.left.Problems++
+				}
+				return
+			}
+			break
+		}
+		if s.hold(c.ex[v.Exchange], r) {
 			return
 		}
+		s.show(c)
 	case *record.Summary:
 		for id := range s.conns {
 			s.endConn(id)
@@ -282,15 +306,16 @@ func (s *Stage) agentOfConn(c *conn) Verdict {
 	return NotKnown
 }
 
-// decide ends x's pending verdict at its first event ev, by the resource
+// decide ends x's pending verdict (an exchange of c) at its first event ev, by the resource
 // its object names; an event that names none (an ERROR's Status, a value
 // that is no object, a Table's row) leaves x out as not known.
-func (s *Stage) decide(x *exchange, ev *record.Event) {
+func (s *Stage) decide(c *conn, x *exchange, ev *record.Event) {
 	switch {
 	case ev.Kind == "" || ev.Type == "ERROR" || ev.NotObject != "" || ev.RowKind != "":
 		s.drop(x, true)
 	case s.opt.Resource.matchesKind(ev.APIVersion, ev.Kind):
 		x.verdict = keep
+		s.show(c)
 		held := x.held
 		x.held = nil
 		for _, r := range held {
@@ -374,13 +399,28 @@ func (s *Stage) end(c *conn, n int) {
 	tally(s.byNamespace, ns, "(not seen)")
 }
 
-// endConn counts the exchanges of connection id still open, and forgets
-// it.
+// show passes on the problems held about connection c as a whole, once
+// something of it is kept.
+func (s *Stage) show(c *conn) {
+	if c.shown {
+		return
+	}
+	c.shown = true
+	held := c.problems
+	c.problems = nil
+	for _, r := range held {
+		s.next.Emit(r)
+	}
+}
+
+// endConn counts the exchanges of connection id still open, and the
+// problems about it held when nothing of it was kept, and forgets it.
 func (s *Stage) endConn(id int) {
 	c := s.conns[id]
 	if c == nil {
 		return
 	}
+	s.left.Problems += len(c.problems)
 	for n := range c.ex {
 		s.end(c, n)
 	}
