@@ -52,10 +52,18 @@ CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with uprobes. --record writes the
 packets and the secrets of the connections it holds: the file decrypts every
 connection in it; keep it as you would a key.
 
+Filters keep what is shown: --client NAME (a client process, as each
+connection's process note names it) or ADDR[:PORT], --server: the other
+connections are not decoded; --user-agent TEXT, --resource RESOURCE[.GROUP],
+-n NS: the other watches are not decoded into events, and the summary counts
+what was left out. A watch whose request came before attach is judged by what
+else is seen: its connection's other requests or its client process's name
+(User-Agent), its first event (resource); its namespace is not known.
+
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
 nothing decoded (no connection of the processes carried HTTP kwatch could
-read).`,
+read), or the filters matched nothing.`,
 		Example: `  # The watches of kube-controller-manager, live
   kwatch attach kube-controller-manager
 
@@ -65,6 +73,10 @@ read).`,
 
   # Every client's watches on the API server, as JSON Lines
   kwatch attach kube-apiserver -o json
+
+  # The API server's view of one client, or of one resource in one namespace
+  kwatch attach kube-apiserver --user-agent kube-controller-manager
+  kwatch attach kube-apiserver --resource configmaps -n demo
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242

@@ -72,10 +72,15 @@ decrypted bytes are decoded as HTTP/1.1 or HTTP/2.
 TLS connections that cannot be decrypted (no key for them) are counted in one
 line before the summary, not shown one by one; --show-undecrypted lists each.
 
+Filters keep what is shown: --port, --client, --server: the other connections
+are not decoded; --user-agent, --resource, -n: the other watches are not
+decoded into events; the summary counts what they left out.
+
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 2 unusable input or flags, 3 nothing decoded (no connection carried HTTP kwatch
-could read, or --port, --client, --server matched none), 130 interrupted by
-Ctrl-C (with --follow or -i, Ctrl-C is how it ends: 0, 1 or 3).
+could read, or --port, --client, --server matched none, or --user-agent,
+--resource, -n matched no watch), 130 interrupted by Ctrl-C (with --follow or
+-i, Ctrl-C is how it ends: 0, 1 or 3).
 
 -i IFACE captures live instead, as tcpdump -i does ("any": every interface),
 in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
@@ -104,6 +109,10 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 
   # A node's capture of port 6443: one client's connections only
   kwatch pcap --tls-keylog keys.log --client 10.0.0.7 --server 10.0.0.2:6443 node.pcap
+
+  # The watches of kubectl only; of the ConfigMaps of namespace demo only
+  kwatch pcap --tls-keylog keys.log --user-agent kubectl node.pcap
+  kwatch pcap --tls-keylog keys.log --resource configmaps -n demo node.pcap
 
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
