@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -18,7 +19,7 @@ type attachOptions struct {
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
-	o := &attachOptions{decode: pcapOptions{attach: true}}
+	o := &attachOptions{decode: pcapOptions{attached: true}}
 	c := &cobra.Command{
 		Use:        "attach PID|NAME... | --exe PATH",
 		SuggestFor: []string{"trace", "uprobe"},
@@ -39,18 +40,17 @@ client's watches on it, each connection noted with the processes at its ends.
 
 A connection open before attach (a controller's one HTTP/2 connection, opened
 hours ago) is decrypted from its next records on: its TLS state is read from
-the process's memory when it next uses it, found by probes on crypto/tls's
-(*Conn).Read and Write that are placed only for processes with connections
-open at attach and removed once each is settled; what it sent before attach is
-not shown.
+the process's memory when it next uses it, for programs built by Go 1.21 to
+1.27, stripped or not (of other releases only when the program keeps its
+DWARF; else said at attach), found by probes on crypto/tls's (*Conn).Read and
+Write that are placed only for processes with connections open at attach and
+removed once each is settled; what it sent before attach is not shown.
 
 What it cannot do: a TLS 1.2 session resumed after attach gives no new secret;
-a stripped program whose struct layout kwatch cannot read keeps its connections
-from before attach encrypted (said at attach); programs that are not Go (curl,
-Python: use SSLKEYLOGFILE and kwatch pcap). It needs root with CAP_SYS_ADMIN,
-CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with uprobes. --record writes the
-packets and the secrets of the connections it holds: the file decrypts every
-connection in it; keep it as you would a key.
+programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch pcap). It
+needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
+uprobes. --record writes the packets and the secrets of the connections it
+holds: the file decrypts every connection in it; keep it as you would a key.
 
 Filters keep what is shown: --client NAME (a client process, as each
 connection's process note names it) or ADDR[:PORT], --server: the other
@@ -74,9 +74,12 @@ read), or the filters matched nothing.`,
   # Every client's watches on the API server, as JSON Lines
   kwatch attach kube-apiserver -o json
 
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch attach kube-apiserver --top
+
   # The API server's view of one client, or of one resource in one namespace
   kwatch attach kube-apiserver --user-agent kube-controller-manager
-  kwatch attach kube-apiserver --resource configmaps -n demo
+  kwatch attach kube-apiserver --resource configmaps -n demo --top
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
@@ -101,17 +104,28 @@ read), or the filters matched nothing.`,
 	o.decode.filters.addFlags(fs, true)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
+	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
+	o.decode.output.addTopFlag(fs)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
 }
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
-	ctx := cmd.Context()
-	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
-		Read:   o.decode.readOptions(keylog.New()),
-		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var screen *topScreen // --top's table, set before the run starts
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, RingBytes: o.decode.bufferKiB << 10,
+		Read: o.decode.readOptions(keylog.New()),
+		Notice: func(line string) {
+			if screen != nil {
+				screen.notice(line)
+				return
+			}
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line)
+		},
 		// The /proc fallback, chosen (docs/attach.md).
 		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
@@ -125,10 +139,14 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
+	o.decode.attached = true
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"
-	res, err := attach.Run(ctx, opt, o.decode.output.sink(p, true))
+	sink := o.decode.output.sink(p, true)
+	screen = o.decode.output.showTop(ctx, streams, cancel)
+	res, err := attach.Run(ctx, opt, sink)
+	screen.stop()
 	if err != nil {
 		_ = p.Close()
 		return &exitError{code: ExitUsage, err: err}

@@ -31,8 +31,14 @@ type pcapOptions struct {
 	output outputOptions
 	port   int
 	// filters are --client, --server, --user-agent, --resource and -n.
-	filters            filterOptions
-	showUndecrypted    bool
+	filters         filterOptions
+	showUndecrypted bool
+	// bufferKiB is --buffer-size: a live capture's ring, in KiB.
+	bufferKiB int
+	// attached: the run is kwatch attach's (its messages speak of the
+	// processes, not of a capture and key logs; --client takes a process
+	// name too).
+	attached           bool
 	allHTTP            bool
 	maxHeaderBytes     int
 	follow             bool
@@ -48,9 +54,6 @@ type pcapOptions struct {
 	tlsKeylog          string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
-	// attach: the options are kwatch attach's (--client takes a
-	// process name too).
-	attach bool
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -93,6 +96,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 
   # Capture live, without tcpdump: the watches through kubectl proxy
   kwatch pcap -i lo --port 8001
+
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch pcap -i lo --port 8001 --top
 
   # Decode live, event by event, as tcpdump hands packets over
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
@@ -141,6 +147,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 			if err := o.validate(); err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
+			if o.output.Top && o.iface == "" && !o.follow {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("--top shows a live capture: use it with -i IFACE or --follow FILE")}
+			}
 			return o.run(cmd, streams)
 		},
 	}
@@ -149,10 +158,12 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
 	o.filters.addFlags(fs, false)
 	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
+	fs.IntVarP(&o.bufferKiB, "buffer-size", "B", live.DefaultRingBytes>>10, "with -i: the capture's ring in the kernel, in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	o.addDecodeFlags(fs)
+	o.output.addTopFlag(fs)
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -187,7 +198,10 @@ func (o *pcapOptions) validate() error {
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
 	}
-	if err := o.filters.validate(o.attach); err != nil {
+	if min := live.MinRingBytes >> 10; o.bufferKiB < min || o.bufferKiB > 4<<20 {
+		return fmt.Errorf("--buffer-size is in KiB, between %d and %d (4 GiB), not %d", min, 4<<20, o.bufferKiB)
+	}
+	if err := o.filters.validate(o.attached); err != nil {
 		return err
 	}
 	o.output.Filter = o.filters.watches
@@ -224,10 +238,13 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
 	if o.iface != "" {
-		return o.runInterface(cmd, streams)
+		return o.runInterface(ctx, streams, cancel)
 	}
-	in, closeInput, err := o.openInput(cmd.Context(), streams)
+	in, closeInput, err := o.openInput(ctx, streams)
 	if errors.Is(err, errCtrlCBeforeInput) {
 		return o.interruptedBeforeInput()
 	} else if err != nil {
@@ -241,8 +258,11 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := o.readOptions(keys)
-	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, err)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats, err := pcap.Read(ctx, in, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, err)
 }
 
 // printer is the output printer of the flags.
@@ -288,8 +308,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 func (o *pcapOptions) live() bool { return o.follow || o.file == "-" || o.iface != "" }
 
 // runInterface is kwatch pcap -i: a live capture decoded as it comes, until
-// Ctrl-C.
-func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error {
+// Ctrl-C (or q on --top's table: cancel).
+func (o *pcapOptions) runInterface(ctx context.Context, streams IOStreams, cancel context.CancelFunc) error {
 	keys, err := o.keys(streams)
 	if err != nil {
 		return err
@@ -300,7 +320,7 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	} else if o.filters.serverEnd.Port != 0 {
 		f.Ports = []uint16{o.filters.serverEnd.Port}
 	}
-	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
+	c, err := live.Open(live.Options{Interface: o.iface, Filter: f, RingBytes: o.bufferKiB << 10})
 	if err != nil {
 		code := ExitUsage
 		return &exitError{code: code, err: fmt.Errorf("-i %s: %w", o.iface, err)}
@@ -316,8 +336,11 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)
 	opt.Name = "-i " + c.Name()
-	stats := pcap.ReadLive(cmd.Context(), c, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, nil)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats := pcap.ReadLive(ctx, c, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, nil)
 }
 
 // errCtrlCBeforeInput is openInput's error when Ctrl-C came before the
@@ -443,7 +466,11 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 			return &exitError{code: ExitNothing}
 		}
 	}
-	if msg := p.Tally().NothingDecoded(stats.Connections); msg != "" {
+	from := printer.FromCapture
+	if o.attached {
+		from = printer.FromAttach
+	}
+	if msg := p.Tally().NothingDecoded(stats.Connections, from); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}

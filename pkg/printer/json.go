@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/who"
 )
 
 // JSON writes one JSON object per line (JSON Lines). Every object has a
@@ -177,6 +178,35 @@ type jsonConn struct {
 	// RolesGuessed: which side is the client could not be decided
 	// (record.Conn.RolesGuessed).
 	RolesGuessed bool `json:"rolesGuessed,omitempty"`
+	// Identity names the connection's client (who.ConnOf).
+	Identity *jsonIdentity `json:"identity,omitempty"`
+}
+
+// jsonIdentity is who.Identity's JSON form: the client as a person reads
+// it (text), what its User-Agent says, its process and its node.
+type jsonIdentity struct {
+	Text      string              `json:"text"`
+	UserAgent string              `json:"userAgent,omitempty"`
+	Program   string              `json:"program,omitempty"`
+	Version   string              `json:"version,omitempty"`
+	Platform  string              `json:"platform,omitempty"`
+	Commit    string              `json:"commit,omitempty"`
+	Component string              `json:"component,omitempty"`
+	Command   string              `json:"command,omitempty"`
+	Process   *record.ConnProcess `json:"process,omitempty"`
+	Node      string              `json:"node,omitempty"`
+}
+
+// identityObject is id's JSON form; nil when nothing is known.
+func identityObject(id who.Identity) *jsonIdentity {
+	if id.IsZero() {
+		return nil
+	}
+	j := &jsonIdentity{Text: id.Text(), Process: id.Process, Node: id.Node}
+	if a := id.Agent; a != nil {
+		j.UserAgent, j.Program, j.Version, j.Platform, j.Commit, j.Component, j.Command = a.UserAgent, a.Program, a.Version, a.Platform, a.Commit, a.Component, a.Command
+	}
+	return j
 }
 
 type jsonRequest struct {
@@ -195,6 +225,8 @@ type jsonRequest struct {
 	// WatchNumber is, for kwatch stream, the number of the watch record
 	// (WATCH n) this request opened.
 	WatchNumber int `json:"watchNumber,omitempty"`
+	// Identity names the request's client (who.Of).
+	Identity *jsonIdentity `json:"identity,omitempty"`
 }
 
 type jsonResponse struct {
@@ -217,6 +249,9 @@ type jsonResponse struct {
 	// body's first bytes (record.Response.Inferred).
 	Inferred bool                  `json:"inferred,omitempty"`
 	Unknown  []record.UnknownField `json:"unknownFields,omitempty"`
+	// Identity names the client of a watch whose request was not seen,
+	// from its connection alone.
+	Identity *jsonIdentity `json:"identity,omitempty"`
 }
 
 type jsonChunk struct {
@@ -481,16 +516,20 @@ func (j *JSON) object(r record.Record) any {
 	switch v := r.(type) {
 	case connRecord:
 		return jsonConn{Record: "connection", ID: v.conn.ID, Connection: v.conn.String(),
-			Client: v.conn.Client.String(), Server: v.conn.Server.String(), RolesGuessed: v.conn.RolesGuessed}
+			Client: v.conn.Client.String(), Server: v.conn.Server.String(), RolesGuessed: v.conn.RolesGuessed, Identity: identityObject(v.who)}
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
-			WatchNumber: j.watchNumber(v.Conn, v.Exchange)}
+			WatchNumber: j.watchNumber(v.Conn, v.Exchange), Identity: identityObject(j.whoOf(v.Conn, v))}
 	case *record.Response:
-		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
+		r := jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
 			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header, Inferred: v.Inferred, Unknown: v.Unknown}
+		if v.Watch && v.Request == nil {
+			r.Identity = identityObject(j.whoOf(v.Conn, nil))
+		}
+		return r
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,

@@ -82,6 +82,12 @@ type Pretty struct {
 	// joined is the response of an HTTP/2 stream whose request was not
 	// seen, held for the note that names its resource (holdJoined).
 	joined *record.Response
+	// joinedSaid is said as it was when joined was held: the client its
+	// connection line named, not named again on the response's line.
+	joinedSaid string
+	// said is the client the connection line printed by this Emit named
+	// ("" none): the watch request right after it does not name it again.
+	said string
 }
 
 // BookmarkFold is the longest stretch of a watch's bookmarks the readable
@@ -122,6 +128,7 @@ func NewPretty(w io.Writer, opt Options) *Pretty {
 
 // Emit prints r if the filter passes it.
 func (p *Pretty) Emit(r record.Record) {
+	p.said = ""
 	for _, x := range p.pass(r) {
 		p.print(x)
 	}
@@ -172,6 +179,14 @@ func (p *Pretty) print(r record.Record) {
 	}
 	switch v := r.(type) {
 	case connRecord:
+		id := v.who
+		if v.noted {
+			id = id.WithoutProcess() // the process note below names it
+		}
+		if p.said = Escape(id.Text()); p.said != "" {
+			p.w.printf("%s %s · client %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), p.said)
+			return
+		}
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
 	case *record.Request:
 		method, target := Escape(v.Method), Escape(v.Target)
@@ -184,17 +199,17 @@ func (p *Pretty) print(r record.Record) {
 			if target == "" {
 				target = "(path not known)"
 			}
-			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown))
+			p.w.printf("%s %s > %s %s %s · %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown), p.client(v))
 			return
 		}
 		if n := p.watchNumber(v.Conn, v.Exchange); n > 0 && v.Conn.HTTP2 {
 			// The streams of one connection interleave: say which
 			// announced watch this stream is.
-			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
-				p.cs.header.Sprintf("WATCH %d", n))
+			p.w.printf("%s %s > %s %s %s · %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
+				p.cs.header.Sprintf("WATCH %d", n), p.client(v))
 			return
 		}
-		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
+		p.w.printf("%s %s > %s %s %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), p.client(v))
 	case *record.Response:
 		if p.holdJoined(v) {
 			return
@@ -389,7 +404,7 @@ func (p *Pretty) holdJoined(v *record.Response) bool {
 	if !v.Watch || v.Conn == nil || !v.Conn.HTTP2 || v.Request != nil && v.Request.Target != "" {
 		return false
 	}
-	p.joined = v
+	p.joined, p.joinedSaid = v, p.said
 	return true
 }
 
@@ -399,6 +414,11 @@ func (p *Pretty) holdJoined(v *record.Response) bool {
 func (p *Pretty) sayJoined(r record.Record) bool {
 	resp := p.joined
 	p.joined = nil
+	// The response's line names its client unless the connection line
+	// just above it did (said, as it was when it was held).
+	said := p.said
+	p.said = p.joinedSaid
+	defer func() { p.said = said }()
 	switch v := r.(type) {
 	case *record.ConnNote:
 		if v.Kind == "h2-joined" && v.Resource != nil && v.Conn.Key() == resp.Conn.Key() && int(v.Stream) == resp.Exchange {
@@ -520,6 +540,21 @@ func (p *Pretty) endFoldsOf(keys []heldKey) {
 	}
 }
 
+// client names the client of a watch request, " · client kubectl/v1.37.2
+// … get (pid 4242)", for the first line of each watch; "" for a request
+// that is no watch, a client not known, or one the connection line just
+// above named the same.
+func (p *Pretty) client(v *record.Request) string {
+	if !v.Watch {
+		return ""
+	}
+	t := Escape(p.whoOf(v.Conn, v).Text())
+	if t == "" || t == p.said {
+		return ""
+	}
+	return " · client " + t
+}
+
 // printResponse says a response; res, when set, names the resource of a
 // stream whose request was not seen (sayJoined, ResourceText).
 func (p *Pretty) printResponse(v *record.Response, res string) {
@@ -553,6 +588,12 @@ func (p *Pretty) printResponse(v *record.Response, res string) {
 	}
 	if len(v.Unknown) > 0 {
 		parts = append(parts, UnknownText(v.Unknown))
+	}
+	if v.Watch && v.Request == nil {
+		// The first line of a watch whose request was not seen.
+		if t := Escape(p.whoOf(v.Conn, nil).Text()); t != "" && t != p.said {
+			parts = append(parts, "client "+t)
+		}
 	}
 	status := fmt.Sprintf("%s %d %s", Escape(v.Proto), v.StatusCode, Escape(v.Reason))
 	if v.StatusCode >= 400 {
