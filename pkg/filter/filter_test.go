@@ -286,6 +286,22 @@ func TestStage(t *testing.T) {
 	}
 }
 
+// TestStageNotDecrypted: the problem that a connection could not be
+// decrypted passes the filters, whatever they keep: the printer counts the
+// connection among those not decrypted, as without filters; it is not a
+// problem about what the filters left out.
+func TestStageNotDecrypted(t *testing.T) {
+	c := &record.Conn{ID: 4}
+	noKey := &record.Problem{Conn: c, Kind: record.KindNoTLSKey, Warning: true}
+	out, s := stageRun(Options{UserAgent: "kubectl"}, noKey, &record.ConnNote{Conn: c, Kind: "closed"}, &record.Summary{})
+	if len(out) != 3 || out[0] != noKey {
+		t.Errorf("records out: %v, want the problem, the note and the summary", out)
+	}
+	if l := s.LeftOut(); l != (record.LeftOut{}) {
+		t.Errorf("LeftOut() %+v, want nothing", l)
+	}
+}
+
 // TestUnmatched: a run whose filters kept no watch says what they left out.
 func TestUnmatched(t *testing.T) {
 	c := &record.Conn{ID: 1}

@@ -109,9 +109,12 @@ func (s *Stage) Emit(r record.Record) {
 	case *record.ConnNote:
 		c := s.conn(v.Conn)
 		if v.Kind == "process" && c != nil {
+			// Its first client process, as pkg/who and the source's
+			// --client NAME take it.
 			for _, p := range v.Processes {
 				if p.Role == "client" {
 					c.process = p.Name
+					break
 				}
 			}
 		}
@@ -185,6 +188,14 @@ func (s *Stage) Emit(r record.Record) {
 			break
 		}
 		c := s.conn(v.Conn)
+		if v.Exchange == 0 && v.Kind == record.KindNoTLSKey {
+			// A connection not decrypted: what the filters would ask
+			// of it cannot be read. The printer counts it among the
+			// connections not decrypted (and lists it under
+			// --show-undecrypted), as it does without filters; it is
+			// no problem about what they left out.
+			break
+		}
 		if v.Exchange == 0 {
 			// About the connection as a whole: said when something of
 			// it is kept.
