@@ -761,3 +761,35 @@ func TestPcapFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestPcapTopFilters: --top's table is after the filters: kwatch pcap
+// --follow --top --user-agent curl on node-lo.pcap has a row for curl's
+// watch alone (3 events), none for kwatch stream's watch that the filter
+// left out, and the summary after the table counts that one as left out.
+func TestPcapTopFilters(t *testing.T) {
+	s := startKwatch(t, "pcap", "--follow", "--top", "--tls-keylog", nodeKeys, "--user-agent", "curl", nodeCapture)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tables := strings.Split(s.out.String(), "\n\n")
+		if line, _, n := topRow(tables[0], "configmaps", "nodecap"); n == 3 {
+			if !strings.Contains(line, "curl/7.88.1") {
+				t.Errorf("the row does not name curl: %q", line)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no table with curl's row:\n%s\nstderr:\n%s", s.out.String(), s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d:\n%s", code, s.errOut.String())
+	}
+	out := s.out.String()
+	if strings.Contains(out, "kwatch/dev") || !strings.Contains(out, " 1 watch · ") || strings.Contains(out, " 2 watches · ") {
+		t.Errorf("a table shows the watch --user-agent curl leaves out:\n%s", out)
+	}
+	if !strings.Contains(out, " · 1 watch (1 left out by the filters) · 3 events: 1 ADDED, 1 MODIFIED, 1 DELETED · ") {
+		t.Errorf("the summary does not count the watch left out:\n%s", out)
+	}
+}
