@@ -26,8 +26,12 @@ import (
 //     the summary counts the others left out;
 //   - --user-agent kube-controller-manager shows kube-controller-manager's
 //     watches alone (its joined streams, whose User-Agent is an HPACK entry
-//     from before the join, kept by its process's name);
-//   - --client kube-controller-manager decodes its connections alone.
+//     from before the join, kept by its process's name), each watch's first
+//     record naming it (JSON's identity, the readable line's "client …"),
+//     and counts the others left out;
+//   - --client kube-controller-manager decodes its connections alone;
+//   - --top with --resource configmaps -n ns (a plain table on a pipe) has
+//     rows for ns's ConfigMap watches alone.
 func TestAttachFilters(t *testing.T) {
 	needAttach(t)
 	env := e2e.Cluster(t)
@@ -41,7 +45,10 @@ func TestAttachFilters(t *testing.T) {
 	pretty := startKwatch(t, "attach", "kube-apiserver", "--resource", "configmaps", "-n", ns)
 	byAgent := startKwatch(t, "attach", "kube-apiserver", "-o", "json", "--user-agent", "kube-controller-manager")
 	byClient := startKwatch(t, "attach", "kube-apiserver", "-o", "json", "--client", "kube-controller-manager")
-	for _, s := range []*session{byResource, pretty, byAgent, byClient} {
+	prettyAgent := startKwatch(t, "attach", "kube-apiserver", "--user-agent", "kube-controller-manager")
+	topped := startKwatch(t, "attach", "kube-apiserver", "--top", "--resource", "configmaps", "-n", ns)
+	sessions := []*session{byResource, pretty, byAgent, byClient, prettyAgent, topped}
+	for _, s := range sessions {
 		waitText(t, "kwatch attached", s.errOut, "attached to kube-apiserver (pid")
 	}
 	w := startWatcher(t, env, bin, ns)
@@ -90,7 +97,22 @@ func TestAttachFilters(t *testing.T) {
 		}
 		return false
 	})
-	for _, s := range []*session{byResource, pretty, byAgent, byClient} {
+	// --top: the table's rows of ns's two ConfigMap watches, with the
+	// program's three events each.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tables := strings.Split(topped.out.String(), "\n\n")
+		if rows := topRows(tables[max(len(tables)-2, 0)]); len(rows) == 2 && strings.Count(strings.Join(rows, "\n"), " configmaps  "+ns+" ") == 2 {
+			if _, _, n := topRow(strings.Join(rows, "\n"), "configmaps", ns); n == 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--top --resource configmaps -n %s: no table with the two watches of the program:\n%s", ns, topped.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, s := range sessions {
 		if code := s.stop(t); code != ExitOK && code != ExitProblems {
 			t.Errorf("exit %d:\n%s", code, s.errOut.String())
 		}
@@ -131,6 +153,37 @@ func TestAttachFilters(t *testing.T) {
 	// namespace is not known).
 	if l := leftOut(recs); l == nil || l["watches"].(float64) < 3 {
 		t.Errorf("--resource configmaps -n %s: leftOut %v, want 3 watches or more", ns, l)
+	}
+	// The readable output: every watch's first line names
+	// kube-controller-manager, or the connection line just above it does.
+	lines := strings.Split(prettyAgent.out.String(), "\n")
+	named := 0
+	for i, l := range lines {
+		first := strings.Contains(l, " < HTTP/2.0 200 (HEADERS not captured") || strings.Contains(l, " > GET ") && strings.Contains(l, "watch=")
+		if !first {
+			continue
+		}
+		named++
+		if !strings.Contains(l, " · client kube-controller-manager") && (i == 0 || !strings.Contains(lines[i-1], " · client kube-controller-manager")) {
+			t.Errorf("--user-agent kube-controller-manager: a watch's first line does not name its client:\n%s", l)
+		}
+	}
+	t.Logf("--user-agent kube-controller-manager, readable: %d watches, each named", named)
+	if named == 0 || !strings.Contains(prettyAgent.out.String(), " left out by the filters) · ") {
+		t.Errorf("--user-agent kube-controller-manager, readable: no watch, or nothing counted as left out:\n%s", prettyAgent.out.String())
+	}
+	// --top: every row of every table is one of ns's ConfigMap watches;
+	// the summary after the table counts the others.
+	topOut := topped.out.String()
+	for _, table := range strings.Split(topOut, "\n\n") {
+		for _, row := range topRows(table) {
+			if !strings.Contains(row, " configmaps  "+ns+" ") {
+				t.Errorf("--top --resource configmaps -n %s shows the row %q", ns, row)
+			}
+		}
+	}
+	if i := strings.LastIndex(topOut, "\nsummary: "); i < 0 || !strings.Contains(topOut[i:], " left out by the filters) · ") {
+		t.Errorf("--top: the summary does not count what was left out:\n%s", topOut)
 	}
 	out := pretty.out.String()
 	if !strings.Contains(out, "/api/v1/namespaces/"+ns+"/configmaps?") || strings.Contains(out, ns2) || strings.Contains(out, "/secrets") {
@@ -173,6 +226,35 @@ func TestAttachFilters(t *testing.T) {
 		if events == 0 {
 			t.Errorf("%s kube-controller-manager: no event of its", name)
 		}
+		// Each watch's first record names its client (pkg/who): the
+		// request's identity, or for a stream whose request came before
+		// attach (kube-controller-manager's connection is older than
+		// kwatch's attach), the response's, from its connection's
+		// process. Those streams were judged by the process's name.
+		joined := 0
+		requested := map[string]bool{}
+		for _, r := range recs {
+			key := fmt.Sprint(r["connection"], " ", r["exchange"])
+			first := false
+			switch {
+			case r["record"] == "request":
+				requested[key] = true
+				first = r["watch"] == true
+			case r["record"] == "response" && r["watch"] == true && !requested[key]:
+				first = true
+				joined++
+			}
+			if first {
+				id, _ := r["identity"].(map[string]any)
+				if text := fmt.Sprint(id["text"]); !strings.Contains(text, "kube-controller-manager") {
+					t.Errorf("%s kube-controller-manager: a watch's %s names its client %q", name, r["record"], text)
+				}
+			}
+		}
+		t.Logf("%s kube-controller-manager: %d watches shown whose request came before attach", name, joined)
+		if openBefore(recs, kcmClient) && joined == 0 {
+			t.Errorf("%s kube-controller-manager: its connection was open before attach, and no stream joined mid-connection is shown", name)
+		}
 		// Left out: the three watchers' connections or their watches.
 		l := leftOut(recs)
 		switch name {
@@ -186,4 +268,34 @@ func TestAttachFilters(t *testing.T) {
 			}
 		}
 	}
+}
+
+// topRows returns the rows of one of --top's plain tables: the lines after
+// its header (WATCH CLIENT …), up to the first empty one.
+func topRows(table string) []string {
+	var rows []string
+	in := false
+	for _, l := range strings.Split(table, "\n") {
+		switch {
+		case strings.HasPrefix(l, "WATCH "):
+			in = true
+		case l == "" || strings.HasPrefix(l, "health") || strings.HasPrefix(l, "summary:"):
+			in = false
+		case in:
+			rows = append(rows, l)
+		}
+	}
+	return rows
+}
+
+// openBefore reports whether a process note of the records says that a
+// connection whose client note begins with client was open before kwatch
+// attached.
+func openBefore(recs []map[string]any, client string) bool {
+	for _, r := range recs {
+		if m := fmt.Sprint(r["message"]); r["record"] == "note" && r["kind"] == "process" && strings.HasPrefix(m, client) && strings.Contains(m, "open before kwatch attached") {
+			return true
+		}
+	}
+	return false
 }
