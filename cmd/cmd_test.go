@@ -793,3 +793,44 @@ func TestPcapTopFilters(t *testing.T) {
 		t.Errorf("the summary does not count the watch left out:\n%s", out)
 	}
 }
+
+// TestPcapBookmarks: on a capture of curl's watch with two bookmarks
+// (bookmarks-lo.pcap), the readable output says them in one line with
+// their count, --bookmarks shows each on its own line, -o json has a
+// record of each, and the end, health and summary lines count both in
+// every case.
+func TestPcapBookmarks(t *testing.T) {
+	const capture = "../testdata/pcap/bookmarks-lo.pcap"
+	counted := []string{
+		"end: last-chunk · 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · 4 chunks",
+		"health #1: 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · ",
+		" · 2 bookmarks, every 1.224s ",
+		"summary: 18 packets · 1 TCP connection · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · ",
+	}
+	folded, _, code := run(t, nil, nil, "pcap", capture)
+	if code != ExitOK || !strings.Contains(folded, "#1   2 BOOKMARKs rv 103 over 1.224s (events 3-4)\n") || strings.Contains(folded, " BOOKMARK  rv ") {
+		t.Errorf("folded: exit %d:\n%s", code, folded)
+	}
+	each, _, code := run(t, nil, nil, "pcap", "--bookmarks", capture)
+	if code != ExitOK || strings.Count(each, " BOOKMARK  rv 103  chunk 0x69 = 105 bytes\n") != 2 || strings.Contains(each, "BOOKMARKs") {
+		t.Errorf("--bookmarks: exit %d:\n%s", code, each)
+	}
+	for _, want := range counted {
+		if !strings.Contains(folded, want) || !strings.Contains(each, want) {
+			t.Errorf("folded or --bookmarks lacks %q:\nfolded:\n%s\n--bookmarks:\n%s", want, folded, each)
+		}
+	}
+	recs, _, _ := pcapJSON(t, capture)
+	bookmarks, health := 0, ""
+	for _, r := range recs {
+		switch {
+		case r["record"] == "event" && r["type"] == "BOOKMARK":
+			bookmarks++
+		case r["record"] == "health" && r["scope"] == "watch":
+			health = fmt.Sprint(r["bookmarks"].(map[string]any)["count"])
+		}
+	}
+	if bookmarks != 2 || health != "2" {
+		t.Errorf("-o json: %d BOOKMARK events, health's bookmarks count %s; want 2 of each", bookmarks, health)
+	}
+}
