@@ -19,7 +19,7 @@ type attachOptions struct {
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
-	o := &attachOptions{}
+	o := &attachOptions{decode: pcapOptions{attached: true}}
 	c := &cobra.Command{
 		Use:        "attach PID|NAME... | --exe PATH",
 		SuggestFor: []string{"trace", "uprobe"},
@@ -52,10 +52,18 @@ needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
 uprobes. --record writes the packets and the secrets of the connections it
 holds: the file decrypts every connection in it; keep it as you would a key.
 
+Filters keep what is shown: --client NAME (a client process, as each
+connection's process note names it) or ADDR[:PORT], --server: the other
+connections are not decoded; --user-agent TEXT, --resource RESOURCE[.GROUP],
+-n NS: the other watches are not decoded into events, and the summary counts
+what was left out. A watch whose request came before attach is judged by what
+else is seen: its connection's other requests or its client process's name
+(User-Agent), its first event (resource); its namespace is not known.
+
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
 nothing decoded (no connection of the processes carried HTTP kwatch could
-read).`,
+read), or the filters matched nothing.`,
 		Example: `  # The watches of kube-controller-manager, live
   kwatch attach kube-controller-manager
 
@@ -68,6 +76,10 @@ read).`,
 
   # The same as a live table, one row per watch, sorted by the keys it lists
   kwatch attach kube-apiserver --top
+
+  # The API server's view of one client, or of one resource in one namespace
+  kwatch attach kube-apiserver --user-agent kube-controller-manager
+  kwatch attach kube-apiserver --resource configmaps -n demo --top
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
@@ -89,6 +101,7 @@ read).`,
 	o.decode.output.addFlags(fs)
 	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	o.decode.addDecodeFlags(fs)
+	o.decode.filters.addFlags(fs, true)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")

@@ -55,7 +55,7 @@ func (e Endpoint) Match(a netip.AddrPort) bool {
 
 // filtered reports whether the options keep only some connections.
 func (o Options) filtered() bool {
-	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero()
+	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero() || o.ClientProcess != ""
 }
 
 // mayMatch reports whether a packet between a and b may belong to a
@@ -189,9 +189,9 @@ func guessedText(client netip.AddrPort) string {
 		client.String() + " is taken for it, the side of the higher port"
 }
 
-// byPackets lists m's keys by their packets, most first, then by name:
-// "127.0.0.1:6443 (120 packets), 10.0.0.5 (3 packets)".
-func byPackets[K comparable](m map[K]int64, name func(K) string) string {
+// byPackets lists m's keys by their counts of one, many, most first, then
+// by name: "127.0.0.1:6443 (120 packets), 10.0.0.5 (3 packets)".
+func byPackets[K comparable](m map[K]int64, name func(K) string, one, many string) string {
 	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -204,7 +204,7 @@ func byPackets[K comparable](m map[K]int64, name func(K) string) string {
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = name(k) + " (" + phrase.Count(int(m[k]), "packet", "packets") + ")"
+		parts[i] = name(k) + " (" + phrase.Count(int(m[k]), one, many) + ")"
 	}
 	return strings.Join(parts, ", ")
 }
