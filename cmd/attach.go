@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -129,14 +130,23 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		// The /proc fallback, chosen (docs/attach.md).
 		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
-		// Read by its owner only: it holds the keys.
-		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--record: %w", err)}
+		// Opened once attach has its processes: a mistyped PID leaves an
+		// earlier recording as it was.
+		var f *os.File
+		defer func() {
+			if f != nil {
+				f.Close()
+			}
+		}()
+		opt.Record = func() (io.Writer, error) {
+			// Read by its owner only: it holds the keys.
+			var err error
+			if f, err = os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+				return nil, err
+			}
+			opt.Notice(fmt.Sprintf("%s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them", o.record))
+			return f, nil
 		}
-		defer f.Close()
-		opt.Record = f
-		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
 	o.decode.attached = true
