@@ -119,7 +119,7 @@ func TestRows(t *testing.T) {
 			Selectors: "-l app=web", Events: 32, Bytes: 30*200 + 100 + 200, Last: t0.Add(5 * time.Second), Restarts: 1, Relists: 1,
 			FlowStalls: 1, Health: "1 finding", Bad: true},
 		{ID: 4, Watch: "#2", Client: "kubectl/v1.37.2", Resource: "secrets", Namespace: "alpha", Health: "ok"},
-		{ID: 5, Watch: "#3 s9", Resource: "Pod", Namespace: "kube-system", Events: 1, Bytes: 50, Last: t0, Health: "ok"},
+		{ID: 5, Watch: "#3 s9", Resource: "Pod", Namespace: NamespaceNotSeen, Events: 1, Bytes: 50, Last: t0, Health: "ok"},
 	}
 	for i, w := range want {
 		if rows[i] != w {
@@ -204,7 +204,7 @@ func TestSortAndRender(t *testing.T) {
 		"kwatch top · 4 watches · 17 events/s · sorted by events · 04:46:12",
 		"EVENTS▼",
 		"#1 s5   kube-controller-manager/v1.37.2 … shared-informers (pid 812)",
-		"configmaps        demo         -l app=web",
+		"configmaps        demo        -l app=web",
 		"sort: s ev/s · e events · b bytes/s · l last · t restarts · x stalls · h health · c client · r resource · n namespace · w watch · R reverse · ↑↓ scroll · q quit",
 	} {
 		if !strings.Contains(screen, want) {
@@ -437,13 +437,13 @@ func TestNarrow(t *testing.T) {
 			t.Errorf("%d cells wide: %q", w, l)
 		}
 	}
-	if got, want := lines[1], "WATCH   CLIENT               RESOURCE         NAMESPACE     EVENTS  EV/S▼    B/S"; got != want {
+	if got, want := lines[1], "WATCH   CLIENT                RESOURCE         NAMESPACE    EVENTS  EV/S▼    B/S"; got != want {
 		t.Errorf("header\n%q, want\n%q", got, want)
 	}
-	if got, want := lineWith(screen, "#1 s5"), "#1 s5   kube-controller-ma…  configmaps       demo              32     16  3.1Ki"; got != want {
+	if got, want := lineWith(screen, "#1 s5"), "#1 s5   kube-controller-man…  configmaps       demo             32     16  3.1Ki"; got != want {
 		t.Errorf("row\n%q, want\n%q", got, want)
 	}
-	if got, want := lineWith(screen, "#3 s9"), "#3 s9                        Pod              kube-system        1    0.5     25"; got != want {
+	if got, want := lineWith(screen, "#3 s9"), "#3 s9                         Pod              (not seen)        1    0.5     25"; got != want {
 		t.Errorf("row\n%q, want\n%q", got, want)
 	}
 	if !strings.Contains(screen, "\nhidden (too narrow): SELECTORS LAST RESTARTS RELISTS STALLS HEALTH\n") {
@@ -467,11 +467,11 @@ func TestWide(t *testing.T) {
 	m := narrowModel(200)
 	screen := trimLines(m.render(true))
 	if got, want := strings.Split(screen, "\n")[1],
-		"WATCH   CLIENT                                                             RESOURCE          NAMESPACE    SELECTORS    EVENTS  EV/S▼    B/S   LAST   RESTARTS  RELISTS   STALLS  HEALTH"; got != want {
+		"WATCH   CLIENT                                                             RESOURCE          NAMESPACE   SELECTORS    EVENTS  EV/S▼    B/S   LAST   RESTARTS  RELISTS   STALLS  HEALTH"; got != want {
 		t.Errorf("header\n%q, want\n%q", got, want)
 	}
 	if got, want := lineWith(screen, "#1 s1"),
-		"#1 s1   kube-controller-manager/v1.37.2 … replicaset-controller (pid 812)  replicasets.apps                                 1    0.5    150    11s          0        0        0  ok"; got != want {
+		"#1 s1   kube-controller-manager/v1.37.2 … replicaset-controller (pid 812)  replicasets.apps                                1    0.5    150    11s          0        0        0  ok"; got != want {
 		t.Errorf("row\n%q, want\n%q", got, want)
 	}
 	if strings.Contains(screen, "hidden") || strings.Contains(screen, "…\n") {
@@ -494,5 +494,41 @@ func TestStableWidths(t *testing.T) {
 		if before != after {
 			t.Errorf("width %d: header\n%q, then\n%q", width, before, after)
 		}
+	}
+}
+
+// TestNotSeen: a watch whose request was not seen is named by what its
+// events' objects tell (its first bookmark's kind until another event
+// comes), never further: kubectl get -w's Table rows, whose objects are
+// PartialObjectMetadata, and a metadata informer's objects name no
+// resource; the namespace watched is not known unless the objects have
+// none (cluster-scoped).
+func TestNotSeen(t *testing.T) {
+	tab, s := chain(Options{})
+	c := conn(1, true)
+	ev := func(ex, seq int, typ, apiVersion, kind, rowKind, ns string) *record.Event {
+		return &record.Event{Conn: c, Exchange: ex, Seq: seq, Time: t0, Type: typ, APIVersion: apiVersion, Kind: kind, RowKind: rowKind,
+			Namespace: ns, Name: "x", ResourceVersion: "7", Length: 10}
+	}
+	for ex := 1; ex <= 7; ex += 2 {
+		s.Emit(&record.Response{Conn: c, Exchange: ex, Time: t0, StatusCode: 200, Watch: true, Inferred: true})
+	}
+	s.Emit(ev(1, 1, "MODIFIED", "meta.k8s.io/v1", "Table", "PartialObjectMetadata", "demo"))
+	s.Emit(ev(3, 1, "ADDED", "meta.k8s.io/v1", "PartialObjectMetadata", "", ""))
+	s.Emit(ev(5, 1, "BOOKMARK", "apps/v1", "Deployment", "", ""))
+	s.Emit(ev(7, 1, "BOOKMARK", "v1", "Namespace", "", ""))
+	s.Emit(ev(7, 2, "ADDED", "v1", "Namespace", "", ""))
+	var got []string
+	for _, r := range tab.Snapshot().Rows {
+		got = append(got, r.Watch+" | "+r.Resource+" | "+r.Namespace)
+	}
+	want := []string{
+		"#1 s1 | Table rows (resource not seen) | (not seen)",
+		"#1 s3 | object metadata (resource not seen) | ",
+		"#1 s5 | Deployment | (not seen)",
+		"#1 s7 | Namespace | ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -206,7 +206,14 @@ func (m *model) compare(a, b viewRow) int {
 	case byResource:
 		return strings.Compare(a.Resource, b.Resource)
 	case byNamespace:
-		return strings.Compare(a.Namespace, b.Namespace)
+		// A namespace not seen after those seen.
+		notSeen := func(r viewRow) int {
+			if r.Namespace == NamespaceNotSeen {
+				return 1
+			}
+			return 0
+		}
+		return cmp.Or(notSeen(a)-notSeen(b), strings.Compare(a.Namespace, b.Namespace))
 	}
 	return 0 // byWatch: first appearance
 }
