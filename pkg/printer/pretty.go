@@ -1216,15 +1216,15 @@ func HealthText(h *record.Health) string {
 	if total := h.FramingBytes + h.DataBytes; total > 0 {
 		parts = append(parts, fmt.Sprintf("framing %d of %d bytes (%.1f%%)", h.FramingBytes, total, 100*float64(h.FramingBytes)/float64(total)))
 	}
-	if h.InflatedBytes > 0 && h.CompressedBytes > 0 {
-		// Below 1:1 (gzip's headers on little data) two decimals, so
-		// that a body that grew never reads as 1.0:1.
-		ratio := float64(h.InflatedBytes) / float64(h.CompressedBytes)
-		format := "compressed %d of %d bytes (%.1f:1)"
-		if ratio < 1 {
-			format = "compressed %d of %d bytes (%.2f:1)"
-		}
-		parts = append(parts, fmt.Sprintf(format, h.CompressedBytes, h.InflatedBytes, ratio))
+	switch {
+	case h.InflatedBytes <= 0 || h.CompressedBytes <= 0:
+	case h.CompressedBytes > h.InflatedBytes:
+		// gzip's header and trailer on little data: what was sent grew.
+		parts = append(parts, fmt.Sprintf("compressed %d bytes into %d (larger by %d)",
+			h.InflatedBytes, h.CompressedBytes, h.CompressedBytes-h.InflatedBytes))
+	default:
+		parts = append(parts, fmt.Sprintf("compressed %d of %d bytes (%.1f:1)",
+			h.CompressedBytes, h.InflatedBytes, float64(h.InflatedBytes)/float64(h.CompressedBytes)))
 	}
 	if h.Scope == "all" && (h.Restarts > 0 || h.Relists > 0) {
 		var rs []string
