@@ -437,13 +437,13 @@ func TestNarrow(t *testing.T) {
 			t.Errorf("%d cells wide: %q", w, l)
 		}
 	}
-	if got, want := lines[1], "WATCH   CLIENT                RESOURCE         NAMESPACE    EVENTS  EV/S▼    B/S"; got != want {
+	if got, want := lines[1], "WATCH   CLIENT                 RESOURCE        NAMESPACE    EVENTS  EV/S▼    B/S"; got != want {
 		t.Errorf("header\n%q, want\n%q", got, want)
 	}
-	if got, want := lineWith(screen, "#1 s5"), "#1 s5   kube-controller-man…  configmaps       demo             32     16  3.1Ki"; got != want {
+	if got, want := lineWith(screen, "#1 s5"), "#1 s5   kube-controller-mana…  configmaps      demo             32     16  3.1Ki"; got != want {
 		t.Errorf("row\n%q, want\n%q", got, want)
 	}
-	if got, want := lineWith(screen, "#3 s9"), "#3 s9                         Pod              (not seen)        1    0.5     25"; got != want {
+	if got, want := lineWith(screen, "#3 s9"), "#3 s9                          Pod             (not seen)        1    0.5     25"; got != want {
 		t.Errorf("row\n%q, want\n%q", got, want)
 	}
 	if !strings.Contains(screen, "\nhidden (too narrow): SELECTORS LAST RESTARTS RELISTS STALLS HEALTH\n") {

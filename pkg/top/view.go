@@ -414,6 +414,12 @@ var priority = []int{0, 1, 2, 6, 7, 3, 5, 12, 8, 9, 11, 4, 10} // WATCH, CLIENT,
 // numbers, which are never cut.
 var least = []int{10, 18, 14, 10, 10, 0, 0, 0, 0, 0, 0, 0, 8}
 
+// comfortable is the width (display cells) a text column is given before
+// any is given more, when the terminal is wide enough for the columns
+// kept but not for all of their text: most clients' names, resources and
+// namespaces read whole.
+var comfortable = []int{12, 40, 24, 20, 20, 0, 0, 0, 0, 0, 0, 0, 24}
+
 // layout is the columns shown and their widths (display cells, without
 // the 2 cells between columns).
 type layout struct {
@@ -427,8 +433,8 @@ type layout struct {
 // shrink while the run goes on) and the terminal's width (none on a
 // pipe): in priority's order, the sort key's column first, each column
 // that fits at its least width is kept; what is left of the width is then
-// shared among the text columns kept, a cell at a time in the same order,
-// up to their natural width.
+// given to the text columns kept, in the same order, up to their
+// comfortable width, then up to their natural width.
 func (m *model) layout(width int) layout {
 	l := layout{widths: slices.Clone(m.natural)}
 	keep := make([]bool, len(columns))
@@ -462,13 +468,15 @@ func (m *model) layout(width int) layout {
 			used += 2 + w
 		}
 	}
-	for grew := true; grew && used < width; {
-		grew = false
+	for _, upTo := range []func(i int) int{
+		func(i int) int { return min(m.natural[i], max(comfortable[i], l.widths[i])) },
+		func(i int) int { return m.natural[i] },
+	} {
 		for _, i := range order {
-			if keep[i] && l.widths[i] < m.natural[i] && used < width {
-				l.widths[i]++
-				used++
-				grew = true
+			if keep[i] {
+				add := max(min(upTo(i)-l.widths[i], width-used), 0)
+				l.widths[i] += add
+				used += add
 			}
 		}
 	}
