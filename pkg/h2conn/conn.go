@@ -175,6 +175,22 @@ func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); 
 // ServerData consumes bytes the server sent.
 func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); c.server.feed(p, t) }
 
+// ClientRecord is ClientData for p, one whole record of the protocol that
+// carries the connection (exchange.RecordFollower): a direction joined
+// mid-connection finds its first frame by it sooner (FrameScan.RecordEnd).
+func (c *Conn) ClientRecord(p []byte, t time.Time) { c.client.record(len(p)); c.ClientData(p, t) }
+
+// ServerRecord is ClientRecord for the server's records.
+func (c *Conn) ServerRecord(p []byte, t time.Time) { c.server.record(len(p)); c.ServerData(p, t) }
+
+// record tells a direction that still looks for its first frame that its
+// next n bytes are one record.
+func (s *direction) record(n int) {
+	if s.phase == phaseSync && s.joinAt < 0 && s.skip == 0 {
+		s.scan.RecordEnd(len(s.sync) + n)
+	}
+}
+
 // ClientGap reports n bytes the client sent that the capture lost.
 func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
 

@@ -18,8 +18,10 @@ import (
 // never guessed:
 //
 //   - Each direction starts in phaseSync: its FrameScan finds where its
-//     frames start; the bytes before are the rest of a frame whose start
-//     was not captured (a KindJoinSkip warning says how many).
+//     frames start (from TLS records' ends too, when its bytes come as
+//     records: ClientRecord, ServerRecord); the bytes before are the rest
+//     of a frame whose start was not captured (a KindJoinSkip warning
+//     says how many).
 //   - Neither side's SETTINGS were seen (RFC 9113 §6.5): a setting is
 //     known once a SETTINGS frame after the join names it, and is not
 //     judged by before (SETTINGS_MAX_FRAME_SIZE); flow-control windows

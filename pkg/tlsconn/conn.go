@@ -1004,11 +1004,7 @@ func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 	if len(p) == 0 {
 		return
 	}
-	if c.sends(h) {
-		c.inner.ServerData(p, t)
-	} else {
-		c.inner.ClientData(p, t)
-	}
+	exchange.FeedRecord(c.inner, c.sends(h), p, t) // p is one record's
 }
 
 // sends reports whether direction h carries what the TLS server sends: its

@@ -257,3 +257,36 @@ func checkCut(t *testing.T, pieces []testutil.Piece, whole *joined, starts []int
 		}
 	}
 }
+
+// TestJoinRecords: a connection joined mid-connection whose bytes come in
+// TLS records (a joined TLS connection's plaintext, as pkg/tlsconn hands
+// it on): the server's one record of one DATA frame that starts a watch
+// event is decided on, and its event decoded, when that record has come.
+func TestJoinRecords(t *testing.T) {
+	var events []*record.Event
+	var problems []*record.Problem
+	sink := record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Event:
+			events = append(events, v)
+		case *record.Problem:
+			problems = append(problems, v)
+		}
+	})
+	c := wire.New(&record.Conn{ID: 1}, sink, wire.Options{MidStream: true})
+	body := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"one","namespace":"default","resourceVersion":"7"}}}` + "\n"
+	frame := append([]byte{0, 0, byte(len(body)), 0, 0, 0, 0, 0, 1}, body...)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var f exchange.Follower = c
+	exchange.FeedRecord(f, true, frame, t0)
+	if len(events) != 1 || events[0].Name != "one" || len(problems) != 0 {
+		t.Fatalf("after the server's one record: %d events, problems %v", len(events), problems)
+	}
+	// The client's WINDOW_UPDATE, a record too.
+	exchange.FeedRecord(f, false, []byte{0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 1, 0}, t0)
+	c.CloseClient(exchange.EndCapture, t0)
+	c.CloseServer(exchange.EndCapture, t0)
+	if len(events) != 1 || len(problems) != 0 {
+		t.Errorf("at the end: %d events, problems %v", len(events), problems)
+	}
+}
