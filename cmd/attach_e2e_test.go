@@ -884,6 +884,45 @@ func TestAttachJoinedKubectl(t *testing.T) {
 	}
 }
 
+// TestAttachJoinedQuiet attaches to kubectl (the Google Cloud SDK's
+// kubectl.1.30) while `kubectl get configmaps -w` has been watching, then
+// makes ONE change: kwatch shows its event with nothing else happening on
+// the connection (no second change, no more frames to make a chain of):
+// the record that carried it is enough to find the server's frames. No
+// timing is asserted: the test waits for the event's line, and kubectl's
+// own output says it got it.
+func TestAttachJoinedQuiet(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	kc := "/usr/lib/google-cloud-sdk/bin/kubectl.1.30"
+	if _, err := os.Stat(kc); err != nil {
+		path, _ := gcloudKubectl(t, "go1.22")
+		kc = filepath.Join(filepath.Dir(path), "kubectl.1.30")
+	}
+	ns := env.Namespace(t)
+	var out, errOut syncBuffer
+	k := exec.Command(kc, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events", "-o", "json")
+	k.Stdout, k.Stderr = &out, &errOut
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := env.Clientset(t)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's event of a change before attach", &out, "earlier")
+	s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid))
+	waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("(pid %d, ", k.Process.Pid))
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's event of the one change", &out, `"only"`)
+	waitText(t, "kwatch's line of the one change", s.out, "ADDED     ConfigMap "+ns+"/only")
+}
+
 // withoutSections writes a copy of the executable at path, of the same
 // name, in a folder of the test's own, with no section headers (e_shoff,
 // e_shnum and e_shstrndx 0): only its program headers say what is where.
