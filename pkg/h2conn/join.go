@@ -95,6 +95,9 @@ func (s *direction) syncData(p []byte, end bool, t time.Time) []byte {
 				k, end = max(0, freeFrameBytes-len(s.sync)), true
 			}
 		}
+		if len(s.sync) == 0 {
+			s.syncSince = t
+		}
 		s.sync = append(s.sync, p[:k]...)
 		p = p[k:]
 	}
@@ -138,7 +141,9 @@ func (s *direction) syncData(p []byte, end bool, t time.Time) []byte {
 	}
 	s.off += int64(at)
 	s.enter(phaseFrames)
+	s.fromSync = !s.syncSince.Equal(t)
 	s.feed(held[at:], t)
+	s.fromSync = false
 	s.syncDone()
 	return p
 }

@@ -322,3 +322,30 @@ func TestJoinedRecords(t *testing.T) {
 		t.Errorf("records:\n%s", got)
 	}
 }
+
+// TestJoinedPingUntimed: a PING held while its direction's first frame
+// was found is handed on at the time of that decision, so its round trip
+// is not known: the connection's summary says 1 PING answered, without a
+// round trip of 0s.
+func TestJoinedPingUntimed(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	c.buf.Reset()
+	s.buf.Reset()
+	var out []record.Record
+	conn := New(&record.Conn{ID: 1, HTTP2: true}, record.SinkFunc(func(r record.Record) { out = append(out, r) }), Options{Joined: true})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_ = c.fr.WritePing(false, [8]byte{7})
+	conn.ClientData(bytes.Clone(c.buf.Bytes()), t0)
+	c.buf.Reset()
+	_ = c.fr.WriteWindowUpdate(0, 100)
+	_ = c.fr.WriteWindowUpdate(1, 100)
+	conn.ClientData(bytes.Clone(c.buf.Bytes()), t0.Add(time.Second))
+	_ = s.fr.WritePing(true, [8]byte{7})
+	conn.ServerRecord(s.buf.Bytes(), t0.Add(2*time.Second))
+	conn.CloseClient(exchange.EndFIN, t0.Add(3*time.Second))
+	conn.CloseServer(exchange.EndFIN, t0.Add(3*time.Second))
+	got := summary(out)
+	if !strings.Contains(got, "1 PING answered (round trip not known: held while the join was recognised)") || strings.Contains(got, "round trip 0s") {
+		t.Errorf("records:\n%s", got)
+	}
+}
