@@ -94,7 +94,15 @@ const (
 	// like EndRST for how the body ended, but the client's doing, not a
 	// server cutting its response short.
 	EndClientRST
+	// EndDetach: kwatch attach detached (Ctrl-C, --timeout) with the
+	// stream open: EndCapture as kwatch attach says it, the connection
+	// still open in its processes.
+	EndDetach
 )
+
+// Detached is how a body kwatch attach stopped following when it detached
+// ends (EndDetach): the connection was still open.
+const Detached = "kwatch detached (the connection was still open)"
 
 // KindMissing is the Problem kind of bytes a capture lost (ClientGap,
 // ServerGap).
@@ -159,7 +167,7 @@ func (l Limits) Events() carrier.Options {
 // ConnCut is how the server cut short the watch bodies a byte stream's end
 // (how) left unfinished: a reset (RST) or a close (FIN) from the server;
 // nil for the other ends, which are the client's doing (EndClient,
-// EndClientRST, EndLocal) or kwatch's (EndCapture, EndDropped).
+// EndClientRST, EndLocal) or kwatch's (EndCapture, EndDetach, EndDropped).
 func ConnCut(how Ending) *record.Cut {
 	switch how {
 	case EndRST:
