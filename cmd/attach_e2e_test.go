@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -731,7 +732,7 @@ func TestAttachOpenedBefore(t *testing.T) {
 			// The probes on crypto/tls's Read and Write were placed for
 			// the connections open at attach, and go once each of them
 			// is settled (read, closed, or not crypto/tls's).
-			waitText(t, "the connections probe placed", s.errOut, "open from before attach: the TLS state of each is read from its memory at its next use")
+			waitText(t, "the connections probe placed", s.errOut, "open at attach: the TLS state of each is read from its memory at its next use")
 			if b.http2 {
 				waitText(t, "the connections probe removed", s.errOut, "settled: the probes on crypto/tls's (*Conn).Read and Write are removed")
 			}
@@ -921,6 +922,25 @@ func TestAttachJoinedQuiet(t *testing.T) {
 	}
 	waitText(t, "kubectl's event of the one change", &out, `"only"`)
 	waitText(t, "kwatch's line of the one change", s.out, "ADDED     ConfigMap "+ns+"/only")
+	// Detached with kubectl's watch open: said so, not as a capture's
+	// end; the count at attach and the closing count say what they
+	// count; bytes skipped before a first frame are no warning, so
+	// the exit status is 0.
+	code := s.stop(t)
+	for _, want := range []string{"kwatch detached (the connection was still open)", "kwatch detached with the connection still open"} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, s.out.String())
+		}
+	}
+	if strings.Contains(s.out.String(), "capture ended") {
+		t.Errorf("output says a capture ended:\n%s", s.out.String())
+	}
+	if !strings.Contains(s.errOut.String(), "TCP connection open at attach: ") || !regexp.MustCompile(`; [1-9][0-9]* of the [1-9][0-9]* TCP connections? open at attach carried packets since`).MatchString(s.errOut.String()) {
+		t.Errorf("the counts of connections open at attach:\n%s", s.errOut.String())
+	}
+	if code != 0 {
+		t.Errorf("exit status %d; stdout:\n%s\nstderr:\n%s", code, s.out.String(), s.errOut.String())
+	}
 }
 
 // withoutSections writes a copy of the executable at path, of the same
