@@ -1026,8 +1026,12 @@ func (r *Result) Describe() string {
 		s += "; the state of " + phrase.Count(r.Joined, "TLS connection", "TLS connections") + " read from the processes' memory"
 	}
 	switch {
+	case r.OpenAtAttach == 1 && r.Before == 1:
+		s += "; the TCP connection open at attach carried packets since"
+	case r.OpenAtAttach == 1 && r.Before == 0:
+		s += "; the TCP connection open at attach carried no packet since"
 	case r.OpenAtAttach > 0:
-		s += fmt.Sprintf("; %d of the %s open at attach carried packets since", r.Before, phrase.Count(r.OpenAtAttach, "TCP connection", "TCP connections"))
+		s += fmt.Sprintf("; %d of the %d TCP connections open at attach carried packets since", r.Before, r.OpenAtAttach)
 	case r.Before > 0:
 		s += "; " + phrase.Count(r.Before, "TCP connection", "TCP connections") + " open at attach carried packets since"
 	}
