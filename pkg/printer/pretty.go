@@ -128,6 +128,11 @@ func (p *Pretty) xid(c *record.Conn, exchange int) string {
 func (p *Pretty) print(r record.Record) {
 	switch v := r.(type) {
 	case connRecord:
+		if v.conn.Node != "" {
+			// Seen by kwatch on that node (--node, pod/NAME).
+			p.w.printf("%s %s · node %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), Escape(v.conn.Node))
+			return
+		}
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
 	case *record.Request:
 		method, target := Escape(v.Method), Escape(v.Target)
