@@ -57,6 +57,11 @@ type Options struct {
 	// Port, when not 0, keeps only connections with this TCP port on either
 	// side.
 	Port uint16
+	// SkipPorts leaves out the connections with one of these TCP ports on
+	// either side, unseen and uncounted (kwatch on a node: the kubelet's
+	// port, whose connections carry the API server's streams to the
+	// node's pods, kwatch's own among them).
+	SkipPorts []uint16
 	// Client and Server, when set, keep only connections whose client
 	// (and server) is that endpoint (kwatch pcap --client, --server). A
 	// connection whose SYN was not captured has its sides decided from
@@ -131,7 +136,7 @@ type Stats struct {
 // has port 9999; the capture's TCP ports (the lower of each pair): 8001 (20
 // packets)"; "" when they kept one, or there were none.
 func (s *Stats) Unmatched(opt Options) string {
-	if !opt.filtered() || s.Connections > 0 {
+	if opt.Port == 0 && opt.Client.IsZero() && opt.Server.IsZero() || s.Connections > 0 {
 		return ""
 	}
 	if opt.Client.IsZero() && opt.Server.IsZero() {

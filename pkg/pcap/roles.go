@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,7 +56,7 @@ func (e Endpoint) Match(a netip.AddrPort) bool {
 
 // filtered reports whether the options keep only some connections.
 func (o Options) filtered() bool {
-	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero()
+	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero() || len(o.SkipPorts) > 0
 }
 
 // mayMatch reports whether a packet between a and b may belong to a
@@ -64,6 +65,9 @@ func (o Options) filtered() bool {
 // connection, roles).
 func (o Options) mayMatch(a, b netip.AddrPort) bool {
 	if o.Port != 0 && a.Port() != o.Port && b.Port() != o.Port {
+		return false
+	}
+	if slices.Contains(o.SkipPorts, a.Port()) || slices.Contains(o.SkipPorts, b.Port()) {
 		return false
 	}
 	return o.Client.Match(a) && o.Server.Match(b) || o.Client.Match(b) && o.Server.Match(a)

@@ -43,6 +43,11 @@ type ReadOptions struct {
 	// Node, when set, is the node every connection read was seen on
 	// (record.Conn.Node).
 	Node string
+	// Unnumbered reads every connection with ID 0, for the reader's user
+	// to number (record.Conn.ID) before it hands a record on: kwatch
+	// numbers the connections of several nodes in the order it shows
+	// them. The reader keeps the writer's numbers to itself.
+	Unnumbered bool
 }
 
 // ErrLineTooLong is wrapped by a ReadError for a line longer than
@@ -82,14 +87,17 @@ type JSONReader struct {
 	opt ReadOptions
 	// line is the number of the last line read.
 	line int
-	// conns are the connections by their text, and ids by their ID.
+	// conns are the connections by their text, ids by the writer's ID
+	// (their connection record's), and wids the writer's IDs by
+	// connection.
 	conns map[string]*record.Conn
 	ids   map[int]*record.Conn
-	// closed are the IDs of connections whose last note was read, oldest
-	// first (forgotten past maxClosedConns).
+	wids  map[*record.Conn]int
+	// closed are the writer's IDs of connections whose last note was
+	// read, oldest first (forgotten past maxClosedConns).
 	closed []int
 	// requests are the requests waiting for their response.
-	requests map[heldKey]*record.Request
+	requests map[reqKey]*record.Request
 	// list is a LIST read, held until the objects listed after it are.
 	list *record.List
 	// next is a record read after the list, returned after it.
@@ -103,13 +111,19 @@ type JSONReader struct {
 	buf []byte
 }
 
+// reqKey names an exchange of a connection read.
+type reqKey struct {
+	c        *record.Conn
+	exchange int
+}
+
 // NewJSONReader returns a reader of the JSON Lines in r.
 func NewJSONReader(r io.Reader, opt ReadOptions) *JSONReader {
 	if opt.MaxLineBytes <= 0 {
 		opt.MaxLineBytes = DefaultMaxLineBytes
 	}
 	return &JSONReader{br: bufio.NewReaderSize(r, 64<<10), opt: opt, conns: map[string]*record.Conn{},
-		ids: map[int]*record.Conn{}, requests: map[heldKey]*record.Request{}}
+		ids: map[int]*record.Conn{}, wids: map[*record.Conn]int{}, requests: map[reqKey]*record.Request{}}
 }
 
 // Line returns the number of the last line read, from 1.
@@ -386,7 +400,14 @@ func (r *JSONReader) connection(v *jsonConn) (*record.Conn, error) {
 		node = r.opt.Node
 	}
 	c := &record.Conn{ID: v.ID, Client: client, Server: server, RolesGuessed: v.RolesGuessed, HTTP2: v.HTTP2, Node: node}
+	if r.opt.Unnumbered {
+		c.ID = 0
+	}
+	if old := r.ids[v.ID]; old != nil {
+		delete(r.wids, old)
+	}
 	r.ids[v.ID] = c
+	r.wids[c] = v.ID
 	r.conns[c.String()] = c
 	if v.Connection != c.String() {
 		r.conns[v.Connection] = c // as written, if not as kwatch writes it
@@ -424,12 +445,17 @@ func (r *JSONReader) connOf(text string) (*record.Conn, error) {
 // ended forgets the connections that ended longest ago, past
 // maxClosedConns, once c's last note is read.
 func (r *JSONReader) ended(c *record.Conn) {
-	r.closed = append(r.closed, c.ID)
+	id, ok := r.wids[c]
+	if !ok {
+		return
+	}
+	r.closed = append(r.closed, id)
 	for len(r.closed) > maxClosedConns {
 		id := r.closed[0]
 		r.closed = r.closed[1:]
 		if old := r.ids[id]; old != nil {
 			delete(r.ids, id)
+			delete(r.wids, old)
 			if r.conns[old.String()] == old {
 				delete(r.conns, old.String())
 			}
@@ -456,7 +482,7 @@ func (r *JSONReader) request(v *jsonRequest) (record.Record, error) {
 		}
 	}
 	if len(r.requests) < 1024 {
-		r.requests[heldKey{c.Key(), v.Exchange}] = req
+		r.requests[reqKey{c, v.Exchange}] = req
 	}
 	return req, nil
 }
@@ -470,7 +496,7 @@ func (r *JSONReader) response(v *jsonResponse) (record.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := heldKey{c.Key(), v.Exchange}
+	k := reqKey{c, v.Exchange}
 	req := r.requests[k]
 	if v.StatusCode >= 200 { // an interim response (1xx) is not the exchange's last
 		delete(r.requests, k)
@@ -575,7 +601,7 @@ func (r *JSONReader) end(v *jsonEnd) (record.Record, error) {
 	if !v.Request {
 		// The exchange is over: a request whose response never came is
 		// not waited for longer.
-		delete(r.requests, heldKey{c.Key(), v.Exchange})
+		delete(r.requests, reqKey{c, v.Exchange})
 	}
 	return e, nil
 }
