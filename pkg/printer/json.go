@@ -463,6 +463,9 @@ type jsonSummary struct {
 	Retries          *int    `json:"retries,omitempty"`
 	Bytes            *int64  `json:"bytes,omitempty"`
 	DurationS        float64 `json:"durationSeconds,omitempty"`
+	// Nodes and Versions: a run on nodes (record.Summary).
+	Nodes    int `json:"nodes,omitempty"`
+	Versions int `json:"versions,omitempty"`
 }
 
 // jsonNotDecrypted is NotDecrypted's JSON form.
@@ -636,7 +639,8 @@ func (j *JSON) object(r record.Record) any {
 	case *record.Summary:
 		t := &j.tally
 		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, NoData: v.NoData, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
-			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
+			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings,
+			Nodes: v.Nodes, Versions: v.Versions}
 		if n := t.NotDecrypted; n.Connections > 0 {
 			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}
 		}

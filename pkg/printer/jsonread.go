@@ -726,7 +726,7 @@ func bucketIndex(name string) int {
 
 func summaryRecord(v *jsonSummary) *record.Summary {
 	s := &record.Summary{Connections: v.Connections, NoData: v.NoData, Watches: v.Watches, Events: v.Events,
-		Chunks: v.Chunks, Problems: v.Problems, Warnings: v.Warnings, Duration: duration(v.DurationS)}
+		Chunks: v.Chunks, Problems: v.Problems, Warnings: v.Warnings, Duration: duration(v.DurationS), Nodes: v.Nodes, Versions: v.Versions}
 	if v.Packets != nil {
 		s.Packets = *v.Packets
 	} else {

@@ -692,6 +692,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	if s.NoData > 0 {
 		parts[1] += fmt.Sprintf(" (%d with no data)", s.NoData)
 	}
+	if s.Nodes > 0 {
+		parts = append([]string{phrase.Count(s.Nodes, "node", "nodes")}, parts...)
+	}
 	if d := decryptedText(t.Decrypted); d != "" {
 		parts = append(parts, d)
 	}
@@ -703,6 +706,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		watches = fmt.Sprintf("%d watches", t.Watches)
 	}
 	parts = append(parts, watches, countsLine(t.Events))
+	if s.Versions > 0 {
+		parts = append(parts, phrase.Count(s.Versions, "object version", "object versions"))
+	}
 	parts = append(parts, carriersText(t)...)
 	pw := fmt.Sprintf("%s, %s", phrase.Count(t.Problems, "problem", "problems"), phrase.Count(t.Warnings, "warning", "warnings"))
 	if t.Problems+t.Warnings > 0 {

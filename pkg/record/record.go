@@ -655,6 +655,12 @@ type Summary struct {
 	Retries  int
 	Bytes    int64
 	Duration time.Duration
+	// Nodes counts the nodes kwatch ran on (--node, pod/NAME: their
+	// records merged), 0 for a run of this kwatch alone; Versions counts
+	// the object versions (kind, namespace/name, resourceVersion) their
+	// events delivered, each once however many watches it was delivered
+	// to (pkg/merge).
+	Nodes, Versions int
 }
 
 // When returns the time of the last packet.
