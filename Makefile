@@ -8,7 +8,14 @@ LDFLAGS := -X github.com/kwatch/kwatch/cmd.version=$(VERSION)
 
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-short lint cluster-up cluster-down record bench bench-live fuzz
+# kwatch's image: IMAGE:IMAGE_TAG, e.g. kwatch:v1.2.0 (docker.io/library/kwatch
+# to containerd and the CRI); IMAGE=registry.example/kwatch names it for a
+# registry.
+IMAGE ?= kwatch
+IMAGE_TAG ?= $(VERSION)
+IMAGE_TAR ?= bin/kwatch-image.tar
+
+.PHONY: build install image image-push image-name test test-short lint cluster-up cluster-down record bench bench-live fuzz
 
 build: ## build bin/kwatch
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -17,6 +24,17 @@ install: build ## install kwatch and its kubectl plugin link (kubectl kwatch) in
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kwatch
 	ln -sf kwatch $(DESTDIR)$(PREFIX)/bin/kubectl-kwatch
+
+image: build ## write kwatch's OCI image ($(IMAGE):$(IMAGE_TAG), entrypoint kwatch) to $(IMAGE_TAR), an OCI layout tarball for ctr images import
+	$(GO) run ./hack/image -binary $(BIN) -name $(IMAGE):$(IMAGE_TAG) -o $(IMAGE_TAR) \
+		-label org.opencontainers.image.title=kwatch -label org.opencontainers.image.version=$(VERSION)
+
+image-push: build ## push kwatch's image to the registry of IMAGE (e.g. make image-push IMAGE=registry.example/kwatch), with the Docker config's credentials
+	$(GO) run ./hack/image -binary $(BIN) -name $(IMAGE):$(IMAGE_TAG) -push \
+		-label org.opencontainers.image.title=kwatch -label org.opencontainers.image.version=$(VERSION)
+
+image-name: ## print the image's name and its file, tab-separated
+	@printf '%s\t%s\n' '$(IMAGE):$(IMAGE_TAG)' '$(IMAGE_TAR)'
 
 test: ## all tests: brings the control plane up, runs go test ./..., brings it down
 	hack/test.sh
@@ -28,10 +46,10 @@ lint: ## gofmt, go vet, staticcheck
 	hack/lint.sh
 
 CBOR ?= 1
-cluster-up: ## start etcd + kube-apiserver + kube-controller-manager + kubectl proxy on 127.0.0.1 (CBOR=0: without the CBOR feature gate)
+cluster-up: ## start the test stack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl proxy on 127.0.0.1 and nodes 127.0.0.1, 127.0.0.2 (kubelet, containerd) with kwatch's image (CBOR=0: without the CBOR feature gate)
 	KWATCH_CBOR=$(CBOR) hack/cluster-up.sh
 
-cluster-down: ## stop the control plane started by cluster-up
+cluster-down: ## stop the stack started by cluster-up and remove what its nodes made (mounts, cgroups, pods); says what is left
 	hack/cluster-down.sh
 
 record: ## record a scenario's watch traffic: make record SCENARIO=watch|bookmarks|proto|cbor|watchlist-gzip|table|big|burst [NAME=my-watch]

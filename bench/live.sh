@@ -15,7 +15,10 @@
 #   EVENTS=100000   events of the watch (EVENTS/RATE seconds of stream)
 #   RATE=10000      events a second
 #   PRETTY_RUNS=1   runs with kwatch's default (pretty) output to a file
-#   CONFIGS="..."   the configurations to run (default: all, listed below)
+#   CHURN_RATE=1000 connections a second bench/churn opens and closes in the
+#                   busy configurations
+#   CONFIGS="..."   the configurations to run (default: all but
+#                   attach-busy-proc, listed below)
 #   KWATCH=PATH     measure this kwatch binary instead of building one
 #   TABLE_ONLY=1    print the tables of the last run's bench/out/live.tsv
 #
@@ -26,16 +29,35 @@
 #   attach-h2     the same, with kwatch attach --exe bench/out/client -o json
 #   tls-h1        bench/client -http1 (TLS, HTTP/1.1), no kwatch
 #   attach-h1     the same, with kwatch attach
+#   attach-busy   attach-h2 on a busy node: meanwhile bench/churn opens and
+#                 closes CHURN_RATE TCP connections a second to the API
+#                 server's port and kubectl proxy's (the stack's: it is
+#                 started if it is not up), as a node's probes and
+#                 short-lived clients do
+#   attach-proc, attach-busy-proc  attach-h2 and attach-busy with
+#                 KWATCH_ATTACH_OWNERS=proc (the /proc fallback: a socket
+#                 scan per new connection); not in the default list
+#                 (attach-busy-proc takes a core)
+#   kubectl-create  ten `kubectl create configmap` runs (the stack's
+#                 kubectl, straight to the API server, about 100 ms each)
+#                 under kwatch attach --exe KUBECTL --all-http -o json: the
+#                 POSTs shown and decrypted, each kubectl's time, kwatch's
+#                 CPU (its own table)
+#   kubectl-create-proc  the same with KWATCH_ATTACH_OWNERS=proc; not in the
+#                 default list
 #   pcap-pretty, attach-pretty: pcap and attach-h2 with the pretty output
 # Port 8443 is one that kwatch attach captures from the start
-# (attach.DefaultPorts); another port would be learned from the client's SYN.
+# (attach.DefaultPorts) with the /proc fallback; another port would be
+# learned from the client's SYN. With the kernel telling connection owners
+# (pkg/sockowner) every port is followed from its first packet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
 EVENTS="${EVENTS:-100000}"
 RATE="${RATE:-10000}"
 PRETTY_RUNS="${PRETTY_RUNS:-1}"
-read -r -a CONFIGS <<<"${CONFIGS:-plain pcap tls-h2 attach-h2 tls-h1 attach-h1 pcap-pretty attach-pretty}"
+CHURN_RATE="${CHURN_RATE:-1000}"
+read -r -a CONFIGS <<<"${CONFIGS:-plain pcap tls-h2 attach-h2 attach-busy tls-h1 attach-h1 kubectl-create pcap-pretty attach-pretty}"
 OUT=bench/out
 mkdir -p "$OUT"
 if [ "$(id -u)" != 0 ]; then
@@ -43,6 +65,9 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 [ -x /usr/bin/time ] || { echo "installing time from Debian" >&2; apt-get update -qq && apt-get install -y -qq time >/dev/null; }
+
+# median: the median of the numbers on stdin, one a line.
+median() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 if [ "${TABLE_ONLY:-}" != 1 ]; then
 echo "building" >&2
@@ -52,6 +77,7 @@ if [ -z "${KWATCH:-}" ]; then
 fi
 go build -o "$OUT/replay" ./bench/replay
 go build -o "$OUT/client" ./bench/client
+go build -o "$OUT/churn" ./bench/churn
 CLIENT=$(realpath "$OUT/client")
 PLAIN=127.0.0.1:18080
 TLSADDR=127.0.0.1:8443
@@ -59,11 +85,29 @@ WATCH="/api/v1/namespaces/default/configmaps?watch=1"
 
 rpid=
 kpid=
+cpid=
 cleanup() {
   if [ -n "$kpid" ]; then kill "$kpid" 2>/dev/null || true; fi
   if [ -n "$rpid" ]; then kill "$rpid" 2>/dev/null || true; fi
+  if [ -n "$cpid" ]; then kill "$cpid" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
+
+# The stack (hack/cluster-up.sh: started if it is not up, reused if it is)
+# for the busy configurations' churn targets and kubectl-create.
+STACK=
+need_stack() {
+  [ -n "$STACK" ] && return
+  echo "starting or reusing the stack (hack/cluster-up.sh)" >&2
+  eval "$(hack/cluster-up.sh | sed 's/^/export /')"
+  STACK=1
+  APISERVER=127.0.0.1:${KWATCH_APISERVER_PORT:-6443}
+  PROXY=${PROXY_URL#http://}
+  KUBECTL=$(readlink -f "$(dirname "$KUBECONFIG")/bin/kubectl")
+}
+for cfg in "${CONFIGS[@]}"; do
+  case $cfg in attach-busy* | kubectl-create*) need_stack ;; esac
+done
 
 # cputicks PID: user+sys clock ticks of PID so far (/proc/PID/stat fields
 # 14 and 15; the command name, field 2, holds no space here).
@@ -85,6 +129,7 @@ run_one() {
   local cfg=$1 run=$2 addr url copt=() kw=() kout=/dev/null
   local load1
   load1=$(cut -d' ' -f1 /proc/loadavg)
+  local kenv=() churn=-
   case $cfg in
     plain | pcap | pcap-pretty) addr=$PLAIN; url="http://$addr$WATCH" ;;
     *) addr=$TLSADDR; url="https://$addr$WATCH" ;;
@@ -95,7 +140,8 @@ run_one() {
   case $cfg in
     pcap) kw=(pcap -i lo --port 18080 -o json) ;;
     pcap-pretty) kw=(pcap -i lo --port 18080); kout=$OUT/live-$cfg-$run.txt ;;
-    attach-h2 | attach-h1) kw=(attach --exe "$CLIENT" -o json) ;;
+    attach-h2 | attach-h1 | attach-busy) kw=(attach --exe "$CLIENT" -o json) ;;
+    attach-proc | attach-busy-proc) kw=(attach --exe "$CLIENT" -o json); kenv=(KWATCH_ATTACH_OWNERS=proc) ;;
     attach-pretty) kw=(attach --exe "$CLIENT"); kout=$OUT/live-$cfg-$run.txt ;;
   esac
   if [ "${#kw[@]}" -gt 0 ] && [ "$kout" = /dev/null ]; then
@@ -114,12 +160,13 @@ run_one() {
     # Emptied here first: kwatch's own redirection may come after the
     # wait below has read what a previous run left.
     : >"$OUT/live-$cfg-$run.err"
-    /usr/bin/time -f "%e %U %S %M" -o "$OUT/live-ktime.txt" "$KWATCH" "${kw[@]}" >"$kout" 2>"$OUT/live-$cfg-$run.err" & tpid=$!
+    env "${kenv[@]}" /usr/bin/time -f "%e %U %S %M" -o "$OUT/live-ktime.txt" "$KWATCH" "${kw[@]}" >"$kout" 2>"$OUT/live-$cfg-$run.err" & tpid=$!
     # kwatch's pid, then its capture (or uprobe) in place: for pcap -i, the
     # ring mapped (the socket is listed by ss -0 before its ring is set up,
     # and packets that come meanwhile are not captured); for attach, the
     # line it writes once its uprobe and its capture are in place.
     kpid=
+    # (env execs /usr/bin/time: kwatch is its child.)
     for _ in $(seq 100); do kpid=$(pgrep -P "$tpid" || true); [ -n "$kpid" ] && break; sleep 0.05; done
     [ -n "$kpid" ] || { echo "kwatch did not start" >&2; exit 1; }
     local ready=
@@ -134,12 +181,24 @@ run_one() {
     [ -n "$ready" ] || { echo "$cfg run $run: kwatch not ready after 30 s" >&2; exit 1; }
   fi
 
+  if [ "${cfg#attach-busy}" != "$cfg" ]; then
+    # The churn runs from before the client starts to after it ends.
+    "$OUT/churn" -rate "$CHURN_RATE" -addr "$APISERVER,$PROXY" >"$OUT/live-churn.out" & cpid=$!
+    sleep 1
+  fi
   local k0=0 k1=0 anon=0
   [ -n "$kpid" ] && k0=$(cputicks "$kpid")
   local o0 o1
   o0=$(tcpopens)
   /usr/bin/time -f "%e %U %S %M" -o "$OUT/live-ctime.txt" "$CLIENT" "${copt[@]}" -url "$url" >"$OUT/live-client.out"
   o1=$(tcpopens)
+  if [ -n "$cpid" ]; then
+    kill -INT "$cpid"
+    wait "$cpid" || true
+    cpid=
+    # "N connections in S s (R/s), E failed"
+    churn=$(awk '{gsub(/[(),\/s]/, "", $6); print $6}' "$OUT/live-churn.out")
+  fi
   if [ -n "$kpid" ]; then
     k1=$(cputicks "$kpid")
     anon=$(statuskb "$kpid" RssAnon)
@@ -180,16 +239,71 @@ run_one() {
   fi
   local opens
   opens=$(awk -v a="$o0" -v b="$o1" -v s="$cwall" 'BEGIN {printf "%.0f", (b - a) / s}')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$cwall" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$cwall" \
     "$(awk -v u="$cu" -v s="$cs" 'BEGIN {printf "%.2f", u + s}')" "$crss" "$cevents" \
-    "$kwall" "$kcpu" "$kstream" "$krss" "$anon" "$kevents" "$drops" "$opens" >>"$OUT/live.tsv"
-  echo "$cfg run $run: load $load1, $opens TCP opens/s, client ${cwall}s ${cevents} events; kwatch cpu ${kcpu}s (${kstream}s while streaming), rss ${krss} kB, ${kevents} events, ${drops} dropped" >&2
+    "$kwall" "$kcpu" "$kstream" "$krss" "$anon" "$kevents" "$drops" "$opens" "$churn" >>"$OUT/live.tsv"
+  echo "$cfg run $run: load $load1, $opens TCP opens/s (churn $churn/s), client ${cwall}s ${cevents} events; kwatch cpu ${kcpu}s (${kstream}s while streaming), rss ${krss} kB, ${kevents} events, ${drops} dropped" >&2
+}
+
+# run_kubectl CONFIG RUN: ten `kubectl create configmap` under kwatch attach
+# --exe KUBECTL --all-http -o json (kubectl-create-proc: with
+# KWATCH_ATTACH_OWNERS=proc); appends a line to live-kubectl.tsv: config run
+# load1 kubectl_ms_median kubectl_ms_max posts decrypted kwatch_cpu_s (POSTs
+# shown with their 201, and of their connections those decrypted with the
+# keys of the kubectl that made them).
+run_kubectl() {
+  local cfg=$1 run=$2 load1 ns=bench-live-$$-$1-$2 kout=$OUT/live-$1-$2.json kerr=$OUT/live-$1-$2.err kenv=()
+  [ "$cfg" = kubectl-create-proc ] && kenv=(KWATCH_ATTACH_OWNERS=proc)
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  "$KUBECTL" create namespace "$ns" >/dev/null
+  : >"$kerr"
+  env "${kenv[@]}" "$KWATCH" attach --exe "$KUBECTL" --all-http -o json >"$kout" 2>"$kerr" & kpid=$!
+  for _ in $(seq 600); do grep -q "attached to every process of" "$kerr" && break; sleep 0.05; done
+  local k0 k1 ms=()
+  k0=$(cputicks "$kpid")
+  for i in $(seq 10); do
+    local t0 t1
+    t0=$(date +%s%N)
+    "$KUBECTL" create configmap "bench-$i" -n "$ns" --from-literal=i="$i" >/dev/null
+    t1=$(date +%s%N)
+    ms+=("$(((t1 - t0) / 1000000))")
+  done
+  sleep 1 # the last connection's close, then Ctrl-C
+  k1=$(cputicks "$kpid")
+  kill -INT "$kpid"
+  wait "$kpid" || true
+  kpid=
+  "$KUBECTL" delete namespace "$ns" --wait=false >/dev/null
+  local posts decrypted median max
+  # A POST to the namespace's configmaps answered 201, on a connection whose
+  # keys came from a kubectl's uprobe.
+  read -r posts decrypted < <(python3 - "$kout" "$ns" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ns = sys.argv[2]
+posts = {r["connection"]: r["exchange"] for r in recs if r.get("record") == "request" and r.get("method") == "POST" and "/namespaces/%s/configmaps" % ns in r.get("target", "")}
+ok = {r["connection"] for r in recs if r.get("record") == "response" and r.get("statusCode") == 201 and posts.get(r["connection"]) == r.get("exchange")}
+dec = {r["connection"] for r in recs if r.get("kind") == "tls-decrypted" and "the uprobe on kubectl (pid" in r.get("message", "")}
+print(len(ok), len(ok & dec))
+PY
+  )
+  median=$(printf '%s\n' "${ms[@]}" | median)
+  max=$(printf '%s\n' "${ms[@]}" | sort -n | tail -1)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$median" "$max" "$posts" "$decrypted" \
+    "$(awk -v a="$k0" -v b="$k1" -v hz="$HZ" 'BEGIN {printf "%.2f", (b - a) / hz}')" >>"$OUT/live-kubectl.tsv"
+  echo "$cfg run $run: load $load1, kubectl ${median} ms (max $max), $posts of 10 POSTs shown, $decrypted decrypted" >&2
+  if [ "$posts" = 10 ] && [ "$decrypted" = 10 ]; then rm -f "$kout" "$kerr"; fi
 }
 
 : >"$OUT/live.tsv"
+: >"$OUT/live-kubectl.tsv"
 for run in $(seq "$RUNS"); do
   for cfg in "${CONFIGS[@]}"; do
-    if [ "${cfg%-pretty}" = "$cfg" ]; then run_one "$cfg" "$run"; fi
+    case $cfg in
+      *-pretty) ;;
+      kubectl-create*) run_kubectl "$cfg" "$run" ;;
+      *) run_one "$cfg" "$run" ;;
+    esac
   done
 done
 for run in $(seq "$PRETTY_RUNS"); do
@@ -206,21 +320,22 @@ fi
 # incomplete runs' events and drops, and every run's TCP opens/s (its
 # range). "% of one core" is kwatch's CPU while the events flowed over the
 # time they took. Every run follows, in the order they ran.
-median() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # col CONFIG N: field N of CONFIG's complete runs; allcol: of all its runs.
 col() { awk -v c="$1" -v n="$2" -F'\t' '$1 == c && ($13 == "-" || ($13 == $7 && $14 == 0)) {print $n}' "$OUT/live.tsv"; }
 allcol() { awk -v c="$1" -v n="$2" -F'\t' '$1 == c {print $n}' "$OUT/live.tsv"; }
-loads=$(cut -f3 "$OUT/live.tsv" | sort -n | sed -n '1p;$p' | paste -sd- -)
+loads=$( (cut -f3 "$OUT/live.tsv"; cut -f3 "$OUT/live-kubectl.tsv" 2>/dev/null) | sort -n | sed -n '1p;$p' | paste -sd- -)
 echo
 echo "$EVENTS MODIFIED events at $RATE/s, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(go version | cut -d' ' -f3); load average (1 min) $loads at the runs' starts; $RUNS runs of each configuration (pretty: $PRETTY_RUNS), medians of the complete ones."
 echo
 echo "| configuration | complete runs | stream s | client CPU s (% of a core) | kwatch CPU s, whole run | kwatch CPU s while streaming | % of one core | kwatch peak RSS | kwatch RssAnon at the end | incomplete runs: events / dropped | TCP opens/s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-for cfg in plain pcap pcap-pretty tls-h2 attach-h2 attach-pretty tls-h1 attach-h1; do
+for cfg in plain pcap pcap-pretty tls-h2 attach-h2 attach-proc attach-busy attach-busy-proc attach-pretty tls-h1 attach-h1; do
   all=$(allcol "$cfg" 1 | grep -c . || true)
   [ "$all" -gt 0 ] || continue
   n=$(col "$cfg" 1 | grep -c . || true)
   opens=$(allcol "$cfg" 15 | sort -n | sed -n '1p;$p' | uniq | paste -sd- -)
+  churns=$(allcol "$cfg" 16 | { grep -v '^-$' || true; } | sort -n | sed -n '1p;$p' | uniq | paste -sd- -)
+  [ -n "$churns" ] && opens="$opens (churn $churns)"
   bad=$(awk -v c="$cfg" -F'\t' '$1 == c && $13 != "-" && ($13 != $7 || $14 != 0) {printf "%s%s / %s", sep, $13, $14; sep = ", "}' "$OUT/live.tsv")
   if [ "$n" = 0 ]; then
     printf '| %s | 0 of %s | - | - | - | - | - | - | - | %s | %s |\n' "$cfg" "$all" "${bad:--}" "$opens"
@@ -245,9 +360,18 @@ done
 echo
 echo "Every run, in the order they ran:"
 echo
-echo "| configuration | run | load (1 min) | TCP opens/s | client CPU s | kwatch CPU s while streaming | % of one core | events client / kwatch | dropped |"
+echo "| configuration | run | load (1 min) | TCP opens/s (churn's) | client CPU s | kwatch CPU s while streaming | % of one core | events client / kwatch | dropped |"
 echo "|---|---|---|---|---|---|---|---|---|"
 awk -F'\t' '{
   pct = ($10 == "-") ? "-" : sprintf("%.1f %%", 100 * $10 / $4)
-  printf "| %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n", $1, $2, $3, $15, $5, $10, pct, $7, $13, $14
+  churn = ($16 == "" || $16 == "-") ? "" : sprintf(" (%s)", $16)
+  printf "| %s | %s | %s | %s%s | %s | %s | %s | %s / %s | %s |\n", $1, $2, $3, $15, churn, $5, $10, pct, $7, $13, $14
 }' "$OUT/live.tsv"
+if [ -s "$OUT/live-kubectl.tsv" ]; then
+  echo
+  echo "Ten \`kubectl create configmap\` under \`kwatch attach --exe KUBECTL --all-http -o json\`, each run:"
+  echo
+  echo "| configuration | run | load (1 min) | kubectl ms, median (max) | POSTs shown (201) | of them decrypted | kwatch CPU s |"
+  echo "|---|---|---|---|---|---|---|"
+  awk -F'\t' '{printf "| %s | %s | %s | %s (%s) | %s of 10 | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$OUT/live-kubectl.tsv"
+fi

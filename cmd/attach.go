@@ -87,7 +87,7 @@ read).`,
 	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	o.decode.addDecodeFlags(fs)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
-	fs.Var(newPortList(&o.ports), "port", "also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway)")
+	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
@@ -98,7 +98,9 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	ctx := cmd.Context()
 	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
 		Read:   o.decode.readOptions(keylog.New()),
-		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) }}
+		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
+		// The /proc fallback, chosen (docs/attach.md).
+		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
 		// Read by its owner only: it holds the keys.
 		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

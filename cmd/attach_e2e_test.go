@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -947,4 +948,271 @@ func TestAttachRecordJoined(t *testing.T) {
 	if ts, err := exec.Command("tshark", "-r", file).CombinedOutput(); err != nil || strings.Contains(strings.ToLower(string(ts)), "keylog") {
 		t.Errorf("tshark -r: %v\n%s", err, ts)
 	}
+}
+
+// TestAttachJoinedNotWatches attaches to a client-go program whose HTTP/2
+// connection was open before, while it reads and writes besides its
+// watches (a protobuf GET, LIST, create and delete every 300 ms, on the
+// same connection): on the connection joined mid-way, whose HPACK entries
+// from before are not known, those responses are exchanges (shown with
+// --all-http, no watch), never problems, and every response taken for a
+// watch whose request was not seen has events.
+func TestAttachJoinedNotWatches(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	bin := buildWatcher(t)
+	w := startWatcher(t, env, bin, ns, "--crud-every", "300ms")
+	s := startKwatch(t, "attach", fmt.Sprint(w.cmd.Process.Pid), "--all-http", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
+	// Ten rounds of the program's requests seen after the join: their
+	// DELETE responses, and the informer's events of their ConfigMaps.
+	recs := s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
+		deleted := 0
+		for _, evs := range kwatchEvents(t, recs, ns, true) {
+			n := 0
+			for _, e := range evs {
+				if e.Type == "DELETED" && strings.HasPrefix(e.Name, "crud-") {
+					n++
+				}
+			}
+			deleted = max(deleted, n)
+		}
+		return deleted >= 10
+	})
+	w.stop()
+	s.stop(t)
+	recs = s.records(t)
+	exchanges, watchResp := 0, map[string]bool{}
+	events := map[string]int{}
+	for _, r := range recs {
+		key := fmt.Sprintf("%v #%v", r["connection"], r["exchange"])
+		switch r["record"] {
+		case "problem":
+			t.Errorf("problem: %v", r["message"])
+		case "response":
+			if r["watch"] == true {
+				watchResp[key] = r["inferred"] == true
+			} else if strings.HasPrefix(fmt.Sprint(r["contentType"]), "application/vnd.kubernetes.protobuf") {
+				exchanges++
+			}
+		case "event":
+			events[key]++
+		}
+	}
+	for key := range watchResp {
+		if events[key] == 0 {
+			var req bool
+			for _, r := range recs {
+				req = req || r["record"] == "request" && fmt.Sprintf("%v #%v", r["connection"], r["exchange"]) == key && r["watch"] == true
+			}
+			if !req {
+				t.Errorf("%s: a response taken for a watch with no request seen and no event", key)
+			}
+		}
+	}
+	if exchanges < 10 {
+		t.Errorf("%d protobuf responses shown as exchanges, want the GETs, LISTs and DELETEs of ten rounds", exchanges)
+	}
+}
+
+// buildGet builds internal/e2e/cmd/kwatch-get (one HTTPS GET, then exit)
+// into a folder of the test's own.
+func buildGet(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kwatch-get")
+	cmd := exec.Command("go", "build", "-o", bin, "../internal/e2e/cmd/kwatch-get")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build kwatch-get: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// shortLived runs kwatch attach --exe on kwatch-get (with the environment
+// env), then kwatch-get five times against a TLS server of the test's, each
+// a process that lives a few milliseconds (a connection, a handshake, one
+// GET); it returns kwatch's records once it shows the five responses, its
+// stderr, and the five processes' PIDs.
+func shortLived(t *testing.T, env map[string]string) ([]map[string]any, string, []int) {
+	t.Helper()
+	bin := buildGet(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "short-lived\n")
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	s := startKwatchEnv(t, env, "attach", "--exe", bin, "--all-http", "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to every process of")
+	var pids []int
+	for i := range 5 {
+		cmd := exec.Command(bin, fmt.Sprintf("%s/short/%d", srv.URL, i))
+		out, err := cmd.Output()
+		if err != nil || strings.TrimSpace(string(out)) != "200 12" {
+			t.Fatalf("kwatch-get: %q, %v", out, err)
+		}
+		pids = append(pids, cmd.Process.Pid)
+	}
+	recs := s.waitFor(t, 60*time.Second, "the five responses", func(recs []map[string]any) bool {
+		n := 0
+		for _, r := range recs {
+			if r["record"] == "response" && r["statusCode"] == float64(200) {
+				n++
+			}
+		}
+		return n >= 5
+	})
+	s.stop(t)
+	return recs, s.errOut.String(), pids
+}
+
+// TestAttachShortLived attaches to an executable (--exe) that then runs
+// five times as a process living a few milliseconds (it connects, sends one
+// GET over TLS 1.3 and exits, as kubectl create does): the kernel tells
+// which process owns each connection, so every GET and its response are
+// shown, decrypted with the keys of that very process, each connection
+// noted as its process's from its first packet (its SYN: not joined
+// mid-stream).
+func TestAttachShortLived(t *testing.T) {
+	needAttach(t)
+	recs, errOut, pids := shortLived(t, nil)
+	if strings.Contains(errOut, "kwatch: connection owners come from /proc") {
+		t.Fatalf("the kernel cannot tell connection owners here:\n%s", errOut)
+	}
+	byConn := map[string][]map[string]any{}
+	for _, r := range recs {
+		if c, ok := r["connection"].(string); ok {
+			byConn[c] = append(byConn[c], r)
+		}
+	}
+	for i, pid := range pids {
+		who := fmt.Sprintf("client kwatch-get (pid %d)", pid)
+		var conn string
+		for c, rs := range byConn {
+			for _, r := range rs {
+				if r["kind"] == "process" && r["message"] == who {
+					conn = c
+				}
+			}
+		}
+		if conn == "" {
+			t.Errorf("run %d (pid %d): no connection noted %q", i, pid, who)
+			continue
+		}
+		var target string
+		var decrypted, status bool
+		for _, r := range byConn[conn] {
+			switch {
+			case r["record"] == "request":
+				target = fmt.Sprint(r["target"])
+			case r["record"] == "response":
+				status = r["statusCode"] == float64(200)
+			case r["kind"] == "tls-decrypted":
+				decrypted = strings.Contains(fmt.Sprint(r["message"]), fmt.Sprintf("the uprobe on kwatch-get (pid %d)", pid))
+			case r["kind"] == "no-syn" || r["kind"] == "mid-stream":
+				t.Errorf("run %d: %s: %v", i, r["kind"], r["message"])
+			}
+		}
+		if target != fmt.Sprintf("/short/%d", i) || !status || !decrypted {
+			t.Errorf("run %d (pid %d) on %s: request %q, 200 OK %v, decrypted with its keys %v", i, pid, conn, target, status, decrypted)
+		}
+	}
+}
+
+// TestAttachAPIServerClients attaches to kube-apiserver while
+// kube-controller-manager's connection (opened long before) carries its
+// informers' events and `kubectl get configmaps -w` (started after attach)
+// watches: the "process" notes name both clients, from the kernel's events
+// and from the /proc walk at start, in JSON (message and processes) and in
+// the pretty output.
+func TestAttachAPIServerClients(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	kcm, err := env.ControllerManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(filepath.Dir(env.Kubeconfig), "bin", "kubectl")
+	js := startKwatch(t, "attach", "kube-apiserver", "-o", "json")
+	pretty := startKwatch(t, "attach", "kube-apiserver")
+	waitText(t, "kwatch attached (JSON)", js.errOut, "attached to kube-apiserver (pid")
+	waitText(t, "kwatch attached (pretty)", pretty.errOut, "attached to kube-apiserver (pid")
+	var out syncBuffer
+	k := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events")
+	k.Stdout, k.Stderr = &out, &out
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	// kubectl's watch is open once kwatch shows its request.
+	js.waitFor(t, 60*time.Second, "kubectl's watch request", func(recs []map[string]any) bool {
+		for _, r := range recs {
+			if target := fmt.Sprint(r["target"]); r["record"] == "request" && strings.Contains(target, "/namespaces/"+ns+"/") && strings.Contains(target, "watch=true") {
+				return true
+			}
+		}
+		return false
+	})
+	churn(t, env, ns, "clients")
+	waitText(t, "kubectl's DELETED row", &out, "DELETED")
+	wants := []struct {
+		pid  int
+		name string
+	}{{kcm.PID, "kube-controller-manager"}, {k.Process.Pid, "kubectl"}}
+	js.waitFor(t, 60*time.Second, "process notes naming kube-controller-manager and kubectl as clients", func(recs []map[string]any) bool {
+		for _, w := range wants {
+			found := false
+			for _, r := range recs {
+				if r["kind"] != "process" || !strings.HasPrefix(fmt.Sprint(r["message"]), fmt.Sprintf("client %s (pid %d) · server kube-apiserver (pid", w.name, w.pid)) {
+					continue
+				}
+				procs, _ := r["processes"].([]any)
+				if len(procs) != 2 {
+					continue
+				}
+				c, _ := procs[0].(map[string]any)
+				s, _ := procs[1].(map[string]any)
+				found = found || c["role"] == "client" && c["pid"] == float64(w.pid) && c["name"] == w.name && c["attached"] == false &&
+					s["role"] == "server" && s["name"] == "kube-apiserver" && s["attached"] == true
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for _, w := range wants {
+		text := fmt.Sprintf(" client %s (pid %d) · server kube-apiserver (pid", w.name, w.pid)
+		for !strings.Contains(pretty.out.String(), text) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the pretty output has no line with %q:\n%s", text, pretty.out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestAttachProcOwners runs kwatch attach --exe with /proc scans telling
+// which process owns each connection (KWATCH_ATTACH_OWNERS=proc: the
+// fallback where the kernel cannot tell), said in one line: the program's
+// two watches are shown as its handlers received them, as with the kernel.
+func TestAttachProcOwners(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	bin := buildWatcher(t)
+	ns := env.Namespace(t)
+	s := startKwatchEnv(t, map[string]string{"KWATCH_ATTACH_OWNERS": "proc"}, "attach", "--exe", bin, "-o", "json")
+	waitText(t, "kwatch attached", s.errOut, "attached to every process of")
+	if n := strings.Count(s.errOut.String(), "kwatch: connection owners come from /proc"); n != 1 {
+		t.Errorf("the fallback is said %d times, want once:\n%s", n, s.errOut.String())
+	}
+	w := startWatcher(t, env, bin, ns)
+	churn(t, env, ns, "proc-owners")
+	want := w.waitEvents(t, 3, "informer", "watch")
+	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events of both watches, as the program's: %v", want), func(recs []map[string]any) bool {
+		return sameWatches(kwatchEvents(t, recs, ns, true), want)
+	})
 }

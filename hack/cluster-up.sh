@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Start a real Kubernetes control plane on 127.0.0.1 for tests and recordings:
-# etcd (2379/2380), kube-apiserver (6443), kube-controller-manager (10257:
-# /healthz and /metrics) and `kubectl proxy` (8001), all built from Go modules
-# by hack/cluster (see hack/lib.sh for the cache layout).
+# Start a real Kubernetes cluster on this machine for tests and recordings:
+# a control plane on 127.0.0.1, etcd (2379/2380), kube-apiserver (6443),
+# kube-controller-manager (10257: /healthz and /metrics), kube-scheduler
+# (10259) and `kubectl proxy` (8001); and nodes, each a kubelet with its own
+# containerd and runc on a loopback address of its own (127.0.0.1 and
+# 127.0.0.2 by default, hack/lib-node.sh), kwatch's image imported into each
+# (make image; no registry). All built from Go modules (see hack/lib.sh for
+# the cache layout).
 #
-# Idempotent: if the stack is already up and healthy it only prints the lines
-# below; if part of it is missing it starts that part (e.g. only
-# kube-controller-manager, next to a stack started before it was part of it).
+# Idempotent: if the stack is already up and healthy it only brings kwatch's
+# image up to date on the nodes and prints the lines below; if part of it is
+# missing it starts that part (e.g. only kube-controller-manager, next to a
+# stack started before it was part of it, or a node whose kubelet died).
+#
+# kube-apiserver runs with --allow-privileged=true (kwatch's node pods are
+# privileged) and a client certificate for the kubelets; a running one
+# started without them, or with other feature gates (below), is restarted.
 #
 # CBOR: KWATCH_CBOR=1 (the default; `make cluster-up CBOR=0` turns it off)
 # starts kube-apiserver with the alpha feature gate CBORServingAndStorage, so
@@ -28,6 +37,13 @@ source "$(dirname "$0")/lib.sh"
 for tool in curl openssl flock setsid; do
   command -v "$tool" >/dev/null || kw_die "$tool is required (apt-get install curl openssl util-linux)"
 done
+kw_check_node_settings
+if [ ${#KW_NODES[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || kw_die "the stack's nodes need root (cgroups, mounts, network namespaces): run as root, or KWATCH_NODES=none for the control plane alone"
+  command -v ip >/dev/null || kw_die "ip is required for the pod network (apt-get install iproute2)"
+  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] ||
+    kw_die "the CNI plugins bridge and host-local are required in /usr/lib/cni (apt-get install containernetworking-plugins)"
+fi
 
 mkdir -p "$KW_RUN_DIR"
 KW_RUN_DIR="$(cd "$KW_RUN_DIR" && pwd)"  # absolute: it ends up in the kubeconfig and env file
@@ -50,6 +66,9 @@ emit() {
   exe="$(readlink "/proc/$(kw_pid proxy)/exe")"
   ln -sfn "$(dirname "$exe")" "$KW_RUN_DIR/bin"
   echo "http://127.0.0.1:$KW_ETCD_CLIENT_PORT" >"$KW_RUN_DIR/etcd-endpoint"
+  # The nodes' names, one a line (internal/e2e reads them).
+  printf '%s\n' "${KW_NODES[@]}" | sed '/^$/d' >"$KW_RUN_DIR/node-names.tmp"
+  mv "$KW_RUN_DIR/node-names.tmp" "$KW_RUN_DIR/node-names"
   # Written atomically: readers (internal/e2e) may look at it any time.
   printf 'KUBECONFIG=%s\nPROXY_URL=%s\n' "$kubeconfig" "$KW_PROXY_URL" >"$KW_RUN_DIR/env.tmp"
   mv "$KW_RUN_DIR/env.tmp" "$KW_RUN_DIR/env"
@@ -67,15 +86,73 @@ esac
 apiserver_gates() {
   tr '\0' '\n' <"/proc/$(kw_pid kube-apiserver)/cmdline" | sed -n 's/^--feature-gates=//p'
 }
-if kw_pid_alive kube-apiserver && [ "$(apiserver_gates)" != "$KW_FEATURE_GATES" ]; then
-  kw_log "kube-apiserver runs with feature gates '$(apiserver_gates)', wanted '$KW_FEATURE_GATES'; restarting it"
+# apiserver_has FLAG: the running kube-apiserver was started with FLAG (an
+# exact argument such as --allow-privileged=true).
+apiserver_has() {
+  tr '\0' '\n' <"/proc/$(kw_pid kube-apiserver)/cmdline" | grep -qxF -- "$1"
+}
+KW_APISERVER_NODE_FLAGS=(
+  --allow-privileged=true
+  "--kubelet-client-certificate=$KW_RUN_DIR/pki/apiserver-kubelet-client.crt"
+  "--kubelet-client-key=$KW_RUN_DIR/pki/apiserver-kubelet-client.key"
+)
+restart_apiserver() {
+  kw_log "$1; restarting it"
   kw_stop proxy
+  kw_stop kube-scheduler
   kw_stop kube-controller-manager
   kw_stop kube-apiserver
+}
+if kw_pid_alive kube-apiserver; then
+  if [ "$(apiserver_gates)" != "$KW_FEATURE_GATES" ]; then
+    restart_apiserver "kube-apiserver runs with feature gates '$(apiserver_gates)', wanted '$KW_FEATURE_GATES'"
+  else
+    for f in "${KW_APISERVER_NODE_FLAGS[@]}"; do
+      if ! apiserver_has "$f"; then
+        restart_apiserver "kube-apiserver runs without $f (started before the stack had nodes)"
+        break
+      fi
+    done
+  fi
 fi
 
+# image_up_to_date: kwatch's image (make image, from this worktree) built and
+# imported into every node, each time: `go build` and the image are cached,
+# and a node that holds the image's digest already is left alone.
+image_up_to_date() {
+  local n out name tar
+  [ ${#KW_NODES[@]} -gt 0 ] || return 0
+  out="$(make -s --no-print-directory -C "$KW_REPO_ROOT" image-name)"
+  name="$(cut -f1 <<<"$out")"
+  tar="$KW_REPO_ROOT/$(cut -f2 <<<"$out")"
+  make -s --no-print-directory -C "$KW_REPO_ROOT" image >&2 || kw_die "make image failed"
+  for n in "${KW_NODES[@]}"; do
+    kw_image_import "$n" "$tar" || kw_die "importing $tar into node $n's containerd failed"
+  done
+  echo "$name" >"$KW_RUN_DIR/image.tmp"
+  mv "$KW_RUN_DIR/image.tmp" "$KW_RUN_DIR/image"
+}
+
+# kube-root-ca.crt in the namespaces default and kube-system, as
+# kube-controller-manager's root CA publisher (left out, see above) would
+# write it into every namespace: a pod that mounts a service account token
+# (its projected volume holds this ConfigMap), such as `kubectl debug
+# node/NODE`'s, starts only where it exists. Tests' own namespaces stay
+# without it.
+publish_root_ca() {
+  local ns
+  for ns in default kube-system; do
+    "$BIN/kubectl" --kubeconfig "$KW_RUN_DIR/kubeconfig" -n "$ns" create configmap kube-root-ca.crt \
+      --from-file=ca.crt="$KW_RUN_DIR/pki/apiserver-ca.crt" --dry-run=client -o yaml |
+      "$BIN/kubectl" --kubeconfig "$KW_RUN_DIR/kubeconfig" apply -f - >/dev/null ||
+      kw_die "writing ConfigMap $ns/kube-root-ca.crt failed"
+  done
+}
 if kw_stack_healthy; then
-  kw_log "control plane already up (run folder $KW_RUN_DIR)"
+  kw_log "stack already up (run folder $KW_RUN_DIR)"
+  BIN="$(kw_bin_dir)"
+  publish_root_ca
+  image_up_to_date
   emit
   exit 0
 fi
@@ -119,7 +196,15 @@ kw_start() {
   [ -f "$log" ] && mv -f "$log" "$log.1"
   rm -f "$pidf"
   kw_log "starting $name: $exe $*"
-  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$exe" "$@" \
+  # KW_START_CGROUP (a node's components): the child joins that cgroup in
+  # every hierarchy before it execs, so that all it starts stays there.
+  setsid bash -c 'echo $$ >"$0"; cg="$1"; shift
+    if [ -n "$cg" ]; then
+      for f in /sys/fs/cgroup/*"$cg"/cgroup.procs /sys/fs/cgroup"$cg"/cgroup.procs; do
+        [ -e "$f" ] && { echo $$ >"$f" || exit 1; }
+      done
+    fi
+    exec "$@"' "$pidf" "${KW_START_CGROUP:-}" "$exe" "$@" \
     </dev/null >"$log" 2>&1 8>&- 9>&- &
   STARTED+=("$name")
   deadline=$(($(date +%s) + 10))
@@ -144,6 +229,7 @@ kw_pid_alive etcd || { kw_need_port etcd "$KW_ETCD_CLIENT_PORT"; kw_need_port et
 kw_pid_alive kube-apiserver || kw_need_port kube-apiserver "$KW_APISERVER_PORT"
 kw_pid_alive proxy || kw_need_port "kubectl proxy" "$KW_PROXY_PORT"
 kw_pid_alive kube-controller-manager || kw_need_port kube-controller-manager "$KW_CONTROLLER_MANAGER_PORT"
+kw_pid_alive kube-scheduler || kw_need_port kube-scheduler "$KW_SCHEDULER_PORT"
 
 # --- credentials --------------------------------------------------------------
 # Service-account signing keys and a static admin bearer token. The serving
@@ -159,6 +245,7 @@ if [ ! -s "$KW_RUN_DIR/pki/sa.key" ] || [ ! -s "$KW_RUN_DIR/pki/sa.pub" ]; then
   openssl genrsa -out "$KW_RUN_DIR/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$KW_RUN_DIR/pki/sa.key" -pubout -out "$KW_RUN_DIR/pki/sa.pub" 2>/dev/null
 fi
+kw_node_pki
 if [ ! -s "$KW_RUN_DIR/pki/tokens.csv" ]; then
   kw_log "generating the admin token"
   # token,user,uid,"groups": system:masters is cluster-admin.
@@ -212,8 +299,13 @@ else
   #   resourceVersion answer 410 Gone (kwatch's re-list test). The watch cache
   #   of every other resource keeps bookmarks working.
   # --feature-gates: see CBOR at the top.
+  # --allow-privileged: kwatch's node pods are privileged (hostPID,
+  #   hostNetwork, BPF); the default refuses them.
+  # --kubelet-client-certificate/-key: the API server's identity towards
+  #   the kubelets (logs, exec, attach), which trust its CA only.
   kw_start kube-apiserver \
     ${KW_FEATURE_GATES:+"--feature-gates=$KW_FEATURE_GATES"} \
+    "${KW_APISERVER_NODE_FLAGS[@]}" \
     --etcd-servers="http://127.0.0.1:$KW_ETCD_CLIENT_PORT" \
     --bind-address=127.0.0.1 \
     --advertise-address=127.0.0.1 \
@@ -355,5 +447,119 @@ fi
 ns_exists() { curl -fsS --max-time 3 -o /dev/null "$KW_PROXY_URL/api/v1/namespaces/kube-system" 2>/dev/null; }
 kw_wait_for kube-apiserver 60 "namespace kube-system" ns_exists
 
-kw_log "control plane up in $(($(date +%s) - start_all))s (run folder $KW_RUN_DIR)"
+# --- kube-scheduler ---------------------------------------------------------------
+# Places pods that name no node (those of a Deployment, say) on the nodes, as
+# on a cluster; flags as kube-controller-manager's, without leader election.
+write_kubeconfig "$KW_RUN_DIR/scheduler.kubeconfig" admin "$(kw_token)"
+if kw_pid_alive kube-scheduler; then
+  kw_wait_for kube-scheduler 60 "kube-scheduler /healthz" kw_scheduler_healthy
+else
+  kw_need_port kube-scheduler "$KW_SCHEDULER_PORT"
+  kw_start kube-scheduler \
+    --kubeconfig="$KW_RUN_DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$KW_RUN_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$KW_RUN_DIR/scheduler.kubeconfig" \
+    --authentication-skip-lookup \
+    --bind-address=127.0.0.1 \
+    --secure-port="$KW_SCHEDULER_PORT" \
+    --cert-dir="$KW_RUN_DIR/cert" \
+    --leader-elect=false
+  kw_wait_for kube-scheduler 60 "kube-scheduler /healthz on https://127.0.0.1:$KW_SCHEDULER_PORT" kw_scheduler_healthy
+  kw_log "kube-scheduler is healthy"
+fi
+
+# --- nodes ----------------------------------------------------------------------
+# Each node of KWATCH_NODES (hack/lib-node.sh): containerd, then the pause
+# image imported into it, then the kubelet; a node whose containerd is not
+# running starts from nothing (what an earlier run left is removed first, as
+# etcd starts with fresh data). The kubelet alone is restarted if only it
+# died.
+
+# kw_need_node_port NAME ADDRESS PORT: as kw_need_port, on a node's address.
+kw_need_node_port() {
+  if (exec 3<>"/dev/tcp/$2/$3") 2>/dev/null; then
+    kw_log "$2:$3, needed by $1, is already in use by another program:"
+    ss -ltnp "sport = :$3" >&2 2>/dev/null || true
+    kw_die "free $2:$3 (a kubelet of another stack? give this one other addresses: KWATCH_NODES=127.0.0.3,127.0.0.4)"
+  fi
+}
+
+# pause_image: the OCI image of the pause binary (hack/image), the sandbox
+# image that containerd pins, written once per binary.
+pause_image() {
+  local tar="$KW_RUN_DIR/images/pause.tar"
+  if [ ! -s "$tar" ] || [ "$BIN/pause" -nt "$tar" ]; then
+    mkdir -p "$KW_RUN_DIR/images"
+    (cd "$KW_REPO_ROOT" && GOFLAGS="${GOFLAGS:-} -mod=readonly" go run ./hack/image -binary "$BIN/pause" -path /pause \
+      -user 65535:65535 -name "$KW_PAUSE_IMAGE" -o "$tar") >/dev/null ||
+      kw_die "writing the pause image failed"
+  fi
+  echo "$tar"
+}
+
+start_node() {
+  local n="$1" idx="$2" dir cg
+  dir="$(kw_node_dir "$n")"
+  cg="$(kw_node_cgroup "$n")"
+  if ! kw_pid_alive "containerd-$n"; then
+    kw_node_down "$n" || kw_die "node $n: what an earlier run left could not be removed (above)"
+    kw_need_node_port "kubelet" "$n" "$KW_KUBELET_PORT"
+    kw_need_node_port "kubelet healthz" "$n" "$KW_KUBELET_HEALTHZ_PORT"
+    rm -rf "$dir/containerd" "$dir/runc" "$dir/kubelet" "$dir/pod-logs" "$dir/volume-plugins" "$dir/cni"
+    kw_write_node_config "$n" "$idx"
+    kw_cgroup_make "$cg/system"
+    KW_START_CGROUP="$cg/system" kw_start "containerd-$n" --config "$dir/containerd.toml"
+    kw_wait_for "containerd-$n" 60 "containerd of node $n on $dir/containerd.sock" kw_containerd_serves "$n"
+    kw_image_import "$n" "$PAUSE_TAR" || kw_die "importing the pause image into node $n failed"
+  fi
+  if ! kw_pid_alive "kubelet-$n"; then
+    kw_need_node_port "kubelet" "$n" "$KW_KUBELET_PORT"
+    kw_need_node_port "kubelet healthz" "$n" "$KW_KUBELET_HEALTHZ_PORT"
+    write_kubeconfig "$dir/kubelet.kubeconfig" admin "$(kw_token)"
+    kw_cgroup_make "$cg/system"
+    # --hostname-override: the node's name and its Hostname address, which
+    #   the API server dials first (--kubelet-preferred-address-types);
+    #   --node-ip refuses loopback addresses.
+    # --cert-dir: its default is /var/lib/kubelet/pki whatever --root-dir.
+    KW_START_CGROUP="$cg/system" kw_start "kubelet-$n" \
+      --config="$dir/kubelet.yaml" \
+      --kubeconfig="$dir/kubelet.kubeconfig" \
+      --root-dir="$dir/kubelet" \
+      --cert-dir="$dir/kubelet/pki" \
+      --hostname-override="$n"
+    kw_wait_for "kubelet-$n" 60 "the kubelet of node $n (http://$n:$KW_KUBELET_HEALTHZ_PORT/healthz)" kw_kubelet_healthy "$n"
+  fi
+}
+
+if [ ${#KW_NODES[@]} -gt 0 ]; then
+  # containerd finds its runc shim on PATH.
+  export PATH="$BIN:$PATH"
+  kw_bridge_up
+  PAUSE_TAR="$(pause_image)"
+  i=0
+  for n in "${KW_NODES[@]}"; do
+    start_node "$n" "$i"
+    i=$((i + 1))
+  done
+  for n in "${KW_NODES[@]}"; do
+    kw_wait_for "kubelet-$n" 120 "node $n to be Ready" kw_node_ready "$n"
+  done
+  kw_log "nodes Ready: ${KW_NODES[*]}"
+fi
+publish_root_ca
+
+# Nodes of this run folder that KWATCH_NODES no longer names.
+for n in $(kw_nodes_running); do
+  if ! printf '%s\n' "${KW_NODES[@]}" | grep -qxF -- "$n"; then
+    kw_log "node $n is not in KWATCH_NODES (${KW_NODES[*]:-none}); stopping it"
+    kw_node_down "$n" || kw_die "node $n could not be stopped cleanly (above)"
+    "$BIN/kubectl" --kubeconfig "$KW_RUN_DIR/kubeconfig" delete node "$n" --ignore-not-found >&2
+  fi
+done
+if [ ${#KW_NODES[@]} -eq 0 ] && [ -z "$(kw_nodes_running)" ]; then
+  kw_bridge_down || true
+fi
+image_up_to_date
+
+kw_log "stack up in $(($(date +%s) - start_all))s (run folder $KW_RUN_DIR)"
 emit

@@ -1,22 +1,28 @@
 # shellcheck shell=bash
-# Shared functions for the test control plane scripts (cluster-up.sh,
-# cluster-down.sh, record.sh, test.sh). Source it; it defines functions and
-# variables only and starts nothing.
+# Shared functions for the test stack's scripts (cluster-up.sh,
+# cluster-down.sh, record.sh, test.sh); the nodes' part is in lib-node.sh,
+# sourced at the end. Source it; it defines functions and variables only and
+# starts nothing.
 #
 # Layout (all outside the repository, so a fresh clone on the same machine
 # reuses the binaries and nothing built ends up in git):
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/cluster/<hash>/bin/
-#       {etcd,kube-apiserver,kube-controller-manager,kubectl}
+#       {etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,
+#       kubectl,containerd,containerd-shim-runc-v2,ctr,runc,crictl,pause}
 #       <hash> covers hack/cluster's go.mod, go.sum, its .go files, the Go
-#       version and the build flags, so the binaries are rebuilt only when a pin
-#       (or the toolchain) changes.
+#       version, the node parts' versions and the build flags, so the binaries
+#       are rebuilt only when a pin (or the toolchain) changes.
 #   ${KWATCH_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kwatch/run}/
 #       logs, pid files (NAME.pid and NAME.log for NAME in etcd,
-#       kube-apiserver, kube-controller-manager, proxy), certificates, the etcd
-#       data dir, the kubeconfigs (kubeconfig, controller-manager.kubeconfig), the
-#       `env` file with KUBECONFIG=… and PROXY_URL=…, `etcd-endpoint` (etcd's
-#       client URL, for tests that talk to etcd itself, e.g. to compact), and
-#       `bin`, a symlink to the binaries the running stack was started from.
+#       kube-apiserver, kube-controller-manager, kube-scheduler, proxy, and
+#       containerd-N and kubelet-N for each node N), certificates, the etcd
+#       data dir, the kubeconfigs (kubeconfig, controller-manager.kubeconfig,
+#       scheduler.kubeconfig), the `env` file with KUBECONFIG=… and
+#       PROXY_URL=…, `etcd-endpoint` (etcd's client URL, for tests that talk
+#       to etcd itself, e.g. to compact), `node-names` (one node a line),
+#       `image` (the name of kwatch's image on the nodes), nodes/N/ (each
+#       node's folders, lib-node.sh), images/ (the pause image) and `bin`, a
+#       symlink to the binaries the running stack was started from.
 
 KW_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KW_CLUSTER_MOD="$KW_REPO_ROOT/hack/cluster"
@@ -60,12 +66,46 @@ kw_ldflags_kube() {
     "$v" "$kv" "$v" "$major" "$v" "$minor" "$v"
 }
 
+# The node's parts that are not in hack/cluster's module graph, each built as
+# its own module, as `go install MODULE/cmd@VERSION` builds it: with the
+# dependency versions its release pins (containerd's and crictl's go.mod pin
+# gRPC, protobuf and OpenTelemetry releases other than Kubernetes's; in one
+# graph the minimum version selection would move the control plane's
+# dependencies or theirs). Their versions live here only.
+# - containerd 2.4: Kubernetes 1.37 supports containerd 2.3 and 2.4
+#   (containerd's RELEASES.md).
+# - runc: the release containerd 2.4.2 is tested with (its script/setup/runc-version).
+# - crictl (cri-tools) of the Kubernetes minor: cluster-down.sh removes a
+#   node's pods through the CRI with it (stopped and removed as the kubelet
+#   would: the network torn down, mounts and shims gone).
+# - pause: the sandbox image containerd 2.4 pins (its
+#   pinned_images.sandbox default), compiled from Kubernetes's own
+#   build/pause/linux/pause.c (in the k8s.io/kubernetes module).
+KW_CONTAINERD_VERSION=v2.4.2
+KW_RUNC_VERSION=v1.5.2
+KW_CRICTL_VERSION=v1.37.0
+KW_PAUSE_VERSION=3.10.2
+KW_PAUSE_IMAGE="registry.k8s.io/pause:$KW_PAUSE_VERSION"
+
+kw_ldflags_containerd() {
+  printf -- '-s -w -X github.com/containerd/containerd/v2/version.Version=%s' "$KW_CONTAINERD_VERSION"
+}
+kw_ldflags_crictl() {
+  printf -- '-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=%s' "$KW_CRICTL_VERSION"
+}
+# As Kubernetes's build/pause/Makefile compiles it.
+KW_PAUSE_CFLAGS=(-Os -Wall -Werror -static "-DVERSION=v$KW_PAUSE_VERSION")
+
 kw_build_hash() {
   (
     cd "$KW_CLUSTER_MOD"
     {
       go env GOVERSION
       echo "CGO_ENABLED=0 -trimpath $(kw_ldflags_kube)"
+      echo "containerd $KW_CONTAINERD_VERSION $(kw_ldflags_containerd)"
+      echo "crictl $KW_CRICTL_VERSION $(kw_ldflags_crictl)"
+      echo "runc $KW_RUNC_VERSION CGO_ENABLED=1 -tags seccomp"
+      echo "pause ${KW_PAUSE_CFLAGS[*]}"
       # Sorted so the order of `find` does not change the hash.
       find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print | LC_ALL=C sort |
         while read -r f; do echo "$f"; cat "$f"; done
@@ -81,23 +121,17 @@ kw_bin_dir() {
   echo "$KW_BIN_DIR"
 }
 
-# kw_go_build_progress NAME LOG PKG LDFLAGS OUTDIR: one `go build`, in the
-# background, with a progress line on stderr every 30 s (a cold kube-apiserver
-# build is silent for ~5 minutes otherwise). `-v` makes go list each package it
-# actually compiles, which gives a count to show.
-kw_go_build_progress() {
-  local name="$1" log="$2" pkg="$3" ldflags="$4" out="$5" start pid elapsed n n0 rc
+# kw_progress NAME LOG DIR COMMAND...: run COMMAND in DIR in the background
+# (output appended to LOG) with a progress line on stderr every 30 s (a cold
+# kube-apiserver build is silent for minutes otherwise). Builds run with `-v`,
+# which makes go list each package it actually compiles: a count to show.
+kw_progress() {
+  local name="$1" log="$2" dir="$3" start pid elapsed n n0 rc
+  shift 3
   start=$(date +%s)
   n0=$(grep -c '^[a-z]' "$log" || true)  # the log is shared by all builds
-  kw_log "building $name ($pkg) ..."
-  (
-    cd "$KW_CLUSTER_MOD"
-    # GOWORK=off: a go.work above the repo must not change what we build.
-    # -mod=readonly: go.sum is committed; never rewrite it during a build.
-    # CGO_ENABLED=0 as upstream builds these binaries: static, no C compiler.
-    exec env GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-      go build -v -trimpath -ldflags "$ldflags" -o "$out/" "$pkg"
-  ) >>"$log" 2>&1 </dev/null &
+  kw_log "building $name ..."
+  (cd "$dir" && exec "$@") >>"$log" 2>&1 </dev/null &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     # Sleep in 1 s steps so a finished build is noticed at once.
@@ -107,7 +141,7 @@ kw_go_build_progress() {
     done
     elapsed=$(($(date +%s) - start))
     n=$(($(grep -c '^[a-z]' "$log" || true) - n0))
-    kw_log "  still building $name: ${elapsed}s elapsed, $n packages compiled so far (cold kube-apiserver: ~5 min on 2 cores)"
+    kw_log "  still building $name: ${elapsed}s elapsed, $n packages compiled so far"
   done
   rc=0
   wait "$pid" || rc=$?
@@ -120,8 +154,10 @@ kw_go_build_progress() {
   kw_log "built $name in ${elapsed}s"
 }
 
-# The binaries hack/cluster builds, one per main package in hack/cluster/cmd.
-KW_BINARIES=(etcd kube-apiserver kube-controller-manager kubectl)
+# The binaries of the stack: one per main package in hack/cluster/cmd, then
+# the node's (containerd, its runc shim, ctr, runc, crictl, pause).
+KW_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+  containerd containerd-shim-runc-v2 ctr runc crictl pause)
 
 # kw_bins_present DIR: true if DIR holds every binary of KW_BINARIES.
 kw_bins_present() {
@@ -131,22 +167,31 @@ kw_bins_present() {
   done
 }
 
+# kw_need_build_tools: what the node's build needs beyond Go, said before a
+# long build rather than after it.
+kw_need_build_tools() {
+  command -v gcc >/dev/null || kw_die "gcc is required (runc's seccomp support and the pause binary are C): apt-get install gcc libc6-dev"
+  command -v pkg-config >/dev/null || kw_die "pkg-config is required to build runc with seccomp: apt-get install pkg-config libseccomp-dev"
+  pkg-config --exists libseccomp || kw_die "libseccomp-dev is required to build runc with seccomp (without it every pod fails: 'seccomp: config provided but seccomp not supported'): apt-get install libseccomp-dev"
+}
+
 # kw_build: make sure the binaries exist in the cache; build them if not.
 # Safe to run concurrently (flock): a second caller waits for the first.
 kw_build() {
-  local bindir hashdir tmp lock start kubever etcdver
+  local bindir hashdir tmp lock start kubever etcdver log kubedir
   command -v go >/dev/null || kw_die "go is not on PATH"
   bindir="$(kw_bin_dir)"
   hashdir="$(dirname "$bindir")"
   if kw_bins_present "$bindir"; then
     return 0
   fi
+  kw_need_build_tools
   mkdir -p "$hashdir"
   lock="$hashdir/.build.lock"
   exec 8>"$lock"
   if ! flock -n 8; then
-    kw_log "another build of the control plane is running; waiting for it (up to 30 min)"
-    flock -w 1800 8 || kw_die "timed out waiting for the build lock $lock"
+    kw_log "another build of the stack is running; waiting for it (up to 60 min)"
+    flock -w 3600 8 || kw_die "timed out waiting for the build lock $lock"
   fi
   if kw_bins_present "$bindir"; then
     exec 8>&-
@@ -155,31 +200,53 @@ kw_build() {
   kubever="$(kw_pin k8s.io/kubernetes)"
   etcdver="$(kw_pin go.etcd.io/etcd/server/v3)"
   [ -n "$kubever" ] && [ -n "$etcdver" ] || kw_die "cannot read the pins from $KW_CLUSTER_MOD/go.mod"
-  kw_log "building the control plane (etcd $etcdver; kube-apiserver, kube-controller-manager and kubectl $kubever) into $bindir"
-  kw_log "a cold build takes 5-10 minutes on 2 cores; later runs reuse the cached binaries"
+  kw_log "building the stack (etcd $etcdver; kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl $kubever; containerd $KW_CONTAINERD_VERSION, runc $KW_RUNC_VERSION, crictl $KW_CRICTL_VERSION, pause $KW_PAUSE_VERSION) into $bindir"
+  kw_log "a cold build takes 15-25 minutes on 2 cores; later runs reuse the cached binaries"
   start=$(date +%s)
   # Build into a temporary directory and rename it at the end, so that an
   # interrupted build never leaves a half-filled bin/ that looks complete.
   tmp="$(mktemp -d "$hashdir/bin.tmp.XXXXXX")"
-  : >"$hashdir/build.log"
+  log="$hashdir/build.log"
+  : >"$log"
   # Download first (quick, ~150 MB cold) so a module proxy problem shows up as
   # such and not as a compile failure.
   kw_log "downloading modules (go mod download) ..."
-  (cd "$KW_CLUSTER_MOD" && GOWORK=off go mod download) >>"$hashdir/build.log" 2>&1 ||
-    { tail -n 20 "$hashdir/build.log" >&2; rm -rf "$tmp"; kw_die "go mod download failed (log: $hashdir/build.log)"; }
-  # One binary at a time: etcd first (under a minute), then kube-apiserver
-  # (the long one), then kube-controller-manager and kubectl, which reuse
-  # most of kube-apiserver's compiled packages from the build cache.
-  kw_go_build_progress "etcd $etcdver" "$hashdir/build.log" ./cmd/etcd "-s -w" "$tmp" &&
-    kw_go_build_progress "kube-apiserver $kubever" "$hashdir/build.log" ./cmd/kube-apiserver "$(kw_ldflags_kube)" "$tmp" &&
-    kw_go_build_progress "kube-controller-manager $kubever" "$hashdir/build.log" ./cmd/kube-controller-manager "$(kw_ldflags_kube)" "$tmp" &&
-    kw_go_build_progress "kubectl $kubever" "$hashdir/build.log" ./cmd/kubectl "$(kw_ldflags_kube)" "$tmp" ||
-    { rm -rf "$tmp"; kw_die "building the control plane failed (log: $hashdir/build.log)"; }
+  (cd "$KW_CLUSTER_MOD" && GOWORK=off go mod download) >>"$log" 2>&1 ||
+    { tail -n 20 "$log" >&2; rm -rf "$tmp"; kw_die "go mod download failed (log: $log)"; }
+  kubedir="$(cd "$KW_CLUSTER_MOD" && GOWORK=off go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  # - hack/cluster's mains in one `go build`: they share most packages, and
+  #   one build keeps both cores busy while each binary links (the -X flags
+  #   name k8s.io/component-base/version, which etcd does not link).
+  #   GOWORK=off: a go.work above the repo must not change what we build;
+  #   -mod=readonly: go.sum is committed; CGO_ENABLED=0 as upstream builds
+  #   these binaries: static, no C compiler.
+  # - containerd, crictl: CGO_ENABLED=0 (static; containerd's own static
+  #   release builds the same way), in the same Go build cache, where they
+  #   reuse what their dependency versions share with Kubernetes's.
+  # - runc needs cgo for seccomp (libseccomp), as its releases.
+  kw_progress "the control plane and the kubelet $kubever, etcd $etcdver" "$log" "$KW_CLUSTER_MOD" \
+    env GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" \
+    go build -v -trimpath -ldflags "$(kw_ldflags_kube)" -o "$tmp/" ./cmd/... &&
+    kw_progress "containerd $KW_CONTAINERD_VERSION" "$log" "$tmp" \
+      env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=0 \
+      go install -v -trimpath -ldflags "$(kw_ldflags_containerd)" \
+      "github.com/containerd/containerd/v2/cmd/containerd@$KW_CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$KW_CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/ctr@$KW_CONTAINERD_VERSION" &&
+    kw_progress "crictl $KW_CRICTL_VERSION" "$log" "$tmp" \
+      env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=0 \
+      go install -v -trimpath -ldflags "$(kw_ldflags_crictl)" "sigs.k8s.io/cri-tools/cmd/crictl@$KW_CRICTL_VERSION" &&
+    kw_progress "runc $KW_RUNC_VERSION (cgo, seccomp)" "$log" "$tmp" \
+      env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=1 \
+      go install -v -trimpath -tags seccomp -ldflags "-s -w" "github.com/opencontainers/runc@$KW_RUNC_VERSION" &&
+    kw_progress "pause $KW_PAUSE_VERSION (gcc, from $kubedir/build/pause/linux/pause.c)" "$log" "$tmp" \
+      gcc "${KW_PAUSE_CFLAGS[@]}" -o "$tmp/pause" "$kubedir/build/pause/linux/pause.c" ||
+    { rm -rf "$tmp"; kw_die "building the stack failed (log: $log)"; }
   chmod 755 "$tmp"  # mktemp -d made it private
   rm -rf "$bindir"
   mv "$tmp" "$bindir"
   exec 8>&-
-  kw_log "control plane built in $(($(date +%s) - start))s"
+  kw_log "stack built in $(($(date +%s) - start))s"
 }
 
 # The components, by the name of their pid and log files. "proxy" is
@@ -187,6 +254,8 @@ kw_build() {
 kw_exe_of() {
   case "$1" in
     proxy) echo kubectl ;;
+    containerd-*) echo containerd ;;
+    kubelet-*) echo kubelet ;;
     *) echo "$1" ;;
   esac
 }
@@ -278,9 +347,20 @@ kw_core_healthy() {
     kw_etcd_healthy && kw_apiserver_ready && kw_proxy_serves
 }
 
-# kw_stack_healthy: all four components are ours, alive, and answer.
+kw_scheduler_healthy() {
+  [ "$(curl -sS --max-time 3 -k "https://127.0.0.1:$KW_SCHEDULER_PORT/healthz" 2>/dev/null)" = ok ]
+}
+
+# kw_control_plane_healthy: the control plane's five components are ours,
+# alive, and answer.
+kw_control_plane_healthy() {
+  kw_core_healthy && kw_pid_alive kube-controller-manager && kw_controller_manager_healthy &&
+    kw_pid_alive kube-scheduler && kw_scheduler_healthy
+}
+
+# kw_stack_healthy: the control plane and every node of KWATCH_NODES.
 kw_stack_healthy() {
-  kw_core_healthy && kw_pid_alive kube-controller-manager && kw_controller_manager_healthy
+  kw_control_plane_healthy && kw_nodes_healthy
 }
 
 # kw_stop NAME: SIGTERM the recorded pid, wait up to 10 s, then SIGKILL. Only
@@ -310,3 +390,6 @@ kw_stop() {
   fi
   rm -f "$KW_RUN_DIR/$name.pid"
 }
+
+# shellcheck source=hack/lib-node.sh
+source "$KW_REPO_ROOT/hack/lib-node.sh"

@@ -1,7 +1,10 @@
-// Package e2e gives kwatch's end-to-end tests a real Kubernetes control plane:
-// etcd, kube-apiserver, kube-controller-manager and kubectl proxy on
-// 127.0.0.1, started by hack/cluster-up.sh (see hack/lib.sh for where
-// binaries, logs and the kubeconfig live).
+// Package e2e gives kwatch's end-to-end tests a real Kubernetes cluster: a
+// control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kubectl proxy on 127.0.0.1) and nodes (a kubelet with
+// its own containerd on each of 127.0.0.1 and 127.0.0.2), started by
+// hack/cluster-up.sh (see hack/lib.sh and hack/lib-node.sh for where
+// binaries, logs and the kubeconfig live). Nodes, Image and NodePod run
+// kwatch's image on the nodes through the API server.
 //
 // Tests call Cluster, which skips only under -short. Otherwise it uses the
 // stack described by an env file (KUBECONFIG=… and PROXY_URL=… lines) when

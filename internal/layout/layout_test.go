@@ -68,8 +68,12 @@ func TestImports(t *testing.T) {
 		// The uprobe is a key source: it knows no key store, no packet.
 		{pkg: "gotls", forbidden: append([]string{"pcap", "wire", "keylog", "live", "attach"}, followers...)},
 		{pkg: "procnet", forbidden: append([]string{"pcap", "wire", "live", "attach"}, followers...)},
+		// The kernel's connection owners are a source of facts about
+		// sockets: they know no packet source, no process table, no
+		// decoding.
+		{pkg: "sockowner", forbidden: append([]string{"pcap", "wire", "live", "procnet", "gotls", "keylog", "attach"}, followers...)},
 		// attach wires key and packet sources into the one reader.
-		{pkg: "attach", forbidden: append([]string{"wire"}, followers...), required: []string{"pcap", "gotls", "live", "procnet", "keylog"}},
+		{pkg: "attach", forbidden: append([]string{"wire"}, followers...), required: []string{"pcap", "gotls", "live", "procnet", "sockowner", "keylog"}},
 		{pkg: "report", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 	} {

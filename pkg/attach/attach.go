@@ -2,10 +2,13 @@
 // decrypted, with no key log and no restart (kwatch attach): the TLS
 // secrets come from the processes themselves, through an eBPF uprobe on Go's
 // crypto/tls (pkg/gotls), and the packets from a live capture (pkg/live) in
-// each process's network namespace, kept to the processes' own connections
-// (pkg/procnet: their sockets, re-read as connections come and go). Both
-// go through the path of kwatch pcap (pcap.ReadLive): decrypt, HTTP/1.1 or
-// HTTP/2, gzip, watch events with their chunks or DATA frames.
+// each process's network namespace, kept to the processes' own connections:
+// which process owns a connection comes from the kernel as it opens
+// (pkg/sockowner, whose socket filter drops every other packet in the
+// kernel), or, where the kernel cannot tell, from the processes' sockets in
+// /proc (pkg/procnet), re-read as connections come and go. Both go through
+// the path of kwatch pcap (pcap.ReadLive): decrypt, HTTP/1.1 or HTTP/2,
+// gzip, watch events with their chunks or DATA frames.
 package attach
 
 import (
@@ -37,6 +40,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/procnet"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/sockowner"
 )
 
 // Options say what to attach to and how to decode.
@@ -57,12 +61,18 @@ type Options struct {
 	// time, without a trailing newline: processes attached and exited.
 	Notice func(line string)
 	// Ports are server ports whose connections are captured from the
-	// start besides DefaultPorts and those the processes are seen to use.
+	// start besides DefaultPorts and those the processes are seen to use,
+	// with the /proc fallback (the kernel's owners need none).
 	Ports []uint16
-	// Rescan is how often the processes' sockets are re-read, and new
-	// processes of Exes looked for, besides when a packet of an unknown
-	// connection comes; 1 s when 0.
+	// Rescan is how often attach looks at the processes (those that
+	// exited, a replaced executable of Exes; with /proc scans, also their
+	// sockets and new processes of Exes, besides when a packet of an
+	// unknown connection comes); 1 s when 0.
 	Rescan time.Duration
+	// ProcOwners makes attach learn which process owns a connection from
+	// /proc scans even where the kernel could tell (pkg/sockowner): the
+	// fallback, chosen.
+	ProcOwners bool
 }
 
 // Result says what a Run did.
@@ -94,11 +104,13 @@ type Result struct {
 }
 
 // DefaultPorts are the ports captured whatever the processes were seen to
-// use: the API server's usual ones (kubeadm 6443, managed clusters 443,
-// some 8443). The first packet of every connection (its SYN) is captured
-// too: when a process's connection goes to another port, that port is
-// captured from then on, and the packets of that connection which the
-// kernel filtered out before are said to be lost.
+// use, with the /proc fallback (where the kernel tells connection owners,
+// every connection of the processes is captured from its first packet,
+// whatever its port): the API server's usual ones (kubeadm 6443, managed
+// clusters 443, some 8443). The first packet of every connection (its SYN)
+// is captured too: when a process's connection goes to another port, that
+// port is captured from then on, and the packets of that connection which
+// the kernel filtered out before are said to be lost.
 var DefaultPorts = []uint16{443, 6443, 8443}
 
 // ErrNoTarget is wrapped by Run's error when a name matches no process.
@@ -164,12 +176,23 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	// What was attached is said once the captures are open too: from
 	// then on, a connection is seen from its first packet.
 	var attached []string
+	if line := a.openOwners(); line != "" {
+		attached = append(attached, line)
+	}
+	if a.owners != nil {
+		defer a.owners.Close()
+	}
 	for _, exe := range opt.Exes {
 		loc, err := probe.Attach(exe, 0)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", exe, err)
 		}
 		a.exeFiles[exe] = fileID(exe)
+		if a.owners != nil {
+			if err := a.owners.FollowExe(exe); err != nil {
+				return nil, err
+			}
+		}
 		attached = append(attached, fmt.Sprintf("attached to every process of %s, now and later (crypto/tls found by %s)", exe, loc.Method))
 		running, _ := procnet.ByExe(exe)
 		for _, p := range running {
@@ -331,6 +354,21 @@ type attacher struct {
 	// merged reads the captures, those opened later too (Add).
 	merged *live.Merged
 
+	// owners is the kernel's account of which process owns each
+	// connection (pkg/sockowner); nil where /proc scans stand in for it.
+	owners *sockowner.Source
+	// byPID holds the processes attached to, by PID; listeners their
+	// listening ports (kernel mode); peers the processes of this node
+	// that connected to them, and pods the pods of attached processes,
+	// by PID (read once each).
+	byPID     map[int]procnet.Process
+	listeners map[portAt]listener
+	peers     map[int]peerEnd
+	pods      map[int]procnet.Pod
+	// seeded says that the first scan's sockets are in the kernel's maps:
+	// from then on no socket table is read (kernel mode).
+	seeded bool
+
 	// mu guards names, which readSecrets reads, and newPIDs.
 	mu    sync.Mutex
 	names map[uint32]string
@@ -376,11 +414,20 @@ func (a *attacher) attach(p procnet.Process) (string, error) {
 	return fmt.Sprintf("attached to %s (pid %d, %s): crypto/tls found by %s", p.Name(), p.PID, procnet.Shown(p.Exe), loc.Method), nil
 }
 
-// remember adds p to the processes followed.
+// remember adds p to the processes followed (and to the kernel's).
 func (a *attacher) remember(p procnet.Process) {
 	a.attached[p.PID] = true
 	a.order = append(a.order, p)
 	a.procs = append(a.procs, p)
+	if a.byPID == nil {
+		a.byPID = map[int]procnet.Process{}
+	}
+	a.byPID[p.PID] = p
+	if a.owners != nil {
+		if err := a.owners.Follow(p.PID); err != nil {
+			a.opt.Notice(err.Error())
+		}
+	}
 	a.mu.Lock()
 	a.names[uint32(p.PID)] = fmt.Sprintf("%s (pid %d)", p.Name(), p.PID)
 	a.mu.Unlock()
@@ -421,10 +468,17 @@ func (a *attacher) readSecrets() {
 }
 
 // openCaptures opens a capture in the network namespace of every process
-// (kwatch's own when there is none yet), filtered to their sockets' ports.
+// (kwatch's own when there is none yet), filtered in the kernel: by the
+// kernel's socket filter (kernel mode), which the first scan's sockets
+// are put in the maps of, or to the sockets' ports.
 func (a *attacher) openCaptures() error {
 	a.caps, a.nsOf, a.socks, a.verdicts = map[uint64]*live.Capture{}, map[int]uint64{}, map[uint64]*sockets{}, map[tuple]verdict{}
+	a.listeners, a.peers, a.pods = map[portAt]listener{}, map[int]peerEnd{}, map[int]procnet.Pod{}
+	if a.byPID == nil {
+		a.byPID = map[int]procnet.Process{}
+	}
 	if len(a.procs) == 0 {
+		a.seeded = a.owners != nil
 		_, ino, err := procnet.NetNS(os.Getpid())
 		if err != nil {
 			return err
@@ -447,6 +501,11 @@ func (a *attacher) openCaptures() error {
 			}
 		}
 	}
+	if a.owners != nil {
+		a.seed()
+		a.seeded = true
+		clear(a.socks) // read once: from now on the kernel tells
+	}
 	return nil
 }
 
@@ -468,7 +527,13 @@ func (a *attacher) netns(p procnet.Process) error {
 }
 
 func (a *attacher) openCapture(path string, ino uint64) error {
-	c, err := live.Open(live.Options{NetNS: path})
+	var c *live.Capture
+	var err error
+	if a.owners != nil {
+		c, err = a.kernelCapture(path, ino)
+	} else {
+		c, err = live.Open(live.Options{NetNS: path})
+	}
 	if err != nil {
 		return err
 	}
@@ -503,11 +568,16 @@ func (a *attacher) closeCaptures() {
 
 // scan re-reads the sockets of every process followed, looks for new
 // processes (of Exes, or that gave secrets), notes those that exited, and
-// sets each capture's kernel filter.
+// sets each capture's kernel filter. Once the kernel tells the owners
+// (seeded), it reads no socket: light.
 //
 // It returns the first error of reading a process's sockets (said as a
 // notice too, but for the first scan, whose error ends the run).
 func (a *attacher) scan() error {
+	if a.seeded {
+		a.light()
+		return nil
+	}
 	a.lastScan = time.Now()
 	a.findNew()
 	byNS := map[uint64][]procnet.Process{}
@@ -536,8 +606,8 @@ func (a *attacher) scan() error {
 	}
 	slices.Sort(ports)
 	ports = slices.Compact(ports)
-	if slices.Equal(ports, a.filtered) {
-		return first
+	if a.owners != nil || slices.Equal(ports, a.filtered) {
+		return first // the kernel's socket filter needs no ports
 	}
 	a.filtered = ports
 	f := live.Filter{Ports: ports, SYN: true}
@@ -573,7 +643,15 @@ func (a *attacher) findNew() {
 			} else {
 				a.opt.Notice(fmt.Sprintf("%s was replaced: attached to the new file too", exe))
 			}
+			if a.owners != nil {
+				if err := a.owners.FollowExe(exe); err != nil {
+					a.opt.Notice(err.Error())
+				}
+			}
 			a.exeFiles[exe] = id
+		}
+		if a.owners != nil {
+			continue // the kernel finds its processes at their first connection
 		}
 		ps, err := procnet.ByExe(exe)
 		if err == nil {
@@ -610,6 +688,9 @@ func (a *attacher) findNew() {
 // costs a bounded number of them: until the next one, a connection not
 // known is not decided (tracked holds its packets).
 func (a *attacher) decide(src, dst netip.AddrPort, syn bool, at time.Time) (verdict, bool) {
+	if a.owners != nil {
+		return a.decideKernel(src, dst), true
+	}
 	t := newTuple(src, dst)
 	if v, ok := a.verdicts[t]; ok && !(syn && len(v.ends) == 0) {
 		return v, true
@@ -652,18 +733,25 @@ func (a *attacher) lookup(src, dst netip.AddrPort) verdict {
 }
 
 // owner is pcap.Options.Owner: the attached processes at a connection's
-// ends.
-func (a *attacher) owner(client, server netip.AddrPort) string {
+// ends, and the client of an attached server when the kernel (or the
+// first scan) named it, with their pods.
+func (a *attacher) owner(client, server netip.AddrPort) (string, []record.ConnProcess) {
 	t := newTuple(client, server)
 	v, ok := a.verdicts[t]
 	if !ok {
-		return ""
+		return "", nil
 	}
 	if v.before && !a.open[t] {
 		// Counted once it carries bytes: when it gets its note.
 		a.open[t] = true
 		a.before++
 		a.joiner.carriedBytes(t)
+	}
+	if a.pods != nil {
+		v.ends = slices.Clone(v.ends)
+		for i := range v.ends {
+			v.ends[i].pod = a.podOf(v.ends[i].proc.PID)
+		}
 	}
 	return describe(v, client)
 }

@@ -6,8 +6,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kwatch/kwatch/pkg/procnet"
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // tuple is a TCP connection's two endpoints, the lower first, so that both
@@ -26,6 +28,7 @@ type end struct {
 	proc   procnet.Process
 	local  netip.AddrPort // the process's end
 	server bool           // the process listens on its end
+	pod    procnet.Pod    // its pod, when in one (read for the note)
 }
 
 // verdict is what the tracker decided of a connection: the attached
@@ -35,6 +38,13 @@ type verdict struct {
 	// before: the connection was open when kwatch attached (its
 	// handshake, if any, was not seen).
 	before bool
+	// peer is, for a connection to an attached server, the client
+	// when it is a process of this node that is not attached (from the
+	// kernel, or from the first scan's /proc walk); nil when not known.
+	peer *peerEnd
+	// closed is when the kernel said the connection closed (zero while
+	// open, and always with /proc scans).
+	closed time.Time
 }
 
 // maxVerdicts bounds the connections the tracker remembers; past it the
@@ -51,6 +61,9 @@ type sockets struct {
 	// ports is the kernel filter's port set: the listening ports, and
 	// the remote port of every connection the processes made.
 	ports []uint16
+	// table is the namespace's whole socket table as read (every
+	// process's sockets).
+	table []procnet.Socket
 }
 
 // index reads the sockets of procs, processes of one network namespace:
@@ -96,6 +109,7 @@ func index(procs []procnet.Process) (*sockets, error) {
 	}
 	slices.Sort(s.ports)
 	s.ports = slices.Compact(s.ports)
+	s.table = table
 	if len(errs) > 0 && len(s.conns)+len(s.listen) == 0 {
 		return s, fmt.Errorf("reading the processes' sockets: %s", strings.Join(errs, "; "))
 	}
@@ -165,20 +179,55 @@ func packetTuple(p []byte) (src, dst netip.AddrPort, syn, ok bool) {
 
 // describe says who is at the ends of a connection, for its "process"
 // note: "client kube-controller-manager (pid 812) · server kube-apiserver
-// (pid 7)".
-func describe(v verdict, client netip.AddrPort) string {
-	ends := v.ends
-	var parts []string
-	for _, e := range ends {
+// (pid 7)", the client first, with a process's pod and container when it
+// is in one ("client coredns (pid 812, pod UID, container ID)", the
+// container's ID cut to 13 digits, as crictl shows it), and the same as
+// typed values.
+func describe(v verdict, client netip.AddrPort) (string, []record.ConnProcess) {
+	type who struct {
+		role     string
+		p        procnet.Process
+		pod      procnet.Pod
+		attached bool
+	}
+	var all []who
+	for _, e := range v.ends {
 		role := "server"
 		if e.local == client {
 			role = "client"
 		}
-		parts = append(parts, fmt.Sprintf("%s %s (pid %d)", role, e.proc.Name(), e.proc.PID))
+		all = append(all, who{role, e.proc, e.pod, true})
 	}
-	slices.Sort(parts) // the client first
+	if v.peer != nil {
+		role := "server"
+		if v.peer.local == client {
+			role = "client"
+		}
+		all = append(all, who{role, v.peer.proc, v.peer.pod, false})
+	}
+	// The client first; then by PID, for a stable order.
+	slices.SortStableFunc(all, func(x, y who) int {
+		if x.role != y.role {
+			return strings.Compare(x.role, y.role)
+		}
+		return x.p.PID - y.p.PID
+	})
+	var parts []string
+	var procs []record.ConnProcess
+	for _, w := range all {
+		detail := fmt.Sprintf("pid %d", w.p.PID)
+		if w.pod.UID != "" {
+			detail += ", pod " + w.pod.UID
+			if c := w.pod.Container; c != "" {
+				detail += ", container " + c[:min(13, len(c))]
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", w.role, w.p.Name(), detail))
+		procs = append(procs, record.ConnProcess{Role: w.role, PID: w.p.PID, Name: w.p.Name(), Attached: w.attached,
+			PodUID: w.pod.UID, ContainerID: w.pod.Container})
+	}
 	if v.before && len(parts) > 0 {
 		parts = append(parts, "open before kwatch attached")
 	}
-	return strings.Join(parts, " · ")
+	return strings.Join(parts, " · "), procs
 }

@@ -73,10 +73,10 @@ func TestEnds(t *testing.T) {
 		{"127.0.0.1:40000", "127.0.0.1:8001", ""},
 	} {
 		c, sv := ap(tc.client), ap(tc.server)
-		if got := describe(verdict{ends: s.ends(c, sv)}, c); got != tc.want {
+		if got, _ := describe(verdict{ends: s.ends(c, sv)}, c); got != tc.want {
 			t.Errorf("%s -> %s: %q, want %q", c, sv, got, tc.want)
 		}
-		if got := describe(verdict{ends: s.ends(sv, c)}, c); got != tc.want {
+		if got, _ := describe(verdict{ends: s.ends(sv, c)}, c); got != tc.want {
 			t.Errorf("%s -> %s, from the server's packet: %q, want %q", c, sv, got, tc.want)
 		}
 	}
@@ -85,7 +85,7 @@ func TestEnds(t *testing.T) {
 func TestDescribeBefore(t *testing.T) {
 	p := procnet.Process{PID: 812, Comm: "kube-controller"}
 	c := netip.MustParseAddrPort("127.0.0.1:50000")
-	got := describe(verdict{ends: []end{{proc: p, local: c}}, before: true}, c)
+	got, _ := describe(verdict{ends: []end{{proc: p, local: c}}, before: true}, c)
 	if want := "client kube-controller (pid 812) · open before kwatch attached"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}

@@ -120,9 +120,14 @@ type Body struct {
 	framer    *event.Framer
 	format    event.Format
 	tentative bool // a watch inferred from the response only
-	events    map[string]int
-	seq       int
-	initial   bool
+	// held is the response of a tentative watch (HoldResponse), not
+	// emitted yet: it goes out before the body's first record, a watch
+	// once the first event decoded, or no watch when the body turns out
+	// not to be one.
+	held    *record.Response
+	events  map[string]int
+	seq     int
+	initial bool
 	// window holds the carriers events may still refer to, by increasing
 	// index: those of the event in progress and the current carrier.
 	window []Carrier
@@ -207,9 +212,52 @@ func (b *Body) SetOtherResource(on bool) {
 func (b *Body) SetTime(t time.Time) { b.now = t }
 
 // SetTentative marks a watch inferred from the response only: when its first
-// event does not decode, the body is taken as no watch at all (Watching
-// turns false) instead of reporting a problem.
+// event does not frame or decode, or the body ends before one did, the body
+// is taken as no watch at all (Watching turns false) instead of reporting a
+// problem.
 func (b *Body) SetTentative() { b.tentative = true }
+
+// HoldResponse takes r, the response whose body this is, to emit: at once
+// for a body that is not tentative; for a tentative one, before the body's
+// first record (its first event confirms it: r goes out as a watch), or,
+// when the body turns out to be no watch (its first event does not frame
+// or decode, or it ends before one did), with r.Watch and r.Format
+// cleared. Sinks then never see a response taken for a watch that was
+// not one: a protobuf GET or a discovery document on an HTTP/2 connection
+// joined mid-way, whose requests were not seen.
+func (b *Body) HoldResponse(r *record.Response) {
+	if !b.tentative {
+		b.env.Emit(r)
+		return
+	}
+	b.held = r
+}
+
+// emitHeld emits the held response as it is (a watch) before the body's
+// first record, a problem (an inflate limit, a gap): the body is then
+// followed as the watch it was taken for, tentative no more.
+func (b *Body) emitHeld() {
+	if r := b.held; r != nil {
+		b.held = nil
+		b.tentative = false
+		b.env.Emit(r)
+	}
+}
+
+// notWatch ends a tentative body that is no watch: its events are no
+// longer followed, and its held response goes out as no watch.
+func (b *Body) notWatch() {
+	b.tentative = false
+	if b.framer != nil {
+		b.framer.Discard()
+		b.framer = nil
+	}
+	if r := b.held; r != nil {
+		b.held = nil
+		r.Watch, r.Format = false, ""
+		b.env.Emit(r)
+	}
+}
 
 // SetInitial marks the body's first ADDED events as the initial state
 // (record.Request.InitialState): they end at the first other event.
@@ -414,6 +462,14 @@ func (b *Body) drain() {
 	}
 	for _, out := range b.completed {
 		if fp := out.prob; fp != nil {
+			if b.tentative && b.seq == 0 && b.format == event.FormatProtobuf && fp.Kind == event.KindOversize {
+				// The response only looked like a watch: its first
+				// four bytes, read as a length prefix, announce more
+				// than an event may hold (a protobuf object's magic,
+				// "k8s\x00", reads as 1798861568).
+				b.notWatch()
+				break
+			}
 			p := &record.Problem{Direction: b.direction, Where: b.where(), Offset: fp.Offset,
 				Exchange: b.exchange, Kind: fp.Kind, Detail: fp.Detail, Hint: fp.Hint, Warning: fp.Warning, Time: b.now}
 			if fp.Kind == event.KindTruncated && b.closedByClient {
@@ -534,6 +590,7 @@ func (b *Body) framerMax() int64 {
 // events wait for their carriers (see release), it waits behind them, so
 // that records keep the order of the bytes they are about.
 func (b *Body) problem(p *record.Problem) {
+	b.emitHeld()
 	if p.Warning {
 		b.warnings++
 	} else {
@@ -625,14 +682,9 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 	}
 	if err != nil {
 		if b.tentative && b.seq == 0 {
-			// The response only looked like a watch. Its record was
-			// emitted as one and stays so: records are not changed once
-			// emitted (a sink may hold them, or print them on another
-			// goroutine, as kwatch pcap does); the end record says that
-			// no events were decoded.
-			b.tentative = false
-			b.framer.Discard()
-			b.framer = nil
+			// The response only looked like a watch: it goes out as
+			// no watch (HoldResponse).
+			b.notWatch()
 			return nil
 		}
 		b.problem(&record.Problem{Direction: b.direction, Where: b.where(), Offset: f.Offset,
@@ -642,7 +694,14 @@ func (b *Body) decode(f *event.Frame) *record.Event {
 			return nil
 		}
 	}
-	b.tentative = false
+	if b.tentative {
+		// Confirmed: the response goes out before its first event.
+		b.tentative = false
+		if b.held != nil {
+			b.env.Emit(b.held)
+			b.held = nil
+		}
+	}
 	b.seq++
 	event.CountType(b.events, ev.Type)
 	if ev.NotObject != "" {
@@ -726,5 +785,8 @@ func (b *Body) Close() {
 		b.framer.Close()
 		b.drain()
 		b.release()
+	}
+	if b.tentative {
+		b.notWatch() // it ended before a first event confirmed it
 	}
 }

@@ -407,6 +407,61 @@ func TestTentative(t *testing.T) {
 	}
 }
 
+// TestHoldResponse: the response of a tentative watch goes out before its
+// first event, a watch, when the event confirms it; as no watch, and
+// before nothing else, when its first event does not decode, when its
+// first protobuf length prefix is past the bound (a protobuf object's
+// magic), or when the body ends before an event; at once when the body is
+// not tentative.
+func TestHoldResponse(t *testing.T) {
+	resp := func() *record.Response {
+		return &record.Response{Conn: &record.Conn{ID: 1}, Exchange: 1, Watch: true, Format: "json"}
+	}
+	for _, c := range []struct {
+		name      string
+		format    event.Format
+		tentative bool
+		parts     []string
+		watch     bool
+		kinds     []string // the records, in order
+	}{
+		{"confirmed", event.FormatJSON, true, []string{addedA + "\n"}, true, []string{"response", "event"}},
+		{"not an event", event.FormatJSON, true, []string{notAnEvent + "\n" + addedA + "\n"}, false, []string{"response"}},
+		{"a protobuf object", event.FormatProtobuf, true, []string{"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Status"}, false, []string{"response"}},
+		{"no event", event.FormatJSON, true, nil, false, []string{"response"}},
+		{"not tentative", event.FormatJSON, false, nil, true, []string{"response"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSink()
+			b := carrier.New(s, carrier.Options{}, s.attach, &record.Conn{ID: 1}, 1, "server", c.format, time.Unix(1700000000, 0))
+			if c.tentative {
+				b.SetTentative()
+			}
+			r := resp()
+			b.HoldResponse(r)
+			if c.tentative && len(s.recs) != 0 {
+				t.Fatalf("emitted before any event: %+v", s.recs)
+			}
+			carry(b, chunk, c.parts...)
+			b.Close()
+			var kinds []string
+			for _, rec := range s.recs {
+				switch rec.(type) {
+				case *record.Response:
+					kinds = append(kinds, "response")
+				case *record.Event:
+					kinds = append(kinds, "event")
+				default:
+					kinds = append(kinds, fmt.Sprintf("%T", rec))
+				}
+			}
+			if !slices.Equal(kinds, c.kinds) || r.Watch != c.watch || b.Watching() != c.watch || (r.Format == "") == c.watch {
+				t.Errorf("records %v, response Watch %v (format %q), Watching() %v; want %v, %v", kinds, r.Watch, r.Format, b.Watching(), c.kinds, c.watch)
+			}
+		})
+	}
+}
+
 // TestInitial: with SetInitial, the ADDED events before the first other
 // event are the initial state.
 func TestInitial(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/url"
 	"strings"
 	"time"
@@ -181,10 +182,16 @@ func DecodeStatus(ct string, data []byte) *metav1.Status {
 // answers req (nil when the request was not seen) is followed as a watch,
 // and in which format. A response whose request was seen is a watch when
 // the request asked for one; one whose request was not seen may be a watch
-// when its media type is a Kubernetes one and its body can stream
-// (streams: HTTP/1.1 chunked coding or "stream=watch" in the media type;
-// every HTTP/2 stream can), and is then tentative: its first event
-// confirms it.
+// when its media type is one kube-apiserver answers a watch with and its
+// body can stream (streams: HTTP/1.1 chunked coding or "stream=watch" in
+// the media type; every HTTP/2 stream can), and is then tentative: its
+// first event confirms it (carrier.Body.HoldResponse). The media types of
+// a watch (kube-apiserver's serializers, as WatchMediaType says): protobuf
+// with the parameter stream=watch (a plain protobuf object has none),
+// CBOR as a sequence (application/cbor-seq; application/cbor is one
+// object), JSON with no "as" parameter naming a list (as=Table is a watch
+// of rows; as=APIGroupDiscoveryList or as=PartialObjectMetadataList is
+// not).
 func WatchOf(req *record.Request, contentType string, streams bool) (f event.Format, watch, tentative bool) {
 	f, ok := event.FormatForContentType(contentType)
 	switch {
@@ -192,10 +199,31 @@ func WatchOf(req *record.Request, contentType string, streams bool) (f event.For
 		return f, false, false
 	case req != nil:
 		return f, req.Watch, false
-	case streams:
+	case streams && WatchMediaType(contentType):
 		return f, true, true
 	}
 	return f, false, false
+}
+
+// WatchMediaType reports whether contentType, a Kubernetes media type
+// (event.FormatForContentType), can be that of a watch's response when
+// nothing else says so (see WatchOf): protobuf only with stream=watch,
+// CBOR only as application/cbor-seq, JSON unless its "as" parameter names
+// a list kind.
+func WatchMediaType(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case event.MediaProtobuf:
+		return params["stream"] == "watch"
+	case event.MediaCBOR:
+		return false
+	case event.MediaJSON:
+		return !strings.HasSuffix(params["as"], "List")
+	}
+	return true
 }
 
 // StartOfBody reports what a watch body whose headers were not seen (an

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 func gzipped(t *testing.T, s string) []byte {
@@ -61,6 +62,38 @@ func TestStartOfBody(t *testing.T) {
 		f, coding, ok := StartOfBody(tc.data)
 		if f != tc.f || coding != tc.coding || ok != tc.ok {
 			t.Errorf("%s: StartOfBody = %v, %q, %v; want %v, %q, %v", tc.name, f, coding, ok, tc.f, tc.coding, tc.ok)
+		}
+	}
+}
+
+// TestWatchOf: a response whose request was seen is a watch as the request
+// says; one whose request was not seen is a tentative watch only with a
+// watch's media type (kube-apiserver's: protobuf with stream=watch, a CBOR
+// sequence, JSON not as a list) and a body that streams.
+func TestWatchOf(t *testing.T) {
+	watchReq, getReq := &record.Request{Watch: true}, &record.Request{}
+	for _, c := range []struct {
+		req                       *record.Request
+		ct                        string
+		streams, watch, tentative bool
+	}{
+		{watchReq, "application/vnd.kubernetes.protobuf", true, true, false},
+		{getReq, "application/vnd.kubernetes.protobuf;stream=watch", true, false, false},
+		{nil, "application/vnd.kubernetes.protobuf;stream=watch", true, true, true},
+		{nil, "application/vnd.kubernetes.protobuf", true, false, false},
+		{nil, "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", true, false, false},
+		{nil, "application/cbor-seq", true, true, true},
+		{nil, "application/cbor", true, false, false},
+		{nil, "application/json", true, true, true},
+		{nil, "application/json", false, false, false},
+		{nil, "application/json;as=Table;g=meta.k8s.io;v=v1", true, true, true},
+		{nil, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", true, false, false},
+		{nil, "text/plain", true, false, false},
+		{nil, "application/json;;", true, false, false},
+	} {
+		_, watch, tentative := WatchOf(c.req, c.ct, c.streams)
+		if watch != c.watch || tentative != c.tentative {
+			t.Errorf("WatchOf(%+v, %q, %v) = watch %v, tentative %v; want %v, %v", c.req, c.ct, c.streams, watch, tentative, c.watch, c.tentative)
 		}
 	}
 }

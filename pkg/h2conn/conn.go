@@ -1163,8 +1163,10 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 	if code >= 200 && code < 300 {
 		resp.ContentEncoding = exchange.ContentCoding(hdr.Values("Content-Encoding"))
 		req := st.req
-		if c.opt.Joined && req != nil && req.Target == "" {
-			req = nil // its path was not known: judged as if not seen
+		if c.opt.Joined && req != nil && req.Target == "" && (req.Method == "" || req.Method == "GET") {
+			// Its path was not known: judged as if not seen. A known
+			// method other than GET (a DELETE, a POST) is no watch.
+			req = nil
 		}
 		// Every stream can stream: a response whose request was not
 		// seen may be a watch, which its first event confirms.
@@ -1188,7 +1190,7 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 	} else if code >= 300 {
 		st.keep = true
 	}
-	c.emit(resp)
+	c.emitResponse(st, resp)
 	if end {
 		c.endStream(st, "end of stream", "", true, t)
 	}

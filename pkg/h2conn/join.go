@@ -274,6 +274,17 @@ func (c *Conn) inferJoined(st *stream, data []byte, t time.Time) {
 	st.resp = resp
 	st.ev = exchange.WatchBody{Format: f, Tentative: true, Coding: coding}.
 		Start(joinedEnv{c, st}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
+	c.emitResponse(st, resp)
+}
+
+// emitResponse emits resp, st's response, or hands it to st's watch events
+// when they follow a watch its request did not announce: they emit it once
+// their first event confirms it, or as no watch (carrier.Body.HoldResponse).
+func (c *Conn) emitResponse(st *stream, resp *record.Response) {
+	if st.ev != nil {
+		st.ev.HoldResponse(resp)
+		return
+	}
 	c.emit(resp)
 }
 
@@ -311,7 +322,7 @@ func (c *Conn) inferPending(st *stream, data []byte, t time.Time) {
 	st.ev = exchange.WatchBody{Format: f, Tentative: !pathKnown, Initial: pathKnown && st.req.InitialState,
 		Secrets: pathKnown && st.req.Secrets, OtherResource: pathKnown && st.req.OtherResource, Coding: resp.ContentEncoding}.
 		Start(env, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
-	c.emit(resp)
+	c.emitResponse(st, resp)
 }
 
 // emitPending emits the response held on st as it is, when the stream

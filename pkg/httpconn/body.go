@@ -81,6 +81,18 @@ func (b *body) startEvents(w exchange.WatchBody) {
 	b.ev = w.Start(connEnv{b.s.c}, b.s.c.opt.Events(), attachChunks, b.s.c.rec, b.exchange, b.s.name(), b.now)
 }
 
+// emitResponse emits resp, the body's response, or hands it to the body's
+// watch events when they follow a watch its request did not announce: they
+// emit it once their first event confirms it, or as no watch
+// (carrier.Body.HoldResponse).
+func (b *body) emitResponse(resp *record.Response) {
+	if b.ev != nil {
+		b.ev.HoldResponse(resp)
+		return
+	}
+	b.s.c.emit(resp)
+}
+
 // connEnv is where a body's event records go: the connection's sink.
 type connEnv struct{ c *Conn }
 

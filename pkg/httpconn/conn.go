@@ -314,7 +314,7 @@ func (s *direction) inferWatch(t time.Time, note string, f event.Format, coding 
 		b.dec.Resync()
 		b.ev.Resync()
 	}
-	s.c.emit(resp)
+	b.emitResponse(resp)
 	s.body = b
 }
 

@@ -133,12 +133,12 @@ func (s *direction) startResponse(h []byte, t time.Time) {
 		b.keepStatus = true
 	}
 	if b.framing == "none" {
-		s.c.emit(resp)
+		b.emitResponse(resp)
 		b.done = true
 		b.finish(t)
 		return
 	}
-	s.c.emit(resp)
+	b.emitResponse(resp)
 	s.body = b
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/afpacket"
 	"github.com/gopacket/gopacket/layers"
@@ -33,6 +34,15 @@ type Options struct {
 	NetNS string
 	// Filter says which packets are kept (in the kernel).
 	Filter Filter
+	// Program, when set, is the kernel filter instead of Filter: an
+	// eBPF socket filter (BPF_PROG_TYPE_SOCKET_FILTER, attached with
+	// SO_ATTACH_BPF) for packets that start at their IP header, which
+	// decides from BPF maps (pkg/sockowner's). Its packets are not checked
+	// in Go again (Filter.Keeps): what came before it was attached is
+	// handed on too. It must drop the outgoing copy of loopback packets
+	// itself; the loopback interface must have index 1, as Linux gives
+	// it in every network namespace (checked).
+	Program *ebpf.Program
 	// Poll is how long ReadPacket waits for a packet before it returns
 	// none (an idle turn); 100 ms when 0.
 	Poll time.Duration
@@ -127,7 +137,12 @@ func Open(opt Options) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SetFilter(opt.Filter); err != nil {
+	if opt.Program != nil {
+		err = c.SetProgram(opt.Program)
+	} else {
+		err = c.SetFilter(opt.Filter)
+	}
+	if err != nil {
 		c.tp.Close()
 		return nil, err
 	}
@@ -165,6 +180,28 @@ func (c *Capture) SetFilter(f Filter) error {
 	c.filter = Filter{Ports: slices.Clone(f.Ports), SYN: f.SYN}
 	c.fmu.Unlock()
 	return c.tp.SetBPF(raw)
+}
+
+// SetProgram replaces the kernel filter by the eBPF socket filter p (see
+// Options.Program); from then on ReadPacket checks no packet in Go. The
+// error is for a loopback interface whose index is not 1, and the
+// kernel's.
+func (c *Capture) SetProgram(p *ebpf.Program) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("capture on %s: %w", c.name, os.ErrClosed)
+	}
+	if c.loIndex != 0 && c.loIndex != 1 {
+		return fmt.Errorf("capture on %s: the loopback interface has index %d, not 1: the eBPF filter cannot tell its packets", c.name, c.loIndex)
+	}
+	if err := c.tp.SetEBPF(int32(p.FD())); err != nil {
+		return fmt.Errorf("capture on %s: attaching the eBPF filter: %w", c.name, err)
+	}
+	c.fmu.Lock()
+	c.filter = Filter{}
+	c.fmu.Unlock()
+	return nil
 }
 
 // ReadPacket returns the next packet (pkg/pcap's Packets): its IP packet,

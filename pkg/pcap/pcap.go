@@ -101,9 +101,10 @@ type Options struct {
 	WaitForKeys bool
 	// Owner, when set, names what is known of a connection's endpoints
 	// beyond their addresses (kwatch attach: the processes at either end,
-	// e.g. "client kube-controller-manager (pid 812)"); a non-empty answer
-	// becomes the connection's "process" note, before its first record.
-	Owner func(client, server netip.AddrPort) string
+	// e.g. "client kube-controller-manager (pid 812)", and the same as
+	// typed values); a non-empty message becomes the connection's
+	// "process" note, before its first record.
+	Owner func(client, server netip.AddrPort) (message string, procs []record.ConnProcess)
 }
 
 // Stats counts what Read saw.

@@ -397,8 +397,8 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) bool {
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b, RolesGuessed: s.guessed}
 	s.hc = s.rd.board.Conn(s.rec, s.rd.dec)
 	if s.rd.opt.Owner != nil {
-		if who := s.rd.opt.Owner(a, b); who != "" {
-			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who})
+		if who, procs := s.rd.opt.Owner(a, b); who != "" {
+			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who, Processes: procs})
 		}
 	}
 	return true

@@ -413,6 +413,9 @@ type jsonNote struct {
 	// Resource is what a stream whose request was not seen is about, as
 	// its first event names it (record.ConnNote.Resource).
 	Resource *jsonResource `json:"resource,omitempty"`
+	// Processes are the processes at a "process" note's connection's
+	// ends (record.ConnNote.Processes).
+	Processes []record.ConnProcess `json:"processes,omitempty"`
 }
 
 // jsonResource is record.Resource with the stream it names.
@@ -619,7 +622,7 @@ func (j *JSON) object(r record.Record) any {
 		return e
 	case *record.ConnNote:
 		n := jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
-			StallS: seconds(v.Stall), Frame: v.Frame, Stream: v.Stream, Reset: v.Reset, Unlisted: v.Unlisted, Bytes: v.Bytes}
+			StallS: seconds(v.Stall), Frame: v.Frame, Stream: v.Stream, Reset: v.Reset, Unlisted: v.Unlisted, Bytes: v.Bytes, Processes: v.Processes}
 		if v.Resource != nil {
 			n.Resource = &jsonResource{Stream: v.Stream, Resource: *v.Resource}
 		}

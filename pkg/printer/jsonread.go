@@ -616,7 +616,7 @@ func (r *JSONReader) note(v *jsonNote) (record.Record, error) {
 		return nil, err
 	}
 	n := &record.ConnNote{Conn: c, Time: t, Kind: v.Kind, Message: v.Message, Suite: v.Suite, Stall: duration(v.StallS),
-		Frame: v.Frame, Stream: v.Stream, Reset: v.Reset, Unlisted: v.Unlisted, Bytes: v.Bytes}
+		Frame: v.Frame, Stream: v.Stream, Reset: v.Reset, Unlisted: v.Unlisted, Bytes: v.Bytes, Processes: v.Processes}
 	if v.Resource != nil {
 		res := v.Resource.Resource
 		n.Resource = &res

@@ -336,3 +336,133 @@ func ParseCapEff(status string) (uint64, error) {
 	}
 	return 0, errors.New("no CapEff line")
 }
+
+// SocketOwners returns, by inode, the process of every socket of inodes
+// that some process holds open (a socket:[INODE] file descriptor): one walk
+// of every process's /proc/PID/fd, for the sockets a socket table shows
+// (Table) when their processes are not known. A socket held by several
+// processes (inherited across fork) is given the lowest PID's. Processes
+// whose descriptors cannot be read (they exited, or another user's without
+// CAP_SYS_PTRACE) are passed over.
+func SocketOwners(inodes map[uint64]bool) (map[uint64]Process, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]Process{}
+	for _, p := range all {
+		mine, err := SocketInodes(p.PID)
+		if err != nil {
+			continue
+		}
+		for ino := range mine {
+			if _, taken := out[ino]; inodes[ino] && !taken {
+				out[ino] = p
+			}
+		}
+		if len(out) == len(inodes) {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Pod is where a process runs in Kubernetes, from its cgroup: the pod's
+// UID and the container's ID (as the container runtime names it: 64 hex
+// digits for containerd, CRI-O and Docker); both "" for a process in no
+// pod.
+type Pod struct {
+	UID, Container string
+}
+
+// PodOf returns the pod and container of process pid, from
+// /proc/PID/cgroup (ParsePod); the zero Pod for a process in no pod.
+func PodOf(pid int) (Pod, error) {
+	b, err := os.ReadFile(filepath.Join(Root, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return Pod{}, err
+	}
+	return ParsePod(string(b)), nil
+}
+
+// ParsePod reads the pod and container of a process from the text of its
+// /proc/PID/cgroup (cgroups(7): one "ID:CONTROLLERS:PATH" line per
+// hierarchy). The kubelet puts a pod's containers under a cgroup named for
+// the pod's UID, below kubepods (its QoS class between):
+//
+//	cgroupfs driver:  /kubepods/burstable/pod<UID>/<CONTAINER ID>
+//	systemd driver:   /kubepods.slice/kubepods-burstable.slice/
+//	                  kubepods-burstable-pod<UID, '_' for '-'>.slice/
+//	                  cri-containerd-<CONTAINER ID>.scope
+//	                  (crio-<ID>.scope for CRI-O, docker-<ID>.scope)
+//
+// (kubelet's pkg/kubelet/cm/cgroup_manager_linux.go and the runtimes'
+// cgroup naming), possibly under a node's own prefix (kind: /kubelet.slice/
+// …, or a container's /docker/<id>/…). The first line that shows a pod
+// wins; the container is the path element after the pod's, when it reads
+// as an ID.
+func ParsePod(cgroup string) Pod {
+	for line := range strings.Lines(cgroup) {
+		_, rest, ok := strings.Cut(strings.TrimRight(line, "\n"), ":")
+		if !ok {
+			continue
+		}
+		_, path, ok := strings.Cut(rest, ":")
+		if !ok || !strings.Contains(path, "kubepods") {
+			continue
+		}
+		elems := strings.Split(path, "/")
+		for i, e := range elems {
+			uid, ok := podUID(e)
+			if !ok {
+				continue
+			}
+			p := Pod{UID: uid}
+			if i+1 < len(elems) {
+				p.Container = containerID(elems[i+1])
+			}
+			return p
+		}
+	}
+	return Pod{}
+}
+
+// podUID reads a pod's UID from a cgroup path element: "pod<UID>" or
+// "kubepods[-QOS]-pod<UID with '_'>.slice". A UID is 36 characters, hex
+// digits and dashes (RFC 4122's text form).
+func podUID(e string) (string, bool) {
+	e = strings.TrimSuffix(e, ".slice")
+	i := strings.LastIndex(e, "pod")
+	if i < 0 {
+		return "", false
+	}
+	uid := strings.ReplaceAll(e[i+3:], "_", "-")
+	if len(uid) != 36 || strings.Count(uid, "-") != 4 {
+		return "", false
+	}
+	for _, c := range uid {
+		if c != '-' && !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", false
+		}
+	}
+	return uid, true
+}
+
+// containerID reads a container's ID from the path element after its
+// pod's: the ID itself, or "<runtime>-<ID>.scope"; "" when it is no ID (64
+// hex digits).
+func containerID(e string) string {
+	e = strings.TrimSuffix(e, ".scope")
+	if i := strings.LastIndexByte(e, '-'); i >= 0 {
+		e = e[i+1:]
+	}
+	if len(e) != 64 {
+		return ""
+	}
+	for _, c := range e {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	return e
+}

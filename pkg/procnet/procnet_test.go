@@ -106,3 +106,60 @@ func TestNameShown(t *testing.T) {
 		t.Errorf("Shown: %s", got)
 	}
 }
+
+// TestParsePod reads pods and containers from the cgroup files of the
+// kubelet's drivers, cgroup v1 and v2, and nothing from a process in no pod.
+func TestParsePod(t *testing.T) {
+	const uid = "8dbc5577-d0e2-4706-8787-57d52c03ddf2"
+	const cid = "14011c7d92a9e513dfd69211da0413dbf319a5e45a02b354ba6e98e10272542d"
+	for _, tc := range []struct {
+		name, cgroup string
+		want         Pod
+	}{
+		{"cgroupfs v1", "12:memory:/kubepods/burstable/pod" + uid + "/" + cid + "\n11:cpu:/kubepods/burstable/pod" + uid + "/" + cid + "\n", Pod{uid, cid}},
+		{"cgroupfs guaranteed", "0::/kubepods/pod" + uid + "/" + cid + "\n", Pod{uid, cid}},
+		{"systemd containerd", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8dbc5577_d0e2_4706_8787_57d52c03ddf2.slice/cri-containerd-" + cid + ".scope\n", Pod{uid, cid}},
+		{"systemd cri-o besteffort", "1:name=systemd:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod8dbc5577_d0e2_4706_8787_57d52c03ddf2.slice/crio-" + cid + ".scope\n", Pod{uid, cid}},
+		{"kind node", "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod8dbc5577_d0e2_4706_8787_57d52c03ddf2.slice/cri-containerd-" + cid + ".scope\n", Pod{uid, cid}},
+		{"pod cgroup itself", "0::/kubepods/burstable/pod" + uid + "\n", Pod{UID: uid}},
+		{"not a pod", "12:memory:/user.slice/user-1000.slice/session-3.scope\n0::/system.slice/kubelet.service\n", Pod{}},
+		{"kubepods but no UID", "0::/kubepods/burstable/podnot-a-uid/" + cid + "\n", Pod{}},
+		{"garbage", "no colons here\n::\n", Pod{}},
+	} {
+		if got := ParsePod(tc.cgroup); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSocketOwners finds this process as the owner of its own listening
+// socket, by inode.
+func TestSocketOwners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	socks, err := Sockets(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]bool{}
+	for _, s := range socks {
+		if s.Local.String() == ln.Addr().String() {
+			want[s.Inode] = true
+		}
+	}
+	if len(want) != 1 {
+		t.Fatalf("the listener's socket: %v", socks)
+	}
+	got, err := SocketOwners(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ino := range want {
+		if got[ino].PID != os.Getpid() {
+			t.Errorf("socket %d: %+v, want pid %d", ino, got[ino], os.Getpid())
+		}
+	}
+}

@@ -517,6 +517,29 @@ type ConnNote struct {
 	// that event, since the request's path, which would name it, was not
 	// captured. nil for other notes.
 	Resource *Resource
+	// Processes are, for a "process" note, the processes known at the
+	// connection's ends, the client first; nil for other notes.
+	Processes []ConnProcess
+}
+
+// ConnProcess is a process at one end of a connection, as kwatch attach
+// knows it: one it attached to, or (for an attached server) the process on
+// the same node that connected to it.
+type ConnProcess struct {
+	// Role is "client" or "server": the process's end of the connection.
+	Role string `json:"role"`
+	// PID is its process ID (in the node's initial PID namespace).
+	PID int `json:"pid"`
+	// Name is its executable's base name, or its command name when that
+	// cannot be read (it exited).
+	Name string `json:"name"`
+	// Attached says that kwatch attach follows it (its TLS secrets are
+	// taken).
+	Attached bool `json:"attached"`
+	// PodUID and ContainerID say, for a process in a pod's cgroup, the
+	// pod's UID and the container's ID as the container runtime names it.
+	PodUID      string `json:"podUID,omitempty"`
+	ContainerID string `json:"containerID,omitempty"`
 }
 
 // Resource names what a watch's events are about as their objects say it:

@@ -35,6 +35,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,7 @@ func main() {
 	keyLog := flag.String("keylog", "", "append the connections' TLS secrets to `FILE` (README's key log snippet)")
 	server := flag.String("server", "", "connect to `HOST:PORT` instead of the kubeconfig's server, checking its certificate for the kubeconfig server's name (a relay)")
 	pipes := flag.String("pipe-handshakes", "", "first make TLS handshakes with itself over net.Pipe and write their client randoms to `FILE`")
+	flag.DurationVar(&crudEvery, "crud-every", 0, "every `DURATION` once ready, a GET, a LIST, a create and a delete of ConfigMaps (protobuf, on the watches' connection)")
 	flag.Parse()
 	if *pipes != "" {
 		if err := pipeHandshakes(*pipes); err != nil {
@@ -176,6 +178,9 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server str
 	mu.Lock()
 	fmt.Println("ready")
 	mu.Unlock()
+	if crudEvery > 0 {
+		go crud(ctx, cs, namespace)
+	}
 	// "rewatch": the plain Watch is stopped and opened again, from now
 	// (a new HTTP/2 stream on the same connection), then "rewatched".
 	sc := bufio.NewScanner(os.Stdin)
@@ -233,4 +238,29 @@ func pipeHandshakes(path string) error {
 		randoms.WriteString(f[1] + "\n")
 	}
 	return os.WriteFile(path, []byte(randoms.String()), 0o644)
+}
+
+// crudEvery is -crud-every's: 0 for none.
+var crudEvery time.Duration
+
+// crud makes, every crudEvery until ctx ends, the requests of a controller
+// that reads and writes besides its watches, on the same clientset (one
+// HTTP/2 connection, protobuf): a GET of a ConfigMap that does not exist
+// (404), a LIST, and a create and a delete of ConfigMap crud-N. Errors are
+// ignored: the next round tries again.
+func crud(ctx context.Context, cs kubernetes.Interface, namespace string) {
+	cms := cs.CoreV1().ConfigMaps(namespace)
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(crudEvery):
+		}
+		name := fmt.Sprintf("crud-%d", n)
+		_, _ = cms.Get(ctx, "crud-none", metav1.GetOptions{})
+		_, _ = cms.List(ctx, metav1.ListOptions{})
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err == nil {
+			_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+	}
 }
