@@ -8,19 +8,21 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/attach"
 	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/node"
 )
 
 type attachOptions struct {
-	decode pcapOptions // the decoding and output flags kwatch pcap has
-	exes   []string
-	record string
-	ports  []uint16
+	decode     pcapOptions // the decoding and output flags kwatch pcap has, and the node flags
+	exes       []string
+	record     string
+	ports      []uint16
+	containers []string
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
 	o := &attachOptions{}
 	c := &cobra.Command{
-		Use:        "attach PID|NAME... | --exe PATH",
+		Use:        "attach PID|NAME... | --exe PATH | pod/NAME | deploy/NAME",
 		SuggestFor: []string{"trace", "uprobe"},
 		Short:      "Show the watches of running Go programs, live and decrypted, with no key log",
 		Long: `Attach to running Go programs (a controller, an operator, kubectl, kube-apiserver
@@ -52,6 +54,16 @@ CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with uprobes. --record writes the
 packets and the secrets of the connections it holds: the file decrypts every
 connection in it; keep it as you would a key.
 
+On a cluster's nodes, from anywhere kubectl works: --node NODE[,NODE...],
+--all-nodes or --node-selector runs kwatch attach in a pod on each node (kwatch's
+image, --image: privileged, in the node's PID and network namespaces) and reads
+its records back through the API server (pods/exec); pod/NAME and deploy/NAME
+(-n NAMESPACE) attach to the Go processes of the pods' containers, on their
+nodes. Every output option works, each connection names its node, the nodes
+merge in time order; the pods are deleted at the end ("kwatch node clean"
+deletes those a killed kwatch left). The kubectl flags (--kubeconfig, --context,
+--as, ...) choose the cluster. See docs/nodes.md.
+
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
 nothing decoded (no connection of the processes carried HTTP kwatch could
@@ -68,18 +80,40 @@ read).`,
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
-  kwatch pcap session.pcapng`,
+  kwatch pcap session.pcapng
+
+  # From a laptop with kubectl: kube-apiserver on the control-plane nodes
+  kwatch attach --node-selector node-role.kubernetes.io/control-plane= kube-apiserver
+
+  # A controller by its pod's name, or its deployment's, on the nodes they run on
+  kwatch attach pod/my-controller-7d9c5b-x2x4q -n my-system
+  kwatch attach deploy/my-controller -n my-system --diff`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 && len(o.exes) == 0 {
-				return fmt.Errorf("name the processes to attach to (PID or name), or --exe PATH")
+			if len(args) == 0 && len(o.exes) == 0 && len(o.containers) == 0 {
+				return fmt.Errorf("name the processes to attach to (PID or name, pod/NAME, deploy/NAME), or --exe PATH")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.decode.validate(); err != nil {
+			names, err := o.decode.node.targets(args)
+			if err == nil {
+				err = o.decode.validate()
+			}
+			if err == nil {
+				err = o.decode.node.validate(cmd)
+			}
+			if err == nil && o.decode.node.onNodes() && len(o.containers) > 0 {
+				err = fmt.Errorf("--container-id names containers of this machine: on a cluster's nodes, name their pods (pod/NAME)")
+			}
+			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
-			return o.run(cmd, streams, args)
+			if o.decode.node.onNodes() {
+				o.decode.iface = "attach" // Ctrl-C is how a run ends
+				return o.decode.node.runNodes(cmd, streams, &o.decode, o.decode.output.printer(streams, o.decode.allHTTP),
+					[]string{"attach"}, names, node.ProfileAttach)
+			}
+			return o.run(cmd, streams, names)
 		},
 	}
 	fs := c.Flags()
@@ -89,6 +123,8 @@ read).`,
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
+	fs.StringArrayVar(&o.containers, "container-id", nil, "attach to the Go processes of this container (its ID as crictl ps shows it, 12 hex digits or more), found by their cgroup (repeatable)")
+	o.decode.node.addFlags(fs, true)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -96,7 +132,7 @@ read).`,
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
 	ctx := cmd.Context()
-	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports,
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, Containers: o.containers,
 		Read:   o.decode.readOptions(keylog.New()),
 		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
 		// The /proc fallback, chosen (docs/attach.md).
@@ -113,6 +149,18 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	}
 	o.decode.file = "attach"
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
+	// On a node, for another kwatch (node.Run).
+	if o.decode.node.agent {
+		ctx, a, done := agentRun(ctx, streams, "attach")
+		defer done()
+		opt.Ready, opt.Read.SkipPorts = a.begin, o.decode.node.skipPorts
+		res, err := attach.Run(ctx, opt, a.sink())
+		if err != nil {
+			return a.end(err)
+		}
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())
+		return a.finish(&o.decode, res.Stats)
+	}
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"
 	res, err := attach.Run(ctx, opt, o.decode.output.sink(p, true))

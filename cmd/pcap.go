@@ -19,6 +19,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/live"
+	"github.com/kwatch/kwatch/pkg/node"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/wire"
@@ -49,6 +50,9 @@ type pcapOptions struct {
 	tlsKeylog            string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
+	// node holds the flags that run the capture (kwatch attach: the
+	// attach) on a cluster's nodes.
+	node nodeOptions
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -78,7 +82,13 @@ Ctrl-C (with --follow or -i, Ctrl-C is how it ends: 0, 1 or 3).
 -i IFACE captures live instead, as tcpdump -i does ("any": every interface),
 in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
 TCP (and to --port when given), with loopback's second copy of each packet
-dropped; what the kernel dropped because kwatch fell behind is said at the end.`,
+dropped; what the kernel dropped because kwatch fell behind is said at the end.
+
+-i IFACE with --node NODE[,NODE...], --all-nodes or --node-selector captures on a
+cluster's nodes, from anywhere kubectl works: a pod on each node (kwatch's image,
+--image; in the node's network namespace, with CAP_NET_RAW only) runs kwatch pcap
+-i there and its records come back through the API server, the nodes merged in
+time order, each connection naming its node. See docs/nodes.md.`,
 		Example: `  # Capture a watch through kubectl proxy, then decode it
   tcpdump -i any -s 0 -U --immediate-mode -B 65536 -w watch.pcap port 8001 &
   curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
@@ -86,6 +96,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 
   # Capture live, without tcpdump: the watches through kubectl proxy
   kwatch pcap -i lo --port 8001
+
+  # The same on two nodes of a cluster, from a laptop with kubectl
+  kwatch pcap -i any --port 8001 --node worker-1,worker-2
 
   # Decode live, event by event, as tcpdump hands packets over
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
@@ -127,7 +140,14 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 			if len(args) == 1 {
 				o.file = args[0]
 			}
-			if err := o.validate(); err != nil {
+			err := o.validate()
+			if err == nil {
+				err = o.node.validate(cmd)
+			}
+			if err == nil && (o.node.onNodes() || o.node.agent) && o.iface == "" {
+				err = fmt.Errorf("on a cluster's nodes kwatch pcap captures live: give -i IFACE (any: every interface)")
+			}
+			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
 			return o.run(cmd, streams)
@@ -144,6 +164,7 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	o.addDecodeFlags(fs)
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
+	o.node.addFlags(fs, false)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -289,6 +310,9 @@ func (o *pcapOptions) live() bool { return o.follow || o.file == "-" || o.iface 
 // runInterface is kwatch pcap -i: a live capture decoded as it comes, until
 // Ctrl-C.
 func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error {
+	if o.node.onNodes() {
+		return o.node.runNodes(cmd, streams, o, o.printer(streams), []string{"pcap", "-i", o.iface}, nil, node.ProfileCapture)
+	}
 	keys, err := o.keys(streams)
 	if err != nil {
 		return err
@@ -311,6 +335,15 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 		what = fmt.Sprintf("TCP port %d", o.port)
 	}
 	fmt.Fprintf(streams.ErrOut, "kwatch: capturing %s on %s (Ctrl-C ends)\n", what, c.Name())
+	// On a node, for another kwatch (node.Run).
+	if o.node.agent {
+		ctx, a, done := agentRun(cmd.Context(), streams, "pcap -i")
+		defer done()
+		a.begin()
+		opt := o.readOptions(keys)
+		opt.Name, opt.SkipPorts = "-i "+c.Name(), o.node.skipPorts
+		return a.finish(o, pcap.ReadLive(ctx, c, opt, a.sink()))
+	}
 	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)

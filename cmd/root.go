@@ -166,7 +166,7 @@ tcpdump is still writing.`,
 		}
 		return prof.start()
 	}
-	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newVersionCommand(streams))
+	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newNodeCommand(streams), newVersionCommand(streams))
 	return root
 }
 

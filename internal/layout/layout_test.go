@@ -76,6 +76,11 @@ func TestImports(t *testing.T) {
 		{pkg: "attach", forbidden: append([]string{"wire"}, followers...), required: []string{"pcap", "gotls", "live", "procnet", "sockowner", "keylog"}},
 		{pkg: "report", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
+		// The nodes are a source of records, not of bytes: they read the
+		// records kwatch on each node writes, and decode nothing.
+		{pkg: "node", forbidden: append([]string{"wire", "pcap", "attach", "live", "gotls", "watchclient", "health", "diff", "report"}, followers...),
+			required: []string{"printer", "merge"}},
+		{pkg: "merge", forbidden: append([]string{"wire", "pcap", "printer", "node"}, followers...)},
 	} {
 		t.Run(tc.pkg, func(t *testing.T) {
 			got := imports(t, tc.pkg)

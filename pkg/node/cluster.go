@@ -217,12 +217,14 @@ func (s *session) preflight(ctx context.Context, plan []*planned) error {
 // privileged; one named with --pod-namespace must exist.
 func (s *session) namespace(ctx context.Context) error {
 	name := s.opt.Namespace
-	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	// Its PodSecurity level (its label, or the cluster's default) is
+	// for the admission to say, when the pods are made (createError).
+	_, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) && !s.opt.Own:
 		return fmt.Errorf("--pod-namespace %s does not exist", name)
 	case apierrors.IsNotFound(err):
-		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{LabelEnforce: "privileged", LabelManagedBy: "kwatch", LabelName: "kwatch"}}}
 		if _, err := s.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsForbidden(err) {
@@ -240,17 +242,7 @@ func (s *session) namespace(ctx context.Context) error {
 	case err != nil:
 		return apiError(err, "get", "namespaces", "")
 	}
-	if level := ns.Labels[LabelEnforce]; level != "" && level != "privileged" {
-		return podSecurityError(name, fmt.Sprintf("PodSecurity %q", level+":"+versionOr(ns.Labels[LabelEnforce+"-version"])))
-	}
 	return nil
-}
-
-func versionOr(v string) string {
-	if v == "" {
-		return "latest"
-	}
-	return v
 }
 
 // podSecurityError is the one line of a namespace whose PodSecurity level

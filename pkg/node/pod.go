@@ -143,6 +143,7 @@ func PodSpec(s Spec) *corev1.Pod {
 			EnableServiceLinks:            &no,
 			HostPID:                       s.Profile.HostPID,
 			HostNetwork:                   s.Profile.HostNetwork,
+			Volumes:                       []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           s.Image,
@@ -153,6 +154,10 @@ func PodSpec(s Spec) *corev1.Pod {
 					{Name: EnvPod, ValueFrom: field("metadata.name")},
 					{Name: EnvNamespace, ValueFrom: field("metadata.namespace")},
 				},
+				// kwatch's image holds kwatch alone: /tmp is a folder of
+				// the pod's (attach mounts cgroup2 there on a cgroup v1
+				// node, for the kernel's connection owners).
+				VolumeMounts:             []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 				Resources:                corev1.ResourceRequirements{Requests: s.Profile.Requests, Limits: s.Profile.Limits},
 				SecurityContext:          sc,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
