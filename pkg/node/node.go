@@ -455,6 +455,11 @@ func (s *session) stream(ctx context.Context, plan []*planned, sink record.Sink)
 	tick := time.NewTimer(time.Hour)
 	defer tick.Stop()
 	for open > 0 {
+		if len(items) == 0 {
+			// What was handed on is shown before waiting for more, as a
+			// capture read live is (record.Flusher).
+			record.Flush(sink)
+		}
 		select {
 		case it := <-items:
 			st := streams[it.node]
@@ -575,6 +580,7 @@ func (s *session) stream(ctx context.Context, plan []*planned, sink record.Sink)
 		}
 	}
 	m.Flush()
+	record.Flush(sink)
 	res.Merge = m.Stats()
 	res.Summary = s.summary(res)
 	sink.Emit(res.Summary)
