@@ -17,6 +17,7 @@
 #   PRETTY_RUNS=1   runs with kwatch's default (pretty) output to a file
 #   CHURN_RATE=1000 connections a second bench/churn opens and closes in the
 #                   busy configurations
+#   APISERVER_SECONDS=60  how long attach-apiserver follows kube-apiserver
 #   CONFIGS="..."   the configurations to run (default: all but
 #                   attach-busy-proc, listed below)
 #   KWATCH=PATH     measure this kwatch binary instead of building one
@@ -45,6 +46,13 @@
 #                 CPU (its own table)
 #   kubectl-create-proc  the same with KWATCH_ATTACH_OWNERS=proc; not in the
 #                 default list
+#   attach-apiserver  kwatch attach kube-apiserver -o json on the stack
+#                 (started if it is not up) for APISERVER_SECONDS, its own
+#                 clients' traffic (kube-controller-manager, the kubelets,
+#                 the scheduler, kubectl proxy) and a ConfigMap created and
+#                 deleted every second: kwatch's RSS sampled every second
+#                 (the median of the second half: steady; VmHWM: peak) and
+#                 its CPU (its own table)
 #   pcap-pretty, attach-pretty: pcap and attach-h2 with the pretty output
 # Port 8443 is one that kwatch attach captures from the start
 # (attach.DefaultPorts) with the /proc fallback; another port would be
@@ -57,7 +65,8 @@ EVENTS="${EVENTS:-100000}"
 RATE="${RATE:-10000}"
 PRETTY_RUNS="${PRETTY_RUNS:-1}"
 CHURN_RATE="${CHURN_RATE:-1000}"
-read -r -a CONFIGS <<<"${CONFIGS:-plain pcap tls-h2 attach-h2 attach-busy tls-h1 attach-h1 kubectl-create pcap-pretty attach-pretty}"
+APISERVER_SECONDS="${APISERVER_SECONDS:-60}"
+read -r -a CONFIGS <<<"${CONFIGS:-plain pcap tls-h2 attach-h2 attach-busy tls-h1 attach-h1 kubectl-create attach-apiserver pcap-pretty attach-pretty}"
 OUT=bench/out
 mkdir -p "$OUT"
 if [ "$(id -u)" != 0 ]; then
@@ -94,7 +103,8 @@ cleanup() {
 trap cleanup EXIT
 
 # The stack (hack/cluster-up.sh: started if it is not up, reused if it is)
-# for the busy configurations' churn targets and kubectl-create.
+# for the busy configurations' churn targets, kubectl-create and
+# attach-apiserver.
 STACK=
 need_stack() {
   [ -n "$STACK" ] && return
@@ -106,7 +116,7 @@ need_stack() {
   KUBECTL=$(readlink -f "$(dirname "$KUBECONFIG")/bin/kubectl")
 }
 for cfg in "${CONFIGS[@]}"; do
-  case $cfg in attach-busy* | kubectl-create*) need_stack ;; esac
+  case $cfg in attach-busy* | kubectl-create* | attach-apiserver) need_stack ;; esac
 done
 
 # cputicks PID: user+sys clock ticks of PID so far (/proc/PID/stat fields
@@ -295,13 +305,53 @@ PY
   if [ "$posts" = 10 ] && [ "$decrypted" = 10 ]; then rm -f "$kout" "$kerr"; fi
 }
 
+# run_apiserver CONFIG RUN: kwatch attach kube-apiserver -o json for
+# APISERVER_SECONDS while a ConfigMap is created and deleted every second;
+# appends a line to live-apiserver.tsv: config run load1 seconds
+# rss_steady_kb (the median of the second half's samples) rss_peak_kb
+# (VmHWM) anon_end_kb connections events kwatch_cpu_s.
+run_apiserver() {
+  local cfg=$1 run=$2 load1 ns=bench-live-$$-$1-$2 kout=$OUT/live-$1-$2.json kerr=$OUT/live-$1-$2.err samples=()
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  "$KUBECTL" create namespace "$ns" >/dev/null
+  : >"$kerr"
+  "$KWATCH" attach kube-apiserver -o json >"$kout" 2>"$kerr" & kpid=$!
+  for _ in $(seq 600); do grep -q "attached to kube-apiserver" "$kerr" && break; sleep 0.05; done
+  local k0 k1 i
+  k0=$(cputicks "$kpid")
+  for i in $(seq "$APISERVER_SECONDS"); do
+    "$KUBECTL" create configmap "bench-$i" -n "$ns" >/dev/null 2>&1 &&
+      "$KUBECTL" delete configmap "bench-$i" -n "$ns" >/dev/null 2>&1 || true
+    sleep 1
+    samples+=("$(statuskb "$kpid" VmRSS)")
+  done
+  k1=$(cputicks "$kpid")
+  local peak anon steady
+  peak=$(statuskb "$kpid" VmHWM)
+  anon=$(statuskb "$kpid" RssAnon)
+  steady=$(printf '%s\n' "${samples[@]:$((${#samples[@]} / 2))}" | median)
+  kill -INT "$kpid"
+  wait "$kpid" || true
+  kpid=
+  "$KUBECTL" delete namespace "$ns" --wait=false >/dev/null
+  local conns events
+  conns=$(grep -c '"record":"connection"' "$kout" || true)
+  events=$(grep -c '"record":"event"' "$kout" || true)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$run" "$load1" "$APISERVER_SECONDS" "$steady" "$peak" "$anon" "$conns" "$events" \
+    "$(awk -v a="$k0" -v b="$k1" -v hz="$HZ" 'BEGIN {printf "%.2f", (b - a) / hz}')" >>"$OUT/live-apiserver.tsv"
+  echo "$cfg run $run: load $load1, RSS steady $steady kB, peak $peak kB, anon at the end $anon kB; $conns connections, $events events" >&2
+  rm -f "$kout" "$kerr"
+}
+
 : >"$OUT/live.tsv"
 : >"$OUT/live-kubectl.tsv"
+: >"$OUT/live-apiserver.tsv"
 for run in $(seq "$RUNS"); do
   for cfg in "${CONFIGS[@]}"; do
     case $cfg in
       *-pretty) ;;
       kubectl-create*) run_kubectl "$cfg" "$run" ;;
+      attach-apiserver) run_apiserver "$cfg" "$run" ;;
       *) run_one "$cfg" "$run" ;;
     esac
   done
@@ -374,4 +424,12 @@ if [ -s "$OUT/live-kubectl.tsv" ]; then
   echo "| configuration | run | load (1 min) | kubectl ms, median (max) | POSTs shown (201) | of them decrypted | kwatch CPU s |"
   echo "|---|---|---|---|---|---|---|"
   awk -F'\t' '{printf "| %s | %s | %s | %s (%s) | %s of 10 | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$OUT/live-kubectl.tsv"
+fi
+if [ -s "$OUT/live-apiserver.tsv" ]; then
+  echo
+  echo "kwatch attach kube-apiserver -o json on the stack, each run:"
+  echo
+  echo "| run | load (1 min) | seconds | RSS steady (MiB) | RSS peak (MiB) | RssAnon at the end (MiB) | connections | events | kwatch CPU s |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  awk -F'\t' '{printf "| %s | %s | %s | %.0f | %.0f | %.0f | %s | %s | %s |\n", $2, $3, $4, $5 / 1024, $6 / 1024, $7 / 1024, $8, $9, $10}' "$OUT/live-apiserver.tsv"
 fi

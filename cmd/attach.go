@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -41,18 +42,17 @@ client's watches on it, each connection noted with the processes at its ends.
 
 A connection open before attach (a controller's one HTTP/2 connection, opened
 hours ago) is decrypted from its next records on: its TLS state is read from
-the process's memory when it next uses it, found by probes on crypto/tls's
-(*Conn).Read and Write that are placed only for processes with connections
-open at attach and removed once each is settled; what it sent before attach is
-not shown.
+the process's memory when it next uses it, for programs built by Go 1.21 to
+1.27, stripped or not (of other releases only when the program keeps its
+DWARF; else said at attach), found by probes on crypto/tls's (*Conn).Read and
+Write that are placed only for processes with connections open at attach and
+removed once each is settled; what it sent before attach is not shown.
 
 What it cannot do: a TLS 1.2 session resumed after attach gives no new secret;
-a stripped program whose struct layout kwatch cannot read keeps its connections
-from before attach encrypted (said at attach); programs that are not Go (curl,
-Python: use SSLKEYLOGFILE and kwatch pcap). It needs root with CAP_SYS_ADMIN,
-CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with uprobes. --record writes the
-packets and the secrets of the connections it holds: the file decrypts every
-connection in it; keep it as you would a key.
+programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch pcap). It
+needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
+uprobes. --record writes the packets and the secrets of the connections it
+holds: the file decrypts every connection in it; keep it as you would a key.
 
 On a cluster's nodes, from anywhere kubectl works: --node NODE[,NODE...],
 --all-nodes or --node-selector runs kwatch attach in a pod on each node (kwatch's
@@ -77,6 +77,9 @@ read).`,
 
   # Every client's watches on the API server, as JSON Lines
   kwatch attach kube-apiserver -o json
+
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch attach kube-apiserver --top
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
@@ -110,7 +113,11 @@ read).`,
 			}
 			if o.decode.node.onNodes() {
 				o.decode.iface = "attach" // Ctrl-C is how a run ends
-				return o.decode.node.runNodes(cmd, streams, &o.decode, o.decode.output.printer(streams, o.decode.allHTTP),
+				o.decode.attached = true
+				// q on --top's table ends the run as Ctrl-C does.
+				ctx, cancel := context.WithCancel(cmd.Context())
+				defer cancel()
+				return o.decode.node.runNodes(ctx, cancel, cmd, streams, &o.decode, o.decode.output.printer(streams, o.decode.allHTTP),
 					[]string{"attach"}, names, node.ProfileAttach)
 			}
 			return o.run(cmd, streams, names)
@@ -122,7 +129,9 @@ read).`,
 	o.decode.addDecodeFlags(fs)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
+	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
+	o.decode.output.addTopFlag(fs)
 	fs.StringArrayVar(&o.containers, "container-id", nil, "attach to the Go processes of this container (its ID as crictl ps shows it, 12 hex digits or more), found by their cgroup (repeatable)")
 	o.decode.node.addFlags(fs, true)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
@@ -131,10 +140,19 @@ read).`,
 }
 
 func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []string) error {
-	ctx := cmd.Context()
-	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, Containers: o.containers,
-		Read:   o.decode.readOptions(keylog.New()),
-		Notice: func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) },
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var screen *topScreen // --top's table, set before the run starts
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, Containers: o.containers, RingBytes: o.decode.bufferKiB << 10,
+		Read: o.decode.readOptions(keylog.New()),
+		Notice: func(line string) {
+			if screen != nil {
+				screen.notice(line)
+				return
+			}
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line)
+		},
 		// The /proc fallback, chosen (docs/attach.md).
 		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
@@ -148,6 +166,7 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
+	o.decode.attached = true
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
 	// On a node, for another kwatch (node.Run).
 	if o.decode.node.agent {
@@ -163,7 +182,10 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	}
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"
-	res, err := attach.Run(ctx, opt, o.decode.output.sink(p, true))
+	sink := o.decode.output.sink(p, true)
+	screen = o.decode.output.showTop(ctx, streams, cancel)
+	res, err := attach.Run(ctx, opt, sink)
+	screen.stop()
 	if err != nil {
 		_ = p.Close()
 		return &exitError{code: ExitUsage, err: err}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -657,7 +657,10 @@ func TestAttachUnprivileged(t *testing.T) {
 // (-http1) those of the plain Watch. The program is built as Go builds it
 // (DWARF gives the layout), stripped (its type descriptors give it), and
 // stripped by another Go release than kwatch's (go1.27.3, whose
-// crypto/tls.Conn has a field more).
+// crypto/tls.Conn has a field more), the latter also over TLS 1.2 (where
+// the master secret and randoms are read from the closure crypto/tls
+// keeps for ExportKeyingMaterial, at the offsets kwatch knows for that
+// release).
 func TestAttachOpenedBefore(t *testing.T) {
 	needAttach(t)
 	env := e2e.Cluster(t)
@@ -666,14 +669,16 @@ func TestAttachOpenedBefore(t *testing.T) {
 		env   []string
 		flags []string
 		http2 bool
+		tls12 bool
 		// runFor is how long the program runs before kwatch attaches.
 		runFor time.Duration
 	}{
-		{"plain", nil, nil, false, 0},
-		{"stripped", nil, []string{"-ldflags=-s -w"}, false, 0},
-		{"http2", nil, nil, true, 30 * time.Second}, // as a controller that has been running
-		{"http2-stripped", nil, []string{"-ldflags=-s -w"}, true, 0},
-		{"http2-go1.27-stripped", []string{"GOTOOLCHAIN=go1.27.3"}, []string{"-ldflags=-s -w"}, true, 0},
+		{"plain", nil, nil, false, false, 0},
+		{"stripped", nil, []string{"-ldflags=-s -w"}, false, false, 0},
+		{"http2", nil, nil, true, false, 30 * time.Second}, // as a controller that has been running
+		{"http2-stripped", nil, []string{"-ldflags=-s -w"}, true, false, 0},
+		{"http2-go1.27-stripped", []string{"GOTOOLCHAIN=go1.27.3"}, []string{"-ldflags=-s -w"}, true, false, 0},
+		{"http2-go1.27-stripped-tls12", []string{"GOTOOLCHAIN=go1.27.3"}, []string{"-ldflags=-s -w"}, true, true, 0},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			bin := buildWatcherWith(t, b.env, b.flags...)
@@ -681,6 +686,9 @@ func TestAttachOpenedBefore(t *testing.T) {
 			var flags []string
 			if !b.http2 {
 				flags = append(flags, "--http1")
+			}
+			if b.tls12 {
+				flags = append(flags, "-tls12")
 			}
 			w := startWatcher(t, env, bin, ns, flags...)
 			time.Sleep(b.runFor) // not a bound on anything: the program's age at attach
@@ -704,10 +712,17 @@ func TestAttachOpenedBefore(t *testing.T) {
 				}
 			}
 			joined := 0
+			version := "TLS 1.3"
+			if b.tls12 {
+				version = "TLS 1.2"
+			}
 			for _, r := range recs {
-				if r["record"] == "note" && r["kind"] == "tls-decrypted" && strings.Contains(fmt.Sprint(r["message"]), "joined mid-connection") &&
-					strings.Contains(fmt.Sprint(r["message"]), "the memory of kwatch-watcher (pid") {
+				if msg := fmt.Sprint(r["message"]); r["record"] == "note" && r["kind"] == "tls-decrypted" && strings.Contains(msg, "joined mid-connection") &&
+					strings.Contains(msg, "the memory of kwatch-watcher (pid") {
 					joined++
+					if !strings.HasPrefix(msg, version) {
+						t.Errorf("a connection joined: %q, want %s", msg, version)
+					}
 				}
 			}
 			if joined == 0 {
@@ -771,56 +786,188 @@ func TestAttachControllerManager(t *testing.T) {
 	}
 }
 
-// TestAttachJoinedKubectl attaches by name to the stack's kubectl while
-// `kubectl get configmaps -w` has been watching for a while (its HTTP/2
-// connection opened before, a Table watch): the rows of the changes made
-// after attach are shown as kubectl printed them.
+// TestAttachJoinedKubectl attaches by PID to kubectl while `kubectl get
+// configmaps -w` has been watching for a while (its HTTP/2 connection to
+// the API server opened before, TLS 1.3), then ConfigMaps are created,
+// changed and deleted: kwatch shows the changes made after attach as
+// kubectl printed them. The stack's own kubectl (a stripped Kubernetes
+// release build of kwatch's Go release) prints Table rows; the Google
+// Cloud SDK's kubectl releases built by Go 1.22, 1.23 and 1.24 (stripped,
+// with no .go.module: their module data found by its pointer to the
+// function table; the Go 1.22 one also as a copy with no section headers
+// at all) print `-o json --output-watch-events`, whose events kwatch's
+// must equal, resourceVersion included.
 func TestAttachJoinedKubectl(t *testing.T) {
 	needAttach(t)
 	env := e2e.Cluster(t)
-	ns := env.Namespace(t)
-	kubectl := filepath.Join(filepath.Dir(env.Kubeconfig), "bin", "kubectl")
-	var out syncBuffer
-	k := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events")
-	k.Stdout, k.Stderr = &out, &out
-	if err := k.Start(); err != nil {
-		t.Fatal(err)
+	type kubectl struct {
+		name, path string
+		noSections bool
 	}
-	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
-	// kubectl's watch is open once it prints a change made before attach.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs := env.Clientset(t)
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitText(t, "kubectl's row of a change before attach", &out, "earlier")
-	s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid), "-o", "json")
-	waitText(t, "kwatch attached", s.errOut, "attached to kubectl (pid")
-	churn(t, env, ns, "later")
-	for deadline := time.Now().Add(60 * time.Second); !regexp.MustCompile(`(?m)^DELETED +later `).MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("kubectl printed no DELETED row of later:\n%s", out.String())
+	kubectls := []kubectl{{"stack", filepath.Join(filepath.Dir(env.Kubeconfig), "bin", "kubectl"), false}}
+	for _, release := range []string{"go1.22", "go1.23", "go1.24"} {
+		path, version := gcloudKubectl(t, release)
+		kubectls = append(kubectls, kubectl{filepath.Base(path) + "-" + version, path, false})
+		if release == "go1.22" {
+			kubectls = append(kubectls, kubectl{filepath.Base(path) + "-" + version + "-no-section-headers", path, true})
 		}
 	}
-	var want []watchedEvent
-	for _, l := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[1] == "later" {
-			want = append(want, watchedEvent{Type: f[0], Name: f[1]})
-		}
-	}
-	var got []watchedEvent
-	s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's rows, as kubectl's: %v", want), func(recs []map[string]any) bool {
-		got = nil
-		for _, evs := range kwatchEvents(t, recs, ns, true) {
-			for _, e := range evs {
-				if e.Name == "later" {
-					got = append(got, watchedEvent{Type: e.Type, Name: e.Name})
+	for _, kc := range kubectls {
+		t.Run(kc.name, func(t *testing.T) {
+			if kc.noSections {
+				kc.path = withoutSections(t, kc.path)
+			}
+			ns := env.Namespace(t)
+			table := kc.name == "stack"
+			args := []string{"--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events"}
+			if !table {
+				args = append(args, "-o", "json")
+			}
+			var out, errOut syncBuffer
+			k := exec.Command(kc.path, args...)
+			k.Stdout, k.Stderr = &out, &errOut
+			if err := k.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+			// kubectl's watch is open once it prints a change made before
+			// attach.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cs := env.Clientset(t)
+			if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitText(t, "kubectl's event of a change before attach", &out, "earlier")
+			s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid), "-o", "json")
+			waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("(pid %d, ", k.Process.Pid))
+			churn(t, env, ns, "later")
+			var want []watchedEvent
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if table {
+					want = kubectlRows(out.String(), "later")
+				} else {
+					want = kubectlJSON(out.String(), "later")
+				}
+				if len(want) > 0 && want[len(want)-1].Type == "DELETED" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("kubectl printed no DELETED event of later:\n%s\n%s", out.String(), errOut.String())
 				}
 			}
+			var got []watchedEvent
+			recs := s.waitFor(t, 60*time.Second, fmt.Sprintf("kwatch's events, as kubectl's: %v", want), func(recs []map[string]any) bool {
+				got = nil
+				for _, evs := range kwatchEvents(t, recs, ns, true) {
+					for _, e := range evs {
+						if e.Name == "later" {
+							if table {
+								e.RV = "" // the rows do not say it
+							}
+							got = append(got, e)
+						}
+					}
+				}
+				return slices.Equal(got, want)
+			})
+			joined := false
+			for _, r := range recs {
+				msg := fmt.Sprint(r["message"])
+				joined = joined || r["record"] == "note" && r["kind"] == "tls-decrypted" && strings.Contains(msg, "joined mid-connection") &&
+					strings.Contains(msg, fmt.Sprintf("the memory of %s (pid %d)", filepath.Base(kc.path), k.Process.Pid))
+			}
+			if !joined {
+				t.Errorf("kubectl's connection is not noted as joined with the state read from its memory:\n%s", s.errOut.String())
+			}
+		})
+	}
+}
+
+// withoutSections writes a copy of the executable at path, of the same
+// name, in a folder of the test's own, with no section headers (e_shoff,
+// e_shnum and e_shstrndx 0): only its program headers say what is where.
+func withoutSections(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b[0x28:0x30])
+	clear(b[0x3c:0x40])
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kubectlRows returns the Table rows of kubectl get -w --output-watch-events
+// (EVENT NAME DATA AGE) of the object name, as events without a
+// resourceVersion.
+func kubectlRows(out, name string) []watchedEvent {
+	var evs []watchedEvent
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == name {
+			evs = append(evs, watchedEvent{Type: f[0], Name: f[1]})
 		}
-		return slices.Equal(got, want)
-	})
+	}
+	return evs
+}
+
+// kubectlJSON returns the events of the object name that kubectl get -w
+// -o json --output-watch-events printed (one JSON object per event: type,
+// object).
+func kubectlJSON(out, name string) []watchedEvent {
+	var evs []watchedEvent
+	dec := json.NewDecoder(strings.NewReader(out))
+	for {
+		var ev struct {
+			Type   string
+			Object metav1.PartialObjectMetadata
+		}
+		if err := dec.Decode(&ev); err != nil {
+			return evs // the end, or an event still being written
+		}
+		if ev.Object.Name == name {
+			evs = append(evs, watchedEvent{ev.Type, ev.Object.Name, ev.Object.ResourceVersion})
+		}
+	}
+}
+
+// gcloudKubectl returns a kubectl release of the Google Cloud SDK built by
+// Go release (go1.22: its build information says go1.22.x), and the Go
+// version that built it: the SDK's folder is the one `kubectl` on PATH
+// resolves to, whose kubectl.1.NN files are Kubernetes releases as their
+// release pipeline built them (stripped, with almost no section headers).
+// A machine without them fails the test, saying what to install.
+func gcloudKubectl(t *testing.T, release string) (string, string) {
+	t.Helper()
+	const install = "kwatch attach's tests run the Google Cloud SDK's kubectl releases (kubectl.1.27 … kubectl.1.33): install the Debian package kubectl from Google Cloud's apt repository (deb https://packages.cloud.google.com/apt cloud-sdk main), or gcloud components install kubectl"
+	k, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("no kubectl on PATH: %s", install)
+	}
+	if k, err = filepath.EvalSymlinks(k); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(k), "kubectl.1.*"))
+	if len(files) == 0 {
+		t.Fatalf("%s has no kubectl.1.NN beside it: %s", k, install)
+	}
+	var seen []string
+	for _, f := range files {
+		bi, err := buildinfo.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		seen = append(seen, filepath.Base(f)+" "+bi.GoVersion)
+		if strings.HasPrefix(bi.GoVersion, release+".") {
+			return f, bi.GoVersion
+		}
+	}
+	t.Fatalf("none of the SDK's kubectl releases was built by %s (%s): %s", release, strings.Join(seen, ", "), install)
+	return "", ""
 }
 
 // TestAttachJoinedAPIServer attaches to kube-apiserver while the client-go
@@ -967,7 +1114,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 	waitText(t, "kwatch attached", s.errOut, "attached to kwatch-watcher (pid")
 	// Ten rounds of the program's requests seen after the join: their
 	// DELETE responses, and the informer's events of their ConfigMaps.
-	recs := s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
+	s.waitFor(t, 90*time.Second, "ten rounds of GET, LIST, create and delete after the join", func(recs []map[string]any) bool {
 		deleted := 0
 		for _, evs := range kwatchEvents(t, recs, ns, true) {
 			n := 0
@@ -982,7 +1129,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 	})
 	w.stop()
 	s.stop(t)
-	recs = s.records(t)
+	recs := s.records(t)
 	exchanges, watchResp := 0, map[string]bool{}
 	events := map[string]int{}
 	for _, r := range recs {
@@ -991,9 +1138,12 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 		case "problem":
 			t.Errorf("problem: %v", r["message"])
 		case "response":
+			// Not the content type: after the join, the server's HPACK
+			// encoder may name it by a dynamic table entry made before,
+			// which kwatch never saw (how many depends on when it joined).
 			if r["watch"] == true {
 				watchResp[key] = r["inferred"] == true
-			} else if strings.HasPrefix(fmt.Sprint(r["contentType"]), "application/vnd.kubernetes.protobuf") {
+			} else {
 				exchanges++
 			}
 		case "event":
@@ -1012,7 +1162,7 @@ func TestAttachJoinedNotWatches(t *testing.T) {
 		}
 	}
 	if exchanges < 10 {
-		t.Errorf("%d protobuf responses shown as exchanges, want the GETs, LISTs and DELETEs of ten rounds", exchanges)
+		t.Errorf("%d responses shown as exchanges, want the GETs, LISTs, creates and DELETEs of ten rounds", exchanges)
 	}
 }
 

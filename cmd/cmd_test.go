@@ -703,7 +703,7 @@ func TestPcapNodeCapture(t *testing.T) {
 	}
 	// One client: kwatch stream's watch connection, by its port.
 	out, _, code = run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, "--client", "127.0.0.1:54972", "--server", "127.0.0.1:6443", nodeCapture)
-	if code != ExitOK || !strings.HasPrefix(out, "#1 127.0.0.1:54972 -> 127.0.0.1:6443\n") ||
+	if code != ExitOK || !strings.HasPrefix(out, "#1 127.0.0.1:54972 -> 127.0.0.1:6443 · client kwatch/dev\n") ||
 		!strings.HasSuffix(out, "summary: 257 packets · 1 TCP connection · 1 TLS decrypted (1 TLS 1.3 TLS_AES_128_GCM_SHA256) · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 1 DELETED, 1 BOOKMARK · 4 DATA frames · 0 problems, 0 warnings\n") {
 		t.Errorf("--client: exit %d:\n%s", code, out)
 	}

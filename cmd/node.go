@@ -137,7 +137,7 @@ func (o *nodeOptions) validate(cmd *cobra.Command) error {
 // each node is given as they were given here: what it decodes and how.
 // The output flags (-o, --color, --diff, --report, --all-http,
 // --show-undecrypted) act here, on the records read back.
-var passed = []string{"port", "client", "server", "exe", "frames", "show-secrets", "max-event-bytes", "max-inflated-bytes",
+var passed = []string{"port", "client", "server", "exe", "buffer-size", "frames", "show-secrets", "max-event-bytes", "max-inflated-bytes",
 	"max-header-bytes", "max-chunk-line-bytes", "max-trailer-bytes", "max-event-chunks", "max-connections",
 	"max-buffered-pages", "max-buffered-pages-total", "max-buffered-bytes-total", "gap-timeout"}
 
@@ -187,10 +187,10 @@ func (o *nodeOptions) targets(args []string) ([]string, error) {
 
 // runNodes runs kwatch (command: "attach" or "pcap -i IFACE", with the
 // flags of passed given here) on the nodes of the flags, and shows their
-// records with p as one run's, through the same health, --diff and
-// report as a run here.
-func (o *nodeOptions) runNodes(cmd *cobra.Command, streams IOStreams, d *pcapOptions, p printer.Printer, command, names []string, profile node.Profile) error {
-	ctx := cmd.Context()
+// records with p as one run's, through the same health, --diff, report
+// and --top as a run here. The run ends when ctx does (Ctrl-C), or when
+// cancel is called (q on --top's table).
+func (o *nodeOptions) runNodes(ctx context.Context, cancel context.CancelFunc, cmd *cobra.Command, streams IOStreams, d *pcapOptions, p printer.Printer, command, names []string, profile node.Profile) error {
 	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
 		_ = p.Close()
@@ -206,14 +206,24 @@ func (o *nodeOptions) runNodes(cmd *cobra.Command, streams IOStreams, d *pcapOpt
 	for _, t := range o.pods {
 		what += " " + t.Arg
 	}
+	var screen *topScreen // --top's table, set before the run starts
 	opt := node.Options{Client: cs, Exec: node.NewExec(cfg, cs), Nodes: o.nodes, AllNodes: o.allNodes, Selector: o.selector,
 		Pods: o.pods, Command: append(slices.Clone(command), passedArgs(cmd)...), Names: names, Profile: profile,
 		Namespace: o.podNamespace, Own: o.podNamespace == "", Image: o.image, PullPolicy: corev1.PullPolicy(o.pullPolicy),
 		Deadline: o.deadline, RunningTimeout: o.runningTimeout,
 		Description: fmt.Sprintf("kwatch %s, run from %s by kwatch %s; kwatch node clean deletes it", what, host, version),
-		Notice:      func(line string) { fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line) }}
+		Notice: func(line string) {
+			if screen != nil {
+				screen.notice(line)
+				return
+			}
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", line)
+		}}
 	d.output.ReportTitle = "kwatch " + what
-	res, err := node.Run(ctx, opt, d.output.sink(p, true))
+	sink := d.output.sink(p, true)
+	screen = d.output.showTop(ctx, streams, cancel)
+	res, err := node.Run(ctx, opt, sink)
+	screen.stop()
 	if err != nil {
 		_ = p.Close()
 		if ctx.Err() != nil {
@@ -319,11 +329,15 @@ func (a *agent) end(err error) error {
 func (a *agent) finish(d *pcapOptions, stats *pcap.Stats) error {
 	opt := d.readOptions(nil)
 	t := a.p.Tally()
+	from := printer.FromCapture
+	if d.attached {
+		from = printer.FromAttach
+	}
 	switch {
 	case stats.Unmatched(opt) != "":
 		return a.end(&exitError{code: ExitNothing, err: errors.New(stats.Unmatched(opt))})
-	case t.NothingDecoded(stats.Connections) != "":
-		return a.end(&exitError{code: ExitNothing, err: errors.New(t.NothingDecoded(stats.Connections))})
+	case t.NothingDecoded(stats.Connections, from) != "":
+		return a.end(&exitError{code: ExitNothing, err: errors.New(t.NothingDecoded(stats.Connections, from))})
 	case t.Problems+t.Warnings > 0:
 		return a.end(problemsSeen)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/record"
 	"github.com/kwatch/kwatch/pkg/report"
 	"github.com/kwatch/kwatch/pkg/rewatch"
+	"github.com/kwatch/kwatch/pkg/top"
 )
 
 // outputOptions are the output flags shared by kwatch pcap and kwatch stream.
@@ -37,6 +38,13 @@ type outputOptions struct {
 	Report      string
 	ReportTitle string
 	report      *report.Report
+	// Top is --top (kwatch attach, kwatch pcap -i and --follow): the
+	// live table stands in for the lines; table is it once sink made it,
+	// and gate the writer in front of stdout that drops the printer's
+	// lines meanwhile and holds the run's end until the table is gone.
+	Top   bool
+	table *top.Table
+	gate  *top.Gate
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
@@ -87,6 +95,9 @@ func (o *outputOptions) validate() error {
 	default:
 		return fmt.Errorf("--color must be auto, always or never, not %q", o.Color)
 	}
+	if o.Top && o.Output == "json" {
+		return fmt.Errorf("--top shows a table of the watches, -o json writes their records: choose one")
+	}
 	if o.MaxInflatedBytes <= 0 {
 		return fmt.Errorf("--max-inflated-bytes must be positive")
 	}
@@ -116,7 +127,8 @@ func useColor(mode string, streams IOStreams) bool {
 
 // sink wraps the printer in the record stages the flags ask for: the
 // watches of each client linked (pkg/rewatch, captures only), --diff,
-// then the watch health that is always printed. perConn is set for
+// then the watch health that is always printed, and --top's table after
+// it (it shows health's judgment of each watch). perConn is set for
 // captures: it links the watches of each client, and keeps --diff's
 // versions apart per watch.
 func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
@@ -126,7 +138,15 @@ func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 		o.report = report.New(p, report.Options{Title: o.ReportTitle})
 		next = o.report
 	}
-	var s record.Sink = health.New(next)
+	if o.Top {
+		o.table = top.New(next, top.Options{OnEnd: o.gate.Hold})
+		next = o.table
+	}
+	h := health.New(next)
+	if o.table != nil {
+		o.table.SetHealth(h)
+	}
+	var s record.Sink = h
 	if o.Diff || o.DiffAll {
 		// After rewatch: a capture's versions are kept per watch, and
 		// a watch that follows another (rewatch's Restart) diffs
@@ -165,8 +185,14 @@ func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer
 func (o *outputOptions) printerWith(streams IOStreams, set func(*printer.Options)) printer.Printer {
 	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY}
 	set(&opt)
-	if o.Output == "json" {
-		return printer.NewJSON(streams.Out, opt)
+	out := streams.Out
+	if o.Top {
+		// The table stands in for the lines (sink).
+		o.gate = top.NewGate(out)
+		out = o.gate
 	}
-	return printer.NewPretty(streams.Out, opt)
+	if o.Output == "json" {
+		return printer.NewJSON(out, opt)
+	}
+	return printer.NewPretty(out, opt)
 }

@@ -35,19 +35,24 @@ type pcapOptions struct {
 	// clientEnd and serverEnd are --client and --server, parsed.
 	clientEnd, serverEnd pcap.Endpoint
 	showUndecrypted      bool
-	allHTTP              bool
-	maxHeaderBytes       int
-	follow               bool
-	file                 string
-	maxConnections       int
-	maxLineBytes         int
-	maxTrailer           int
-	maxEventChunks       int
-	bufferedPages        int
-	bufferedTotal        int
-	bufferedBytesTotal   int64
-	gapTimeout           time.Duration
-	tlsKeylog            string
+	// bufferKiB is --buffer-size: a live capture's ring, in KiB.
+	bufferKiB int
+	// attached: the run is kwatch attach's (its messages speak of the
+	// processes, not of a capture and key logs).
+	attached           bool
+	allHTTP            bool
+	maxHeaderBytes     int
+	follow             bool
+	file               string
+	maxConnections     int
+	maxLineBytes       int
+	maxTrailer         int
+	maxEventChunks     int
+	bufferedPages      int
+	bufferedTotal      int
+	bufferedBytesTotal int64
+	gapTimeout         time.Duration
+	tlsKeylog          string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
 	// node holds the flags that run the capture (kwatch attach: the
@@ -96,6 +101,9 @@ time order, each connection naming its node. See docs/nodes.md.`,
 
   # Capture live, without tcpdump: the watches through kubectl proxy
   kwatch pcap -i lo --port 8001
+
+  # The same as a live table, one row per watch, sorted by the keys it lists
+  kwatch pcap -i lo --port 8001 --top
 
   # The same on two nodes of a cluster, from a laptop with kubectl
   kwatch pcap -i any --port 8001 --node worker-1,worker-2
@@ -150,6 +158,9 @@ time order, each connection naming its node. See docs/nodes.md.`,
 			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
+			if o.output.Top && o.iface == "" && !o.follow {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("--top shows a live capture: use it with -i IFACE or --follow FILE")}
+			}
 			return o.run(cmd, streams)
 		},
 	}
@@ -159,10 +170,12 @@ time order, each connection naming its node. See docs/nodes.md.`,
 	fs.StringVar(&o.client, "client", "", "only connections whose client is ADDR or ADDR:PORT (e.g. 10.0.0.7, [::1]:50312)")
 	fs.StringVar(&o.server, "server", "", "only connections whose server is ADDR or ADDR:PORT (e.g. 10.0.0.2:6443)")
 	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
+	fs.IntVarP(&o.bufferKiB, "buffer-size", "B", live.DefaultRingBytes>>10, "with -i: the capture's ring in the kernel, in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
 	fs.BoolVar(&o.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep reading a capture file that tcpdump is still writing, like tail -f; wait for a file not created yet, like tail -F (Ctrl-C ends)")
 	o.addDecodeFlags(fs)
+	o.output.addTopFlag(fs)
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
 	o.node.addFlags(fs, false)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
@@ -197,6 +210,9 @@ func (o *pcapOptions) validate() error {
 	}
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be between 1 and 65535 (0, the default, means every port), not %d", o.port)
+	}
+	if min := live.MinRingBytes >> 10; o.bufferKiB < min || o.bufferKiB > 4<<20 {
+		return fmt.Errorf("--buffer-size is in KiB, between %d and %d (4 GiB), not %d", min, 4<<20, o.bufferKiB)
 	}
 	for _, f := range []struct {
 		name, v string
@@ -244,10 +260,16 @@ func (o *pcapOptions) validate() error {
 }
 
 func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
-	if o.iface != "" {
-		return o.runInterface(cmd, streams)
+	// q on --top's table ends the run as Ctrl-C does.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	if o.node.onNodes() {
+		return o.node.runNodes(ctx, cancel, cmd, streams, o, o.printer(streams), []string{"pcap", "-i", o.iface}, nil, node.ProfileCapture)
 	}
-	in, closeInput, err := o.openInput(cmd.Context(), streams)
+	if o.iface != "" {
+		return o.runInterface(ctx, streams, cancel)
+	}
+	in, closeInput, err := o.openInput(ctx, streams)
 	if errors.Is(err, errCtrlCBeforeInput) {
 		return o.interruptedBeforeInput()
 	} else if err != nil {
@@ -261,8 +283,11 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap " + o.file
 	opt := o.readOptions(keys)
-	stats, err := pcap.Read(cmd.Context(), in, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, err)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats, err := pcap.Read(ctx, in, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, err)
 }
 
 // printer is the output printer of the flags.
@@ -308,11 +333,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 func (o *pcapOptions) live() bool { return o.follow || o.file == "-" || o.iface != "" }
 
 // runInterface is kwatch pcap -i: a live capture decoded as it comes, until
-// Ctrl-C.
-func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error {
-	if o.node.onNodes() {
-		return o.node.runNodes(cmd, streams, o, o.printer(streams), []string{"pcap", "-i", o.iface}, nil, node.ProfileCapture)
-	}
+// Ctrl-C (or q on --top's table: cancel).
+func (o *pcapOptions) runInterface(ctx context.Context, streams IOStreams, cancel context.CancelFunc) error {
 	keys, err := o.keys(streams)
 	if err != nil {
 		return err
@@ -323,7 +345,7 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	} else if o.serverEnd.Port != 0 {
 		f.Ports = []uint16{o.serverEnd.Port}
 	}
-	c, err := live.Open(live.Options{Interface: o.iface, Filter: f})
+	c, err := live.Open(live.Options{Interface: o.iface, Filter: f, RingBytes: o.bufferKiB << 10})
 	if err != nil {
 		code := ExitUsage
 		return &exitError{code: code, err: fmt.Errorf("-i %s: %w", o.iface, err)}
@@ -337,7 +359,7 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	fmt.Fprintf(streams.ErrOut, "kwatch: capturing %s on %s (Ctrl-C ends)\n", what, c.Name())
 	// On a node, for another kwatch (node.Run).
 	if o.node.agent {
-		ctx, a, done := agentRun(cmd.Context(), streams, "pcap -i")
+		ctx, a, done := agentRun(ctx, streams, "pcap -i")
 		defer done()
 		a.begin()
 		opt := o.readOptions(keys)
@@ -348,8 +370,11 @@ func (o *pcapOptions) runInterface(cmd *cobra.Command, streams IOStreams) error 
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)
 	opt.Name = "-i " + c.Name()
-	stats := pcap.ReadLive(cmd.Context(), c, opt, o.output.sink(p, true))
-	return o.end(cmd.Context(), streams, p, stats, nil)
+	sink := o.output.sink(p, true)
+	screen := o.output.showTop(ctx, streams, cancel)
+	stats := pcap.ReadLive(ctx, c, opt, sink)
+	screen.stop()
+	return o.end(ctx, streams, p, stats, nil)
 }
 
 // errCtrlCBeforeInput is openInput's error when Ctrl-C came before the
@@ -469,7 +494,11 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}
-	if msg := p.Tally().NothingDecoded(stats.Connections); msg != "" {
+	from := printer.FromCapture
+	if o.attached {
+		from = printer.FromAttach
+	}
+	if msg := p.Tally().NothingDecoded(stats.Connections, from); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}

@@ -31,6 +31,11 @@ import (
 	"github.com/kwatch/kwatch/pkg/wire"
 )
 
+// defaultBookmarkTimeout is --bookmark-timeout's default: half as long
+// again as kube-apiserver's bookmark frequency (a minute, its watch
+// cache's), so that one late bookmark is not taken for silence.
+const defaultBookmarkTimeout = 90 * time.Second
+
 type streamOptions struct {
 	output outputOptions
 	// kube holds kubectl's connection flags (--kubeconfig, --context,
@@ -52,8 +57,10 @@ type streamOptions struct {
 	listMode    string
 	timeout     time.Duration
 	idleTimeout time.Duration
-	record      string
-	tlsKeylog   string
+	// bookmarkTimeout is WatchOptions.QuietAfter.
+	bookmarkTimeout time.Duration
+	record          string
+	tlsKeylog       string
 
 	resource, name string
 	// resources lists the resource types of a stream of several
@@ -179,6 +186,8 @@ func (o *streamOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&o.timeout}, "timeout", "ask the server to end each watch after this long, in whole seconds (timeoutSeconds), e.g. 30s or 5m; kwatch then resumes")
 	fs.StringVar(&o.record, "record", "", "also write the watch connections' bytes to this capture file (synthesised TCP segments), for kwatch pcap or Wireshark: a .pcapng holds a direct TLS connection as it travelled with its keys (anyone with the file can decrypt it, token included); a .pcap holds the decrypted bytes, credentials masked")
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "append the TLS keys of kwatch's connections to this key log (NSS format, for kwatch pcap --tls-keylog or Wireshark; default: $SSLKEYLOGFILE)")
+	o.bookmarkTimeout = defaultBookmarkTimeout
+	fs.Var(durationValue{&o.bookmarkTimeout}, "bookmark-timeout", "say so when a watch gets neither an event nor a bookmark for this long (the API server sends one about every minute), with the likely cause (an etcd restored or reset); the watch goes on (0: never)")
 	fs.Var(durationValue{&o.idleTimeout}, "idle-timeout", "end a watch that reads no byte for this long, e.g. 90s (a stalled server or proxy), report it and watch again (0: never)")
 }
 
@@ -485,6 +494,9 @@ func (o *streamOptions) complete(cmd *cobra.Command, args []string, streams IOSt
 	if _, err := fields.ParseSelector(o.fieldSelector); err != nil {
 		return fmt.Errorf("--field-selector %q: %v", o.fieldSelector, err)
 	}
+	if o.bookmarkTimeout < 0 {
+		return fmt.Errorf("--bookmark-timeout must not be negative")
+	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("--idle-timeout must not be negative")
 	}
@@ -528,7 +540,7 @@ func (o *streamOptions) setupError(err error, proxy, server string) error {
 func (o *streamOptions) watchOptions(ctx context.Context, client *watchclient.Client, sink record.Sink, resource string) (watchclient.WatchOptions, error) {
 	wo := watchclient.WatchOptions{Raw: o.raw, Name: o.name, LabelSelector: o.selector,
 		FieldSelector: o.fieldSelector, ResourceVersion: o.resourceVersion, Proto: o.proto, CBOR: o.cbor,
-		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout,
+		TimeoutSeconds: int64(o.timeout / time.Second), IdleTimeout: o.idleTimeout, QuietAfter: o.bookmarkTimeout,
 		ShowList: !o.watchOnly, ListObjects: o.output.Diff || o.output.DiffAll || !o.watchOnly,
 		WatchList: o.listMode == "watch-list"}
 	if o.raw != "" {

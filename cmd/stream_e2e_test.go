@@ -717,7 +717,10 @@ func TestStreamAPIServerRestart(t *testing.T) {
 	env := append(os.Environ(), "KWATCH_CLUSTER_DIR="+dir,
 		fmt.Sprintf("KWATCH_ETCD_CLIENT_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_ETCD_PEER_PORT=%d", freePort(t)),
 		fmt.Sprintf("KWATCH_APISERVER_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_PROXY_PORT=%d", freePort(t)),
-		fmt.Sprintf("KWATCH_CONTROLLER_MANAGER_PORT=%d", freePort(t)))
+		fmt.Sprintf("KWATCH_CONTROLLER_MANAGER_PORT=%d", freePort(t)), fmt.Sprintf("KWATCH_SCHEDULER_PORT=%d", freePort(t)),
+		// The shared stack's nodes stay the shared stack's: this one is a
+		// control plane alone.
+		"KWATCH_NODES=none")
 	script := func(name string) string {
 		cmd := exec.Command("bash", filepath.Join(root, "hack", name))
 		cmd.Env = env

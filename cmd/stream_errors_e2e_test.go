@@ -311,3 +311,45 @@ func TestStreamNamespaceNotFound(t *testing.T) {
 		t.Errorf("exit %d: %s", code, s.errOut.String())
 	}
 }
+
+// TestStreamAheadOfServer: after a cluster's etcd was restored or reset, a
+// resumed watch asks for a resourceVersion ahead of the server's (here one
+// far past the stack's current version, as a reset leaves it); the API
+// server answers 200 OK and then sends nothing, not even bookmarks. kwatch
+// stream says so once --bookmark-timeout passed, with the server's current
+// version and the likely cause, and goes on watching.
+func TestStreamAheadOfServer(t *testing.T) {
+	env := e2e.Cluster(t)
+	ns := env.Namespace(t)
+	list, err := env.Clientset(t).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatalf("the server's resourceVersion %q: %v", list.ResourceVersion, err)
+	}
+	ahead := strconv.FormatUint(cur+1_000_000, 10)
+	s := startKwatch(t, "stream", "configmaps", "-n", ns, "--proxy", env.ProxyURL, "--resource-version", ahead, "--bookmark-timeout", "3s", "-o", "json")
+	recs := s.waitFor(t, 60*time.Second, "the quiet watch said", func(r []map[string]any) bool {
+		for _, p := range ofRecord(r, "problem") {
+			if p["problem"] == "watch quiet" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, p := range ofRecord(recs, "problem") {
+		if p["problem"] != "watch quiet" {
+			continue
+		}
+		detail, hint := fmt.Sprint(p["detail"]), fmt.Sprint(p["hint"])
+		if p["severity"] != "warning" || !strings.Contains(detail, "it watches from resourceVersion "+ahead+", ahead of the server's current ") ||
+			!strings.Contains(hint, "etcd was restored or reset") {
+			t.Errorf("warning %v", p)
+		}
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d after Ctrl-C, want 0 (a warning does not change it)", code)
+	}
+}

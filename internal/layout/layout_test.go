@@ -75,6 +75,10 @@ func TestImports(t *testing.T) {
 		// attach wires key and packet sources into the one reader.
 		{pkg: "attach", forbidden: append([]string{"wire"}, followers...), required: []string{"pcap", "gotls", "live", "procnet", "sockowner", "keylog"}},
 		{pkg: "report", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
+		// The live table is a sink beside the printer and the report.
+		{pkg: "top", forbidden: append([]string{"wire", "pcap", "watchclient", "attach", "live", "report"}, followers...)},
+		// Who a client is comes from records alone.
+		{pkg: "who", forbidden: append([]string{"wire", "pcap", "watchclient", "attach", "printer"}, followers...)},
 		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
 		// The nodes are a source of records, not of bytes: they read the
 		// records kwatch on each node writes, and decode nothing.
@@ -103,7 +107,7 @@ func TestImports(t *testing.T) {
 // wording changes.
 var textFields = []string{"Message", "Reason", "How", "Detail", "Hint", "BodyText"}
 
-// TestSinksDecideByKind: pkg/report, pkg/health and pkg/rewatch never match record
+// TestSinksDecideByKind: pkg/report, pkg/health, pkg/rewatch, pkg/top and pkg/who never match record
 // text: no strings.HasPrefix, HasSuffix, Contains, Cut or Index on one of
 // textFields, and no comparison of one with a string literal.
 func TestSinksDecideByKind(t *testing.T) {
@@ -112,7 +116,7 @@ func TestSinksDecideByKind(t *testing.T) {
 		sel, ok := e.(*ast.SelectorExpr)
 		return ok && slices.Contains(textFields, sel.Sel.Name)
 	}
-	for _, name := range []string{"report", "health", "rewatch"} {
+	for _, name := range []string{"report", "health", "rewatch", "top", "who"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", "pkg", name, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

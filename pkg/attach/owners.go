@@ -377,5 +377,5 @@ func (a *attacher) kernelCapture(path string, ino uint64) (*live.Capture, error)
 	if err != nil {
 		return nil, err
 	}
-	return live.Open(live.Options{NetNS: path, Program: prog})
+	return live.Open(live.Options{NetNS: path, Program: prog, RingBytes: a.opt.RingBytes})
 }

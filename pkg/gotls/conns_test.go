@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -32,12 +33,17 @@ type peerConn struct {
 	version       string
 	local, remote string
 	ekm           string // ExportKeyingMaterial("EXPERIMENTAL kwatch", nil, 32), hex
+	client        uint64 // the client's crypto/tls.Conn in the process
+	server        uint64 // the server's
 }
 
-func startConnsPeer(t *testing.T, path string) *connsPeer {
+// startConnsPeer runs the tlsconns at path, with env added to its
+// environment, and reads its connections.
+func startConnsPeer(t *testing.T, path string, env ...string) *connsPeer {
 	t.Helper()
 	p := &connsPeer{dir: t.TempDir()}
 	p.cmd = exec.Command(path, "-keylog", p.dir)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = os.Stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -61,10 +67,14 @@ func startConnsPeer(t *testing.T, path string) *connsPeer {
 		if len(f) == 1 && f[0] == "ready" {
 			break
 		}
-		if len(f) != 6 || f[0] != "conn" {
+		if len(f) != 8 || f[0] != "conn" {
 			t.Fatalf("%s printed %q", path, line)
 		}
-		p.conns = append(p.conns, peerConn{f[1], f[2], f[3], f[4], f[5]})
+		var client, server uint64
+		if _, err := fmt.Sscanf(f[6]+" "+f[7], "%v %v", &client, &server); err != nil {
+			t.Fatalf("%s printed %q: %v", path, line, err)
+		}
+		p.conns = append(p.conns, peerConn{f[1], f[2], f[3], f[4], f[5], client, server})
 	}
 	return p
 }

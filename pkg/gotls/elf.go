@@ -6,14 +6,11 @@ package gotls
 
 import (
 	"bytes"
-	"debug/buildinfo"
 	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 )
 
 // FuncName is the function the probe is placed on: crypto/tls's
@@ -90,8 +87,10 @@ type Location struct {
 // .dynsym); a stripped program has neither, so it then reads Go's function
 // table (.gopclntab) with debug/gosym, taking the start of the text
 // (runtime.text), against which that table's entries are stored, from the
-// module data (the .go.module section; see pclnText). Position-independent
-// and fixed-address executables, amd64 and arm64, are read the same way.
+// module data (findModule: the .go.module section, or the word that points
+// at the function table; see pclnText). Position-independent and
+// fixed-address executables, amd64 and arm64, with section headers or
+// none, are read the same way.
 //
 // Errors wrap ErrNotELF, ErrNotGo, ErrUnsupportedArch or ErrNoCryptoTLS, and
 // name the path; errors opening or reading the file are returned as they
@@ -107,20 +106,23 @@ func Find(path string) (Location, error) {
 // findFuncs is Find for each of names, functions of crypto/tls, in that
 // order: the file is read once. A name that is not there is reported as
 // ErrNoCryptoTLS.
-func findFuncs(path string, names ...string) ([]Location, error) {
-	return findFuncsIn(path, false, names...)
-}
-
-// findFuncsIn is findFuncs; with optional, a name that is not there gets
-// a Location with Address 0 instead of an error.
-func findFuncsIn(path string, optional bool, names ...string) ([]Location, error) {
-	f, err := os.Open(path)
+func findFuncs(path string, names ...string) (locs []Location, err error) {
+	f, err := openMapped(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	err = readMapped(path, func() error {
+		locs, err = findFuncsIn(path, f, names)
+		return err
+	})
+	return locs, err
+}
+
+// findFuncsIn is findFuncs on the file f, mapped.
+func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error) {
 	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
+	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotELF)
 	}
 	ef, err := elf.NewFile(f)
@@ -128,25 +130,19 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
 	}
 	loc := Location{Path: path}
-	budget := &readBudget{}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		budget.left = uint64(fi.Size())*readsPerByte + 1<<20
-	}
-	if bi, err := buildinfo.Read(f); err == nil {
-		loc.GoVersion = bi.GoVersion
-	}
+	img := mappedImage(ef, f)
+	loc.GoVersion = goVersion(f, img)
 	syms := symbols(ef)
-	found, some := true, false
+	found := true
 	for _, name := range names {
 		_, ok := syms[name]
-		found, some = found && ok, some || ok
+		found = found && ok
 	}
-	found = found || optional && some
 	_, hasMain := syms["runtime.main"]
 	var tab *pclntab
 	var tabErr error
 	if !found {
-		tab, tabErr = findPclntab(ef, budget)
+		tab, tabErr = findPclntab(img)
 	}
 	if !found && loc.GoVersion == "" && !hasMain && tab == nil {
 		return nil, fmt.Errorf("%s: %w (for OpenSSL clients such as curl and Python, set SSLKEYLOGFILE)", path, ErrNotGo)
@@ -155,7 +151,7 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 	if loc.Arch == "" {
 		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
 	}
-	var text uint64
+	var funcs map[string]uint64
 	switch {
 	case found:
 	case tabErr != nil:
@@ -165,20 +161,12 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 		// table cannot be found: without it nothing can be looked up.
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		if text, err = pclnText(ef, tab, budget); err != nil {
+		want := map[string]bool{}
+		for _, n := range names {
+			want[n] = true
+		}
+		if funcs, err = pclnFuncs(img, tab, func(name []byte) bool { return want[string(name)] }); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	var funcs *gosym.Table
-	if !found {
-		// Parsed once for all names: a large program's table takes
-		// a while.
-		if !tab.sane() {
-			// debug/gosym would trust its function count (sane).
-			return nil, fmt.Errorf("%s: the Go function table's header does not check out (a count or offset past its data)", path)
-		}
-		if funcs, err = gosym.NewTable(nil, gosym.NewLineTable(tab.data, text)); err != nil {
-			return nil, fmt.Errorf("%s: reading .gopclntab: %w", path, err)
 		}
 	}
 	var locs []Location
@@ -186,15 +174,11 @@ func findFuncsIn(path string, optional bool, names ...string) ([]Location, error
 		l := loc
 		if found {
 			l.Address, l.Method = syms[name], BySymbolTable
-		} else if fn := funcs.LookupFunc(name); fn != nil {
-			l.Address, l.Method = fn.Entry, ByPclntab
+		} else if a, ok := funcs[name]; ok {
+			l.Address, l.Method = a, ByPclntab
 		}
 		if l.Address == 0 {
-			if !optional {
-				return nil, noCryptoTLS(path, name)
-			}
-			locs = append(locs, l)
-			continue
+			return nil, noCryptoTLS(path, name)
 		}
 		off, err := fileOffset(ef, l.Address)
 		if err != nil {
@@ -293,24 +277,29 @@ var pclnMagics = []uint32{0xfffffff1 /* 1.20 */, 0xfffffff0 /* 1.18 */, 0xffffff
 // or, when there is none (no section headers, or a linker that put the
 // table inside another section), the first place in a PT_LOAD segment that
 // starts with a pclntab header debug/gosym can read. nil if there is none.
-func findPclntab(ef *elf.File, budget *readBudget) (*pclntab, error) {
-	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+func findPclntab(img *image) (*pclntab, error) {
+	if s := img.ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+		if !img.budget.take(s.Size) {
+			return nil, errTooMuch
+		}
+		if img.file != nil && s.Flags&elf.SHF_COMPRESSED == 0 {
+			if data, ok := img.file.slice(s.Offset, s.Size); ok {
+				return &pclntab{data: data, addr: s.Addr}, nil
+			}
+		}
 		data, err := s.Data()
 		if err != nil {
 			return nil, fmt.Errorf("reading .gopclntab: %w", err)
 		}
 		return &pclntab{data: data, addr: s.Addr}, nil
 	}
-	for _, p := range ef.Progs {
+	for _, p := range img.ef.Progs {
 		if p.Type != elf.PT_LOAD || p.Filesz == 0 {
 			continue
 		}
-		if !budget.take(p.Filesz) {
+		data := img.segment(p)
+		if data == nil {
 			return nil, errTooMuch
-		}
-		data, err := io.ReadAll(p.Open())
-		if err != nil {
-			return nil, fmt.Errorf("reading the segment at %#x: %w", p.Vaddr, err)
 		}
 		for _, magic := range pclnMagics {
 			var head [6]byte
@@ -337,21 +326,67 @@ func (t *pclntab) valid() bool {
 	if len(t.data) < 16 || (t.data[6] != 1 && t.data[6] != 2 && t.data[6] != 4) || t.data[7] != 8 {
 		return false
 	}
-	return t.lookup("runtime.main", 0) != nil
+	_, ok := t.funcs(0, func(name []byte) bool { return string(name) == "runtime.main" })["runtime.main"]
+	return ok
 }
 
-// lookup returns the function called name, with its entry computed from
-// text (runtime.text); nil if the table has no such function, or if its
-// header is not one sane accepts.
-func (t *pclntab) lookup(name string, text uint64) *gosym.Func {
+// funcs returns the entries, by name, of the functions of t whose names
+// keep accepts, computed from text (runtime.text); none when t's header is
+// not one sane accepts. For the tables of Go 1.18 on (magic 0xfffffff0 and
+// 0xfffffff1) it walks the function table itself, as the runtime does
+// (runtime/symtab.go: pcHeader, functab, _func.nameOff): debug/gosym builds
+// a Func and a Sym of every function first (about 50 MB for
+// kube-apiserver's hundred thousand, each time), where kwatch wants a
+// handful. Older tables go through debug/gosym.
+func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uint64 {
+	out := map[string]uint64{}
 	if !t.sane() {
-		return nil
+		return out
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(t.data, text))
-	if err != nil {
-		return nil
+	d := t.data
+	le := binary.LittleEndian
+	word := func(i int) uint64 { return le.Uint64(d[8+8*i:]) }
+	switch le.Uint32(d) {
+	case 0xfffffff1, 0xfffffff0:
+	default:
+		tab, err := gosym.NewTable(nil, gosym.NewLineTable(d, text))
+		if err != nil {
+			return out
+		}
+		for _, fn := range tab.Funcs {
+			if keep([]byte(fn.Name)) {
+				out[fn.Name] = fn.Entry
+			}
+		}
+		return out
 	}
-	return tab.LookupFunc(name)
+	// pcHeader: nfunc, nfiles, textStart, then the offsets of funcnametab,
+	// cutab, filetab, pctab and pclntable (whose start is functab's);
+	// sane checked each against the data, and nfunc against functab.
+	nfunc, names, namesEnd, functab := word(0), word(3), word(4), word(7)
+	if names > namesEnd {
+		return out
+	}
+	for i := range nfunc {
+		e := functab + 8*i // functab{entryoff, funcoff uint32}
+		entryOff, funcOff := uint64(le.Uint32(d[e:])), uint64(le.Uint32(d[e+4:]))
+		f := functab + funcOff // _func{entryOff uint32, nameOff int32, ...}
+		if f < functab || f+8 > uint64(len(d)) {
+			continue
+		}
+		nameOff := int64(int32(le.Uint32(d[f+4:])))
+		if nameOff < 0 || uint64(nameOff) >= namesEnd-names {
+			continue
+		}
+		name := d[names+uint64(nameOff) : namesEnd]
+		if n := bytes.IndexByte(name, 0); n >= 0 {
+			name = name[:n]
+		}
+		if keep(name) {
+			out[string(name)] = text + entryOff
+		}
+	}
+	return out
 }
 
 // sane reports whether the table's header is that of a 64-bit
@@ -390,122 +425,47 @@ func (t *pclntab) sane() bool {
 	return functab <= n && (n-functab)/field >= 1 && nfunc <= ((n-functab)/field-1)/2
 }
 
-// Words of runtime.moduledata (runtime/symtab.go) that pclnText reads: the
-// first field is the pcHeader pointer; after six slices (three words each),
-// findfunctab, minpc and maxpc comes text.
-const (
-	moduledataPCHeader = 0
-	moduledataMinPC    = 20
-	moduledataText     = 22
-	moduledataWords    = 23
-)
-
 // pclnText returns runtime.text, the address the function table's entries
-// are offsets from (Go 1.18 on). It is read from the module data: the
-// .go.module section (Go 1.26; its first word must be the table's address),
-// or, with no such section, the first 8-byte-aligned word in a writable
-// segment that holds the table's address and is followed, 22 words on, by a
-// text address inside an executable segment. Go 1.18-1.25 also stored it in
-// the table's header (Go 1.26 leaves that field 0: runtime/symtab.go), which
-// is used when no module data is found. Words that are 0 in the file because
-// the linker left them to a dynamic relocation (R_*_RELATIVE in a RELA
-// section) are read from the relocation's addend.
+// are offsets from (Go 1.18 on), from the module data (findModule: the
+// .go.module section, or the module data found by its pointer to the
+// table). Go 1.18-1.25 also stored it in the table's header (Go 1.26
+// leaves that field 0: runtime/symtab.go), which is used when no module
+// data is found. Words the linker left 0 in the file for a dynamic
+// relocation are read from the relocation's addend (image.word).
 //
 // The .text section's address is never used: with external linking it is
 // not runtime.text (0x100 bytes before it, measured), and a uprobe placed
 // mid-instruction would break the program.
-func pclnText(ef *elf.File, t *pclntab, budget *readBudget) (uint64, error) {
+func pclnText(img *image, t *pclntab) (uint64, error) {
 	if t.data[0] == 0xfb || t.data[0] == 0xfa { // Go 1.2-1.17: entries are addresses
 		return 0, nil
 	}
-	if s := ef.Section(".go.module"); s != nil && s.Type != elf.SHT_NOBITS {
-		data, err := s.Data()
-		if err != nil {
-			return 0, fmt.Errorf("reading .go.module: %w", err)
-		}
-		if len(data) < 8*moduledataWords {
-			return 0, fmt.Errorf(".go.module holds %d bytes, fewer than the %d of runtime.moduledata's first words", len(data), 8*moduledataWords)
-		}
-		word := func(i int) uint64 {
-			return relocated(ef, s.Addr+uint64(8*i), binary.LittleEndian.Uint64(data[8*i:]), budget)
-		}
-		if h := word(moduledataPCHeader); h != t.addr {
-			return 0, fmt.Errorf(".go.module's pcHeader is %#x, not the function table's address %#x", h, t.addr)
-		}
-		return word(moduledataText), nil
-	}
-	if text, ok := scanModuledata(ef, t.addr, budget); ok {
+	mod, err := img.module(t)
+	if err == nil {
+		text, _ := img.word(mod + 8*moduledataText)
 		return text, nil
+	}
+	if !errors.Is(err, errNoModule) {
+		return 0, err
 	}
 	const textStart = 8 + 2*8 // magic, pads, quantum, ptrsize; nfunc, nfiles
-	if text := relocated(ef, t.addr+textStart, binary.LittleEndian.Uint64(t.data[textStart:]), budget); text != 0 {
+	if text, ok := img.word(t.addr + textStart); ok && text != 0 {
 		return text, nil
 	}
-	return 0, errors.New("found no runtime.text: neither a .go.module section, nor module data pointing at the function table, nor a text start in its header")
+	return 0, fmt.Errorf("found no runtime.text: %v, and the function table's header holds no text start", err)
 }
 
-// scanModuledata looks for runtime.moduledata in the writable segments (see
-// pclnText) and returns its text word.
-func scanModuledata(ef *elf.File, pcHeader uint64, budget *readBudget) (uint64, bool) {
-	var want [8]byte
-	binary.LittleEndian.PutUint64(want[:], pcHeader)
-	for _, p := range ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 {
-			continue
-		}
-		if !budget.take(p.Filesz) {
-			return 0, false
-		}
-		data, err := io.ReadAll(p.Open())
-		if err != nil {
-			continue
-		}
-		for i := 0; i+8*moduledataWords <= len(data); i += 8 {
-			if !bytes.Equal(data[i:i+8], want[:]) {
-				continue
-			}
-			text := binary.LittleEndian.Uint64(data[i+8*moduledataText:])
-			minpc := binary.LittleEndian.Uint64(data[i+8*moduledataMinPC:])
-			if _, err := fileOffset(ef, text); err == nil && minpc >= text {
-				return text, true
-			}
-		}
+// pclnFuncs returns the entries, by name, of the functions of t whose names
+// keep accepts, computed from runtime.text (pclnText): one walk of the
+// table for all of them.
+func pclnFuncs(img *image, t *pclntab, keep func(name []byte) bool) (map[string]uint64, error) {
+	text, err := pclnText(img, t)
+	if err != nil {
+		return nil, err
 	}
-	return 0, false
-}
-
-// relocated returns v, the word stored at addr in the file, or, when v is 0,
-// the addend of a relative dynamic relocation at addr: linkers that leave
-// RELA targets 0 in the file (lld does) put the value there.
-func relocated(ef *elf.File, addr, v uint64, budget *readBudget) uint64 {
-	if v != 0 {
-		return v
+	if !t.sane() {
+		// debug/gosym would trust its function count (sane).
+		return nil, errors.New("the Go function table's header does not check out (a count or offset past its data)")
 	}
-	var relative uint32
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		relative = uint32(elf.R_X86_64_RELATIVE)
-	case elf.EM_AARCH64:
-		relative = uint32(elf.R_AARCH64_RELATIVE)
-	default:
-		return v
-	}
-	for _, s := range ef.Sections {
-		if s.Type != elf.SHT_RELA {
-			continue
-		}
-		if !budget.take(s.Size) {
-			return v
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela: offset, info, addend
-			if binary.LittleEndian.Uint64(data[i:]) == addr && uint32(binary.LittleEndian.Uint64(data[i+8:])) == relative {
-				return binary.LittleEndian.Uint64(data[i+16:])
-			}
-		}
-	}
-	return v
+	return t.funcs(text, keep), nil
 }

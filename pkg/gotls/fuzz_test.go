@@ -59,59 +59,99 @@ func FuzzFind(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { findBounds(t, data) })
 }
 
-// FuzzFindPatched runs Find on a stripped program with data written over
-// it at off (wrapped to the file's size): the fuzzer reaches the function
-// table, the module data and the relocations, deep in a real file.
-func FuzzFindPatched(f *testing.F) {
-	b := fuzzSeeds(f)["pie-stripped"]
-	ef, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, name := range []string{".gopclntab", ".go.module", ".rela.dyn", ".data.rel.ro"} {
-		if s := ef.Section(name); s != nil {
-			f.Add(uint64(s.Offset), []byte{0xff, 0xff, 0xff, 0x7f})
-			f.Add(uint64(s.Offset+8), []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
-			f.Add(uint64(s.Offset+64), []byte{0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f})
+// patchBase is a real program the patched fuzz tests write over: its
+// bytes, with its section headers removed when noSections says so.
+type patchBase struct {
+	build      string
+	noSections bool
+}
+
+// patchBases reads the programs, and adds to the corpus a few patches of
+// each (which: its index) at the places the readers look: its sections of
+// names (found in the original's section headers), its module data's
+// words (words) and its dynamic segment.
+func patchBases(f *testing.F, bases []patchBase, names []string, words []int) [][]byte {
+	var out [][]byte
+	for i, base := range bases {
+		b, err := os.ReadFile(testProgram(f, base.build))
+		if err != nil {
+			f.Fatal(err)
 		}
+		ef, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var offs []uint64
+		for _, name := range names {
+			if s := ef.Section(name); s != nil {
+				offs = append(offs, s.Offset, s.Offset+8, s.Offset+64, s.Offset+s.Size/2)
+			}
+		}
+		img := newImage(ef, &readBudget{left: 1 << 40})
+		if t, err := findPclntab(img); err == nil && t != nil {
+			if mod, err := img.module(t); err == nil {
+				for _, p := range ef.Progs {
+					if p.Type == elf.PT_LOAD && p.Vaddr <= mod && mod < p.Vaddr+p.Filesz {
+						for _, w := range words {
+							offs = append(offs, mod-p.Vaddr+p.Off+8*uint64(w))
+						}
+					}
+				}
+			}
+		}
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_DYNAMIC {
+				offs = append(offs, p.Off, p.Off+16, p.Off+8*16)
+			}
+		}
+		if base.noSections {
+			clear(b[0x28:0x30]) // e_shoff
+			clear(b[0x3c:0x40]) // e_shnum, e_shstrndx
+		}
+		for _, off := range offs {
+			f.Add(uint8(i), off, []byte{0xff, 0xff, 0xff, 0x7f})
+			f.Add(uint8(i), off, []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
+			f.Add(uint8(i), off, []byte{0, 0, 0, 0, 0, 0, 0, 0})
+		}
+		out = append(out, b)
 	}
-	f.Add(uint64(0x20), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}) // e_phoff
-	f.Add(uint64(0x38), []byte{0xff, 0xff})                                     // e_phnum
-	f.Fuzz(func(t *testing.T, off uint64, data []byte) {
-		c := bytes.Clone(b)
+	return out
+}
+
+// FuzzFindPatched runs Find on stripped programs with data written over
+// them at off (wrapped to the file's size): the fuzzer reaches the
+// function table, the module data and the relocations, deep in a real
+// file: a PIE of kwatch's release with its section headers, and one of
+// go1.22 with none (its function table found by its magic, its module data
+// by its pointer to it, its relocations through its dynamic segment).
+func FuzzFindPatched(f *testing.F) {
+	bases := patchBases(f, []patchBase{{"pie-stripped", false}, {"conns-go1.22-pie-stripped", true}},
+		[]string{".gopclntab", ".go.module", ".rela.dyn", ".data.rel.ro", ".noptrdata"}, []int{moduledataPCHeader, moduledataFuncnametab, moduledataText, moduledataMaxPC})
+	f.Add(uint8(0), uint64(0x20), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}) // e_phoff
+	f.Add(uint8(0), uint64(0x38), []byte{0xff, 0xff})                                     // e_phnum
+	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
+		c := bytes.Clone(bases[int(which)%len(bases)])
 		copy(c[off%uint64(len(c)):], data)
 		findBounds(t, c)
 	})
 }
 
-// FuzzLayoutPatched runs LayoutFor on stripped programs (go1.26's module
-// data with its itablinks, go1.27's with its itabs laid end to end) with
-// data written over them at off: the fuzzer reaches the module data and
-// the type descriptors the layout is read from. LayoutFor must not panic,
-// must end within 5 s and allocate within 40 times the file's size and
-// 16 MiB, and a layout it returns must have passed makeOffsets's checks.
+// FuzzLayoutPatched runs LayoutFor on stripped programs with data written
+// over them at off: go1.26's module data with its itablinks (in
+// .go.module), go1.27's with its itabs laid end to end, go1.22's (in
+// .noptrdata, found by its pointer to the function table), and a go1.22
+// PIE with no section headers; the fuzzer reaches the module data, the
+// relocations and the type descriptors the layout is read from, and the
+// function table the TLS 1.2 closures are found in. LayoutFor must not
+// panic, must end within 5 s and allocate within 40 times the file's size
+// and 16 MiB, and a layout it returns must have passed makeOffsets's
+// checks.
 func FuzzLayoutPatched(f *testing.F) {
-	seeds := map[uint8][]byte{}
-	for i, name := range []string{"conns-stripped", "conns-go127-stripped"} {
-		b, err := os.ReadFile(testProgram(f, name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		seeds[uint8(i)] = b
-		ef, err := elf.NewFile(bytes.NewReader(b))
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, sec := range []string{".go.module", ".go.type", ".rodata", ".typelink", ".itablink"} {
-			if s := ef.Section(sec); s != nil {
-				f.Add(uint8(i), uint64(s.Offset+8*37), []byte{0xff, 0xff, 0xff, 0x7f})
-				f.Add(uint8(i), uint64(s.Offset+8*40), []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
-				f.Add(uint8(i), uint64(s.Offset+s.Size/2), []byte{0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f})
-			}
-		}
-	}
+	w := moduleWords["go1.22"]
+	bases := patchBases(f, []patchBase{{"conns-stripped", false}, {"conns-go1.27-stripped", false}, {"conns-go1.22-stripped", false}, {"conns-go1.22-pie-stripped", true}},
+		[]string{".go.module", ".go.type", ".rodata", ".typelink", ".itablink", ".noptrdata"}, []int{moduledataPCHeader, moduledataText, w.types, w.etypes, w.itablinks, w.itablinks + 1, 40, 41})
 	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
-		c := bytes.Clone(seeds[which%2])
+		c := bytes.Clone(bases[int(which)%len(bases)])
 		copy(c[off%uint64(len(c)):], data)
 		path := filepath.Join(t.TempDir(), "exe")
 		if err := os.WriteFile(path, c, 0o755); err != nil {

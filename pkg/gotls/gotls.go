@@ -21,9 +21,11 @@
 // halfConn), for TLS 1.2 the master secret and randoms (from the closure
 // of Conn.ekm) and the sequence numbers, the role, and the TCP socket
 // under it, each value checked. Where the fields are comes from the
-// program's DWARF, or, for a stripped program built by the same Go
-// release as kwatch, from kwatch's own crypto/tls (LayoutFor); for other
-// stripped programs there is no layout, and nothing is guessed.
+// program's DWARF, or, for a stripped program built by Go 1.21 to 1.27,
+// from its own runtime type descriptors found through its module data,
+// with section headers or none (LayoutFor); for a stripped program of
+// another release, from kwatch's own crypto/tls when it is kwatch's
+// release, else there is no layout, and nothing is guessed.
 //
 // Only entry probes are used: a return probe (uretprobe) rewrites the return
 // address on the stack, and Go moves goroutine stacks, which crashes the

@@ -2,10 +2,14 @@ package gotls
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,10 +45,127 @@ type variant struct {
 	env   []string // added to the environment of go build
 	flags []string // go build flags
 	cc    bool     // needs a C compiler (external linking)
+	// toolchain, when set, is the Go toolchain that builds it
+	// (GOTOOLCHAIN: the go command fetches it from the module proxy),
+	// outside kwatch's module (releaseModule), whose go.mod asks for
+	// kwatch's own release.
+	toolchain string
 }
 
 // otherToolchain is a Go release other than the one kwatch is built by.
 const otherToolchain = "go1.27.3"
+
+// toolchains are the Go releases whose programs the tests build, other
+// than kwatch's own (the local toolchain's): the newest patch of each that
+// the module proxy served when they were chosen (go list -m -versions
+// golang.org/toolchain), .ci/run fetches each. Every release in
+// moduleWords but kwatch's own must be here.
+var toolchains = map[string]string{
+	"go1.21": "go1.21.13",
+	"go1.22": "go1.22.12",
+	"go1.23": "go1.23.12",
+	"go1.24": "go1.24.13",
+	"go1.25": "go1.25.14",
+	"go1.27": otherToolchain,
+}
+
+// Kinds of a release's build of tlsconns (releaseBuild): with DWARF,
+// stripped (-s -w), stripped PIE, and arm64 with DWARF and stripped.
+const (
+	kindDWARF         = ""
+	kindStripped      = "-stripped"
+	kindPIEStripped   = "-pie-stripped"
+	kindARM64         = "-arm64"
+	kindARM64Stripped = "-arm64-stripped"
+)
+
+var releaseKinds = map[string]variant{
+	kindDWARF:         {},
+	kindStripped:      {flags: []string{"-ldflags=-s -w"}},
+	kindPIEStripped:   {flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
+	kindARM64:         {env: []string{"GOARCH=arm64"}},
+	kindARM64Stripped: {env: []string{"GOARCH=arm64"}, flags: []string{"-ldflags=-s -w"}},
+}
+
+// ownRelease is kwatch's own Go release: "go1.26".
+var ownRelease = goMinor(runtime.Version())
+
+// testReleases returns the releases kwatch reads the module data of,
+// oldest first: each is built by the tests.
+func testReleases() []string {
+	var rs []string
+	for r := range moduleWords {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b string) int { return cmp.Compare(minorOf(a), minorOf(b)) })
+	return rs
+}
+
+// minorOf returns 22 for "go1.22".
+func minorOf(release string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(release, "go1."))
+	return n
+}
+
+// releaseBuild returns the variant name of testdata/tlsconns built by
+// release's toolchain as kind says: kwatch's own release builds it in
+// kwatch's module ("conns-stripped"), the others in releaseModule
+// ("conns-go1.22-stripped").
+func releaseBuild(release, kind string) string {
+	if release == ownRelease {
+		return "conns" + kind
+	}
+	return "conns-" + release + kind
+}
+
+func init() {
+	for release, tc := range toolchains {
+		for kind, v := range releaseKinds {
+			v.pkg, v.toolchain = "tlsconns", tc
+			variants[releaseBuild(release, kind)] = v
+		}
+	}
+	// BoringCrypto (crypto/internal/boring, cgo): kwatch's own release.
+	variants["conns-boring-stripped"] = variant{pkg: "tlsconns", env: []string{"CGO_ENABLED=1", "GOEXPERIMENT=boringcrypto"}, flags: stripped, cc: true}
+	variants["conns-arm64"] = variant{pkg: "tlsconns", env: []string{"GOARCH=arm64"}}
+	variants["conns-arm64-stripped"] = variant{pkg: "tlsconns", env: []string{"GOARCH=arm64"}, flags: stripped}
+}
+
+// releaseModule makes, once, a module of its own in buildDir that holds
+// testdata/tlsconns and internal/testcert at their paths in kwatch's
+// (module github.com/kwatch/kwatch, go 1.21): what a Go release older than
+// kwatch's go.mod asks for can build.
+var releaseModule = sync.OnceValues(func() (string, error) {
+	dir := filepath.Join(buildDir, "module")
+	for _, f := range []struct{ from, to string }{
+		{"testdata/tlsconns/main.go", "pkg/gotls/testdata/tlsconns/main.go"},
+		{"../../internal/testcert/testcert.go", "internal/testcert/testcert.go"},
+	} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			return "", err
+		}
+		to := filepath.Join(dir, f.to)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module github.com/kwatch/kwatch\n\ngo 1.21\n"), 0o644)
+})
+
+// noSections writes a copy of the executable at path with no section
+// headers at all (e_shoff, e_shnum and e_shstrndx 0), as some release
+// pipelines leave programs: only the program headers say what is where.
+func noSections(t *testing.T, path string) string {
+	t.Helper()
+	return patched(t, path, func(b []byte) {
+		clear(b[0x28:0x30]) // e_shoff
+		clear(b[0x3c:0x40]) // e_shnum, e_shstrndx
+	})
+}
 
 var (
 	stripped = []string{"-ldflags=-s -w"}
@@ -61,13 +182,8 @@ var (
 		"conns-stripped":     {pkg: "tlsconns", flags: stripped},
 		"conns-pie":          {pkg: "tlsconns", flags: []string{"-buildmode=pie"}},
 		"conns-pie-stripped": {pkg: "tlsconns", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
-		// Built by another Go release than kwatch's, the one the module
-		// proxy serves (GOTOOLCHAIN: the go command fetches it), whose
-		// crypto/tls.Conn has a field more than go1.26's.
-		"conns-go127":          {pkg: "tlsconns", env: []string{"GOTOOLCHAIN=" + otherToolchain}},
-		"conns-go127-stripped": {pkg: "tlsconns", env: []string{"GOTOOLCHAIN=" + otherToolchain}, flags: stripped},
-		"notls":                {pkg: "notls"},
-		"notls-stripped":       {pkg: "notls", flags: stripped},
+		"notls":              {pkg: "notls"},
+		"notls-stripped":     {pkg: "notls", flags: stripped},
 	}
 	builds sync.Map // variant name → *built
 )
@@ -100,6 +216,16 @@ func testProgram(t testing.TB, name string) string {
 		args := append([]string{"build", "-o", out}, v.flags...)
 		cmd := exec.Command("go", append(args, "./testdata/"+v.pkg)...)
 		cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), v.env...)
+		if v.toolchain != "" {
+			dir, err := releaseModule()
+			if err != nil {
+				b.err = err
+				return
+			}
+			cmd.Args[len(cmd.Args)-1] = "./pkg/gotls/testdata/" + v.pkg
+			cmd.Dir = dir
+			cmd.Env = append(cmd.Env, "GOTOOLCHAIN="+v.toolchain, "GOFLAGS=", "GOWORK=off")
+		}
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, msg)
 			return
@@ -150,6 +276,10 @@ func patched(t *testing.T, path string, edit func(b []byte)) string {
 	}
 	out.Close()
 	if err := os.WriteFile(out.Name(), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Runnable: CreateTemp made it 0600, which WriteFile keeps.
+	if err := os.Chmod(out.Name(), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return out.Name()

@@ -11,14 +11,12 @@ package gotls
 import (
 	"bytes"
 	"crypto/tls"
-	"debug/buildinfo"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -49,9 +47,9 @@ const (
 	FromReflect
 	// FromTypes: the executable's own runtime type descriptors
 	// (internal/abi.StructType: every field's name, type and byte
-	// offset), found through its module data (.go.module) for the
-	// releases kwatch knows that of (rtypes.go), used for a stripped
-	// executable.
+	// offset), found through its module data (findModule) for the
+	// releases kwatch knows that of (moduleWords: Go 1.21 to 1.27), used
+	// for a stripped executable.
 	FromTypes
 )
 
@@ -85,7 +83,7 @@ type Layout struct {
 	// TCPConnType is the address, as linked, of the runtime type
 	// descriptor (internal/abi.Type) of *net.TCPConn in the executable,
 	// found through the itab go:itab.*net.TCPConn,net.Conn (symbol table)
-	// or, for Go 1.26, the module data's itab list; 0 when not found, and
+	// or the module data's itabs; 0 when not found, and
 	// then the dynamic type of a Conn's net.Conn is not compared, only its
 	// socket checked.
 	TCPConnType uint64
@@ -361,12 +359,15 @@ func goMinor(v string) string {
 // LayoutFor reads the layout of the executable at path (an ordinary file
 // or /proc/PID/exe): from its DWARF when it has the struct types (an
 // unstripped build), else from its type descriptors (FromTypes) when it was
-// built by a release whose module data kwatch reads (moduleWords), else
-// from kwatch's own types (FromReflect) when the executable was built by
-// the same Go release as kwatch (the same major.minor: runtime.Version()),
-// else not at all: an error wrapping ErrNoLayout that says which release
-// built it and which ones kwatch knows.
-// It also looks for *net.TCPConn's type descriptor (Layout.TCPConnType).
+// built by a release whose module data kwatch reads (moduleWords: Go 1.21
+// to 1.27), found with or without section headers, PIE or not (findModule),
+// else from kwatch's own types (FromReflect) when the executable was built
+// by the same Go release as kwatch (the same major.minor:
+// runtime.Version()), else not at all: an error wrapping ErrNoLayout that
+// says which release built it and which ones kwatch knows.
+// It also looks for *net.TCPConn's type descriptor (Layout.TCPConnType),
+// and for where a TLS 1.2 connection's master secret is kept (tls12.go):
+// a program it cannot say that of still gets a layout, for TLS 1.3.
 // Errors are one line and name the path.
 func LayoutFor(path string) (*Layout, error) {
 	return layoutFor(path, runtime.Version(), runtime.GOARCH)
@@ -374,17 +375,22 @@ func LayoutFor(path string) (*Layout, error) {
 
 // layoutFor is LayoutFor for a kwatch built by Go release own for arch
 // ownArch: what reflect's layout is of.
-func layoutFor(path, own, ownArch string) (*Layout, error) {
-	f, err := os.Open(path)
+func layoutFor(path, own, ownArch string) (l *Layout, err error) {
+	f, err := openMapped(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	err = readMapped(path, func() error {
+		l, err = layoutIn(path, f, own, ownArch)
+		return err
+	})
+	return l, err
+}
+
+// layoutIn is layoutFor on the file f, mapped.
+func layoutIn(path string, f *mappedFile, own, ownArch string) (*Layout, error) {
+	st, ok := f.fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil, fmt.Errorf("%s: no device and inode", path)
 	}
@@ -397,10 +403,8 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 		return nil, fmt.Errorf("%s: %w: %v %v (amd64 and arm64 are supported)", path, ErrUnsupportedArch, ef.Machine, ef.Class)
 	}
 	l := &Layout{Path: path, dev: st.Dev, ino: st.Ino, pie: ef.Type == elf.ET_DYN}
-	if bi, err := buildinfo.Read(f); err == nil {
-		l.GoVersion = bi.GoVersion
-	}
-	if l.GoVersion == "" {
+	img := mappedImage(ef, f)
+	if l.GoVersion = goVersion(f, img); l.GoVersion == "" {
 		return nil, fmt.Errorf("%s: %w (no Go build information)", path, ErrNotGo)
 	}
 	for _, p := range ef.Progs {
@@ -421,13 +425,27 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 	}
 	own, rel := goMinor(own), goMinor(l.GoVersion)
 	sameRelease := rel != "" && rel == own && arch == ownArch
-	// The module data, read once: the type descriptors of a stripped
-	// program's structs, and *net.TCPConn's (tcpConnType), are found
-	// through it.
-	img := &image{ef: ef}
-	m, moduleOK := readModule(img, rel)
+	// The function table and the module data, read once: the type
+	// descriptors of a stripped program's structs and *net.TCPConn's
+	// (tcpConnType) are found through the module data, which is found
+	// through the function table, which also names the TLS 1.2 closures.
+	tab, modErr := findPclntab(img)
+	if modErr == nil && tab == nil {
+		modErr = errors.New("no Go function table (.gopclntab) found")
+	}
+	var m module
+	if modErr == nil {
+		var addr uint64
+		if addr, modErr = img.module(tab); modErr == nil {
+			m, modErr = readModule(img, addr, rel)
+		}
+	}
 	if s == nil {
-		ts, terr := readTypeStructs(img, m, moduleOK, rel)
+		terr := modErr
+		var ts typeStructs
+		if terr == nil {
+			ts, terr = readTypeStructs(img, m)
+		}
 		switch {
 		case terr == nil:
 			s, l.Source = ts, FromTypes
@@ -438,7 +456,7 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 			}
 			s, l.Source = rs, FromReflect
 		default:
-			why := fmt.Sprintf("kwatch reads type descriptors of %s only", typeReleases())
+			why := fmt.Sprintf("kwatch reads type descriptors of %s only", releases(moduleWords))
 			if _, known := moduleWords[rel]; known {
 				why = "its type descriptors: " + terr.Error()
 			}
@@ -448,15 +466,8 @@ func layoutFor(path, own, ownArch string) (*Layout, error) {
 	if l.off, err = makeOffsets(s); err != nil {
 		return nil, fmt.Errorf("%s: %s layout: %w", path, l.Source, err)
 	}
-	l.TCPConnType, l.types, l.etypes = tcpConnType(img, m, moduleOK)
-	switch {
-	case l.Source == FromDWARF:
-		l.closure, l.ekmFuncs, l.tls12 = dwarfEKM(closures)
-	case sameRelease:
-		l.closure, l.ekmFuncs, l.tls12 = reflectEKM(path)
-	default:
-		l.tls12 = fmt.Sprintf("where a TLS 1.2 connection's master secret is kept (the closure of crypto/tls's ekmFromMasterSecret) is known from DWARF or for kwatch's own release %s, and this program has no DWARF and was built by %s", own, l.GoVersion)
-	}
+	l.TCPConnType, l.types, l.etypes = tcpConnType(img, m, modErr == nil)
+	l.closure, l.ekmFuncs, l.tls12 = ekmLayout(img, tab, closures, l.GoVersion, own, sameRelease)
 	return l, nil
 }
 
@@ -510,73 +521,6 @@ const (
 	abiTypeStr     = 40
 	maxTypeName    = 256
 )
-
-// image reads an ELF executable's bytes by virtual address, as linked.
-type image struct {
-	ef   *elf.File
-	rela map[uint64]uint64 // R_*_RELATIVE targets and their addends, read once
-}
-
-// read returns n bytes at addr from the PT_LOAD segment that holds them.
-func (m *image) read(addr, n uint64) ([]byte, bool) {
-	for _, p := range m.ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr <= addr && addr+n <= p.Vaddr+p.Filesz && addr+n >= addr {
-			b := make([]byte, n)
-			if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
-				return nil, false
-			}
-			return b, true
-		}
-	}
-	return nil, false
-}
-
-// word returns the 8-byte word at addr, or, when the file holds 0 there,
-// the addend of a relative dynamic relocation of it (see relocated).
-func (m *image) word(addr uint64) (uint64, bool) {
-	b, ok := m.read(addr, 8)
-	if !ok {
-		return 0, false
-	}
-	v := binary.LittleEndian.Uint64(b)
-	if v != 0 {
-		return v, true
-	}
-	if m.rela == nil {
-		m.rela = relativeRelocs(m.ef)
-	}
-	return m.rela[addr], true
-}
-
-// relativeRelocs returns the targets of ef's R_*_RELATIVE relocations with
-// their addends.
-func relativeRelocs(ef *elf.File) map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	var relative uint32
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		relative = uint32(elf.R_X86_64_RELATIVE)
-	case elf.EM_AARCH64:
-		relative = uint32(elf.R_AARCH64_RELATIVE)
-	default:
-		return out
-	}
-	for _, s := range ef.Sections {
-		if s.Type != elf.SHT_RELA {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for i := 0; i+24 <= len(data); i += 24 {
-			if uint32(binary.LittleEndian.Uint64(data[i+8:])) == relative {
-				out[binary.LittleEndian.Uint64(data[i:])] = binary.LittleEndian.Uint64(data[i+16:])
-			}
-		}
-	}
-	return out
-}
 
 // typeName returns the name and kind of the type descriptor at t, reading
 // with read between types and etypes (moduledata.types and .etypes, in the

@@ -6,10 +6,11 @@ package gotls
 // type's descriptor (internal/abi.StructType) lists each field — exported
 // or not — by name with its type and byte offset: what reflect reads at
 // run time. -s -w strips the symbol table and DWARF but not these. They
-// are reached from the module data (runtime.moduledata, the .go.module
-// section), whose fields move between releases: kwatch reads the module
-// data of the releases in moduleWords, each checked against that
-// release's runtime/symtab.go and a program it built (TestLayoutTypes).
+// are reached from the module data (runtime.moduledata: findModule, in
+// module.go), whose fields move between releases: kwatch reads the module
+// data of the releases in moduleWords (Go 1.21 to 1.27), each checked
+// against that release's runtime/symtab.go and programs it built
+// (TestModuleWordsSource, TestReleaseLayouts).
 
 import (
 	"encoding/binary"
@@ -30,21 +31,50 @@ type moduleData struct {
 	itabOffset, itabBytes int // 0: none
 }
 
-// moduleWords is moduleData by release (runtime/symtab.go of each).
+// moduleWords is moduleData by release, each from that release's
+// runtime/symtab.go (type moduledata; TestModuleWordsSource computes them
+// from each release's source, TestModuleWordsDWARF from the DWARF of a
+// program each built). Go 1.21-1.25: after pcHeader, six slices,
+// findfunctab, minpc, maxpc and the 15 words text to gcbss come types 37,
+// etypes 38, rodata, gofunc, then three slices (textsectmap, typelinks,
+// itablinks: 47). Go 1.26 adds epclntab after gofunc (itablinks 48). Go
+// 1.27 adds typedesclen between types and etypes (39), itaboffset and
+// itabsize (40, 41), and drops typelinks and itablinks.
 var moduleWords = map[string]moduleData{
+	"go1.21": {types: 37, etypes: 38, itablinks: 47},
+	"go1.22": {types: 37, etypes: 38, itablinks: 47},
+	"go1.23": {types: 37, etypes: 38, itablinks: 47},
+	"go1.24": {types: 37, etypes: 38, itablinks: 47},
+	"go1.25": {types: 37, etypes: 38, itablinks: 47},
 	"go1.26": {types: 37, etypes: 38, itablinks: 48},
 	"go1.27": {types: 37, etypes: 39, itabOffset: 40, itabBytes: 41},
 }
 
-// typeReleases returns the releases whose module data kwatch reads,
-// sorted: "go1.26 and go1.27".
-func typeReleases() string {
-	var rs []string
-	for r := range moduleWords {
-		rs = append(rs, r)
+// releases names the releases a table is kept for (its keys, "go1.N"),
+// as a range when they follow each other: "go1.21 to go1.27".
+func releases[V any](table map[string]V) string {
+	var minors []int
+	for r := range table {
+		var n int
+		if _, err := fmt.Sscanf(r, "go1.%d", &n); err == nil {
+			minors = append(minors, n)
+		}
 	}
-	slices.Sort(rs)
-	return strings.Join(rs, " and ")
+	slices.Sort(minors)
+	switch {
+	case len(minors) == 0:
+		return "no release"
+	case len(minors) > 2 && minors[len(minors)-1]-minors[0] == len(minors)-1:
+		return fmt.Sprintf("go1.%d to go1.%d", minors[0], minors[len(minors)-1])
+	}
+	rs := make([]string, len(minors))
+	for i, n := range minors {
+		rs[i] = fmt.Sprintf("go1.%d", n)
+	}
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	return strings.Join(rs[:len(rs)-1], ", ") + " and " + rs[len(rs)-1]
 }
 
 // Bounds on what is read from a descriptor, against a hostile or foreign
@@ -53,12 +83,26 @@ const (
 	maxItabs       = 1 << 20 // itabs in one module
 	maxItabMethods = 1 << 12 // methods of one interface
 	maxFields      = 1 << 10 // fields of one struct
-	kindStruct     = 25      // internal/abi.Struct
-	abiPtrElem     = 48      // internal/abi.PtrType.Elem
-	abiStructPkg   = 48      // internal/abi.StructType.PkgPath
-	abiStructField = 56      // internal/abi.StructType.Fields
-	abiIfaceMeths  = 56      // internal/abi.InterfaceType.Methods
-	abiFieldSize   = 24      // internal/abi.StructField: Name, Typ, Offset
+)
+
+// Shapes of internal/abi's type descriptors that kwatch reads, the same in
+// every release from go1.21 to go1.27 (internal/abi/type.go of each;
+// TestABIShapes compares them with the DWARF of a program each release
+// built): Type is 48 bytes (Size_, PtrBytes, Hash, TFlag at 20, Align_,
+// FieldAlign_, Kind_ at 23, Equal, GCData, Str at 40, PtrToThis);
+// PtrType is a Type and Elem; StructType a Type, PkgPath (a Name) and
+// Fields (a slice of StructField: Name, Typ, Offset, 24 bytes);
+// InterfaceType a Type, PkgPath and Methods. The itab (runtime.itab in
+// go1.21 and go1.22's runtime/runtime2.go, internal/abi.ITab from go1.23
+// on): Inter, Type, Hash and 4 bytes, then Fun, one word per method.
+const (
+	kindStruct     = 25 // internal/abi.Struct
+	abiPtrElem     = 48 // internal/abi.PtrType.Elem
+	abiStructPkg   = 48 // internal/abi.StructType.PkgPath
+	abiStructField = 56 // internal/abi.StructType.Fields
+	abiIfaceMeths  = 56 // internal/abi.InterfaceType.Methods
+	abiFieldSize   = 24 // internal/abi.StructField: Name, Typ, Offset
+	abiItabFun     = 24 // internal/abi.ITab.Fun
 )
 
 // itabPair is one itab's interface and type descriptors, as linked.
@@ -70,20 +114,21 @@ type module struct {
 	itabs         []itabPair
 }
 
-// readModule reads the module data of img's .go.module section as release
-// lays it out. ok is false when the release is not in moduleWords or the
-// data does not check out (types before etypes, bounded counts).
-func readModule(img *image, release string) (module, bool) {
+// readModule reads the module data at addr (findModule) as release lays
+// it out (moduleWords). It checks that types lies before etypes in one
+// segment, that the itabs lie in a segment (itablinks: its pointers, as
+// many as a bounded count says; Go 1.27: between types and etypes), and
+// says what does not.
+func readModule(img *image, addr uint64, release string) (module, error) {
 	w, known := moduleWords[release]
-	sec := img.ef.Section(".go.module")
-	if !known || sec == nil {
-		return module{}, false
+	if !known {
+		return module{}, fmt.Errorf("kwatch reads the module data of %s only", releases(moduleWords))
 	}
-	word := func(i int) (uint64, bool) { return img.word(sec.Addr + 8*uint64(i)) }
+	word := func(i int) (uint64, bool) { return img.word(addr + 8*uint64(i)) }
 	types, ok1 := word(w.types)
 	etypes, ok2 := word(w.etypes)
-	if !ok1 || !ok2 || types == 0 || types >= etypes {
-		return module{}, false
+	if !ok1 || !ok2 || types == 0 || types >= etypes || img.prog(types, etypes-types) == nil {
+		return module{}, fmt.Errorf("its types %#x to etypes %#x (words %d and %d of %s's module data) are not a range of one segment", types, etypes, w.types, w.etypes, release)
 	}
 	m := module{types: types, etypes: etypes}
 	pair := func(itab uint64) (itabPair, bool) {
@@ -95,13 +140,18 @@ func readModule(img *image, release string) (module, bool) {
 	case w.itablinks != 0:
 		p, ok1 := word(w.itablinks)
 		n, ok2 := word(w.itablinks + 1)
-		if !ok1 || !ok2 || n > maxItabs {
-			return module{}, false
+		c, ok3 := word(w.itablinks + 2)
+		if !ok1 || !ok2 || !ok3 || n > c || n > maxItabs || img.prog(p, 8*n) == nil {
+			return module{}, fmt.Errorf("its itablinks (words %d-%d of %s's module data: %d itabs at %#x) are not a slice within a segment", w.itablinks, w.itablinks+2, release, n, p)
+		}
+		links, ok := img.read(p, 8*n)
+		if !ok {
+			return module{}, fmt.Errorf("its itablinks (%d at %#x) cannot be read", n, p)
 		}
 		for i := range n {
-			itab, ok := img.word(p + 8*i)
-			if !ok {
-				break
+			itab := binary.LittleEndian.Uint64(links[8*i:])
+			if itab == 0 {
+				itab, _ = img.word(p + 8*i)
 			}
 			if ip, ok := pair(itab); ok {
 				m.itabs = append(m.itabs, ip)
@@ -111,14 +161,14 @@ func readModule(img *image, release string) (module, bool) {
 		off, ok1 := word(w.itabOffset)
 		size, ok2 := word(w.itabBytes)
 		if !ok1 || !ok2 || off > etypes-types || size > etypes-types-off {
-			return module{}, false
+			return module{}, fmt.Errorf("its itabs (%d bytes at types+%d, words %d and %d of %s's module data) are not between types and etypes", size, off, w.itabOffset, w.itabBytes, release)
 		}
 		// internal/abi.ITab: Inter, Type, Hash (4 bytes and 4 of
 		// padding), Fun: one word for each of Inter's methods, at least
 		// one; Fun[0] == 0 (not implemented) keeps one (ITab.Size).
 		for p, end := types+off, types+off+size; p+32 <= end && len(m.itabs) < maxItabs; {
 			ip, ok := pair(p)
-			fun0, ok2 := img.word(p + 24)
+			fun0, ok2 := img.word(p + abiItabFun)
 			n, ok3 := img.word(ip.inter + abiIfaceMeths + 8)
 			if !ok || !ok2 || !ok3 || n > maxItabMethods {
 				break
@@ -131,7 +181,7 @@ func readModule(img *image, release string) (module, bool) {
 			p += size
 		}
 	}
-	return m, true
+	return m, nil
 }
 
 // typeField is one field of a struct type descriptor.
@@ -260,17 +310,14 @@ func (d descriptors) wordIn(b []byte, addr, i uint64) uint64 {
 }
 
 // readTypeStructs reads the struct types of structNames from the type
-// descriptors of img's executable, through its module data m (ok: read as
-// release lays it out, readModule): crypto/tls.Conn from
+// descriptors of img's executable, through its module data m (readModule):
+// crypto/tls.Conn from
 // the pointer type *tls.Conn of an itab (every program that keeps a
 // *tls.Conn as an interface, as net/http does, has one), halfConn and
 // atomic.Bool from its fields' types; net.TCPConn from *net.TCPConn's,
 // net.conn, netFD and poll.FD from its fields'. Each is checked for its
 // name, its fields' package and fields that fit in it.
-func readTypeStructs(img *image, m module, ok bool, release string) (typeStructs, error) {
-	if !ok {
-		return nil, fmt.Errorf("its module data (.go.module) is not %s's", release)
-	}
+func readTypeStructs(img *image, m module) (typeStructs, error) {
 	d := descriptors{img: img, m: m}
 	out := typeStructs{}
 	var errs []error

@@ -263,7 +263,7 @@ func TestFindClosure(t *testing.T) {
 	if err := self.read(binary.LittleEndian.Uint64(w[:]), clo); err != nil {
 		t.Fatal(err)
 	}
-	want, _, err := findClosure(self, addrOf(client)+ekmOff, random, master)
+	want, _, err := findClosure(self, addrOf(client)+ekmOff, random, master, ownFunc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestFindClosure(t *testing.T) {
 		// The closure, and after it the same again.
 		return &fakeMemory{regions: map[uint64][]byte{ekmAt: ekm, cloAt: append(c, c...), bytesAt: secrets}}
 	}
-	got, _, err := findClosure(fake(func([]byte) {}), ekmAt, random, master)
+	got, _, err := findClosure(fake(func([]byte) {}), ekmAt, random, master, ownFunc)
 	if err != nil || got != want {
 		t.Errorf("%+v, %v; want %+v", got, err, want)
 	}
@@ -297,7 +297,7 @@ func TestFindClosure(t *testing.T) {
 		{"no client random", func(c []byte) { le.PutUint64(c[want.client+8:], 31) }, "the client random at []"},
 		{"not a closure of ekmFromMasterSecret", func(c []byte) { le.PutUint64(c, uint64(reflect.ValueOf(TestFindClosure).Pointer())) }, "not an ekmFromMasterSecret closure"},
 	} {
-		if _, _, err := findClosure(fake(c.edit), ekmAt, random, master); err == nil || !strings.Contains(err.Error(), c.says) {
+		if _, _, err := findClosure(fake(c.edit), ekmAt, random, master, ownFunc); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.says)
 		}
 	}

@@ -25,10 +25,14 @@ package gotls
 // captured slices must have the right lengths. Where the captured
 // variables are in the closure is the compiler's choice: DWARF says it
 // (DW_AT_go_closure_offset on the closure function's variables, Go 1.23
-// on); for a stripped program of kwatch's own Go release, kwatch finds it
-// in its own crypto/tls by making a TLS 1.2 handshake with itself over
-// net.Pipe and looking for the key log's master secret and client random
-// in the closure (ownEKMClosure).
+// on); for a stripped program, kwatch's table for its release says it
+// (ekmClosures: Go 1.21 to 1.27, each checked against that release's
+// source, DWARF and a running program), and the closures' functions are
+// found by name in its function table, which stripping keeps; for a
+// stripped program of kwatch's own release that the table does not know,
+// kwatch finds it in its own crypto/tls by making a TLS 1.2 handshake with
+// itself over net.Pipe and looking for the key log's master secret and
+// client random in the closure (ownEKMClosure).
 
 import (
 	"bytes"
@@ -83,8 +87,11 @@ const dwAtGoClosureOffset = dwarf.Attr(0x2907)
 // "crypto/tls.(*clientHandshakeState).handshake.ekmFromMasterSecret.func1"
 // and the server's.
 func isEKMClosure(name string) bool {
-	return strings.HasPrefix(name, "crypto/tls.") && strings.HasSuffix(name, "ekmFromMasterSecret.func1")
+	return strings.HasPrefix(name, "crypto/tls.") && strings.HasSuffix(name, ekmClosureSuffix)
 }
+
+// ekmClosureSuffix ends the name of every ekmFromMasterSecret closure.
+const ekmClosureSuffix = "ekmFromMasterSecret.func1"
 
 // dwarfClosure is what DWARF says of one ekmFromMasterSecret closure.
 type dwarfClosure struct {
@@ -173,28 +180,105 @@ func checkClosure(o closureOffsets) error {
 	return nil
 }
 
-// reflectEKM returns the closure offsets of kwatch's own crypto/tls and the
-// entries of the closures of the same names in the executable at path (a
-// program of the same Go release), or why TLS 1.2 cannot be read.
-func reflectEKM(path string) (closureOffsets, []uint64, string) {
-	own, err := ownEKMClosure()
-	if err != nil {
-		return closureOffsets{}, nil, "kwatch's own TLS 1.2 closure: " + err.Error()
-	}
-	locs, err := findFuncsIn(path, true, own.names...)
-	if err != nil {
-		return closureOffsets{}, nil, err.Error()
-	}
+// ekmClosures is where each release's ekmFromMasterSecret closure keeps
+// the master secret and randoms: crypto/tls's prf.go of go1.21 to go1.27
+// (the same function in each; its body changed in go1.24, where the PRF
+// returns the key material instead of filling a slice, not what it
+// captures) returns a closure that captures, by value, in the order its
+// body first uses them, serverRandom, clientRandom, version, suite and
+// masterSecret; the compiler lays the closure out as a struct of its
+// function pointer and those (cmd/compile's closure type): serverRandom
+// at 8, clientRandom at 32, version at 56, suite at 64, masterSecret at
+// 72. Checked for each release: against its DWARF
+// (DW_AT_go_closure_offset, go1.23 on) and, for go1.21 and go1.22, whose
+// DWARF does not say, by a TLS 1.2 handshake of a program that release
+// built, the closure found in its memory (TestEKMClosures).
+var ekmClosures = map[string]closureOffsets{
+	"go1.21": {master: 72, client: 32, server: 8},
+	"go1.22": {master: 72, client: 32, server: 8},
+	"go1.23": {master: 72, client: 32, server: 8},
+	"go1.24": {master: 72, client: 32, server: 8},
+	"go1.25": {master: 72, client: 32, server: 8},
+	"go1.26": {master: 72, client: 32, server: 8},
+	"go1.27": {master: 72, client: 32, server: 8},
+}
+
+// ekmLayout returns where a TLS 1.2 connection's master secret and randoms
+// are in the closure Conn.ekm points to, and the entries of the functions
+// such a closure runs, for the executable built by Go version version
+// (kwatch's own release being own), or why that cannot be said. The
+// offsets come from the DWARF's closures when it gives them, else from
+// ekmClosures for the release, else, for a program of kwatch's own
+// release, from kwatch's own closure (ownEKMClosure); the entries from
+// the DWARF, else the symbol table, else the function table (their names
+// survive stripping).
+func ekmLayout(img *image, tab *pclntab, closures []dwarfClosure, version, own string, sameRelease bool) (closureOffsets, []uint64, string) {
+	var offsets []closureOffsets
 	var entries []uint64
-	for _, l := range locs {
-		if l.Address != 0 {
-			entries = append(entries, l.Address)
+	for _, c := range closures {
+		if c.has == 3 {
+			offsets = append(offsets, c.off)
+		}
+		if c.entry != 0 {
+			entries = append(entries, c.entry)
+		}
+	}
+	if len(offsets) > 0 {
+		return dwarfEKM(closures)
+	}
+	rel := goMinor(version)
+	o, known := ekmClosures[rel]
+	switch {
+	case known:
+	case sameRelease:
+		own, err := ownEKMClosure()
+		if err != nil {
+			return closureOffsets{}, nil, "kwatch's own TLS 1.2 closure: " + err.Error()
+		}
+		o = own.off
+	default:
+		return closureOffsets{}, nil, fmt.Sprintf("where a TLS 1.2 connection's master secret is kept (the closure of crypto/tls's ekmFromMasterSecret) is known for %s and from DWARF, and this program was built by %s with no DWARF closure offsets", releases(ekmClosures), version)
+	}
+	if len(entries) == 0 {
+		var err error
+		if entries, err = ekmEntries(img, tab); err != nil {
+			return closureOffsets{}, nil, "its ekmFromMasterSecret closures: " + err.Error()
 		}
 	}
 	if len(entries) == 0 {
-		return closureOffsets{}, nil, "it has none of " + strings.Join(own.names, ", ")
+		return closureOffsets{}, nil, "it has no crypto/tls ekmFromMasterSecret closure (no TLS 1.2 handshake in it)"
 	}
-	return own.off, entries, ""
+	if err := checkClosure(o); err != nil {
+		return closureOffsets{}, nil, err.Error()
+	}
+	return o, entries, ""
+}
+
+// ekmEntries returns the entries, as linked, of the executable's
+// ekmFromMasterSecret closures (isEKMClosure: one for the client's
+// handshake, one for the server's, where the compiler inlined
+// ekmFromMasterSecret), from its symbol table, else from its function
+// table t (nil: none found).
+func ekmEntries(img *image, t *pclntab) ([]uint64, error) {
+	var out []uint64
+	for name, a := range symbols(img.ef) {
+		if isEKMClosure(name) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 && t != nil {
+		funcs, err := pclnFuncs(img, t, func(name []byte) bool {
+			return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range funcs {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // ownClosure is where kwatch's own crypto/tls keeps the master secret and
@@ -237,7 +321,7 @@ var ownEKMClosure = sync.OnceValues(func() (ownClosure, error) {
 	m := procMemory{pid: os.Getpid()}
 	var out ownClosure
 	for i, c := range []*tls.Conn{client, server} {
-		off, name, err := findClosure(m, uint64(uintptr(unsafe.Pointer(c)))+ekmOff, random, master)
+		off, name, err := findClosure(m, uint64(uintptr(unsafe.Pointer(c)))+ekmOff, random, master, ownFunc)
 		if err != nil {
 			return ownClosure{}, err
 		}
@@ -254,20 +338,32 @@ var ownEKMClosure = sync.OnceValues(func() (ownClosure, error) {
 	return out, nil
 })
 
-// findClosure reads the func value at ekm and finds the master secret and
-// randoms in its closure.
-func findClosure(m memory, ekm uint64, random, master []byte) (closureOffsets, string, error) {
+// ownFunc names the function of this process at pc when it is one of
+// crypto/tls's ekmFromMasterSecret closures.
+func ownFunc(pc uint64) (string, bool) {
+	fn := runtime.FuncForPC(uintptr(pc))
+	if fn == nil || !isEKMClosure(fn.Name()) {
+		return "", false
+	}
+	return fn.Name(), true
+}
+
+// findClosure reads the func value at ekm, whose function closure names
+// (an ekmFromMasterSecret closure, or false), and finds the master secret
+// and randoms in its closure, where they equal master and random or are
+// the one other 32-byte slice.
+func findClosure(m memory, ekm uint64, random, master []byte, closure func(pc uint64) (string, bool)) (closureOffsets, string, error) {
 	var w [8]byte
 	if err := m.read(ekm, w[:]); err != nil {
-		return closureOffsets{}, "", fmt.Errorf("its own crypto/tls.Conn.ekm: %w", err)
+		return closureOffsets{}, "", fmt.Errorf("crypto/tls.Conn.ekm: %w", err)
 	}
 	clo := binary.LittleEndian.Uint64(w[:])
 	if err := m.read(clo, w[:]); err != nil {
-		return closureOffsets{}, "", fmt.Errorf("its own crypto/tls.Conn.ekm's closure: %w", err)
+		return closureOffsets{}, "", fmt.Errorf("crypto/tls.Conn.ekm's closure: %w", err)
 	}
-	fn := runtime.FuncForPC(uintptr(binary.LittleEndian.Uint64(w[:])))
-	if fn == nil || !isEKMClosure(fn.Name()) {
-		return closureOffsets{}, "", errors.New("its own crypto/tls.Conn.ekm is not an ekmFromMasterSecret closure")
+	name, ok := closure(binary.LittleEndian.Uint64(w[:]))
+	if !ok {
+		return closureOffsets{}, "", fmt.Errorf("the func value at %#x (crypto/tls.Conn.ekm) runs %#x, not an ekmFromMasterSecret closure", ekm, binary.LittleEndian.Uint64(w[:]))
 	}
 	var o closureOffsets
 	var masters, clients, servers []uint64
@@ -294,13 +390,13 @@ func findClosure(m memory, ekm uint64, random, master []byte) (closureOffsets, s
 		}
 	}
 	if len(masters) != 1 || len(clients) != 1 || len(servers) != 1 {
-		return closureOffsets{}, "", fmt.Errorf("%s's closure: the master secret at %v, the client random at %v, other randoms at %v: not one each", fn.Name(), masters, clients, servers)
+		return closureOffsets{}, "", fmt.Errorf("%s's closure: the master secret at %v, the client random at %v, other randoms at %v: not one each", name, masters, clients, servers)
 	}
 	o = closureOffsets{master: masters[0], client: clients[0], server: servers[0]}
 	if err := checkClosure(o); err != nil {
 		return closureOffsets{}, "", err
 	}
-	return o, fn.Name(), nil
+	return o, name, nil
 }
 
 // handshake12 makes a TLS 1.2 connection between two crypto/tls.Conns of

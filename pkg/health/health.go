@@ -158,6 +158,19 @@ func (t *Tracker) Emit(r record.Record) {
 	t.next.Emit(r)
 }
 
+// Current returns the health of the watch of exchange on connection c so
+// far, as judged from the records passed on until now (its events,
+// findings, cut, TCP zero windows and flow-control stalls; Bookmarks and
+// Time are set only when it is emitted); nil for a watch not tracked. The
+// record is the Tracker's own: a sink after it (the live table) reads it
+// from its Emit, before the next record, and does not change it.
+func (t *Tracker) Current(c *record.Conn, exchange int) *record.Health {
+	if w, ok := t.watches[key{c.Key(), exchange}]; ok {
+		return w.h
+	}
+	return nil
+}
+
 func (t *Tracker) state(c *record.Conn, exchange int) *watchState {
 	k := key{c.Key(), exchange}
 	if w, ok := t.watches[k]; ok {

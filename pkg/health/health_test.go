@@ -258,3 +258,36 @@ func BenchmarkStallManyWatches(b *testing.B) {
 		tr.Emit(note)
 	}
 }
+
+// TestCurrent: a sink after the Tracker reads a watch's health so far, as
+// the Tracker judged it up to the record at hand.
+func TestCurrent(t *testing.T) {
+	c := &record.Conn{ID: 1}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tr *Tracker
+	var seen []string
+	tr = New(record.SinkFunc(func(r record.Record) {
+		if e, ok := r.(*record.Event); ok {
+			h := tr.Current(e.Conn, e.Exchange)
+			seen = append(seen, fmt.Sprintf("%d events, %d findings", eventCount(h), len(h.Findings)))
+		}
+	}))
+	if tr.Current(c, 1) != nil {
+		t.Error("a watch not seen has a health")
+	}
+	tr.Emit(&record.Request{Conn: c, Exchange: 1, Time: t0, Watch: true})
+	for i, rv := range []string{"10", "9"} {
+		tr.Emit(&record.Event{Conn: c, Exchange: 1, Seq: i + 1, Time: t0, Type: "MODIFIED", ResourceVersion: rv})
+	}
+	if got := fmt.Sprint(seen); got != "[1 events, 0 findings 2 events, 1 findings]" {
+		t.Errorf("seen %s", got)
+	}
+}
+
+func eventCount(h *record.Health) int {
+	n := 0
+	for _, c := range h.Events {
+		n += c
+	}
+	return n
+}

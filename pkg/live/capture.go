@@ -53,19 +53,23 @@ type Options struct {
 }
 
 // DefaultRingBytes is the ring's size when Options.RingBytes is 0: 64 MiB,
-// 128 blocks (blockBytes), which hold 1.3 s and more of a stream below
+// 256 blocks (blockBytes), which hold 2.5 s and more of a stream below
 // 25 MB/s (a 10 000 events/s watch of 1 KB events is about 12 MB/s), and
-// 64 MiB of a faster one.
+// 64 MiB of a faster one. The ring is the kernel's memory mapped into
+// kwatch: all of it counts in kwatch's resident memory from the start.
 const DefaultRingBytes = 64 << 20
 
-// blockBytes is the size of one block of the TPACKET_V3 ring: larger than
-// SnapLen, so that a whole GRO frame fits in one. The kernel hands a block
-// over when it is full or when the block timeout (10 ms) has passed with
-// packets in it, so a slow stream fills each block only a little: the ring
-// holds as many 10-20 ms of it as it has blocks, whatever their size.
-// 1 MiB blocks made 64 of them, 0.64 s of a 10 000 events/s watch
-// stream.
-const blockBytes = 512 << 10
+// blockBytes is the size of one block of the TPACKET_V3 ring: SnapLen, so
+// that a whole GRO frame fits in one. The kernel hands a block over when
+// it is full or when the block timeout (10 ms) has passed with packets in
+// it, so a slow stream fills each block only a little: the ring holds as
+// many 10-20 ms of it as it has blocks, whatever their size. 1 MiB blocks
+// made 64 of them in 64 MiB, 0.64 s of a 10 000 events/s watch stream;
+// 256 KiB blocks make 128 in 32 MiB.
+const blockBytes = SnapLen
+
+// MinRingBytes is the smallest ring Open makes: 4 blocks.
+const MinRingBytes = 4 * blockBytes
 
 // Capture is a live capture on one interface (or all) of one network
 // namespace. It is not safe for concurrent ReadPacket calls; SetFilter,
@@ -119,7 +123,7 @@ func Open(opt Options) (*Capture, error) {
 			}
 		}
 		args := []any{afpacket.OptSocketType(afpacket.SocketDgram), afpacket.OptTPacketVersion(afpacket.TPacketVersion3),
-			afpacket.OptFrameSize(SnapLen), afpacket.OptBlockSize(blockBytes), afpacket.OptNumBlocks(max(opt.RingBytes/blockBytes, 2)),
+			afpacket.OptFrameSize(SnapLen), afpacket.OptBlockSize(blockBytes), afpacket.OptNumBlocks(max(opt.RingBytes, MinRingBytes) / blockBytes),
 			afpacket.OptPollTimeout(opt.Poll), afpacket.OptBlockTimeout(10 * time.Millisecond)}
 		if iface != "" {
 			args = append(args, afpacket.OptInterface(iface))

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/who"
 )
 
 // JSON writes one JSON object per line (JSON Lines). Every object has a
@@ -55,7 +56,8 @@ func (j *JSON) Emit(r record.Record) {
 			// It turned out to be HTTP/2 after its connection record:
 			// said again, so that a reader numbers its streams.
 			j.http2[c.ID] = true
-			_ = j.enc.Encode(connObject(c))
+			// Its client was named by the first.
+			_ = j.enc.Encode(connObject(c, nil))
 		}
 		if n, ok := x.(*record.ConnNote); ok && (n.Kind == "closed" || n.Kind == "capture-ended") {
 			delete(j.http2, n.Conn.Key())
@@ -222,12 +224,15 @@ type jsonConn struct {
 	HTTP2 bool `json:"http2,omitempty"`
 	// Node is the node the connection was seen on (record.Conn.Node).
 	Node string `json:"node,omitempty"`
+	// Identity names the connection's client (who.ConnOf).
+	Identity *jsonIdentity `json:"identity,omitempty"`
 }
 
-// connObject is c's connection record.
-func connObject(c *record.Conn) jsonConn {
+// connObject is c's connection record, its client named by id (nil:
+// not said).
+func connObject(c *record.Conn, id *jsonIdentity) jsonConn {
 	return jsonConn{Record: "connection", ID: c.ID, Connection: c.String(),
-		Client: c.Client.String(), Server: c.Server.String(), RolesGuessed: c.RolesGuessed, HTTP2: c.HTTP2, Node: c.Node}
+		Client: c.Client.String(), Server: c.Server.String(), RolesGuessed: c.RolesGuessed, HTTP2: c.HTTP2, Node: c.Node, Identity: id}
 }
 
 // nodeOf is the node c was seen on ("" for none, or no connection).
@@ -236,6 +241,33 @@ func nodeOf(c *record.Conn) string {
 		return ""
 	}
 	return c.Node
+}
+
+// jsonIdentity is who.Identity's JSON form: the client as a person reads
+// it (text), what its User-Agent says, its process and its node.
+type jsonIdentity struct {
+	Text      string              `json:"text"`
+	UserAgent string              `json:"userAgent,omitempty"`
+	Program   string              `json:"program,omitempty"`
+	Version   string              `json:"version,omitempty"`
+	Platform  string              `json:"platform,omitempty"`
+	Commit    string              `json:"commit,omitempty"`
+	Component string              `json:"component,omitempty"`
+	Command   string              `json:"command,omitempty"`
+	Process   *record.ConnProcess `json:"process,omitempty"`
+	Node      string              `json:"node,omitempty"`
+}
+
+// identityObject is id's JSON form; nil when nothing is known.
+func identityObject(id who.Identity) *jsonIdentity {
+	if id.IsZero() {
+		return nil
+	}
+	j := &jsonIdentity{Text: id.Text(), Process: id.Process, Node: id.Node}
+	if a := id.Agent; a != nil {
+		j.UserAgent, j.Program, j.Version, j.Platform, j.Commit, j.Component, j.Command = a.UserAgent, a.Program, a.Version, a.Platform, a.Commit, a.Component, a.Command
+	}
+	return j
 }
 
 type jsonRequest struct {
@@ -255,6 +287,8 @@ type jsonRequest struct {
 	// WatchNumber is, for kwatch stream, the number of the watch record
 	// (WATCH n) this request opened.
 	WatchNumber int `json:"watchNumber,omitempty"`
+	// Identity names the request's client (who.Of).
+	Identity *jsonIdentity `json:"identity,omitempty"`
 }
 
 type jsonResponse struct {
@@ -278,6 +312,9 @@ type jsonResponse struct {
 	// body's first bytes (record.Response.Inferred).
 	Inferred bool                  `json:"inferred,omitempty"`
 	Unknown  []record.UnknownField `json:"unknownFields,omitempty"`
+	// Identity names the client of a watch whose request was not seen,
+	// from its connection alone.
+	Identity *jsonIdentity `json:"identity,omitempty"`
 }
 
 type jsonChunk struct {
@@ -592,16 +629,20 @@ func (j *JSON) object(r record.Record) any {
 		if v.conn.HTTP2 {
 			j.http2[v.conn.ID] = true
 		}
-		return connObject(v.conn)
+		return connObject(v.conn, identityObject(v.who))
 	case *record.Request:
 		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn),
 			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
-			WatchNumber: j.watchNumber(v.Conn, v.Exchange)}
+			WatchNumber: j.watchNumber(v.Conn, v.Exchange), Identity: identityObject(j.whoOf(v.Conn, v))}
 	case *record.Response:
-		return jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn),
+		r := jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
 			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header, Inferred: v.Inferred, Unknown: v.Unknown}
+		if v.Watch && v.Request == nil {
+			r.Identity = identityObject(j.whoOf(v.Conn, nil))
+		}
+		return r
 	case *record.End:
 		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn), Exchange: v.Exchange,
 			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Watch: v.Watch, ByClient: v.ByClient, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,

@@ -75,9 +75,11 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // the record.Conn the records that name it point to (their text, "client
 // -> server", names it; a connection record written again marks it
 // HTTP/2). What the JSON writes as derived text (a problem's message, a
-// restart's reason) is derived again from the fields it came from, and a
+// restart's reason) is derived again from the fields it came from, a
 // request's flags (watch-list, initial state) from its target, as the
-// decoder sets them.
+// decoder sets them, and a client's identity (pkg/who) from its request's
+// header, its connection's process note and its node, as the printers
+// derive it.
 //
 // Bounds: one line at most ReadOptions.MaxLineBytes; at most 64 Ki
 // connections known at once (of them at most 4096 ended), and 1024 requests

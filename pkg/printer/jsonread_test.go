@@ -198,7 +198,8 @@ func TestJSONReaderLines(t *testing.T) {
 
 // TestJSONConnectionAgain: a connection that turns out to be HTTP/2 after
 // its connection record was written gets its record again, marked http2,
-// once; the pretty printer says nothing more of it.
+// once (its client named by the first only); the pretty printer says
+// nothing more of it.
 func TestJSONConnectionAgain(t *testing.T) {
 	c := &record.Conn{ID: 3, Client: netip.MustParseAddrPort("10.0.0.1:5"), Server: netip.MustParseAddrPort("10.0.0.2:6443"), Node: "w1"}
 	h2 := *c
@@ -223,7 +224,7 @@ func TestJSONConnectionAgain(t *testing.T) {
 		}
 	}
 	want := []string{
-		`{"record":"connection","id":3,"connection":"10.0.0.1:5 -> 10.0.0.2:6443","client":"10.0.0.1:5","server":"10.0.0.2:6443","node":"w1"}`,
+		`{"record":"connection","id":3,"connection":"10.0.0.1:5 -> 10.0.0.2:6443","client":"10.0.0.1:5","server":"10.0.0.2:6443","node":"w1","identity":{"text":"node w1","node":"w1"}}`,
 		`{"record":"connection","id":3,"connection":"10.0.0.1:5 -> 10.0.0.2:6443","client":"10.0.0.1:5","server":"10.0.0.2:6443","http2":true,"node":"w1"}`,
 	}
 	if strings.Join(conns, "\n") != strings.Join(want, "\n") {
@@ -260,4 +261,70 @@ func FuzzJSONReader(f *testing.F) {
 		p.Close()
 		j.Close()
 	})
+}
+
+// TestJSONReadIdentity: the clients' identities (an attached server's
+// view of a client: its process note, client-go's User-Agent, a watch
+// whose request was not seen) are read back from the records they were
+// made of, and written again as they were; read as a node's stream, each
+// also names the node, on its own line and in its text.
+func TestJSONReadIdentity(t *testing.T) {
+	var want bytes.Buffer
+	j := NewJSON(&want, Options{AllHTTP: true})
+	for _, r := range whoRecords() {
+		j.Emit(r)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(want.String(), `"identity":{`); n != 4 {
+		t.Fatalf("%d identities written, want 4 (the connection, 2 requests, the response whose request was not seen):\n%s", n, want.String())
+	}
+	var again bytes.Buffer
+	readAll(t, bytes.NewReader(want.Bytes()), NewJSON(&again, Options{AllHTTP: true}))
+	if !bytes.Equal(want.Bytes(), again.Bytes()) {
+		t.Errorf("JSON written again differs:\n%s", lineDiff(want.Bytes(), again.Bytes()))
+	}
+
+	jr := NewJSONReader(bytes.NewReader(want.Bytes()), ReadOptions{Node: "127.0.0.2", Unnumbered: true})
+	var node, pretty bytes.Buffer
+	p := NewJSON(&node, Options{AllHTTP: true})
+	pp := NewPretty(&pretty, Options{AllHTTP: true})
+	for {
+		rec, err := jr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := record.ConnOf(rec); c != nil && c.ID == 0 {
+			c.ID = 9 // as the merge numbers them
+		}
+		p.Emit(rec)
+		pp.Emit(rec)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"#9 127.0.0.1:40030 -> 127.0.0.1:6443 · client kube-controller-manager/v1.37.2 (node 127.0.0.2)\n",
+		"#9 s3 > GET /apis/apps/v1/replicasets?watch=true HTTP/2.0 · client kube-controller-manager/v1.37.2 … replicaset-controller (pid 812, node 127.0.0.2)\n",
+	} {
+		if !strings.Contains(pretty.String(), w) {
+			t.Errorf("read as node 127.0.0.2's, no line %q in:\n%s", w, pretty.String())
+		}
+	}
+	for _, w := range []string{
+		`"http2":true,"node":"127.0.0.2","identity":{"text":"kube-controller-manager/v1.37.2 (pid 812, node 127.0.0.2)","program":"kube-controller-manager","version":"v1.37.2","platform":"linux/amd64","commit":"abc1234","process":{"role":"client","pid":812,"name":"kube-controller-manager","attached":false},"node":"127.0.0.2"}`,
+		`"identity":{"text":"kube-controller-manager/v1.37.2 … replicaset-controller (pid 812, node 127.0.0.2)",`,
+		`"identity":{"text":"kube-controller-manager (pid 812, node 127.0.0.2)","process":{"role":"client","pid":812,"name":"kube-controller-manager","attached":false},"node":"127.0.0.2"}`,
+	} {
+		if !strings.Contains(node.String(), w) {
+			t.Errorf("read as node 127.0.0.2's, no %s in:\n%s", w, node.String())
+		}
+	}
 }

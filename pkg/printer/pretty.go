@@ -74,6 +74,9 @@ type Pretty struct {
 	// quiet holds the labels of watches whose health has nothing to say
 	// (no event, no finding), printed as one line before the run's.
 	quiet []quietWatch
+	// said is the client the connection line printed by this Emit named
+	// ("" none): the watch request right after it does not name it again.
+	said string
 }
 
 // quietWatch is a watch's health line held back by printHealth.
@@ -90,6 +93,7 @@ func NewPretty(w io.Writer, opt Options) *Pretty {
 
 // Emit prints r if the filter passes it.
 func (p *Pretty) Emit(r record.Record) {
+	p.said = ""
 	for _, x := range p.pass(r) {
 		p.print(x)
 	}
@@ -128,9 +132,19 @@ func (p *Pretty) xid(c *record.Conn, exchange int) string {
 func (p *Pretty) print(r record.Record) {
 	switch v := r.(type) {
 	case connRecord:
-		if v.conn.Node != "" {
-			// Seen by kwatch on that node (--node, pod/NAME).
-			p.w.printf("%s %s · node %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), Escape(v.conn.Node))
+		id := v.who
+		if v.noted {
+			id = id.WithoutProcess() // the process note below names it
+		}
+		if id.Agent == nil && id.Process == nil && id.Node != "" {
+			// Seen by kwatch on that node (--node, pod/NAME), its client
+			// not known yet.
+			p.said = ""
+			p.w.printf("%s %s · node %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), Escape(id.Node))
+			return
+		}
+		if p.said = Escape(id.Text()); p.said != "" {
+			p.w.printf("%s %s · client %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), p.said)
 			return
 		}
 		p.w.printf("%s %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()))
@@ -145,17 +159,17 @@ func (p *Pretty) print(r record.Record) {
 			if target == "" {
 				target = "(path not known)"
 			}
-			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown))
+			p.w.printf("%s %s > %s %s %s · %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), UnknownText(v.Unknown), p.client(v))
 			return
 		}
 		if n := p.watchNumber(v.Conn, v.Exchange); n > 0 && v.Conn.HTTP2 {
 			// The streams of one connection interleave: say which
 			// announced watch this stream is.
-			p.w.printf("%s %s > %s %s %s · %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
-				p.cs.header.Sprintf("WATCH %d", n))
+			p.w.printf("%s %s > %s %s %s · %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto),
+				p.cs.header.Sprintf("WATCH %d", n), p.client(v))
 			return
 		}
-		p.w.printf("%s %s > %s %s %s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto))
+		p.w.printf("%s %s > %s %s %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), p.client(v))
 	case *record.Response:
 		p.printResponse(v)
 	case *record.Event:
@@ -333,6 +347,21 @@ func RelistText(r *record.Relist) string {
 	}, " · ") + " while not watching"
 }
 
+// client names the client of a watch request, " · client kubectl/v1.37.2
+// … get (pid 4242)", for the first line of each watch; "" for a request
+// that is no watch, a client not known, or one the connection line just
+// above named the same.
+func (p *Pretty) client(v *record.Request) string {
+	if !v.Watch {
+		return ""
+	}
+	t := Escape(p.whoOf(v.Conn, v).Text())
+	if t == "" || t == p.said {
+		return ""
+	}
+	return " · client " + t
+}
+
 func (p *Pretty) printResponse(v *record.Response) {
 	var parts []string
 	switch v.Framing {
@@ -361,6 +390,12 @@ func (p *Pretty) printResponse(v *record.Response) {
 	}
 	if len(v.Unknown) > 0 {
 		parts = append(parts, UnknownText(v.Unknown))
+	}
+	if v.Watch && v.Request == nil {
+		// The first line of a watch whose request was not seen.
+		if t := Escape(p.whoOf(v.Conn, nil).Text()); t != "" && t != p.said {
+			parts = append(parts, "client "+t)
+		}
 	}
 	status := fmt.Sprintf("%s %d %s", Escape(v.Proto), v.StatusCode, Escape(v.Reason))
 	if v.StatusCode >= 400 {

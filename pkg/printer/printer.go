@@ -15,6 +15,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/event"
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/who"
 )
 
 // Options tune a printer.
@@ -86,24 +87,48 @@ type NotDecrypted struct {
 	NoKey int
 }
 
+// NothingFrom says where a run's connections came from, for
+// Tally.NothingDecoded, in the terms of the command that ran.
+type NothingFrom struct {
+	// Whose names the connections' source, possessive: "the capture's"
+	// (kwatch pcap), "the processes'" (kwatch attach).
+	Whose string
+	// None says there was no connection at all.
+	None string
+	// TLSAdvice says what to do when TLS connections were not decrypted.
+	TLSAdvice string
+}
+
+// Sources of NothingDecoded's message.
+var (
+	// FromCapture: kwatch pcap's file or interface, decrypted with key
+	// logs.
+	FromCapture = NothingFrom{Whose: "the capture's", None: "the capture holds no TCP connection",
+		TLSAdvice: "give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"}
+	// FromAttach: kwatch attach's processes, decrypted with their own
+	// secrets or state.
+	FromAttach = NothingFrom{Whose: "the processes'", None: "the processes made or took no TCP connection",
+		TLSAdvice: "their handshakes came before kwatch attached and their TLS state could not be read from the processes (kwatch said why when it attached)"}
+)
+
 // NothingDecoded says, when a run of connections TCP connections
-// decoded no HTTP at all, why, e.g. "nothing decoded: the capture's 7 TCP
-// connections carried no HTTP kwatch could read (7 TLS not decrypted: no
-// key for them; give their clients' key logs with --tls-keylog or
-// SSLKEYLOGFILE)"; "" when something was decoded.
-func (t *Tally) NothingDecoded(connections int) string {
+// decoded no HTTP at all, why, in the terms of from, e.g. "nothing
+// decoded: the capture's 7 TCP connections carried no HTTP kwatch could
+// read (7 not decoded: 7 TLS); give the TLS clients' key logs with
+// --tls-keylog or SSLKEYLOGFILE (…)"; "" when something was decoded.
+func (t *Tally) NothingDecoded(connections int, from NothingFrom) string {
 	if t.HTTPConns > 0 {
 		return ""
 	}
 	if connections == 0 {
-		return "nothing decoded: the capture holds no TCP connection"
+		return "nothing decoded: " + from.None
 	}
-	msg := fmt.Sprintf("nothing decoded: the capture's %s carried no HTTP kwatch could read", phrase.Count(connections, "TCP connection", "TCP connections"))
+	msg := fmt.Sprintf("nothing decoded: %s %s carried no HTTP kwatch could read", from.Whose, phrase.Count(connections, "TCP connection", "TCP connections"))
 	if u := undecodedText(t.Undecoded); u != "" {
 		msg += " (" + u + ")"
 	}
 	if t.Undecoded["tls"] > 0 {
-		msg += "; give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"
+		msg += "; " + from.TLSAdvice
 	}
 	return msg
 }
@@ -140,6 +165,9 @@ type filter struct {
 	// (counted in tally.NotDecrypted) or shows something else (shown
 	// whole).
 	hidden map[int]*hiddenConn
+	// book keeps what is known of each connection's client (its
+	// process), to name the clients of connections and watches.
+	book *who.Book
 }
 
 // hiddenConn is what is held of a connection that could not be decrypted.
@@ -157,7 +185,7 @@ func newFilter(opt Options) filter {
 	return filter{opt: opt, held: map[heldKey]*record.Request{}, shownConn: map[int]bool{},
 		watch: map[heldKey]bool{}, heldNotes: map[int][]record.Record{}, tally: Tally{Events: map[string]int{}, Undecoded: map[string]int{}},
 		undecoded: map[int]string{}, httpConn: map[int]bool{}, watchNo: map[heldKey]int{}, watchesOn: map[int]int{},
-		opened: map[heldKey]int{}, hidden: map[int]*hiddenConn{}}
+		opened: map[heldKey]int{}, hidden: map[int]*hiddenConn{}, book: who.NewBook()}
 }
 
 // pass returns the records to print for r, in order (possibly none, or a
@@ -200,11 +228,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		f.watch[k] = isWatch
 		f.tally.Exchanges++
-		out := f.withConn(v.Conn)
 		if req != nil {
-			out = append(out, req)
+			return f.withConn(v.Conn, req, r)
 		}
-		return append(out, r)
+		return f.withConn(v.Conn, r)
 	case *record.Event:
 		event.CountType(f.tally.Events, v.Type)
 		return f.withConn(v.Conn, r)
@@ -227,6 +254,7 @@ func (f *filter) pass(r record.Record) []record.Record {
 		f.tally.Frames += v.Frames
 		return []record.Record{r}
 	case *record.ConnNote:
+		f.book.See(v)
 		if v.Kind == "tls-decrypted" {
 			if f.tally.Decrypted == nil {
 				f.tally.Decrypted = map[string]int{}
@@ -272,9 +300,10 @@ func (f *filter) pass(r record.Record) []record.Record {
 		}
 		return []record.Record{r}
 	case *record.WatchStart:
-		if len(f.starts) < 64 {
-			f.starts = append(f.starts, v)
+		if len(f.starts) >= maxStarts {
+			f.starts = f.starts[1:] // the oldest: a watch that never sent its request
 		}
+		f.starts = append(f.starts, v)
 	case *record.Restart:
 		return f.withConn(v.Conn, r)
 	case *record.Relist:
@@ -296,22 +325,29 @@ func (f *filter) pass(r record.Record) []record.Record {
 	return []record.Record{r}
 }
 
+// maxStarts bounds filter.starts: the announcements waiting for their
+// requests (several resources announce theirs at once).
+const maxStarts = 64
+
 // announced takes the announcement (WATCH n) of the watch whose request
-// has target, and returns its number (0: none): the one with the same
-// path and query, else the same path, else the oldest (several resources
-// announce their watches at once).
+// has target, and returns its number (0: none): the newest with the same
+// path and query, else the newest with the same path, else the oldest
+// (several resources announce their watches at once). Announcements of the
+// same path older than the one taken are dropped: their watches never sent
+// a request (a retry that failed before it, or a request the tap did not
+// see), and a later request of that path is a later watch's.
 func (f *filter) announced(target string) int {
 	if len(f.starts) == 0 {
 		return 0
 	}
 	path, _, _ := strings.Cut(target, "?")
 	k := -1
-	for i, w := range f.starts {
-		if w.Path == target {
+	for i := len(f.starts) - 1; i >= 0; i-- {
+		if f.starts[i].Path == target {
 			k = i
 			break
 		}
-		if p, _, _ := strings.Cut(w.Path, "?"); p == path && k < 0 {
+		if p, _, _ := strings.Cut(f.starts[i].Path, "?"); p == path && k < 0 {
 			k = i
 		}
 	}
@@ -319,7 +355,16 @@ func (f *filter) announced(target string) int {
 		k = 0
 	}
 	n := f.starts[k].Number
-	f.starts = append(f.starts[:k], f.starts[k+1:]...)
+	taken, _, _ := strings.Cut(f.starts[k].Path, "?")
+	kept := f.starts[:0]
+	for i, w := range f.starts {
+		if p, _, _ := strings.Cut(w.Path, "?"); i == k || i < k && p == taken {
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(f.starts[len(kept):])
+	f.starts = kept
 	return n
 }
 
@@ -332,8 +377,14 @@ func (f *filter) watchNumber(c *record.Conn, exchange int) int {
 	return n
 }
 
-// connRecord marks the first record shown of a connection.
-type connRecord struct{ conn *record.Conn }
+// connRecord marks the first record shown of a connection: the connection,
+// its client as known then (who.ConnOf: its first request shown, its
+// process), and whether a process note is shown after it (noted).
+type connRecord struct {
+	conn  *record.Conn
+	who   who.Identity
+	noted bool
+}
 
 // When returns the zero time: the record marks a connection, not a moment.
 func (connRecord) When() time.Time { return time.Time{} }
@@ -344,7 +395,14 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 	}
 	f.shownConn[c.ID] = true
 	f.tally.Connections++
-	out := append([]record.Record{connRecord{c}}, f.heldNotes[c.ID]...)
+	held := f.heldNotes[c.ID]
+	cr := connRecord{conn: c, who: who.ConnOf(firstRequest(rs), f.book.Known(c))}
+	for _, n := range held {
+		if n, ok := n.(*record.ConnNote); ok && n.Kind == "process" {
+			cr.noted = true
+		}
+	}
+	out := append([]record.Record{cr}, held...)
 	delete(f.heldNotes, c.ID)
 	if h := f.hidden[c.ID]; h != nil {
 		// It has more to show than that it was not decrypted: shown
@@ -358,6 +416,25 @@ func (f *filter) withConn(c *record.Conn, rs ...record.Record) []record.Record {
 		out = append(out, h.recs...)
 	}
 	return append(out, rs...)
+}
+
+// firstRequest returns the first request among rs; nil when none is.
+func firstRequest(rs []record.Record) *record.Request {
+	for _, r := range rs {
+		if q, ok := r.(*record.Request); ok {
+			return q
+		}
+	}
+	return nil
+}
+
+// whoOf names the client of a watch: of its request (who.Of), or, for a
+// watch whose request was not seen (req nil), of its connection alone.
+func (f *filter) whoOf(c *record.Conn, req *record.Request) who.Identity {
+	if req != nil {
+		return f.book.Of(req)
+	}
+	return who.ConnOf(nil, f.book.Known(c))
 }
 
 // sawHTTP notes that connection c carried HTTP.

@@ -2,6 +2,7 @@ package printer
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,36 @@ func TestHealthBookmarkIntervals(t *testing.T) {
 		got := HealthText(&record.Health{Scope: "all", Watches: 2, Bookmarks: c.b})
 		if !strings.Contains(got, c.want) {
 			t.Errorf("%+v: %q, want it to say %q", c.b, got, c.want)
+		}
+	}
+}
+
+// TestWatchNumberAfterRetries: kwatch stream announces each watch (WATCH n)
+// before its request; retries that failed before sending theirs leave
+// announcements of the same path behind. A request takes the newest
+// announcement of its path, in the pretty output and in JSON, and the
+// stale ones are dropped: past 64 of them the numbers still agree.
+func TestWatchNumberAfterRetries(t *testing.T) {
+	const path = "/api/v1/namespaces/demo/configmaps?allowWatchBookmarks=true&resourceVersion=5&watch=true"
+	conn := &record.Conn{ID: 1, HTTP2: true}
+	for _, retries := range []int{5, 100} {
+		var pretty, js bytes.Buffer
+		p, j := NewPretty(&pretty, Options{}), NewJSON(&js, Options{})
+		for n := 1; n <= retries; n++ {
+			ws := &record.WatchStart{Number: n, Path: path, ResourceVersion: "5"}
+			p.Emit(ws)
+			j.Emit(ws)
+		}
+		req := &record.Request{Conn: conn, Exchange: 1, Method: "GET", Target: path, Proto: "HTTP/2.0", Watch: true}
+		p.Emit(req)
+		j.Emit(req)
+		p.Flush()
+		j.Flush()
+		if want := fmt.Sprintf("WATCH %d\n", retries); !strings.Contains(pretty.String(), "> GET "+path+" HTTP/2.0 · "+want) {
+			t.Errorf("%d announcements: pretty\n%s\nwant the request with %q", retries, pretty.String(), want)
+		}
+		if want := fmt.Sprintf(`"watchNumber":%d`, retries); !strings.Contains(js.String(), want) {
+			t.Errorf("%d announcements: json\n%s\nwant %s", retries, js.String(), want)
 		}
 	}
 }

@@ -79,6 +79,7 @@ type pageLane struct {
 	Target   string       `json:"target"`
 	Selector string       `json:"sel"`
 	UA       string       `json:"ua"`
+	Who      string       `json:"who"`
 	Start    float64      `json:"start"`
 	First    *float64     `json:"first"`
 	Last     *float64     `json:"last"`
@@ -203,7 +204,7 @@ func (r *Report) build(now time.Time) *page {
 // pageLane is lane l as the page draws it; links are the lanes' links to
 // the watches they follow (laneLinks).
 func (r *Report) pageLane(l *lane, links map[int]string) pageLane {
-	pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Start: r.ms(l.start),
+	pl := pageLane{Idx: l.idx, Path: l.path, Target: l.target, Selector: selector(l), UA: l.ua, Who: l.who, Start: r.ms(l.start),
 		First: r.msp(l.first), Last: r.msp(l.last), How: l.endHow, Clean: l.endClean, Status: l.status,
 		Encoding: l.encoding, Format: l.format, Counts: l.counts, Dense: l.dense,
 		Findings: l.findings, WatchNo: l.watchNo, Reason: l.reason, Link: links[l.idx], Stream: l.stream,

@@ -22,6 +22,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/record"
+	"github.com/kwatch/kwatch/pkg/who"
 )
 
 // Defaults of Options: what a report keeps in memory and writes into the
@@ -120,6 +121,9 @@ type Report struct {
 	// undecoded counts the connections kwatch did not decode (TLS
 	// without a key, HTTP/2 it could not follow, not HTTP).
 	undecoded int
+	// book keeps what is known of each connection's client (its
+	// process), to name the client of each watch as the printers do.
+	book *who.Book
 }
 
 type laneKey struct {
@@ -136,7 +140,7 @@ func New(next record.Sink, opt Options) *Report {
 	orDefault(&opt.MaxLanes, DefaultMaxLanes)
 	orDefault(&opt.MaxNotes, DefaultMaxNotes)
 	return &Report{next: next, opt: opt, lanes: map[laneKey]*lane{}, conns: map[int]*connInfo{},
-		stride: 1, perConn: map[int]int{}}
+		stride: 1, perConn: map[int]int{}, book: who.NewBook()}
 }
 
 func orDefault[T int | int64](v *T, def T) {
@@ -168,14 +172,16 @@ type connInfo struct {
 // lane is one watch: an exchange (an HTTP/1.1 request and its response, or
 // an HTTP/2 stream) whose response streams watch events.
 type lane struct {
-	idx      int
-	key      laneKey
-	conn     *connInfo
-	stream   int // HTTP/2 stream ID, 0 on HTTP/1.1
-	target   string
-	path     string
-	query    url.Values
-	ua       string
+	idx    int
+	key    laneKey
+	conn   *connInfo
+	stream int // HTTP/2 stream ID, 0 on HTTP/1.1
+	target string
+	path   string
+	query  url.Values
+	ua     string
+	// who names its client (who.Of), as the printers' lines do.
+	who      string
 	start    time.Time
 	first    time.Time
 	last     time.Time
@@ -385,6 +391,11 @@ func (r *Report) observe(rec record.Record) {
 		if l == nil {
 			return
 		}
+		if l.who == "" && v.Request == nil {
+			// A watch whose request was not seen: its connection's
+			// client.
+			l.who = phrase.Clip(who.ConnOf(nil, r.book.Known(v.Conn)).Text(), maxWhat)
+		}
 		l.status = v.StatusCode
 		l.encoding = phrase.Clip(v.ContentEncoding, 64)
 		l.format = v.Format
@@ -457,7 +468,11 @@ func (r *Report) observeRequest(v *record.Request) {
 	l.path, l.query = splitTarget(v.Target)
 	l.path = phrase.Clip(l.path, maxText)
 	l.requestRV = phrase.Clip(l.query.Get("resourceVersion"), 64)
-	l.ua = phrase.Clip(header(v.Header, "User-Agent"), maxWhat)
+	id := r.book.Of(v)
+	if id.Agent != nil {
+		l.ua = id.Agent.UserAgent
+	}
+	l.who = phrase.Clip(id.Text(), maxWhat)
 	if p := r.startOf(v.Target); p != nil {
 		l.watchNo, l.reason, l.why, l.after = p.Number, phrase.Clip(p.Reason, maxWhat), p.Why, p.After
 	}
@@ -493,6 +508,7 @@ func (r *Report) observeEnd(v *record.End) {
 
 // observeNote draws a connection note on its connection's lanes (or lists it with the problems).
 func (r *Report) observeNote(v *record.ConnNote) {
+	r.book.See(v)
 	// Drawn on the lanes of its connection: a connection without
 	// a watch kept has none to be drawn on.
 	r.see(v.Time)
@@ -649,15 +665,6 @@ func streamOf(kind string, n *record.ConnNote) int {
 		return 0
 	}
 	return int(n.Stream)
-}
-
-func header(h map[string][]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) && len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
 }
 
 func splitTarget(target string) (string, url.Values) {

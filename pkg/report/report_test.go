@@ -243,3 +243,26 @@ func TestDetailsSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestWho: the table of who is watching what names each watch's client as
+// the printers do (who.Of): its User-Agent's program, version and
+// component, and its process from attach's process note; a watch whose
+// request was not seen, by its connection's process alone.
+func TestWho(t *testing.T) {
+	c := &record.Conn{ID: 1, HTTP2: true, Client: netip.MustParseAddrPort("127.0.0.1:40000"), Server: netip.MustParseAddrPort("127.0.0.1:6443")}
+	r := New(nil, Options{})
+	r.Emit(&record.ConnNote{Conn: c, Time: t0, Kind: "process", Message: "client kube-controller-manager (pid 812) · server kube-apiserver (pid 7)",
+		Processes: []record.ConnProcess{{Role: "client", PID: 812, Name: "kube-controller-manager"}, {Role: "server", PID: 7, Name: "kube-apiserver", Attached: true}}})
+	r.Emit(watchReq(c, 3, "/apis/apps/v1/replicasets?watch=true", "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abc1234/replicaset-controller", t0))
+	r.Emit(&record.Response{Conn: c, Exchange: 5, Time: t0, StatusCode: 200, Watch: true, Format: "protobuf", Inferred: true})
+	p := pageOf(t, r)
+	if len(p.Lanes) != 2 {
+		t.Fatalf("%d lanes", len(p.Lanes))
+	}
+	if got, want := p.Lanes[0].Who, "kube-controller-manager/v1.37.2 … replicaset-controller (pid 812)"; got != want {
+		t.Errorf("the request's client: %q, want %q", got, want)
+	}
+	if got, want := p.Lanes[1].Who, "kube-controller-manager (pid 812)"; got != want {
+		t.Errorf("the joined stream's client: %q, want %q", got, want)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -71,6 +72,14 @@ type WatchOptions struct {
 	// IdleTimeout, when not 0, ends a watch that reads no byte for that
 	// long (a stalled server or proxy), reports it, and watches again.
 	IdleTimeout time.Duration
+	// QuietAfter, when not 0, says once, as a warning, that a watch which
+	// asked for bookmarks got neither an event nor a bookmark for that
+	// long after its response (kube-apiserver sends such a watch a
+	// bookmark about every minute, its watch cache's bookmark frequency),
+	// with the likely cause when the server's current resourceVersion is
+	// behind the watch's: an etcd restored or reset, whose versions the
+	// watch waits for in vain, as an informer would. The watch goes on.
+	QuietAfter time.Duration
 	// WatchList gets the current state as the watch's first events
 	// instead of a LIST (a streaming list, KEP-3157, as client-go 0.37's
 	// informers do: sendInitialEvents=true, resourceVersionMatch=
@@ -143,12 +152,15 @@ func Run(ctx context.Context, c *Client, opt WatchOptions) (*Stats, error) {
 }
 
 type loop struct {
-	c       *Client
-	opt     WatchOptions
-	lw      *cache.ListWatch
-	stats   *Stats
-	known   map[string]record.Version
+	c     *Client
+	opt   WatchOptions
+	lw    *cache.ListWatch
+	stats *Stats
+	known map[string]record.Version
+	// rv is the resourceVersion reached; rvMu guards its writes and
+	// rvNow's read (quiet reads it from a goroutine of its own).
 	rv      string
+	rvMu    sync.Mutex
 	listed  bool
 	started time.Time // when the current watch opened
 	// lastEnd and lastEvents say how the last watch's body ended (the
@@ -185,12 +197,13 @@ type cause struct {
 func (l *loop) run(ctx context.Context) error {
 	backoff := l.opt.Backoff
 	reason := cause{text: "initial", why: record.WhyInitial}
-	l.rv = l.opt.ResourceVersion
+	l.setRV(l.opt.ResourceVersion)
 	needList := l.opt.Raw == "" && l.rv == ""
 	for ctx.Err() == nil {
 		if needList && l.opt.WatchList && !l.listInstead {
 			// The watch itself brings the current state.
-			needList, l.watchList, l.rv = false, true, ""
+			needList, l.watchList = false, true
+			l.setRV("")
 			l.collecting = map[string]record.Version{}
 			if reason.why != record.WhyInitial {
 				l.stats.Relists++
@@ -567,7 +580,7 @@ func (l *loop) doList(ctx context.Context, reason cause) error {
 	}
 	l.listed = true
 	l.known = fresh
-	l.rv = lm.GetResourceVersion()
+	l.setRV(lm.GetResourceVersion())
 	return nil
 }
 
@@ -667,13 +680,105 @@ func (l *loop) watchOnce(ctx context.Context, reason cause) error {
 		}
 		go l.watchdog(w, l.c.sink.clock.Now(), stop, finished, &stalled)
 	}
+	var heard atomic.Int64 // the sink's clock at the last event or bookmark
+	heard.Store(l.c.sink.clock.Now().UnixNano())
+	if l.opt.QuietAfter > 0 && o.AllowWatchBookmarks {
+		stop := make(chan struct{})
+		defer close(stop)
+		go l.quiet(ctx, o.ResourceVersion, &heard, stop)
+	}
 	for ev := range w.ResultChan() {
+		heard.Store(l.c.sink.clock.Now().UnixNano())
 		l.lastEvents++
 		if err := l.apply(ctx, ev); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// quiet says, once, that the watch from resourceVersion from (the one it
+// asked for; the loop's latest when it heard some) heard no event or
+// bookmark for QuietAfter (see WatchOptions.QuietAfter), until stop is
+// closed. It asks the server for its current resourceVersion (a LIST of
+// one item, as the loop lists) to say why.
+func (l *loop) quiet(ctx context.Context, from string, heard *atomic.Int64, stop <-chan struct{}) {
+	l.every(l.opt.QuietAfter/8, stop, func() bool {
+		d := l.c.sink.clock.Since(time.Unix(0, heard.Load()))
+		if d < l.opt.QuietAfter {
+			return false
+		}
+		p := &record.Problem{Time: time.Now(), Offset: -1, Kind: KindQuiet, Warning: true,
+			Detail: fmt.Sprintf("no event and no bookmark for %s, though the watch asked for bookmarks (kube-apiserver sends one about every minute)", d.Round(time.Second)),
+			Hint:   "a quiet resource gets bookmarks all the same: look at the API server and the path between (--idle-timeout ends a watch that reads no byte)"}
+		if rv := l.rvNow(); rv != "" && from != "" {
+			if cur, ok := l.serverRV(ctx); ok {
+				if cmp, err := resourceversion.CompareResourceVersion(rv, cur); err == nil && cmp > 0 {
+					p.Detail += fmt.Sprintf("; it watches from resourceVersion %s, ahead of the server's current %s", rv, cur)
+					p.Hint = "the cluster's etcd was restored or reset: versions from before it are not reached again, and the watch waits for them in vain, as an informer would; watch again from the current state (kwatch stream without --resource-version), as a restarted controller does"
+				}
+			}
+		}
+		l.emit(p)
+		return true
+	})
+}
+
+// every calls check each period (at least 10 ms) on the sink's clock until
+// check returns true or stop is closed.
+func (l *loop) every(period time.Duration, stop <-chan struct{}, check func() bool) {
+	tick := l.c.sink.clock.NewTicker(max(period, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C():
+		}
+		if check() {
+			return
+		}
+	}
+}
+
+// KindQuiet is the Problem kind (a warning) of a watch that asked for
+// bookmarks and heard neither an event nor a bookmark for
+// WatchOptions.QuietAfter.
+const KindQuiet = "watch quiet"
+
+// setRV sets the resourceVersion reached.
+func (l *loop) setRV(rv string) {
+	l.rvMu.Lock()
+	l.rv = rv
+	l.rvMu.Unlock()
+}
+
+// rvNow returns the resourceVersion the watch has reached, read while the
+// loop applies events.
+func (l *loop) rvNow() string {
+	l.rvMu.Lock()
+	defer l.rvMu.Unlock()
+	return l.rv
+}
+
+// serverRV returns the server's current resourceVersion for the
+// resource watched: that of a LIST of one item, read from etcd (no
+// resourceVersion: the most recent).
+func (l *loop) serverRV(ctx context.Context) (string, bool) {
+	if l.opt.Raw != "" {
+		return "", false // a raw path: no resource to list
+	}
+	o := l.listOptions()
+	o.Limit = 1
+	obj, err := l.list(ctx, o)
+	if err != nil {
+		return "", false
+	}
+	lm, err := meta.ListAccessor(obj)
+	if err != nil || lm.GetResourceVersion() == "" {
+		return "", false
+	}
+	return lm.GetResourceVersion(), true
 }
 
 // watchdog stops watch w, started at started (on the sink's clock), when no
@@ -685,14 +790,7 @@ func (l *loop) watchOnce(ctx context.Context, reason cause) error {
 // output to move.
 func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-chan struct{}, stalled *atomic.Bool) {
 	clk := l.c.sink.clock
-	tick := clk.NewTicker(max(l.opt.IdleTimeout/8, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C():
-		}
+	l.every(l.opt.IdleTimeout/8, stop, func() bool {
 		idle := func() time.Duration {
 			last := time.Unix(0, l.c.sink.lastActive.Load())
 			if last.Before(started) {
@@ -701,7 +799,7 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 			return clk.Since(last)
 		}
 		if idle() < l.opt.IdleTimeout {
-			continue
+			return false
 		}
 		if tr := l.c.sink.watchdogTrace; tr != nil {
 			tr("judging")
@@ -725,16 +823,17 @@ func (l *loop) watchdog(w watch.Interface, started time.Time, stop, finished <-c
 		if reported {
 			stalled.Store(true)
 			w.Stop()
-			return
+			return true
 		}
 		select {
 		case <-stop:
-			return
+			return true
 		case <-finished:
-			return
+			return true
 		default:
+			return false
 		}
-	}
+	})
 }
 
 // apply updates the loop's state from one event.
@@ -755,7 +854,7 @@ func (l *loop) apply(ctx context.Context, ev watch.Event) error {
 		return nil
 	}
 	if rv := a.GetResourceVersion(); rv != "" {
-		l.rv = rv
+		l.setRV(rv)
 	}
 	k := key(a.GetNamespace(), a.GetName())
 	if l.collecting != nil {

@@ -1023,3 +1023,75 @@ func TestLoopListedSecretsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopQuiet: a watch that asked for bookmarks and hears neither an
+// event nor a bookmark for QuietAfter is said once, as a warning; when it
+// watches from a resourceVersion ahead of the server's current one (an etcd
+// reset: kwatch stream --resource-version 496 against a cluster at 23),
+// the warning says so. A watch that hears bookmarks is not said.
+func TestLoopQuiet(t *testing.T) {
+	stall := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}
+	bookmarks := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		for {
+			fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"500"}}}`+"\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		answer func(http.ResponseWriter, *http.Request)
+		said   bool
+	}{{"silent", stall, true}, {"bookmarks", bookmarks, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := &fakeServer{t: t, list: []string{listBody("23")}, rest: c.answer}
+			srv := httptest.NewServer(fs)
+			defer srv.Close()
+			sink := &collect{}
+			cl, err := Connect(ConnectOptions{ProxyURL: srv.URL}, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = Run(ctx, cl, WatchOptions{Resource: withGVR(configmaps()), Namespace: "default", ResourceVersion: "496", QuietAfter: 300 * time.Millisecond})
+			}()
+			var quiet []*record.Problem
+			deadline := time.Now().Add(30 * time.Second)
+			for len(quiet) == 0 && time.Now().Before(deadline) && (c.said || len(sink.snapshot()) < 30) {
+				time.Sleep(50 * time.Millisecond)
+				quiet = quiet[:0]
+				for _, r := range sink.snapshot() {
+					if p, ok := r.(*record.Problem); ok && p.Kind == KindQuiet {
+						quiet = append(quiet, p)
+					}
+				}
+			}
+			cancel()
+			<-done
+			switch {
+			case !c.said && len(quiet) > 0:
+				t.Errorf("said of a watch that hears bookmarks: %+v", quiet[0])
+			case c.said && len(quiet) != 1:
+				t.Fatalf("%d quiet warnings, want 1: %v", len(quiet), sink.snapshot())
+			case c.said && (!quiet[0].Warning || !strings.Contains(quiet[0].Detail, "it watches from resourceVersion 496, ahead of the server's current 23") ||
+				!strings.Contains(quiet[0].Hint, "etcd was restored or reset")):
+				t.Errorf("warning %+v", quiet[0])
+			}
+		})
+	}
+}

@@ -64,7 +64,8 @@
   }
   function laneTitle(l) {
     var lines = [laneName(l) + "  " + (l.target || l.path || "(request not captured)")];
-    if (l.client) lines.push("client " + l.client + " → " + l.server);
+    if (l.who) lines.push("client " + l.who);
+    if (l.client) lines.push("connection " + l.client + " → " + l.server);
     if (l.ua) lines.push("User-Agent: " + l.ua);
     if (l.reason) lines.push("opened: " + l.reason + (l.after ? " after " + l.after : ""));
     if (l.how) lines.push("ended: " + l.how);
@@ -368,7 +369,8 @@
   var sortBy = { col: -1, dir: 1 };
   var watchCols = [
     ["watch", function (l) { return l.i; }, function (v) { return laneName(D.lanes[v]); }],
-    ["client", function (l) { return l.client; }],
+    ["client", function (l) { return l.who || l.client; }],
+    ["address", function (l) { return l.client; }],
     ["User-Agent", function (l) { return l.ua; }],
     ["resource", function (l) { return l.path; }],
     ["selectors", function (l) { return l.sel; }],

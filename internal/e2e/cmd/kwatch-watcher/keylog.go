@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
 
@@ -31,3 +32,20 @@ func withKeyLog(cfg *rest.Config, w io.Writer) error {
 }
 
 // README: key log snippet ends
+
+// withMaxTLS12 makes cfg's connections TLS 1.2 at most: on the transport
+// withKeyLog made, or on one built from cfg's TLS settings as it does.
+func withMaxTLS12(cfg *rest.Config) error {
+	if t, ok := cfg.Transport.(*http.Transport); ok {
+		t.TLSClientConfig.MaxVersion = tls.VersionTLS12
+		return nil
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil || tlsConfig == nil {
+		return err
+	}
+	tlsConfig.MaxVersion = tls.VersionTLS12
+	cfg.Transport = &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true}
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	return nil
+}

@@ -11,6 +11,8 @@
 //
 //	{"source":"informer"|"watch"|"rewatch","type":"ADDED"|"MODIFIED"|"DELETED","name":…,"resourceVersion":…}
 //
+// -tls12 keeps its connections to TLS 1.2 (the API server offers 1.3).
+//
 // It runs until stdin is closed (or reads EOF), then exits 0. A "rewatch"
 // line on stdin stops the plain Watch and opens it again from now (its
 // events then come as source "rewatch"), and prints "rewatched".
@@ -64,6 +66,7 @@ func main() {
 	server := flag.String("server", "", "connect to `HOST:PORT` instead of the kubeconfig's server, checking its certificate for the kubeconfig server's name (a relay)")
 	pipes := flag.String("pipe-handshakes", "", "first make TLS handshakes with itself over net.Pipe and write their client randoms to `FILE`")
 	flag.DurationVar(&crudEvery, "crud-every", 0, "every `DURATION` once ready, a GET, a LIST, a create and a delete of ConfigMaps (protobuf, on the watches' connection)")
+	tls12 := flag.Bool("tls12", false, "TLS 1.2 at most (tls.Config.MaxVersion), instead of TLS 1.3")
 	flag.Parse()
 	if *pipes != "" {
 		if err := pipeHandshakes(*pipes); err != nil {
@@ -71,13 +74,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *keyLog, *server); err != nil {
+	if err := run(*kubeconfig, *namespace, *waitStdin, *http1, *tls12, *keyLog, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "kwatch-watcher:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server string) error {
+func run(kubeconfig, namespace string, waitStdin, http1, tls12 bool, keyLog, server string) error {
 	if waitStdin {
 		var b [1]byte
 		for b[0] != '\n' {
@@ -111,6 +114,11 @@ func run(kubeconfig, namespace string, waitStdin, http1 bool, keyLog, server str
 		}
 		defer f.Close()
 		if err := withKeyLog(cfg, f); err != nil {
+			return err
+		}
+	}
+	if tls12 {
+		if err := withMaxTLS12(cfg); err != nil {
 			return err
 		}
 	}

@@ -6,9 +6,11 @@
 // the server to DIR/server.keylog.
 //
 // Once every handshake is done on both sides it prints one line per
-// connection, "conn NAME VERSION LOCAL REMOTE EKM" (the client's addresses;
-// VERSION in hex, e.g. 0304; EKM 32 bytes of ExportKeyingMaterial with the
-// label "EXPERIMENTAL kwatch" and no context, in hex), then "ready", and
+// connection, "conn NAME VERSION LOCAL REMOTE EKM CLIENT SERVER" (the
+// client's addresses; VERSION in hex, e.g. 0304; EKM 32 bytes of
+// ExportKeyingMaterial with the label "EXPERIMENTAL kwatch" and no
+// context, in hex; CLIENT and SERVER the addresses of the two ends'
+// crypto/tls.Conns in this process, in hex with 0x), then "ready", and
 // reads commands on stdin,
 // one a line: "rw N" makes each client write N records of one byte (N
 // Writes), the server read them one by one and answer each with two
@@ -17,6 +19,10 @@
 // server's in the sum of the Ns, the client's in and the server's out
 // twice that. Between commands every connection is idle, its server side
 // blocked in Read. It exits at the end of stdin.
+//
+// It builds with every Go release from 1.21 on (pkg/gotls's tests build it
+// with each, outside kwatch's module): no newer language or library
+// feature.
 package main
 
 import (
@@ -31,6 +37,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/kwatch/kwatch/internal/testcert"
 )
@@ -80,9 +87,11 @@ func run(dir string) error {
 	}
 	defer unix.Close()
 
-	handshaken := make(chan error)
+	handshaken := make(chan handshaken)
 	for _, ln := range []net.Listener{tcp, unix} {
-		go func() {
+		// ln passed on: before Go 1.22 a loop's variable is shared by
+		// its iterations.
+		go func(ln net.Listener) {
 			for {
 				c, err := ln.Accept()
 				if err != nil {
@@ -90,7 +99,7 @@ func run(dir string) error {
 				}
 				go serve(tls.Server(c, server), handshaken)
 			}
-		}()
+		}(ln)
 	}
 
 	var conns []conn
@@ -124,8 +133,9 @@ func run(dir string) error {
 		if err := tc.Handshake(); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		if err := <-handshaken; err != nil {
-			return fmt.Errorf("%s: the server: %w", c.name, err)
+		srv := <-handshaken
+		if srv.err != nil {
+			return fmt.Errorf("%s: the server: %w", c.name, srv.err)
 		}
 		if v := tc.ConnectionState().Version; v != c.version {
 			return fmt.Errorf("%s: negotiated %s", c.name, tls.VersionName(v))
@@ -136,7 +146,7 @@ func run(dir string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		fmt.Printf("conn %s %04x %s %s %x\n", c.name, c.version, raw.LocalAddr(), raw.RemoteAddr(), ekm)
+		fmt.Printf("conn %s %04x %s %s %x %#x %#x\n", c.name, c.version, raw.LocalAddr(), raw.RemoteAddr(), ekm, uintptr(unsafe.Pointer(tc)), uintptr(unsafe.Pointer(srv.conn)))
 	}
 	fmt.Println("ready")
 
@@ -151,7 +161,7 @@ func run(dir string) error {
 			return fmt.Errorf("command %q", in.Text())
 		}
 		for _, c := range conns {
-			for range n {
+			for i := 0; i < n; i++ {
 				if _, err := c.client.Write([]byte{'x'}); err != nil {
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
@@ -165,12 +175,18 @@ func run(dir string) error {
 	return in.Err()
 }
 
+// handshaken is what serve tells of its end's handshake.
+type handshaken struct {
+	conn *tls.Conn
+	err  error
+}
+
 // serve handshakes, tells, then answers each byte read with two records of
 // one byte each.
-func serve(c *tls.Conn, handshaken chan<- error) {
+func serve(c *tls.Conn, done chan<- handshaken) {
 	defer c.Close()
 	err := c.Handshake()
-	handshaken <- err
+	done <- handshaken{c, err}
 	if err != nil {
 		return
 	}
@@ -179,7 +195,7 @@ func serve(c *tls.Conn, handshaken chan<- error) {
 		if _, err := c.Read(b[:]); err != nil {
 			return
 		}
-		for range 2 {
+		for i := 0; i < 2; i++ {
 			if _, err := c.Write(b[:]); err != nil {
 				return
 			}
