@@ -22,6 +22,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/attach"
 	"github.com/kwatch/kwatch/pkg/gotls"
 	"github.com/kwatch/kwatch/pkg/live"
+	"github.com/kwatch/kwatch/pkg/merge"
 	"github.com/kwatch/kwatch/pkg/node"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
@@ -42,6 +43,7 @@ type nodeOptions struct {
 	pullPolicy     string
 	runningTimeout time.Duration
 	deadline       time.Duration
+	mergeWindow    time.Duration
 	// pods are the pod/NAME and deploy/NAME arguments (kwatch attach).
 	pods []node.Target
 	// agent: this kwatch runs on a node for another (node.Run), its
@@ -87,8 +89,11 @@ func (o *nodeOptions) addFlags(fs *pflag.FlagSet, attach bool) {
 	fs.StringVar(&o.podNamespace, "pod-namespace", "", "put kwatch's pods in this existing namespace (it must let privileged pods in) instead of kwatch's own, "+node.DefaultNamespace+", made when missing")
 	fs.StringVar(&o.image, "image", "kwatch:"+version, "kwatch's image for the pods on nodes (make image writes it; make image-push IMAGE=REGISTRY/kwatch pushes it)")
 	fs.StringVar(&o.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "the pods' imagePullPolicy: IfNotPresent, Always or Never")
-	fs.Var(durationValue{&o.runningTimeout}, "pod-running-timeout", "how long a pod on a node may take to run, e.g. 2m (default 1m)")
-	fs.Var(durationValue{&o.deadline}, "pod-deadline", "end kwatch's pods after this long whatever becomes of this kwatch (activeDeadlineSeconds), e.g. 8h (default 24h)")
+	o.runningTimeout, o.deadline = node.DefaultRunningTimeout, node.DefaultDeadline
+	fs.Var(durationValue{&o.runningTimeout}, "pod-running-timeout", "how long a pod on a node may take to run, e.g. 2m")
+	o.mergeWindow = merge.DefaultWindow
+	fs.Var(durationValue{&o.mergeWindow}, "merge-window", "how long a node's record waits for earlier records of slower nodes before it is shown, e.g. 5s: longer puts more records in time order, and shows them later")
+	fs.Var(durationValue{&o.deadline}, "pod-deadline", "end kwatch's pods after this long whatever becomes of this kwatch (activeDeadlineSeconds), e.g. 8h")
 	fs.BoolVar(&o.agent, "agent", false, "run for another kwatch: records as JSON Lines on stdout, first a kwatch record, last an exit record; ends when stdin ends")
 	fs.Var(newPortList(&o.skipPorts), "agent-skip-port", "leave out the connections of this port (the kubelet's, which carries this kwatch's own stream)")
 	_ = fs.MarkHidden("agent")
@@ -104,7 +109,7 @@ func (o *nodeOptions) onNodes() bool {
 // kwatch pcap and attach that make no sense on nodes.
 func (o *nodeOptions) validate(cmd *cobra.Command) error {
 	if !o.onNodes() {
-		for _, name := range []string{"pod-namespace", "image", "image-pull-policy", "pod-running-timeout", "pod-deadline"} {
+		for _, name := range []string{"pod-namespace", "image", "image-pull-policy", "pod-running-timeout", "pod-deadline", "merge-window"} {
 			if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
 				return fmt.Errorf("--%s is for a run on nodes: give --node, --all-nodes, --node-selector or pod/NAME", name)
 			}
@@ -116,6 +121,9 @@ func (o *nodeOptions) validate(cmd *cobra.Command) error {
 	}
 	if len(o.nodes) > 0 && (o.allNodes || o.selector != "") {
 		return errors.New("--node names nodes; --all-nodes and --node-selector choose them: give one or the other")
+	}
+	if o.mergeWindow <= 0 || o.runningTimeout <= 0 || o.deadline < time.Second {
+		return errors.New("--merge-window, --pod-running-timeout and --pod-deadline take a positive duration, e.g. 30s")
 	}
 	if _, err := labels.Parse(o.selector); err != nil {
 		return fmt.Errorf("--node-selector: %w", err)
@@ -210,7 +218,7 @@ func (o *nodeOptions) runNodes(ctx context.Context, cancel context.CancelFunc, c
 	opt := node.Options{Client: cs, Exec: node.NewExec(cfg, cs), Nodes: o.nodes, AllNodes: o.allNodes, Selector: o.selector,
 		Pods: o.pods, Command: append(slices.Clone(command), passedArgs(cmd)...), Names: names, Profile: profile,
 		Namespace: o.podNamespace, Own: o.podNamespace == "", Image: o.image, PullPolicy: corev1.PullPolicy(o.pullPolicy),
-		Deadline: o.deadline, RunningTimeout: o.runningTimeout,
+		Deadline: o.deadline, RunningTimeout: o.runningTimeout, Window: o.mergeWindow,
 		Description: fmt.Sprintf("kwatch %s, run from %s by kwatch %s; kwatch node clean deletes it", what, host, version),
 		Notice: func(line string) {
 			if screen != nil {
