@@ -149,11 +149,13 @@ var passed = []string{"port", "client", "server", "exe", "buffer-size", "frames"
 	"max-header-bytes", "max-chunk-line-bytes", "max-trailer-bytes", "max-event-chunks", "max-connections",
 	"max-buffered-pages", "max-buffered-pages-total", "max-buffered-bytes-total", "gap-timeout"}
 
-// passedArgs are the flags of passed that were given, as arguments.
-func passedArgs(cmd *cobra.Command) []string {
+// passedArgs are the flags of passed that were given, as arguments: on
+// kwatch attach, --server is kubectl's (the API server to reach), not
+// kwatch pcap's filter, and stays here.
+func (o *nodeOptions) passedArgs(cmd *cobra.Command) []string {
 	var args []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if !slices.Contains(passed, f.Name) {
+		if !slices.Contains(passed, f.Name) || f.Name == "server" && o.kube.APIServer != nil {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
@@ -216,7 +218,7 @@ func (o *nodeOptions) runNodes(ctx context.Context, cancel context.CancelFunc, c
 	}
 	var screen *topScreen // --top's table, set before the run starts
 	opt := node.Options{Client: cs, Exec: node.NewExec(cfg, cs), Nodes: o.nodes, AllNodes: o.allNodes, Selector: o.selector,
-		Pods: o.pods, Command: append(slices.Clone(command), passedArgs(cmd)...), Names: names, Profile: profile,
+		Pods: o.pods, Command: append(slices.Clone(command), o.passedArgs(cmd)...), Names: names, Profile: profile,
 		Namespace: o.podNamespace, Own: o.podNamespace == "", Image: o.image, PullPolicy: corev1.PullPolicy(o.pullPolicy),
 		Deadline: o.deadline, RunningTimeout: o.runningTimeout, Window: o.mergeWindow,
 		Description: fmt.Sprintf("kwatch %s, run from %s by kwatch %s; kwatch node clean deletes it", what, host, version),
