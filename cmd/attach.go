@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -21,7 +22,7 @@ type attachOptions struct {
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
-	o := &attachOptions{}
+	o := &attachOptions{decode: pcapOptions{attached: true}}
 	c := &cobra.Command{
 		Use:        "attach PID|NAME... | --exe PATH | pod/NAME | deploy/NAME",
 		SuggestFor: []string{"trace", "uprobe"},
@@ -54,20 +55,29 @@ needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
 uprobes. --record writes the packets and the secrets of the connections it
 holds: the file decrypts every connection in it; keep it as you would a key.
 
+Filters keep what is shown: --client NAME (a client process, as each
+connection's process note names it) or ADDR[:PORT], --server: the other
+connections are not decoded; --user-agent TEXT, --resource RESOURCE[.GROUP],
+-n NS: the other watches are not decoded into events, and the summary counts
+what was left out. A watch whose request came before attach is judged by what
+else is seen: its connection's other requests or its client process's name
+(User-Agent), its first event (resource); its namespace is not known.
+
 On a cluster's nodes, from anywhere kubectl works: --node NODE[,NODE...],
 --all-nodes or --node-selector runs kwatch attach in a pod on each node (kwatch's
 image, --image: privileged, in the node's PID and network namespaces) and reads
 its records back through the API server (pods/exec); pod/NAME and deploy/NAME
-(-n NAMESPACE) attach to the Go processes of the pods' containers, on their
-nodes. Every output option works, each connection names its node, the nodes
-merge in time order; the pods are deleted at the end ("kwatch node clean"
-deletes those a killed kwatch left). The kubectl flags (--kubeconfig, --context,
---as, ...) choose the cluster. See docs/nodes.md.
+attach to the Go processes of the pods' containers, on their nodes (-n names
+their namespace, as kubectl's does, and is then no filter). Every output option
+and filter works, each connection names its node, the nodes merge in time
+order; the pods are deleted at the end ("kwatch node clean" deletes those a
+killed kwatch left). The kubectl flags (--kubeconfig, --context, --as, ...)
+choose the cluster. See docs/nodes.md.
 
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
 nothing decoded (no connection of the processes carried HTTP kwatch could
-read).`,
+read), or the filters matched nothing.`,
 		Example: `  # The watches of kube-controller-manager, live
   kwatch attach kube-controller-manager
 
@@ -80,6 +90,10 @@ read).`,
 
   # The same as a live table, one row per watch, sorted by the keys it lists
   kwatch attach kube-apiserver --top
+
+  # The API server's view of one client, or of one resource in one namespace
+  kwatch attach kube-apiserver --user-agent kube-controller-manager
+  kwatch attach kube-apiserver --resource configmaps -n demo --top
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
@@ -98,7 +112,7 @@ read).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			names, err := o.decode.node.targets(args)
+			names, err := o.decode.node.targets(args, &o.decode.filters.namespace)
 			if err == nil {
 				err = o.decode.validate()
 			}
@@ -127,6 +141,7 @@ read).`,
 	o.decode.output.addFlags(fs)
 	fs.BoolVar(&o.decode.allHTTP, "all-http", false, "also list HTTP exchanges that are not watches")
 	o.decode.addDecodeFlags(fs)
+	o.decode.filters.addFlags(fs, true)
 	fs.StringArrayVar(&o.exes, "exe", nil, "attach to every process of this executable, running now or started later (repeatable)")
 	fs.Var(newPortList(&o.ports), "port", "with the /proc fallback, also capture connections to this server port from their first packet (repeatable; 443, 6443, 8443 and the ports the processes use are captured anyway; where the kernel tells connection owners, every connection is captured from its first packet)")
 	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
@@ -156,14 +171,23 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		// The /proc fallback, chosen (docs/attach.md).
 		ProcOwners: getenv(streams, "KWATCH_ATTACH_OWNERS") == "proc"}
 	if o.record != "" {
-		// Read by its owner only: it holds the keys.
-		f, err := os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return &exitError{code: ExitUsage, err: fmt.Errorf("--record: %w", err)}
+		// Opened once attach has its processes: a mistyped PID leaves an
+		// earlier recording as it was.
+		var f *os.File
+		defer func() {
+			if f != nil {
+				f.Close()
+			}
+		}()
+		opt.Record = func() (io.Writer, error) {
+			// Read by its owner only: it holds the keys.
+			var err error
+			if f, err = os.OpenFile(o.record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+				return nil, err
+			}
+			opt.Notice(fmt.Sprintf("%s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them", o.record))
+			return f, nil
 		}
-		defer f.Close()
-		opt.Record = f
-		fmt.Fprintf(streams.ErrOut, "kwatch: %s holds the TLS keys of the connections in it and their bytes as sent (Secrets and bearer tokens included): anyone with the file can read them\n", o.record)
 	}
 	o.decode.file = "attach"
 	o.decode.attached = true

@@ -1366,3 +1366,28 @@ func TestAttachProcOwners(t *testing.T) {
 		return sameWatches(kwatchEvents(t, recs, ns, true), want)
 	})
 }
+
+// TestAttachRecordKeptOnError: a run that cannot attach (no such process,
+// an executable that is not a Go program) leaves an earlier recording as
+// it was, and says nothing of keys it will not write.
+func TestAttachRecordKeptOnError(t *testing.T) {
+	needAttach(t)
+	file := filepath.Join(t.TempDir(), "session.pcapng")
+	before := []byte("an earlier recording")
+	if err := os.WriteFile(file, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"999999999"}, {"--exe", "/bin/sh"}, {"--exe", "kwatch-no-such-program"}} {
+		_, errOut, code := run(t, nil, nil, append([]string{"attach", "--record", file}, args...)...)
+		if code != ExitUsage || strings.Contains(errOut, "holds the TLS keys") {
+			t.Errorf("attach --record %s %v: exit %d\n%s", file, args, code, errOut)
+		}
+		if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, before) {
+			t.Errorf("attach --record %s %v: the file is now %q (%v)", file, args, got, err)
+		}
+		// --exe takes a path; a bare name is a running process's.
+		if want := "kwatch: --exe kwatch-no-such-program: no such file; --exe takes the executable's path, and a running process is named without it (kwatch attach kwatch-no-such-program)\n"; args[len(args)-1] == "kwatch-no-such-program" && errOut != want {
+			t.Errorf("attach --exe kwatch-no-such-program: %q, want %q", errOut, want)
+		}
+	}
+}

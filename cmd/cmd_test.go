@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -704,7 +705,7 @@ func TestPcapNodeCapture(t *testing.T) {
 	// One client: kwatch stream's watch connection, by its port.
 	out, _, code = run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, "--client", "127.0.0.1:54972", "--server", "127.0.0.1:6443", nodeCapture)
 	if code != ExitOK || !strings.HasPrefix(out, "#1 127.0.0.1:54972 -> 127.0.0.1:6443 · client kwatch/dev\n") ||
-		!strings.HasSuffix(out, "summary: 257 packets · 1 TCP connection · 1 TLS decrypted (1 TLS 1.3 TLS_AES_128_GCM_SHA256) · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 1 DELETED, 1 BOOKMARK · 4 DATA frames · 0 problems, 0 warnings\n") {
+		!strings.HasSuffix(out, "summary: 257 packets · 1 TCP connection (9 left out by the filters) · 1 TLS decrypted (1 TLS 1.3 TLS_AES_128_GCM_SHA256) · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 1 DELETED, 1 BOOKMARK · 4 DATA frames · 0 problems, 0 warnings\n") {
 		t.Errorf("--client: exit %d:\n%s", code, out)
 	}
 	// Without the key log, port 6443 decodes nothing: exit 3, said.
@@ -721,5 +722,115 @@ func TestPcapNodeCapture(t *testing.T) {
 		if _, errOut, code := run(t, nil, nil, "pcap", "--client", bad, nodeCapture); code != ExitUsage || !strings.Contains(errOut, "--client: ") {
 			t.Errorf("--client %s: exit %d, stderr %q", bad, code, errOut)
 		}
+	}
+}
+
+// TestPcapFilters: --user-agent, --resource and -n keep a capture's
+// watches by their requests (node-lo.pcap: curl's watch through kubectl
+// proxy, kwatch stream's straight to 6443), the summary counts the others,
+// a filter that keeps none exits 3 saying what it left out, and a filter
+// that cannot match is refused.
+func TestPcapFilters(t *testing.T) {
+	out, errOut, code := run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, "--user-agent", "CURL", nodeCapture)
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "#3 > GET /api/v1/namespaces/nodecap/configmaps?watch=1 HTTP/1.1\n") || strings.Contains(out, "kwatch/dev") ||
+		!strings.Contains(out, " · 1 watch (1 left out by the filters) · 3 events: 1 ADDED, 1 MODIFIED, 1 DELETED · 3 chunks · ") {
+		t.Errorf("--user-agent CURL: exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	recs, _, _ := pcapJSON(t, "--tls-keylog", nodeKeys, "--resource", "configmaps", "-n", "nodecap", "--all-http", nodeCapture)
+	for _, r := range recs {
+		if r["record"] == "request" && !strings.HasPrefix(fmt.Sprint(r["target"]), "/api/v1/namespaces/nodecap/configmaps?") {
+			t.Errorf("--resource configmaps -n nodecap --all-http: a request of %v", r["target"])
+		}
+		if r["record"] == "summary" && fmt.Sprint(r["leftOut"]) != "map[connections:0 exchanges:3 notKnown:0 problems:0 watches:0]" {
+			t.Errorf("--resource configmaps -n nodecap --all-http: leftOut %v", r["leftOut"])
+		}
+	}
+	_, errOut, code = run(t, nil, nil, "pcap", "--tls-keylog", nodeKeys, "--resource", "configmaps", "-n", "other", nodeCapture)
+	if want := "kwatch: no watch matches --resource configmaps -n other: 2 watches left out; their resources: configmaps (2); their namespaces: nodecap (2)\n"; code != ExitNothing || errOut != want {
+		t.Errorf("-n other: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--client", "kube-controller-manager", "kwatch: --client kube-controller-manager: not ADDR or ADDR:PORT; a client process's name works with kwatch attach, which knows each connection's processes\n"},
+		{"--resource", "ConfigMap", `kwatch: --resource "ConfigMap": a resource is named in lowercase`},
+		{"--resource", "configmap", `kwatch: --resource "configmap": resources are plural, as the API's paths name them: configmaps` + "\n"},
+		{"-n", "Demo_1", `kwatch: -n: "Demo_1" is not a namespace name: `},
+	} {
+		_, errOut, code := run(t, nil, nil, "pcap", tc.flag, tc.value, nodeCapture)
+		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("%s %s: exit %d, stderr %q, want %q", tc.flag, tc.value, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestPcapTopFilters: --top's table is after the filters: kwatch pcap
+// --follow --top --user-agent curl on node-lo.pcap has a row for curl's
+// watch alone (3 events), none for kwatch stream's watch that the filter
+// left out, and the summary after the table counts that one as left out.
+func TestPcapTopFilters(t *testing.T) {
+	s := startKwatch(t, "pcap", "--follow", "--top", "--tls-keylog", nodeKeys, "--user-agent", "curl", nodeCapture)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tables := strings.Split(s.out.String(), "\n\n")
+		if line, _, n := topRow(tables[0], "configmaps", "nodecap"); n == 3 {
+			if !strings.Contains(line, "curl/7.88.1") {
+				t.Errorf("the row does not name curl: %q", line)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no table with curl's row:\n%s\nstderr:\n%s", s.out.String(), s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d:\n%s", code, s.errOut.String())
+	}
+	out := s.out.String()
+	if strings.Contains(out, "kwatch/dev") || !strings.Contains(out, " 1 watch · ") || strings.Contains(out, " 2 watches · ") {
+		t.Errorf("a table shows the watch --user-agent curl leaves out:\n%s", out)
+	}
+	if !strings.Contains(out, " · 1 watch (1 left out by the filters) · 3 events: 1 ADDED, 1 MODIFIED, 1 DELETED · ") {
+		t.Errorf("the summary does not count the watch left out:\n%s", out)
+	}
+}
+
+// TestPcapBookmarks: on a capture of curl's watch with two bookmarks
+// (bookmarks-lo.pcap), the readable output says them in one line with
+// their count, --bookmarks shows each on its own line, -o json has a
+// record of each, and the end, health and summary lines count both in
+// every case.
+func TestPcapBookmarks(t *testing.T) {
+	const capture = "../testdata/pcap/bookmarks-lo.pcap"
+	counted := []string{
+		"end: last-chunk · 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · 4 chunks",
+		"health #1: 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · ",
+		" · 2 bookmarks, every 1.224s ",
+		"summary: 18 packets · 1 TCP connection · 1 watch · 4 events: 1 ADDED, 1 MODIFIED, 2 BOOKMARK · ",
+	}
+	folded, _, code := run(t, nil, nil, "pcap", capture)
+	if code != ExitOK || !strings.Contains(folded, "#1   2 BOOKMARKs rv 103 over 1.224s (events 3-4)\n") || strings.Contains(folded, " BOOKMARK  rv ") {
+		t.Errorf("folded: exit %d:\n%s", code, folded)
+	}
+	each, _, code := run(t, nil, nil, "pcap", "--bookmarks", capture)
+	if code != ExitOK || strings.Count(each, " BOOKMARK  rv 103  chunk 0x69 = 105 bytes\n") != 2 || strings.Contains(each, "BOOKMARKs") {
+		t.Errorf("--bookmarks: exit %d:\n%s", code, each)
+	}
+	for _, want := range counted {
+		if !strings.Contains(folded, want) || !strings.Contains(each, want) {
+			t.Errorf("folded or --bookmarks lacks %q:\nfolded:\n%s\n--bookmarks:\n%s", want, folded, each)
+		}
+	}
+	recs, _, _ := pcapJSON(t, capture)
+	bookmarks, health := 0, ""
+	for _, r := range recs {
+		switch {
+		case r["record"] == "event" && r["type"] == "BOOKMARK":
+			bookmarks++
+		case r["record"] == "health" && r["scope"] == "watch":
+			health = fmt.Sprint(r["bookmarks"].(map[string]any)["count"])
+		}
+	}
+	if bookmarks != 2 || health != "2" {
+		t.Errorf("-o json: %d BOOKMARK events, health's bookmarks count %s; want 2 of each", bookmarks, health)
 	}
 }

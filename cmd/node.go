@@ -53,15 +53,14 @@ type nodeOptions struct {
 	skipPorts []uint16
 }
 
-// addFlags adds the node flags to fs; attach adds the namespace of
-// pod/NAME (pcap -i has its own --server, and no pods).
+// addFlags adds the node flags to fs, after the filters' (whose --server
+// and -n stay theirs: the API server is the kubeconfig's, and -n names
+// the namespace of pod/NAME on kwatch attach too, targets).
 func (o *nodeOptions) addFlags(fs *pflag.FlagSet, attach bool) {
 	o.kube = genericclioptions.NewConfigFlags(true)
 	o.kube.CacheDir = nil
-	if !attach {
-		o.kube.APIServer = nil // --server is kwatch pcap's filter
-		o.kube.Namespace = nil
-	}
+	o.kube.APIServer = nil
+	o.kube.Namespace = nil
 	o.kube.AddFlags(fs)
 	for name, usage := range kubeFlagUsage {
 		if f := fs.Lookup(name); f != nil {
@@ -76,8 +75,8 @@ func (o *nodeOptions) addFlags(fs *pflag.FlagSet, attach bool) {
 			f.Usage = usage
 		}
 	}
-	if f := fs.Lookup("namespace"); f != nil {
-		f.Usage = "namespace of pod/NAME and deploy/NAME (default: the kubeconfig context's, or \"default\")"
+	if f := fs.Lookup("namespace"); f != nil && attach {
+		f.Usage += "; with pod/NAME or deploy/NAME, their namespace instead, as kubectl's -n (default: the kubeconfig context's)"
 	}
 	what := "kwatch attach"
 	if !attach {
@@ -145,17 +144,16 @@ func (o *nodeOptions) validate(cmd *cobra.Command) error {
 // each node is given as they were given here: what it decodes and how.
 // The output flags (-o, --color, --diff, --report, --all-http,
 // --show-undecrypted) act here, on the records read back.
-var passed = []string{"port", "client", "server", "exe", "buffer-size", "frames", "show-secrets", "max-event-bytes", "max-inflated-bytes",
+var passed = []string{"port", "client", "server", "user-agent", "resource", "namespace", "exe", "buffer-size", "frames", "show-secrets", "max-event-bytes", "max-inflated-bytes",
 	"max-header-bytes", "max-chunk-line-bytes", "max-trailer-bytes", "max-event-chunks", "max-connections",
 	"max-buffered-pages", "max-buffered-pages-total", "max-buffered-bytes-total", "gap-timeout"}
 
-// passedArgs are the flags of passed that were given, as arguments: on
-// kwatch attach, --server is kubectl's (the API server to reach), not
-// kwatch pcap's filter, and stays here.
+// passedArgs are the flags of passed that were given, as arguments (-n
+// not when it named the namespace of pod/NAME, targets).
 func (o *nodeOptions) passedArgs(cmd *cobra.Command) []string {
 	var args []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if !slices.Contains(passed, f.Name) || f.Name == "server" && o.kube.APIServer != nil {
+		if !slices.Contains(passed, f.Name) || f.Name == "namespace" && len(o.pods) > 0 {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
@@ -170,18 +168,23 @@ func (o *nodeOptions) passedArgs(cmd *cobra.Command) []string {
 }
 
 // targets reads kwatch attach's arguments: pod/NAME and deploy/NAME
-// (in -n's namespace, or the kubeconfig context's) go to o.pods, and
-// the process names and PIDs are returned.
-func (o *nodeOptions) targets(args []string) ([]string, error) {
+// (in the namespace of -n, *namespace, or else the kubeconfig context's)
+// go to o.pods, and the process names and PIDs are returned. With pods,
+// -n is theirs, as kubectl's is, and no filter of the watches: *namespace
+// is emptied.
+func (o *nodeOptions) targets(args []string, namespace *string) ([]string, error) {
 	var names []string
+	ns := *namespace
 	for _, arg := range args {
 		if !strings.Contains(arg, "/") {
 			names = append(names, arg)
 			continue
 		}
-		ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
-		if err != nil {
-			return nil, fmt.Errorf("%s: the namespace: %w", arg, err)
+		if ns == "" {
+			var err error
+			if ns, _, err = o.kube.ToRawKubeConfigLoader().Namespace(); err != nil {
+				return nil, fmt.Errorf("%s: the namespace: %w", arg, err)
+			}
 		}
 		t, _, err := node.ParseTarget(arg, ns)
 		if err != nil {
@@ -191,6 +194,9 @@ func (o *nodeOptions) targets(args []string) ([]string, error) {
 	}
 	if len(o.pods) > 0 && len(names) > 0 && len(o.nodes) == 0 && !o.allNodes && o.selector == "" {
 		return nil, fmt.Errorf("%s: a process named beside pod/NAME needs the nodes to look on (--node, --all-nodes); a pod's processes are attached to on its node", names[0])
+	}
+	if len(o.pods) > 0 {
+		*namespace = "" // the pods', not the watches'
 	}
 	return names, nil
 }

@@ -123,10 +123,11 @@ func TestNodeAttachAPIServer(t *testing.T) {
 }
 
 // TestNodeTop: --top on a run on a node (stdout a pipe: a plain table
-// every second) shows a client-go program's watches of its namespace as
-// rows that name the program and the node, with their events (3 or more:
-// bookmarks are counted too), and ends
-// with the summary on Ctrl-C.
+// every second), with the filters --resource configmaps -n NS, shows a
+// client-go program's watches of NS as rows that name the program and the
+// node, with their events (3 or more: bookmarks are counted too), and no
+// other row; Ctrl-C ends it with the summary, which counts the watches
+// the filters left out.
 func TestNodeTop(t *testing.T) {
 	env := e2e.Cluster(t)
 	nodes := env.Nodes(t)
@@ -134,7 +135,7 @@ func TestNodeTop(t *testing.T) {
 	podNS := podNamespace(t, env)
 	bin := buildWatcher(t)
 	ns := env.Namespace(t)
-	s := startKwatch(t, onNodes(env, ref, podNS, "attach", "--node", nodes[0].Name, "kube-apiserver", "--top")...)
+	s := startKwatch(t, onNodes(env, ref, podNS, "attach", "--node", nodes[0].Name, "kube-apiserver", "--top", "--resource", "configmaps", "-n", ns)...)
 	waitText(t, "kwatch attached on the node", s.errOut, "node "+nodes[0].Name+": attached to kube-apiserver (pid ")
 	w := startWatcher(t, env, bin, ns)
 	churn(t, env, ns, "top")
@@ -146,9 +147,16 @@ func TestNodeTop(t *testing.T) {
 		last := tables[max(len(tables)-2, 0)]
 		rows := 0
 		for _, l := range strings.Split(last, "\n") {
+			if !strings.HasPrefix(l, "#") {
+				continue // the table's time, header and footer
+			}
 			// Events, bookmarks counted: the informer's watch-list has
 			// its initial-events-end bookmark besides the 3 changes.
-			if m := row.FindStringSubmatch(l); m != nil && atoi(m[1]) >= 3 {
+			m := row.FindStringSubmatch(l)
+			switch {
+			case m == nil:
+				t.Errorf("a row the filters leave out (--resource configmaps -n %s): %q", ns, l)
+			case atoi(m[1]) >= 3:
 				rows++
 				if !strings.Contains(l, "kwatch-watcher/") || !strings.Contains(l, "node "+nodes[0].Name) {
 					t.Errorf("the row does not name the program and its node: %q", l)
@@ -167,8 +175,8 @@ func TestNodeTop(t *testing.T) {
 	if code := stopNodes(t, s); code != ExitOK && code != ExitProblems {
 		t.Errorf("exit %d:\n%s", code, s.errOut.String())
 	}
-	if got := s.out.String(); !regexp.MustCompile(`(?m)^summary: 1 node · `).MatchString(got) || strings.Contains(got, " ADDED ") {
-		t.Errorf("want tables, then the summary of 1 node, and no event line:\n%s", got)
+	if got := s.out.String(); !regexp.MustCompile(`(?m)^summary: 1 node · .* watches \(\d+ left out by the filters\)`).MatchString(got) || strings.Contains(got, " ADDED ") {
+		t.Errorf("want tables, then the summary of 1 node counting the watches the filters left out, and no event line:\n%s", got)
 	}
 	if left := kwatchPods(t, env.Clientset(t), podNS); len(left) > 0 {
 		t.Errorf("kwatch pods left: %v", left)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/diff"
 	"github.com/kwatch/kwatch/pkg/event"
+	"github.com/kwatch/kwatch/pkg/filter"
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/inflate"
 	"github.com/kwatch/kwatch/pkg/printer"
@@ -38,6 +39,12 @@ type outputOptions struct {
 	Report      string
 	ReportTitle string
 	report      *report.Report
+	// Bookmarks is --bookmarks: each BOOKMARK on its own line.
+	Bookmarks bool
+	// Filter is what kwatch pcap and attach show (--user-agent,
+	// --resource, -n); stage drops the rest once sink made it.
+	Filter filter.Options
+	stage  *filter.Stage
 	// Top is --top (kwatch attach, kwatch pcap -i and --follow): the
 	// live table stands in for the lines; table is it once sink made it,
 	// and gate the writer in front of stdout that drops the printer's
@@ -55,6 +62,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", false, "show the data of Secrets instead of REDACTED")
 	fs.BoolVar(&o.Diff, "diff", false, "show what changed in each MODIFIED and DELETED event against the object's previous version (JSON: an RFC 7386 merge patch in \"diff\")")
 	fs.BoolVar(&o.DiffAll, "diff-all", false, "with --diff, also show metadata.managedFields, resourceVersion and generation")
+	fs.BoolVar(&o.Bookmarks, "bookmarks", false, "show each BOOKMARK event on a line of its own (by default a watch's bookmarks are said in one line per 5 minutes, \"12 BOOKMARKs rv 2351→2410 over 4m58s\"; -o json has each)")
 	fs.StringVar(&o.Report, "report", "", "also write an HTML report to this file at the end (and on Ctrl-C): a timeline of every watch, the bytes of every event, who watches what, health; one self-contained file")
 	fs.Var(newByteSize(&o.MaxEventBytes, event.DefaultMaxEventBytes, math.MaxInt64), "max-event-bytes", "largest watch event decoded, in bytes or as a quantity (e.g. 64Mi); larger ones are reported and skipped")
 	fs.Var(newByteSize(&o.MaxInflatedBytes, inflate.DefaultMaxMemberBytes, math.MaxInt64), "max-inflated-bytes", "most bytes one gzip member of a compressed body may inflate to (e.g. 256Mi); past it the member is reported as a gzip bomb and skipped")
@@ -125,8 +133,10 @@ func useColor(mode string, streams IOStreams) bool {
 	return streams.OutTTY
 }
 
-// sink wraps the printer in the record stages the flags ask for: the
-// watches of each client linked (pkg/rewatch, captures only), --diff,
+// sink wraps the printer in the record stages the flags ask for: first
+// the filters (--user-agent, --resource, -n: pkg/filter), so that every
+// stage after them, --top's table included, sees what they keep only;
+// the watches of each client linked (pkg/rewatch, captures only), --diff,
 // then the watch health that is always printed, and --top's table after
 // it (it shows health's judgment of each watch). perConn is set for
 // captures: it links the watches of each client, and keeps --diff's
@@ -158,6 +168,12 @@ func (o *outputOptions) sink(p printer.Printer, perConn bool) record.Sink {
 		// stream's own are by its loop.
 		s = rewatch.New(s)
 	}
+	if o.Filter.Active() {
+		// First: what it leaves out is not linked, diffed, judged nor
+		// reported.
+		o.stage = filter.New(s, o.Filter)
+		s = o.stage
+	}
 	return s
 }
 
@@ -183,7 +199,8 @@ func (o *outputOptions) printer(streams IOStreams, allHTTP bool) printer.Printer
 
 // printerWith is printer with options a command adds (set).
 func (o *outputOptions) printerWith(streams IOStreams, set func(*printer.Options)) printer.Printer {
-	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY}
+	opt := printer.Options{Color: useColor(o.Color, streams), Wire: o.Wire, Terminal: streams.OutTTY, Bookmarks: o.Bookmarks,
+		Filtered: o.Filter.Active()}
 	set(&opt)
 	out := streams.Out
 	if o.Top {

@@ -29,16 +29,16 @@ import (
 const progressMinBytes = 16 << 20
 
 type pcapOptions struct {
-	output         outputOptions
-	port           int
-	client, server string
-	// clientEnd and serverEnd are --client and --server, parsed.
-	clientEnd, serverEnd pcap.Endpoint
-	showUndecrypted      bool
+	output outputOptions
+	port   int
+	// filters are --client, --server, --user-agent, --resource and -n.
+	filters         filterOptions
+	showUndecrypted bool
 	// bufferKiB is --buffer-size: a live capture's ring, in KiB.
 	bufferKiB int
 	// attached: the run is kwatch attach's (its messages speak of the
-	// processes, not of a capture and key logs).
+	// processes, not of a capture and key logs; --client takes a process
+	// name too).
 	attached           bool
 	allHTTP            bool
 	maxHeaderBytes     int
@@ -79,10 +79,15 @@ decrypted bytes are decoded as HTTP/1.1 or HTTP/2.
 TLS connections that cannot be decrypted (no key for them) are counted in one
 line before the summary, not shown one by one; --show-undecrypted lists each.
 
+Filters keep what is shown: --port, --client, --server: the other connections
+are not decoded; --user-agent, --resource, -n: the other watches are not
+decoded into events; the summary counts what they left out.
+
 Exit status: 0 decoded without problems, 1 decoded with problems or warnings,
 2 unusable input or flags, 3 nothing decoded (no connection carried HTTP kwatch
-could read, or --port, --client, --server matched none), 130 interrupted by
-Ctrl-C (with --follow or -i, Ctrl-C is how it ends: 0, 1 or 3).
+could read, or --port, --client, --server matched none, or --user-agent,
+--resource, -n matched no watch), 130 interrupted by Ctrl-C (with --follow or
+-i, Ctrl-C is how it ends: 0, 1 or 3).
 
 -i IFACE captures live instead, as tcpdump -i does ("any": every interface),
 in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
@@ -123,6 +128,10 @@ time order, each connection naming its node. See docs/nodes.md.`,
 
   # A node's capture of port 6443: one client's connections only
   kwatch pcap --tls-keylog keys.log --client 10.0.0.7 --server 10.0.0.2:6443 node.pcap
+
+  # The watches of kubectl only; of the ConfigMaps of namespace demo only
+  kwatch pcap --tls-keylog keys.log --user-agent kubectl node.pcap
+  kwatch pcap --tls-keylog keys.log --resource configmaps -n demo node.pcap
 
   # Show the framing bytes of each chunk, and also the non-watch requests
   kwatch pcap --wire --all-http watch.pcap
@@ -167,8 +176,7 @@ time order, each connection naming its node. See docs/nodes.md.`,
 	fs := c.Flags()
 	o.output.addFlags(fs)
 	fs.IntVar(&o.port, "port", 0, "only connections with this TCP port on either side (default: all)")
-	fs.StringVar(&o.client, "client", "", "only connections whose client is ADDR or ADDR:PORT (e.g. 10.0.0.7, [::1]:50312)")
-	fs.StringVar(&o.server, "server", "", "only connections whose server is ADDR or ADDR:PORT (e.g. 10.0.0.2:6443)")
+	o.filters.addFlags(fs, false)
 	fs.BoolVar(&o.showUndecrypted, "show-undecrypted", false, "list every TLS connection that could not be decrypted, with why (default: counted in one line before the summary)")
 	fs.IntVarP(&o.bufferKiB, "buffer-size", "B", live.DefaultRingBytes>>10, "with -i: the capture's ring in the kernel, in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVarP(&o.iface, "interface", "i", "", `capture live on this interface ("any": all) instead of reading a file; needs root or CAP_NET_RAW`)
@@ -214,19 +222,10 @@ func (o *pcapOptions) validate() error {
 	if min := live.MinRingBytes >> 10; o.bufferKiB < min || o.bufferKiB > 4<<20 {
 		return fmt.Errorf("--buffer-size is in KiB, between %d and %d (4 GiB), not %d", min, 4<<20, o.bufferKiB)
 	}
-	for _, f := range []struct {
-		name, v string
-		e       *pcap.Endpoint
-	}{{"--client", o.client, &o.clientEnd}, {"--server", o.server, &o.serverEnd}} {
-		if f.v == "" {
-			continue
-		}
-		e, err := pcap.ParseEndpoint(f.v)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
-		}
-		*f.e = e
+	if err := o.filters.validate(o.attached); err != nil {
+		return err
 	}
+	o.output.Filter = o.filters.watches
 	if o.iface != "" && o.follow {
 		return fmt.Errorf("-i captures live; --follow is for a capture file that grows")
 	}
@@ -300,7 +299,7 @@ func (o *pcapOptions) printer(streams IOStreams) printer.Printer {
 
 // readOptions are pcap.Options from the flags, with keys.
 func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
-	return pcap.Options{
+	opt := pcap.Options{
 		Keys: keys,
 		// Keys may come after the connections that need them only
 		// while the capture is live: a key log and a capture being
@@ -308,8 +307,6 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 		WaitForKeys:        o.live(),
 		Name:               o.file,
 		Port:               uint16(o.port),
-		Client:             o.clientEnd,
-		Server:             o.serverEnd,
 		MaxConnections:     o.maxConnections,
 		MaxBufferedPerConn: o.bufferedPages,
 		MaxBufferedTotal:   o.bufferedTotal,
@@ -326,6 +323,8 @@ func (o *pcapOptions) readOptions(keys *keylog.Log) pcap.Options {
 			HTTP2Frames: o.output.Frames,
 		},
 	}
+	o.filters.apply(&opt)
+	return opt
 }
 
 // live says that the capture is read as it is written (stdin, --follow,
@@ -342,8 +341,8 @@ func (o *pcapOptions) runInterface(ctx context.Context, streams IOStreams, cance
 	var f live.Filter
 	if o.port != 0 {
 		f.Ports = []uint16{uint16(o.port)}
-	} else if o.serverEnd.Port != 0 {
-		f.Ports = []uint16{o.serverEnd.Port}
+	} else if o.filters.serverEnd.Port != 0 {
+		f.Ports = []uint16{o.filters.serverEnd.Port}
 	}
 	c, err := live.Open(live.Options{Interface: o.iface, Filter: f, RingBytes: o.bufferKiB << 10})
 	if err != nil {
@@ -493,6 +492,12 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 	if msg := stats.Unmatched(opt); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
+	}
+	if st := o.output.stage; st != nil && p.Tally().Watches == 0 {
+		if msg := st.Unmatched(); msg != "" {
+			fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
+			return &exitError{code: ExitNothing}
+		}
 	}
 	from := printer.FromCapture
 	if o.attached {

@@ -106,13 +106,16 @@ func newRootCommand(streams IOStreams, prof *profiling) *cobra.Command {
 		Long: `kwatch shows Kubernetes watch traffic as it really travels: every watch event
 (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with the HTTP/1.1 chunk(s) or HTTP/2
 DATA frames it arrived in (inflated from gzip, decrypted from TLS with a key
-log), decoded from a packet capture or from a live watch.
+log), decoded from a packet capture (kwatch pcap), from a list-watch of its
+own (kwatch stream), or from a running Go program's connections (kwatch
+attach: its TLS secrets or state taken from the program itself, the
+clients of an attached API server named).
 
 Beyond the wire: a health line for every watch (resourceVersion order, first
 event, quiet gaps, bookmark intervals, chunk sizes, framing bytes, restarts),
---diff to see what each MODIFIED event changed, "kwatch stream --record" to
-save a live session as a pcap, and "kwatch pcap --follow" for a capture that
-tcpdump is still writing.`,
+--diff to see what each MODIFIED event changed, --top for a live table of the
+watches, "kwatch stream --record" to save a live session as a pcap, and
+"kwatch pcap --follow" for a capture that tcpdump is still writing.`,
 		Example: `  # Decode the watch events in a capture, with their chunk sizes
   kwatch pcap testdata/captures/watch-lo.pcap
 

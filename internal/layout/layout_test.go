@@ -85,6 +85,9 @@ func TestImports(t *testing.T) {
 		{pkg: "node", forbidden: append([]string{"wire", "pcap", "attach", "live", "gotls", "watchclient", "health", "diff", "report"}, followers...),
 			required: []string{"printer", "merge"}},
 		{pkg: "merge", forbidden: append([]string{"wire", "pcap", "printer", "node"}, followers...)},
+		// The filters judge records, as the sinks do; the followers ask
+		// them through exchange.Limits.Omit, never by importing them.
+		{pkg: "filter", forbidden: append([]string{"wire", "pcap", "watchclient", "exchange"}, followers...)},
 	} {
 		t.Run(tc.pkg, func(t *testing.T) {
 			got := imports(t, tc.pkg)
@@ -107,16 +110,17 @@ func TestImports(t *testing.T) {
 // wording changes.
 var textFields = []string{"Message", "Reason", "How", "Detail", "Hint", "BodyText"}
 
-// TestSinksDecideByKind: pkg/report, pkg/health, pkg/rewatch, pkg/top and pkg/who never match record
-// text: no strings.HasPrefix, HasSuffix, Contains, Cut or Index on one of
-// textFields, and no comparison of one with a string literal.
+// TestSinksDecideByKind: pkg/report, pkg/health, pkg/rewatch, pkg/top,
+// pkg/who and pkg/filter never match record text: no strings.HasPrefix,
+// HasSuffix, Contains, Cut or Index on one of textFields, and no
+// comparison of one with a string literal.
 func TestSinksDecideByKind(t *testing.T) {
 	matchers := []string{"HasPrefix", "HasSuffix", "Contains", "Cut", "Index", "EqualFold"}
 	isText := func(e ast.Expr) bool {
 		sel, ok := e.(*ast.SelectorExpr)
 		return ok && slices.Contains(textFields, sel.Sel.Name)
 	}
-	for _, name := range []string{"report", "health", "rewatch", "top", "who"} {
+	for _, name := range []string{"report", "health", "rewatch", "top", "who", "filter"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", "pkg", name, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -62,10 +64,13 @@ type Options struct {
 	// Read tunes the decoding (its Keys, WaitForKeys, Name and Owner are
 	// set by Run).
 	Read pcap.Options
-	// Record, when set, receives a pcapng of the packets captured and
-	// the secrets taken (Decryption Secrets Blocks), so that TShark,
-	// Wireshark and kwatch pcap decrypt it with no key log.
-	Record io.Writer
+	// Record, when set, gives the writer that receives a pcapng of the
+	// packets captured and the secrets taken (Decryption Secrets Blocks),
+	// so that TShark, Wireshark and kwatch pcap decrypt it with no key
+	// log. It is called once, after the processes are attached to and
+	// their captures open, so that a run that cannot attach leaves an
+	// existing file as it was; its error ends Run.
+	Record func() (io.Writer, error)
 	// Notice, when set, is told what attach does and meets, one line at a
 	// time, without a trailing newline: processes attached and exited.
 	Notice func(line string)
@@ -203,6 +208,12 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	}
 	procs = kept
 	for _, exe := range opt.Exes {
+		if _, err := os.Stat(exe); errors.Is(err, fs.ErrNotExist) && !strings.Contains(exe, "/") {
+			if path, err := exec.LookPath(exe); err == nil {
+				return nil, fmt.Errorf("--exe %s: no such file here; --exe takes the executable's path (the one on PATH: --exe %s), and a running process is named without it (kwatch attach %s)", exe, path, exe)
+			}
+			return nil, fmt.Errorf("--exe %s: no such file; --exe takes the executable's path, and a running process is named without it (kwatch attach %s)", exe, exe)
+		}
 		if _, err := gotls.Find(exe); err != nil {
 			return nil, err
 		}
@@ -280,7 +291,11 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	a.merged = live.Merge(a.captures()...)
 	var src live.Source = &tracked{a: a, src: a.merged}
 	if opt.Record != nil {
-		w, err := pcapwriter.NewNgPackets(opt.Record, layers.LinkTypeRaw, live.SnapLen)
+		out, err := opt.Record()
+		if err != nil {
+			return nil, fmt.Errorf("--record: %w", err)
+		}
+		w, err := pcapwriter.NewNgPackets(out, layers.LinkTypeRaw, live.SnapLen)
 		if err != nil {
 			return nil, fmt.Errorf("--record: %w", err)
 		}

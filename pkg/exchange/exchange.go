@@ -111,6 +111,13 @@ type Limits struct {
 	// Locate, if set, is called on every Problem before it is emitted, to
 	// add where the bytes came from (capture file and packet number).
 	Locate func(*record.Problem)
+	// Omit, if set, says whether the filters leave out the exchange a
+	// request opens (kwatch's --user-agent, --resource, -n: filter.Options
+	// Omit). The follower asks it once the request is decoded and marks
+	// the request (record.Request.Omitted): its response body is then not
+	// framed into events, only its carriers counted; its records are
+	// still emitted, for the filter's record stage to drop and count.
+	Omit func(*record.Request) bool
 }
 
 // Events returns the bounds of a watch body's events (carrier.Options).

@@ -7,7 +7,6 @@ package gotls
 import (
 	"bytes"
 	"debug/elf"
-	"debug/gosym"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -46,7 +45,8 @@ const (
 	// BySymbolTable: in the ELF symbol table (.symtab, or .dynsym).
 	BySymbolTable Method = iota + 1
 	// ByPclntab: in Go's function table (.gopclntab, or the bytes that
-	// hold it when the section headers are gone), read with debug/gosym.
+	// hold it when the section headers are gone), walked as the runtime
+	// does (Go 1.2 on).
 	ByPclntab
 )
 
@@ -85,7 +85,7 @@ type Location struct {
 // Find returns where FuncName is in the ELF executable at path (an ordinary
 // file or /proc/PID/exe). It looks in the symbol tables first (.symtab, then
 // .dynsym); a stripped program has neither, so it then reads Go's function
-// table (.gopclntab) with debug/gosym, taking the start of the text
+// table (.gopclntab), walked as the runtime does, taking the start of the text
 // (runtime.text), against which that table's entries are stored, from the
 // module data (findModule: the .go.module section, or the word that points
 // at the function table; see pclnText). Position-independent and
@@ -121,24 +121,28 @@ func findFuncs(path string, names ...string) (locs []Location, err error) {
 
 // findFuncsIn is findFuncs on the file f, mapped.
 func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error) {
-	var magic [4]byte
-	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
-		return nil, fmt.Errorf("%s: %w", path, ErrNotELF)
-	}
-	ef, err := elf.NewFile(f)
+	ef, err := openELF(path, f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+		return nil, err
 	}
 	loc := Location{Path: path}
 	img := mappedImage(ef, f)
 	loc.GoVersion = goVersion(f, img)
-	syms := symbols(ef)
+	const main = "runtime.main"
+	want := map[string]bool{main: true}
+	longest := len(main)
+	for _, n := range names {
+		want[n] = true
+		longest = max(longest, len(n))
+	}
+	keep := func(name []byte) bool { return want[string(name)] }
+	syms := symbolsOf(img, longest, true, keep)
 	found := true
 	for _, name := range names {
 		_, ok := syms[name]
 		found = found && ok
 	}
-	_, hasMain := syms["runtime.main"]
+	_, hasMain := syms[main]
 	var tab *pclntab
 	var tabErr error
 	if !found {
@@ -161,11 +165,7 @@ func findFuncsIn(path string, f *mappedFile, names []string) ([]Location, error)
 		// table cannot be found: without it nothing can be looked up.
 		return nil, fmt.Errorf("%s: no Go function table (.gopclntab) found, and no %s in a symbol table", path, names[0])
 	default:
-		want := map[string]bool{}
-		for _, n := range names {
-			want[n] = true
-		}
-		if funcs, err = pclnFuncs(img, tab, func(name []byte) bool { return want[string(name)] }); err != nil {
+		if funcs, err = pclnFuncs(img, tab, longest, keep); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -209,24 +209,6 @@ func archOf(ef *elf.File) string {
 	return ""
 }
 
-// symbols returns the defined functions of .symtab and .dynsym by name, with
-// their addresses; empty for a stripped file.
-func symbols(ef *elf.File) map[string]uint64 {
-	m := map[string]uint64{}
-	add := func(syms []elf.Symbol, _ error) {
-		for _, s := range syms {
-			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
-				if _, ok := m[s.Name]; !ok {
-					m[s.Name] = s.Value
-				}
-			}
-		}
-	}
-	add(ef.Symbols())
-	add(ef.DynamicSymbols())
-	return m
-}
-
 // fileOffset converts a virtual address as linked into its offset in the
 // file, through the executable PT_LOAD segment that holds it.
 func fileOffset(ef *elf.File, addr uint64) (uint64, error) {
@@ -262,6 +244,10 @@ func (b *readBudget) take(n uint64) bool {
 // errTooMuch is findPclntab's error when the budget runs out.
 var errTooMuch = errors.New("its segments and sections overlap over and over (more bytes than the file's size many times over): not a program the linker made")
 
+// errTooManyTables is findPclntab's error when the function tables it
+// walks looking for the one that names runtime.main spend the budget.
+var errTooManyTables = errors.New("one Go function table header after another in its segments, each claiming the rest of its segment (more functions to walk than the file's size many times over): not a program the linker made")
+
 // pclntab is a Go function table found in a file: its bytes from its header
 // on and its virtual address.
 type pclntab struct {
@@ -270,13 +256,15 @@ type pclntab struct {
 }
 
 // Magic numbers of the pclntab header, by the Go release that introduced
-// them (internal/abi/symtab.go, debug/gosym/pclntab.go), little-endian.
+// them (internal/abi/symtab.go; go1.16's and go1.2's in
+// debug/gosym/pclntab.go), little-endian.
 var pclnMagics = []uint32{0xfffffff1 /* 1.20 */, 0xfffffff0 /* 1.18 */, 0xfffffffa /* 1.16 */, 0xfffffffb /* 1.2 */}
 
 // findPclntab returns the file's Go function table: the .gopclntab section,
 // or, when there is none (no section headers, or a linker that put the
 // table inside another section), the first place in a PT_LOAD segment that
-// starts with a pclntab header debug/gosym can read. nil if there is none.
+// starts with a pclntab header that layout accepts, of a table that names
+// runtime.main. nil if there is none.
 func findPclntab(img *image) (*pclntab, error) {
 	if s := img.ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
 		if !img.budget.take(s.Size) {
@@ -310,7 +298,10 @@ func findPclntab(img *image) (*pclntab, error) {
 					break
 				}
 				i += j
-				if t := (&pclntab{data: data[i:], addr: p.Vaddr + uint64(i)}); t.valid() {
+				t := &pclntab{data: data[i:], addr: p.Vaddr + uint64(i)}
+				if ok, err := t.valid(img.budget); err != nil {
+					return nil, err
+				} else if ok {
 					return t, nil
 				}
 				i++
@@ -321,108 +312,127 @@ func findPclntab(img *image) (*pclntab, error) {
 }
 
 // valid reports whether t reads as a Go function table that holds
-// runtime.main (whatever the text start: valid only looks at names).
-func (t *pclntab) valid() bool {
-	if len(t.data) < 16 || (t.data[6] != 1 && t.data[6] != 2 && t.data[6] != 4) || t.data[7] != 8 {
-		return false
+// runtime.main (whatever the text start: valid only looks at names). The
+// walk counts against budget, as a crafted segment may hold a sane header
+// every few bytes, each naming the rest of the segment its functions
+// (errTooManyTables when it is spent).
+func (t *pclntab) valid(budget *readBudget) (bool, error) {
+	l, ok := t.layout()
+	if !ok {
+		return false, nil
 	}
-	_, ok := t.funcs(0, func(name []byte) bool { return string(name) == "runtime.main" })["runtime.main"]
-	return ok
+	if !budget.take(l.nfunc * (2*l.field + l.nameField + 4)) {
+		return false, errTooManyTables
+	}
+	const main = "runtime.main"
+	_, ok = t.funcs(0, len(main), func(name []byte) bool { return string(name) == main })[main]
+	return ok, nil
 }
 
-// funcs returns the entries, by name, of the functions of t whose names
-// keep accepts, computed from text (runtime.text); none when t's header is
-// not one sane accepts. For the tables of Go 1.18 on (magic 0xfffffff0 and
-// 0xfffffff1) it walks the function table itself, as the runtime does
-// (runtime/symtab.go: pcHeader, functab, _func.nameOff): debug/gosym builds
-// a Func and a Sym of every function first (about 50 MB for
-// kube-apiserver's hundred thousand, each time), where kwatch wants a
-// handful. Older tables go through debug/gosym.
-func (t *pclntab) funcs(text uint64, keep func(name []byte) bool) map[string]uint64 {
-	out := map[string]uint64{}
-	if !t.sane() {
-		return out
-	}
-	d := t.data
-	le := binary.LittleEndian
-	word := func(i int) uint64 { return le.Uint64(d[8+8*i:]) }
-	switch le.Uint32(d) {
-	case 0xfffffff1, 0xfffffff0:
-	default:
-		tab, err := gosym.NewTable(nil, gosym.NewLineTable(d, text))
-		if err != nil {
-			return out
-		}
-		for _, fn := range tab.Funcs {
-			if keep([]byte(fn.Name)) {
-				out[fn.Name] = fn.Entry
-			}
-		}
-		return out
-	}
-	// pcHeader: nfunc, nfiles, textStart, then the offsets of funcnametab,
-	// cutab, filetab, pctab and pclntable (whose start is functab's);
-	// sane checked each against the data, and nfunc against functab.
-	nfunc, names, namesEnd, functab := word(0), word(3), word(4), word(7)
-	if names > namesEnd {
-		return out
-	}
-	for i := range nfunc {
-		e := functab + 8*i // functab{entryoff, funcoff uint32}
-		entryOff, funcOff := uint64(le.Uint32(d[e:])), uint64(le.Uint32(d[e+4:]))
-		f := functab + funcOff // _func{entryOff uint32, nameOff int32, ...}
-		if f < functab || f+8 > uint64(len(d)) {
-			continue
-		}
-		nameOff := int64(int32(le.Uint32(d[f+4:])))
-		if nameOff < 0 || uint64(nameOff) >= namesEnd-names {
-			continue
-		}
-		name := d[names+uint64(nameOff) : namesEnd]
-		if n := bytes.IndexByte(name, 0); n >= 0 {
-			name = name[:n]
-		}
-		if keep(name) {
-			out[string(name)] = text + entryOff
-		}
-	}
-	return out
+// pclnLayout is where a function table keeps what funcs reads, as offsets
+// in its data: its functab (nfunc pairs of fields of field bytes, an
+// entry and the offset of the function's _func from funcdata, then the
+// end's entry), the offset of _func.nameOff (an int32 from names), the
+// name table, and whether entries are offsets from runtime.text.
+type pclnLayout struct {
+	nfunc, functab, field, funcdata, nameField, names, namesEnd uint64
+	relative                                                    bool
 }
 
-// sane reports whether the table's header is that of a 64-bit
-// little-endian Go 1.2-1.26 table (pclnMagics) whose function table, as
-// its count and offset say, lies within the data. debug/gosym does not
-// check this before it trusts the count: it sets the table's version
-// first, recovers from the out-of-range slice, and then allocates a Func
-// for each of the functions the header claims (four bytes changed in a
-// real program's header made it ask for 200 GB and die, FuzzFindPatched).
-// With the count bounded so, what gosym allocates is bounded by the data.
-func (t *pclntab) sane() bool {
+// layout returns where t keeps its functions, when its header is that of
+// a 64-bit little-endian Go 1.2-1.27 table (pclnMagics) whose function
+// table, as its count and offset say, and name table lie within the data
+// (runtime/symtab.go's pcHeader, functab and _func of go1.18 on;
+// cmd/link/internal/ld/pcln.go of go1.16 and go1.2, as debug/gosym reads
+// them).
+func (t *pclntab) layout() (pclnLayout, bool) {
 	d := t.data
 	if len(d) < 8+8*8 || d[4] != 0 || d[5] != 0 || (d[6] != 1 && d[6] != 2 && d[6] != 4) || d[7] != 8 {
-		return false
+		return pclnLayout{}, false
 	}
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(d[8+8*i:]) }
 	n := uint64(len(d))
-	var nfunc, functab, field uint64
-	offsets := []int{}
+	var l pclnLayout
+	var offsets []int
 	switch binary.LittleEndian.Uint32(d) {
 	case 0xfffffff1, 0xfffffff0: // Go 1.20, 1.18: nfunc, nfiles, textStart, then the offsets of funcname, cu, file, pc and func tables
-		nfunc, functab, field, offsets = word(0), word(7), 4, []int{3, 4, 5, 6, 7}
+		l = pclnLayout{nfunc: word(0), functab: word(7), field: 4, funcdata: word(7), nameField: 4, names: word(3), namesEnd: word(4), relative: true}
+		offsets = []int{3, 4, 5, 6, 7}
 	case 0xfffffffa: // Go 1.16: nfunc, nfiles, then the offsets
-		nfunc, functab, field, offsets = word(0), word(6), 8, []int{2, 3, 4, 5, 6}
-	case 0xfffffffb: // Go 1.2: nfunc, then the function table
-		nfunc, functab, field = word(0), 16, 8
+		l = pclnLayout{nfunc: word(0), functab: word(6), field: 8, funcdata: word(6), nameField: 8, names: word(2), namesEnd: word(3)}
+		offsets = []int{2, 3, 4, 5, 6}
+	case 0xfffffffb: // Go 1.2: nfunc, then the function table; offsets from the table's start
+		l = pclnLayout{nfunc: word(0), functab: 16, field: 8, nameField: 8, namesEnd: n}
 	default:
-		return false
+		return pclnLayout{}, false
 	}
 	for _, i := range offsets {
 		if word(i) > n {
-			return false
+			return pclnLayout{}, false
 		}
 	}
+	if l.namesEnd < l.names {
+		l.namesEnd = n // tables in another order: names run to the end at most
+	}
 	// The function table holds 2*nfunc+1 fields.
-	return functab <= n && (n-functab)/field >= 1 && nfunc <= ((n-functab)/field-1)/2
+	if l.functab > n || (n-l.functab)/l.field < 1 || l.nfunc > ((n-l.functab)/l.field-1)/2 {
+		return pclnLayout{}, false
+	}
+	return l, true
+}
+
+// funcs returns the entries, by name, of the functions of t whose names
+// keep accepts, computed from text (runtime.text) where entries are
+// offsets from it (Go 1.18 on); none when t's header is not one layout
+// accepts. keep is asked only of names of at most maxName bytes: a
+// longer name is none kwatch looks for, and is not read to its end (a
+// name table with no NUL in it had each of a hundred thousand names read
+// to the table's end, minutes for a patched kubectl). It walks the
+// function table as the runtime does (runtime/symtab.go: pcHeader,
+// functab, _func.nameOff), each read checked against the data, which is
+// a mapped file a rewrite in place may change as it is read. debug/gosym
+// would build a Func and a Sym of every function first (about 50 MB for
+// kube-apiserver's hundred thousand, each time, where kwatch wants a
+// handful), trusts the count it is given, and copies each name to its
+// NUL, once for each function that names it.
+func (t *pclntab) funcs(text uint64, maxName int, keep func(name []byte) bool) map[string]uint64 {
+	out := map[string]uint64{}
+	l, ok := t.layout()
+	if !ok {
+		return out
+	}
+	d, n := t.data, uint64(len(t.data))
+	le := binary.LittleEndian
+	field := func(at uint64) uint64 {
+		if l.field == 4 {
+			return uint64(le.Uint32(d[at:]))
+		}
+		return le.Uint64(d[at:])
+	}
+	for i := range l.nfunc {
+		e := l.functab + 2*l.field*i // layout checked that it lies in d
+		entry, funcOff := field(e), field(e+l.field)
+		if funcOff > n-l.funcdata || n-l.funcdata-funcOff < l.nameField+4 {
+			continue
+		}
+		f := l.funcdata + funcOff
+		nameOff := int64(int32(le.Uint32(d[f+l.nameField:])))
+		if nameOff < 0 || uint64(nameOff) >= l.namesEnd-l.names {
+			continue
+		}
+		start := l.names + uint64(nameOff)
+		name := d[start:min(l.namesEnd, start+uint64(maxName)+1)]
+		if j := bytes.IndexByte(name, 0); j >= 0 {
+			name = name[:j]
+		}
+		if len(name) <= maxName && keep(name) {
+			if l.relative {
+				entry += text
+			}
+			out[string(name)] = entry
+		}
+	}
+	return out
 }
 
 // pclnText returns runtime.text, the address the function table's entries
@@ -437,7 +447,7 @@ func (t *pclntab) sane() bool {
 // not runtime.text (0x100 bytes before it, measured), and a uprobe placed
 // mid-instruction would break the program.
 func pclnText(img *image, t *pclntab) (uint64, error) {
-	if t.data[0] == 0xfb || t.data[0] == 0xfa { // Go 1.2-1.17: entries are addresses
+	if len(t.data) > 0 && (t.data[0] == 0xfb || t.data[0] == 0xfa) { // Go 1.2-1.17: entries are addresses
 		return 0, nil
 	}
 	mod, err := img.module(t)
@@ -456,16 +466,15 @@ func pclnText(img *image, t *pclntab) (uint64, error) {
 }
 
 // pclnFuncs returns the entries, by name, of the functions of t whose names
-// keep accepts, computed from runtime.text (pclnText): one walk of the
-// table for all of them.
-func pclnFuncs(img *image, t *pclntab, keep func(name []byte) bool) (map[string]uint64, error) {
+// (of at most maxName bytes) keep accepts, computed from runtime.text
+// (pclnText): one walk of the table for all of them.
+func pclnFuncs(img *image, t *pclntab, maxName int, keep func(name []byte) bool) (map[string]uint64, error) {
+	if _, ok := t.layout(); !ok {
+		return nil, fmt.Errorf("the Go function table's header does not check out (of %d bytes, or a count or offset past its data)", len(t.data))
+	}
 	text, err := pclnText(img, t)
 	if err != nil {
 		return nil, err
 	}
-	if !t.sane() {
-		// debug/gosym would trust its function count (sane).
-		return nil, errors.New("the Go function table's header does not check out (a count or offset past its data)")
-	}
-	return t.funcs(text, keep), nil
+	return t.funcs(text, maxName, keep), nil
 }

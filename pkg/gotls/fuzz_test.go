@@ -3,9 +3,11 @@ package gotls
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,6 +120,21 @@ func patchBases(f *testing.F, bases []patchBase, names []string, words []int) []
 	return out
 }
 
+// addSectionSizes adds to the corpus of a patched fuzz test, for the base
+// of index i (bytes b), each section header's size made 0, and 1 TiB.
+func addSectionSizes(f *testing.F, i int, b []byte) {
+	ef, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return // a base with no section headers
+	}
+	shoff := binary.LittleEndian.Uint64(b[ehShoff:])
+	for j := range ef.Sections {
+		at := shoff + uint64(j)*shEntSize + shSize
+		f.Add(uint8(i), at, make([]byte, 8))
+		f.Add(uint8(i), at, []byte{0, 0, 0, 0, 0, 1, 0, 0})
+	}
+}
+
 // FuzzFindPatched runs Find on stripped programs with data written over
 // them at off (wrapped to the file's size): the fuzzer reaches the
 // function table, the module data and the relocations, deep in a real
@@ -127,6 +144,9 @@ func patchBases(f *testing.F, bases []patchBase, names []string, words []int) []
 func FuzzFindPatched(f *testing.F) {
 	bases := patchBases(f, []patchBase{{"pie-stripped", false}, {"conns-go1.22-pie-stripped", true}},
 		[]string{".gopclntab", ".go.module", ".rela.dyn", ".data.rel.ro", ".noptrdata"}, []int{moduledataPCHeader, moduledataFuncnametab, moduledataText, moduledataMaxPC})
+	for i, b := range bases {
+		addSectionSizes(f, i, b) // an empty .gopclntab had Find index past its end
+	}
 	f.Add(uint8(0), uint64(0x20), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}) // e_phoff
 	f.Add(uint8(0), uint64(0x38), []byte{0xff, 0xff})                                     // e_phnum
 	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
@@ -150,6 +170,9 @@ func FuzzLayoutPatched(f *testing.F) {
 	w := moduleWords["go1.22"]
 	bases := patchBases(f, []patchBase{{"conns-stripped", false}, {"conns-go1.27-stripped", false}, {"conns-go1.22-stripped", false}, {"conns-go1.22-pie-stripped", true}},
 		[]string{".go.module", ".go.type", ".rodata", ".typelink", ".itablink", ".noptrdata"}, []int{moduledataPCHeader, moduledataText, w.types, w.etypes, w.itablinks, w.itablinks + 1, 40, 41})
+	for i, b := range bases {
+		addSectionSizes(f, i, b)
+	}
 	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
 		c := bytes.Clone(bases[int(which)%len(bases)])
 		copy(c[off%uint64(len(c)):], data)
@@ -170,6 +193,50 @@ func FuzzLayoutPatched(f *testing.F) {
 			t.Errorf("LayoutFor allocated %d bytes on a file of %d bytes", n, len(c))
 		}
 		if err == nil && (l.off.connSize == 0 || l.off.connSize > maxRead) {
+			t.Errorf("a layout with a crypto/tls.Conn of %d bytes", l.off.connSize)
+		}
+	})
+}
+
+// FuzzReadPatched runs Find and LayoutFor on programs with their symbol
+// tables and DWARF, left uncompressed so that what the fuzzer writes is
+// read as written, with data written over them at off (wrapped to the
+// file's size): one linked by Go's linker (its DWARF's strings inline),
+// one by the system's (gcc's units beside Go's, their names in
+// .debug_str, an abbreviation table each). Seeded at the section and
+// program headers, the symbol tables and the DWARF sections entries are
+// decoded from. Neither may panic, and they may allocate no more than 40
+// times the file's size and 16 MiB; the fuzzer's rate of executions shows
+// the time each takes.
+func FuzzReadPatched(f *testing.F) {
+	bases := patchBases(f, []patchBase{{"conns-rawdwarf", false}, {"external-rawdwarf", false}},
+		[]string{".debug_abbrev", ".debug_info", ".debug_str", ".debug_line_str", ".debug_str_offsets", ".debug_addr", ".symtab", ".strtab", ".shstrtab"}, nil)
+	for i, b := range bases {
+		addSectionSizes(f, i, b)
+		f.Add(uint8(i), uint64(ehPhnum), []byte{0xff, 0x7f})
+		f.Add(uint8(i), uint64(ehShnum), []byte{0, 0})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, off uint64, data []byte) {
+		c := bytes.Clone(bases[int(which)%len(bases)])
+		copy(c[off%uint64(len(c)):], data)
+		path := filepath.Join(t.TempDir(), "exe")
+		if err := os.WriteFile(path, c, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, ferr := Find(path)
+		l, lerr := LayoutFor(path)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 40*uint64(len(c))+16<<20 {
+			t.Errorf("Find and LayoutFor allocated %d bytes on a file of %d bytes", n, len(c))
+		}
+		for _, err := range []error{ferr, lerr} {
+			if err != nil && (strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), path)) {
+				t.Errorf("error %q: not one line naming the file", err)
+			}
+		}
+		if lerr == nil && (l.off.connSize == 0 || l.off.connSize > maxRead) {
 			t.Errorf("a layout with a crypto/tls.Conn of %d bytes", l.off.connSize)
 		}
 	})

@@ -182,8 +182,12 @@ var (
 		"conns-stripped":     {pkg: "tlsconns", flags: stripped},
 		"conns-pie":          {pkg: "tlsconns", flags: []string{"-buildmode=pie"}},
 		"conns-pie-stripped": {pkg: "tlsconns", flags: []string{"-buildmode=pie", "-ldflags=-s -w"}},
-		"notls":              {pkg: "notls"},
-		"notls-stripped":     {pkg: "notls", flags: stripped},
+		// DWARF left uncompressed: what a test or the fuzzer writes over
+		// it is read as written.
+		"conns-rawdwarf":    {pkg: "tlsconns", flags: []string{"-ldflags=-compressdwarf=false"}},
+		"external-rawdwarf": {pkg: "tlsconns", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external -compressdwarf=false"}, cc: true},
+		"notls":             {pkg: "notls"},
+		"notls-stripped":    {pkg: "notls", flags: stripped},
 	}
 	builds sync.Map // variant name → *built
 )

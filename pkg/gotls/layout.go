@@ -11,7 +11,6 @@ package gotls
 import (
 	"bytes"
 	"crypto/tls"
-	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,77 +213,6 @@ func oneLine(err error) error {
 	return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
-// dwarfStructs is structs from an executable's DWARF.
-type dwarfStructs map[string]*dwarf.StructType
-
-// readDWARF finds the struct types of structNames in d (missing ones are
-// missing from the map), and the closures of ekmFromMasterSecret
-// (ekmClosure).
-func readDWARF(d *dwarf.Data) (dwarfStructs, []dwarfClosure, error) {
-	want := map[string]bool{}
-	for _, n := range structNames {
-		want[n] = true
-	}
-	out := dwarfStructs{}
-	var closures []dwarfClosure
-	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading DWARF: %w", err)
-		}
-		if e == nil {
-			break
-		}
-		name, _ := e.Val(dwarf.AttrName).(string)
-		switch {
-		case e.Tag == dwarf.TagStructType && want[name] && out[name] == nil:
-			t, err := d.Type(e.Offset)
-			if err != nil {
-				return nil, nil, fmt.Errorf("reading DWARF type %s: %w", name, err)
-			}
-			if st, ok := t.(*dwarf.StructType); ok {
-				out[name] = st
-			}
-		case e.Tag == dwarf.TagSubprogram && isEKMClosure(name) && e.Children:
-			c, err := readClosure(r, e)
-			if err != nil {
-				return nil, nil, err
-			}
-			closures = append(closures, c)
-			continue
-		}
-		if e.Children && e.Tag != dwarf.TagCompileUnit {
-			r.SkipChildren()
-		}
-	}
-	return out, closures, nil
-}
-
-func (d dwarfStructs) field(typ, name string) (uint64, uint64, error) {
-	st := d[typ]
-	if st == nil {
-		return 0, 0, fmt.Errorf("no struct %s in the DWARF", typ)
-	}
-	for _, f := range st.Field {
-		if f.Name == name {
-			if f.ByteOffset < 0 || f.Type.Size() < 0 {
-				return 0, 0, fmt.Errorf("%s.%s has no offset or size in the DWARF", typ, name)
-			}
-			return uint64(f.ByteOffset), uint64(f.Type.Size()), nil
-		}
-	}
-	return 0, 0, fmt.Errorf("%s has no field %s in the DWARF", typ, name)
-}
-
-func (d dwarfStructs) size(typ string) (uint64, error) {
-	st := d[typ]
-	if st == nil || st.ByteSize < 0 {
-		return 0, fmt.Errorf("no struct %s in the DWARF", typ)
-	}
-	return uint64(st.ByteSize), nil
-}
-
 // reflectStructs is structs from this program's own types.
 type reflectStructs map[string]reflect.Type
 
@@ -394,9 +323,9 @@ func layoutIn(path string, f *mappedFile, own, ownArch string) (*Layout, error) 
 	if !ok {
 		return nil, fmt.Errorf("%s: no device and inode", path)
 	}
-	ef, err := elf.NewFile(f)
+	ef, err := openELF(path, f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotELF, err)
+		return nil, err
 	}
 	arch := archOf(ef)
 	if arch == "" {
@@ -414,12 +343,16 @@ func layoutIn(path string, f *mappedFile, own, ownArch string) (*Layout, error) 
 	}
 	var s structs
 	var closures []dwarfClosure
-	if d, err := ef.DWARF(); err == nil {
-		ds, cs, err := readDWARF(d)
+	d, infoSize, err := loadDWARF(img)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, dwarfError(err))
+	}
+	if d != nil {
+		ds, cs, err := readDWARF(d, infoSize)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, dwarfError(err))
 		}
-		if ds[tConn] != nil {
+		if _, ok := ds[tConn]; ok {
 			s, l.Source, closures = ds, FromDWARF, cs
 		}
 	}
@@ -483,14 +416,11 @@ var tcpConnItabs = []string{"go:itab.*net.TCPConn,net.Conn", "go.itab.*net.TCPCo
 // (ok: a release in moduleWords), the itab in it whose interface is named
 // net.Conn and whose type is the pointer type *net.TCPConn.
 func tcpConnType(img *image, m module, ok bool) (typ, types, etypes uint64) {
-	if syms, err := img.ef.Symbols(); err == nil {
-		for _, s := range syms {
-			for _, name := range tcpConnItabs {
-				if s.Name == name {
-					if t, ok := img.word(s.Value + 8); ok {
-						typ = t
-					}
-				}
+	itabs := symbolsOf(img, len(tcpConnItabs[0]), false, func(name []byte) bool { return slices.Contains(tcpConnItabs, string(name)) })
+	for _, name := range tcpConnItabs {
+		if a, ok := itabs[name]; ok && typ == 0 {
+			if t, ok := img.word(a + 8); ok {
+				typ = t
 			}
 		}
 	}

@@ -29,9 +29,13 @@ type mappedFile struct {
 	data []byte // nil for an empty file
 }
 
-// openMapped opens and maps the file at path. The caller closes it.
+// openMapped opens and maps the file at path, which must be a regular
+// file (else an error wrapping ErrNotELF). It is opened without waiting
+// (O_NONBLOCK): opening a named pipe for reading waits for a writer, and
+// the path comes from the process attached to or its user. The caller
+// closes it.
 func openMapped(path string) (*mappedFile, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +44,12 @@ func openMapped(path string) (*mappedFile, error) {
 		f.Close()
 		return nil, err
 	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: a %s, not a regular file", path, ErrNotELF, fileKind(fi.Mode()))
+	}
 	m := &mappedFile{f: f, fi: fi}
-	if n := fi.Size(); n > 0 && fi.Mode().IsRegular() && int64(int(n)) == n {
+	if n := fi.Size(); n > 0 && int64(int(n)) == n {
 		data, err := syscall.Mmap(int(f.Fd()), 0, int(n), syscall.PROT_READ, syscall.MAP_SHARED)
 		if err != nil {
 			f.Close()
@@ -50,6 +58,23 @@ func openMapped(path string) (*mappedFile, error) {
 		m.data = data
 	}
 	return m, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file"
 }
 
 // Close unmaps and closes the file.
@@ -63,7 +88,7 @@ func (m *mappedFile) Close() error {
 }
 
 // ReadAt reads from the mapping (io.ReaderAt), or from the file itself
-// when it could not be mapped (not a regular file).
+// when it is not mapped (an empty file).
 func (m *mappedFile) ReadAt(p []byte, off int64) (int, error) {
 	if m.data == nil {
 		return m.f.ReadAt(p, off)

@@ -13,6 +13,7 @@ package gotls
 
 import (
 	"bytes"
+	"cmp"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/binary"
@@ -47,8 +48,10 @@ type image struct {
 	// file is the executable mapped (openMapped): segments and sections
 	// are read where they lie; nil: read from ef and copied.
 	file   *mappedFile
-	segs   map[*elf.Prog][]byte // segments read whole, once
-	rela   map[uint64]uint64    // R_*_RELATIVE targets and their addends, read once
+	segs   map[*elf.Prog][]byte    // segments read whole, once
+	secs   map[*elf.Section][]byte // sections read whole, once
+	loads  []*elf.Prog             // its PT_LOAD segments holding bytes, by address
+	rela   map[uint64]uint64       // R_*_RELATIVE targets and their addends, read once
 	relaOK bool
 
 	modDone bool // findModule's answer, found once
@@ -66,7 +69,7 @@ func (m *image) module(t *pclntab) (uint64, error) {
 }
 
 func newImage(ef *elf.File, budget *readBudget) *image {
-	return &image{ef: ef, budget: budget, segs: map[*elf.Prog][]byte{}}
+	return &image{ef: ef, budget: budget, segs: map[*elf.Prog][]byte{}, secs: map[*elf.Section][]byte{}}
 }
 
 // newBudget returns the read budget for the file f: readsPerByte times
@@ -95,12 +98,50 @@ func mappedImage(ef *elf.File, mf *mappedFile) *image {
 }
 
 // prog returns the PT_LOAD segment that holds the n bytes at addr, in the
-// file (within its p_filesz).
+// file (within its p_filesz): the last one that starts at addr or before,
+// found by halving, as they are in ascending order of address and apart
+// (checkLoads).
 func (m *image) prog(addr, n uint64) *elf.Prog {
-	for _, p := range m.ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr <= addr && addr+n <= p.Vaddr+p.Filesz && addr+n >= addr {
-			return p
+	if m.loads == nil {
+		for _, p := range m.ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Filesz > 0 {
+				m.loads = append(m.loads, p)
+			}
 		}
+		slices.SortStableFunc(m.loads, func(a, b *elf.Prog) int { return cmp.Compare(a.Vaddr, b.Vaddr) })
+	}
+	i, _ := slices.BinarySearchFunc(m.loads, addr, func(p *elf.Prog, a uint64) int {
+		if p.Vaddr <= a {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return nil
+	}
+	if p := m.loads[i-1]; addr+n <= p.Vaddr+p.Filesz && addr+n >= addr {
+		return p
+	}
+	return nil
+}
+
+// checkLoads checks that the PT_LOAD segments of ef lie in ascending order
+// of address, apart, as the gABI has them ("Program Header": "Loadable
+// segment entries in the program header table appear in ascending order,
+// sorted on the p_vaddr member"), and that the file holds each.
+func checkLoads(ef *elf.File, size uint64) error {
+	var last *elf.Prog
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Filesz == 0 {
+			continue
+		}
+		if p.Off > size || p.Filesz > size-p.Off || p.Vaddr+p.Filesz < p.Vaddr {
+			return fmt.Errorf("a PT_LOAD segment of %d bytes at offset %#x lies past the file's end (%d bytes)", p.Filesz, p.Off, size)
+		}
+		if last != nil && p.Vaddr < last.Vaddr+last.Filesz {
+			return fmt.Errorf("its PT_LOAD segments at %#x and %#x are not in ascending order of address, apart: not a program a linker made", last.Vaddr, p.Vaddr)
+		}
+		last = p
 	}
 	return nil
 }
@@ -146,6 +187,26 @@ func (m *image) segment(p *elf.Prog) []byte {
 		return nil
 	}
 	m.segs[p] = d
+	return d
+}
+
+// sectionData returns the bytes of section s, read once: where they lie
+// in the mapped file, else read (a compressed section, or a file not
+// mapped); nil when it has none in the file, they cannot be read or the
+// budget is spent (its size, uncompressed, counts against it).
+func (m *image) sectionData(s *elf.Section) []byte {
+	if d, ok := m.secs[s]; ok {
+		return d
+	}
+	var d []byte
+	if s.Type != elf.SHT_NOBITS && m.budget.take(s.Size) {
+		if m.file != nil && s.Flags&elf.SHF_COMPRESSED == 0 {
+			d, _ = m.file.slice(s.Offset, s.Size)
+		} else if b, err := s.Data(); err == nil {
+			d = b
+		}
+	}
+	m.secs[s] = d
 	return d
 }
 
@@ -207,12 +268,7 @@ func (m *image) relocs() map[uint64]uint64 {
 			continue
 		}
 		sections = true
-		if !m.budget.take(s.Size) {
-			return m.rela
-		}
-		if data, err := s.Data(); err == nil {
-			add(data)
-		}
+		add(m.sectionData(s))
 	}
 	if sections {
 		return m.rela
@@ -248,6 +304,12 @@ func (m *image) relocs() map[uint64]uint64 {
 	}
 	return m.rela
 }
+
+// maxModuleCandidates bounds the words findModule checks as the module
+// data: a program holds one word that points at its function table
+// (moduledata.pcHeader; with its relocation, in a PIE), a crafted
+// segment as many as it has words.
+const maxModuleCandidates = 64
 
 // errNoModule wraps findModule's reasons.
 var errNoModule = errors.New("no module data (runtime.moduledata) found")
@@ -286,7 +348,7 @@ func findModule(m *image, t *pclntab) (uint64, error) {
 		}
 		// Segments start page-aligned: an 8-byte word of the segment is
 		// 8-byte aligned in its addresses too.
-		for i := 0; i+8 <= len(data); {
+		for i := 0; i+8 <= len(data) && len(candidates) <= maxModuleCandidates; {
 			j := bytes.Index(data[i:], want[:])
 			if j < 0 {
 				break
@@ -298,12 +360,18 @@ func findModule(m *image, t *pclntab) (uint64, error) {
 		}
 	}
 	for a, v := range m.relocs() {
+		if len(candidates) > maxModuleCandidates {
+			break
+		}
 		if p := m.prog(a, 8*moduledataWords); v == t.addr && p != nil && p.Flags&elf.PF_W != 0 {
 			candidates = append(candidates, a)
 		}
 	}
 	slices.Sort(candidates) // the relocations come from a map
 	candidates = slices.Compact(candidates)
+	if len(candidates) > maxModuleCandidates {
+		return 0, fmt.Errorf("%w: more than %d words of its writable segments point at the function table (%#x), where a program has one: not a program the linker made", errNoModule, maxModuleCandidates, t.addr)
+	}
 	var why []string
 	for _, a := range candidates {
 		err := checkModule(m, a, t)
@@ -355,6 +423,9 @@ func checkModule(m *image, addr uint64, t *pclntab) error {
 // word after the magic's 8 bytes since Go 1.18, which added textStart; the
 // third in Go 1.16 and 1.17); false for an older table.
 func (t *pclntab) funcnameOffset() (uint64, bool) {
+	if len(t.data) < 4 {
+		return 0, false
+	}
 	var i int
 	switch binary.LittleEndian.Uint32(t.data) {
 	case 0xfffffff1, 0xfffffff0:

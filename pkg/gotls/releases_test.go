@@ -448,9 +448,22 @@ func dwarfOf(t *testing.T, path string, names ...string) (map[string]*dwarf.Stru
 				out[name] = st
 			}
 		case e.Tag == dwarf.TagSubprogram && isEKMClosure(name) && e.Children:
-			c, err := readClosure(r, e)
-			if err != nil {
-				t.Fatal(err)
+			c := dwarfClosure{name: name}
+			c.entry, _ = e.Val(dwarf.AttrLowpc).(uint64)
+			for {
+				v, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v == nil || v.Tag == 0 {
+					break
+				}
+				if v.Children {
+					r.SkipChildren()
+				}
+				if v.Tag == dwarf.TagVariable {
+					c.add(v)
+				}
 			}
 			closures = append(closures, c)
 			continue

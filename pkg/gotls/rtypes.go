@@ -80,7 +80,7 @@ func releases[V any](table map[string]V) string {
 // Bounds on what is read from a descriptor, against a hostile or foreign
 // executable.
 const (
-	maxItabs       = 1 << 20 // itabs in one module
+	maxItabs       = 1 << 16 // itabs in one module (kube-apiserver 1.37 has 6 540)
 	maxItabMethods = 1 << 12 // methods of one interface
 	maxFields      = 1 << 10 // fields of one struct
 )
@@ -321,7 +321,11 @@ func readTypeStructs(img *image, m module) (typeStructs, error) {
 	d := descriptors{img: img, m: m}
 	out := typeStructs{}
 	var errs []error
+	// A struct not read (t 0, said already) has no fields to follow.
 	get := func(t uint64, key, name, pkg string) typeStruct {
+		if t == 0 {
+			return typeStruct{}
+		}
 		st, err := d.structAt(t, name, pkg)
 		if err != nil {
 			errs = append(errs, err)
@@ -342,20 +346,31 @@ func readTypeStructs(img *image, m module) (typeStructs, error) {
 		}
 		return e
 	}
-	fieldType := func(st typeStruct, name string) uint64 { return st.fields[name].typ }
+	fieldType := func(st typeStruct, owner, name string) uint64 {
+		if st.fields == nil {
+			return 0
+		}
+		f, ok := st.fields[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s has no field %s in its type descriptor", owner, name))
+		}
+		return f.typ
+	}
 	if t := ptrElem("*tls.Conn"); t != 0 {
 		conn := get(t, tConn, "tls.Conn", "crypto/tls")
-		get(fieldType(conn, "in"), tHalfConn, "tls.halfConn", "crypto/tls")
-		get(fieldType(conn, "isHandshakeComplete"), tBool, "atomic.Bool", "sync/atomic")
+		get(fieldType(conn, "tls.Conn", "in"), tHalfConn, "tls.halfConn", "crypto/tls")
+		get(fieldType(conn, "tls.Conn", "isHandshakeComplete"), tBool, "atomic.Bool", "sync/atomic")
 	}
 	if t := ptrElem("*net.TCPConn"); t != 0 {
 		tcp := get(t, tTCPConn, "net.TCPConn", "net")
-		nc := get(fieldType(tcp, "conn"), tNetConn, "net.conn", "net")
-		if fd, err := d.elem(fieldType(nc, "fd")); err != nil {
-			errs = append(errs, err)
-		} else {
-			netFD := get(fd, tNetFD, "net.netFD", "net")
-			get(fieldType(netFD, "pfd"), tPollFD, "poll.FD", "internal/poll")
+		nc := get(fieldType(tcp, "net.TCPConn", "conn"), tNetConn, "net.conn", "net")
+		if p := fieldType(nc, "net.conn", "fd"); p != 0 {
+			if fd, err := d.elem(p); err != nil {
+				errs = append(errs, err)
+			} else {
+				netFD := get(fd, tNetFD, "net.netFD", "net")
+				get(fieldType(netFD, "net.netFD", "pfd"), tPollFD, "poll.FD", "internal/poll")
+			}
 		}
 	}
 	if len(errs) > 0 {

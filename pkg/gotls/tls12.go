@@ -93,6 +93,12 @@ func isEKMClosure(name string) bool {
 // ekmClosureSuffix ends the name of every ekmFromMasterSecret closure.
 const ekmClosureSuffix = "ekmFromMasterSecret.func1"
 
+// maxEKMName bounds the name of an ekmFromMasterSecret closure looked for
+// in a function table: the longest, where the compiler inlined the
+// function into a handshake method, is 70 bytes in Go 1.21 to 1.27
+// ("crypto/tls.(*clientHandshakeState).handshake.ekmFromMasterSecret.func1").
+const maxEKMName = 256
+
 // dwarfClosure is what DWARF says of one ekmFromMasterSecret closure.
 type dwarfClosure struct {
 	name  string
@@ -101,48 +107,30 @@ type dwarfClosure struct {
 	has   int // how many of the three offsets it gave
 }
 
-// readClosure reads the children of the subprogram e: its variables'
-// closure offsets.
-func readClosure(r *dwarf.Reader, e *dwarf.Entry) (dwarfClosure, error) {
-	c := dwarfClosure{}
-	c.name, _ = e.Val(dwarf.AttrName).(string)
-	c.entry, _ = e.Val(dwarf.AttrLowpc).(uint64)
-	for {
-		v, err := r.Next()
-		if err != nil {
-			return c, fmt.Errorf("reading DWARF of %s: %w", c.name, err)
-		}
-		if v == nil || v.Tag == 0 {
-			return c, nil
-		}
-		if v.Children {
-			r.SkipChildren()
-		}
-		if v.Tag != dwarf.TagVariable {
-			continue
-		}
-		var off uint64
-		switch x := v.Val(dwAtGoClosureOffset).(type) {
-		case int64:
-			off = uint64(x)
-		case uint64:
-			off = x
-		default:
-			continue
-		}
-		name, _ := v.Val(dwarf.AttrName).(string)
-		switch name {
-		case "masterSecret":
-			c.off.master = off
-		case "clientRandom":
-			c.off.client = off
-		case "serverRandom":
-			c.off.server = off
-		default:
-			continue
-		}
-		c.has++
+// add reads the variable v of the closure's function: the offset in the
+// closure of a captured masterSecret, clientRandom or serverRandom.
+func (c *dwarfClosure) add(v *dwarf.Entry) {
+	var off uint64
+	switch x := v.Val(dwAtGoClosureOffset).(type) {
+	case int64:
+		off = uint64(x)
+	case uint64:
+		off = x
+	default:
+		return
 	}
+	name, _ := v.Val(dwarf.AttrName).(string)
+	switch name {
+	case "masterSecret":
+		c.off.master = off
+	case "clientRandom":
+		c.off.client = off
+	case "serverRandom":
+		c.off.server = off
+	default:
+		return
+	}
+	c.has++
 }
 
 // dwarfEKM returns the closure offsets and entries the DWARF gave, or why
@@ -261,13 +249,13 @@ func ekmLayout(img *image, tab *pclntab, closures []dwarfClosure, version, own s
 // table t (nil: none found).
 func ekmEntries(img *image, t *pclntab) ([]uint64, error) {
 	var out []uint64
-	for name, a := range symbols(img.ef) {
-		if isEKMClosure(name) {
-			out = append(out, a)
-		}
+	for _, a := range symbolsOf(img, maxEKMName, true, func(name []byte) bool {
+		return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
+	}) {
+		out = append(out, a)
 	}
 	if len(out) == 0 && t != nil {
-		funcs, err := pclnFuncs(img, t, func(name []byte) bool {
+		funcs, err := pclnFuncs(img, t, maxEKMName, func(name []byte) bool {
 			return bytes.HasSuffix(name, []byte(ekmClosureSuffix)) && isEKMClosure(string(name))
 		})
 		if err != nil {

@@ -76,6 +76,10 @@ type Options struct {
 	// ListFrames lists every frame of both directions in a note of kind
 	// "h2-frame": type, stream, length, flags and offset (RFC 9113 §4.1).
 	ListFrames bool
+	// Omit, if set, says whether the filters leave out the stream a
+	// request opens (exchange.Limits.Omit): its DATA frames are counted,
+	// not framed into events.
+	Omit func(*record.Request) bool
 	// Joined follows a connection the capture joined in the middle (see
 	// join.go): no preface is expected; each direction first finds where
 	// its frames start (FrameScan), the bytes before being the rest of a
@@ -1081,6 +1085,7 @@ func (c *Conn) requestHeaders(id uint32, fields []hpack.HeaderField, unknown []r
 	if req.Watch {
 		req.StartsWithState, req.InitialState = exchange.WatchState(req.Target)
 	}
+	req.Omitted = c.opt.Omit != nil && c.opt.Omit(req)
 	c.newStream(id, req, t)
 	c.emit(req)
 }
@@ -1179,6 +1184,8 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 		resp.Watch = watch
 		if resp.Watch {
 			resp.Format = f.String()
+		}
+		if resp.Watch && !c.omitted(req) {
 			var env carrierEnvAny = carrierEnv{c}
 			if c.opt.Joined && req == nil {
 				env = joinedEnv{c, st}
@@ -1194,6 +1201,12 @@ func (c *Conn) responseHeaders(id uint32, fields []hpack.HeaderField, unknown []
 	if end {
 		c.endStream(st, "end of stream", "", true, t)
 	}
+}
+
+// omitted reports whether the filters leave out the stream req opens
+// (record.Request.Omitted; req nil: not seen, so not judged).
+func (c *Conn) omitted(req *record.Request) bool {
+	return req != nil && req.Omitted
 }
 
 // httpReason is the reason phrase HTTP/1.1 would show: HTTP/2 sends none.
@@ -1256,8 +1269,10 @@ func (c *Conn) inferResponse(st *stream, first []byte, t time.Time) {
 		resp.ContentEncoding = "gzip"
 	}
 	st.resp = resp
-	st.ev = exchange.WatchBody{Format: f, Tentative: true, Initial: st.req.InitialState, Secrets: st.req.Secrets, OtherResource: st.req.OtherResource,
-		Coding: resp.ContentEncoding}.Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
+	if !c.omitted(st.req) {
+		st.ev = exchange.WatchBody{Format: f, Tentative: true, Initial: st.req.InitialState, Secrets: st.req.Secrets, OtherResource: st.req.OtherResource,
+			Coding: resp.ContentEncoding}.Start(carrierEnv{c}, c.opt.Events, attachFrames, c.rec, int(st.id), "server", t)
+	}
 	c.emit(resp)
 }
 

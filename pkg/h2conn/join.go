@@ -315,6 +315,10 @@ func (c *Conn) inferPending(st *stream, data []byte, t time.Time) {
 		resp.ContentEncoding = coding
 	}
 	resp.Watch, resp.Format = true, f.String()
+	if pathKnown && c.omitted(st.req) {
+		c.emit(resp) // left out by the filters: not framed
+		return
+	}
 	var env carrierEnvAny = carrierEnv{c}
 	if !pathKnown {
 		env = joinedEnv{c, st}

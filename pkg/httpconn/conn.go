@@ -159,7 +159,7 @@ func (c *Conn) queue(req *record.Request, off int64, t time.Time) {
 		// of 10000 connections must not hold them.
 		c.pending = append(c.pending, &record.Request{Conn: req.Conn, Exchange: req.Exchange, Time: req.Time,
 			Method: req.Method, Proto: req.Proto, Watch: req.Watch, InitialState: req.InitialState, StartsWithState: req.StartsWithState,
-			Secrets: req.Secrets, OtherResource: req.OtherResource})
+			Secrets: req.Secrets, OtherResource: req.OtherResource, Omitted: req.Omitted})
 		return
 	}
 	if req.Secrets {

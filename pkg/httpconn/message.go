@@ -49,6 +49,7 @@ func (s *direction) startRequest(h []byte, t time.Time) {
 		Target: exchange.RedactUserinfo(parts[1]), Proto: parts[2], Header: hdr, Watch: exchange.IsWatchRequest(parts[1]), Secrets: event.SecretsPath(parts[1]),
 		OtherResource: event.OtherResourcePath(parts[1])}
 	req.StartsWithState, req.InitialState = exchange.WatchState(parts[1])
+	req.Omitted = s.c.opt.Omit != nil && s.c.opt.Omit(req)
 	s.c.emit(req)
 	s.c.queue(req, s.hdrStart, t)
 	// A request body: chunked or Content-Length (RFC 9112 §6.3, items 4-6);
@@ -168,6 +169,10 @@ func (s *direction) watchBody(resp *record.Response, req *record.Request, b *bod
 			}
 			s.problem("body", 0, exchange.KindContentCoded, detail, "", true, t)
 			resp.Watch = false
+		case req != nil && req.Omitted:
+			// Left out by the filters: its chunks are followed, its
+			// events not framed.
+			resp.Format = f.String()
 		default:
 			resp.Format = f.String()
 			b.startEvents(exchange.WatchBody{Format: f, Tentative: tentative, Initial: req != nil && req.InitialState,

@@ -691,7 +691,8 @@ func (s *session) podState(ctx context.Context, pod *corev1.Pod) string {
 	return state
 }
 
-// summary sums the nodes' summaries.
+// summary sums the nodes' summaries: packets, connections (one seen from
+// two nodes once), the connections the filters left out.
 func (s *session) summary(res *Result) *record.Summary {
 	sum := &record.Summary{Events: map[string]int{}, Nodes: len(res.Nodes), Versions: res.Merge.Versions}
 	for _, n := range res.Nodes {
@@ -705,6 +706,15 @@ func (s *session) summary(res *Result) *record.Summary {
 		sum.Packets += v.Packets
 		sum.Connections += v.Connections
 		sum.NoData += v.NoData
+		if v.LeftOut != nil {
+			// The connections the filters left out there (--client,
+			// --server, --port); the watches are counted here, by the
+			// filters' stage that reads the records.
+			if sum.LeftOut == nil {
+				sum.LeftOut = &record.LeftOut{}
+			}
+			sum.LeftOut.Connections += v.LeftOut.Connections
+		}
 		if v.Time.After(sum.Time) {
 			sum.Time = v.Time
 		}

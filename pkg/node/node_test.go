@@ -140,7 +140,12 @@ func watching(n int, at map[string]time.Time, wait bool) agent {
 		if wait {
 			_, _ = io.Copy(io.Discard, stdin)
 		}
-		out.Emit(&record.Summary{Time: start.Add(time.Second), Packets: 10, Connections: 1})
+		sum := &record.Summary{Time: start.Add(time.Second), Packets: 10, Connections: 1}
+		if node == "n2" {
+			// A filter there left connections out (--client, --port).
+			sum.LeftOut = &record.LeftOut{Connections: 2}
+		}
+		out.Emit(sum)
 		out.Emit(&record.Exit{Time: start.Add(time.Second), Code: 0})
 		return nil
 	}
@@ -156,7 +161,11 @@ func (s *sink) Emit(r record.Record) {
 	case *record.Problem:
 		s.lines = append(s.lines, "problem: "+v.Kind+": "+v.Detail)
 	case *record.Summary:
-		s.lines = append(s.lines, fmt.Sprintf("summary: %d nodes, %d packets, %d connections, %d versions", v.Nodes, v.Packets, v.Connections, v.Versions))
+		line := fmt.Sprintf("summary: %d nodes, %d packets, %d connections, %d versions", v.Nodes, v.Packets, v.Connections, v.Versions)
+		if v.LeftOut != nil {
+			line += fmt.Sprintf(", %d connections left out", v.LeftOut.Connections)
+		}
+		s.lines = append(s.lines, line)
 	}
 }
 
@@ -167,7 +176,8 @@ func options(c *cluster, a agent) Options {
 
 // TestRunTwoNodes: kwatch runs on two nodes, their events merge in time
 // order, each connection numbered and named by its node; the summary sums
-// them; the pods are gone at the end, the namespace made once.
+// them (the connections a node's filters left out too); the pods are
+// gone at the end, the namespace made once.
 func TestRunTwoNodes(t *testing.T) {
 	c := newCluster(linuxNode("n1"), linuxNode("n2"))
 	at := map[string]time.Time{"n1": t0, "n2": t0.Add(1500 * time.Microsecond)}
@@ -187,7 +197,7 @@ func TestRunTwoNodes(t *testing.T) {
 		"#1 n1 MODIFIED rv 102",
 		"#2 n2 MODIFIED rv 101",
 		"#2 n2 MODIFIED rv 102",
-		"summary: 2 nodes, 20 packets, 2 connections, 3 versions",
+		"summary: 2 nodes, 20 packets, 2 connections, 3 versions, 2 connections left out",
 	}, "\n")
 	if got := strings.Join(out.lines, "\n"); got != want {
 		t.Errorf("records:\n%s\nwant:\n%s", got, want)
@@ -381,7 +391,7 @@ func TestRunAllNodesSkip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(out.lines, "\n"), "#1 n2 MODIFIED rv 100\nsummary: 1 nodes, 10 packets, 1 connections, 1 versions"; got != want {
+	if got, want := strings.Join(out.lines, "\n"), "#1 n2 MODIFIED rv 100\nsummary: 1 nodes, 10 packets, 1 connections, 1 versions, 2 connections left out"; got != want {
 		t.Errorf("records:\n%s", got)
 	}
 	if res.NodesText() != "1 node: n2 (exit 0)" {

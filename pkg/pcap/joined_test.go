@@ -153,8 +153,9 @@ func TestJoinedOutput(t *testing.T) {
 	t.Logf("\n%s", text)
 	for _, want := range []string{
 		"HTTP/2, joined mid-connection: the server's first bytes are HTTP/2 frames",
-		"#1 s1 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/json · watch (request not captured) · inferred from the body",
-		"stream 1: its request was not seen; its events are v1 ConfigMap (the first in namespace default)",
+		// The stream whose request was not seen is named on its
+		// response's line, from its first event's object.
+		"#1 s1 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/json · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace default) · inferred from the body",
 		"#1 s3 > GET /api/v1/namespaces/default/configmaps?watch=1&resourceVersion=100&fieldSelector=metadata.name%3Dsecond HTTP/2.0 · 3 header fields not known (HPACK entries",
 		"#1 s3 < HTTP/2.0 200 OK · application/json · watch · inferred from the body · 1 header field not known (HPACK entry",
 		"#1 s3   1 ADDED     ConfigMap default/second  rv 101",
@@ -163,6 +164,11 @@ func TestJoinedOutput(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+	// In one line: the note that names it (JSON Lines have it) is said
+	// on the response's.
+	if strings.Contains(text, "stream 1: its request was not seen") {
+		t.Error("the stream joined mid-connection is named on a line of its own too")
 	}
 	// The one warning: the server's RST_STREAM INTERNAL_ERROR of stream 3,
 	// which joining does not hide.

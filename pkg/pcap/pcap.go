@@ -68,6 +68,12 @@ type Options struct {
 	// its first bytes, else from the ports (see decideRoles; between two
 	// ephemeral ports, Server and Port name the listening side).
 	Client, Server Endpoint
+	// ClientProcess, when set, keeps only connections whose client is a
+	// process of that name, as Owner names it (kwatch attach --client
+	// NAME: record.ConnProcess.Name, the executable's base name); the
+	// others, and those whose client no process is known for, are not
+	// decoded at all.
+	ClientProcess string
 	// HTTP tunes the HTTP/1.1 decoding of each connection. Its Budget is
 	// shared by all connections; Read makes one of event.DefaultBudgetBytes
 	// when it is nil.
@@ -130,7 +136,20 @@ type Stats struct {
 	// each.
 	OtherServers map[netip.AddrPort]int64
 	OtherClients map[netip.Addr]int64
+	// OtherProcesses counts the connections Options.ClientProcess left
+	// out, by their client process's name ("" for none known), up to
+	// maxOtherPorts names.
+	OtherProcesses map[string]int64
+	// LeftOut counts the TCP connections the filters (Port, Client,
+	// Server, ClientProcess) left out, by 4-tuple: exact up to
+	// maxLeftOut of them, at least that many past it.
+	LeftOut int
+	leftOut map[uint64]struct{}
 }
+
+// maxLeftOut bounds the 4-tuples Stats remembers to count the
+// connections left out (Stats.LeftOut).
+const maxLeftOut = 1 << 16
 
 // Unmatched says, when the filters of opt (Port, Client, Server) kept no
 // TCP connection of the capture, what they left out, e.g. "no TCP packet
@@ -140,12 +159,24 @@ func (s *Stats) Unmatched(opt Options) string {
 	if opt.Port == 0 && opt.Client.IsZero() && opt.Server.IsZero() || s.Connections > 0 {
 		return ""
 	}
+	if opt.ClientProcess != "" && opt.Client.IsZero() && opt.Server.IsZero() && opt.Port == 0 {
+		msg := "no TCP connection's client is a process named " + opt.ClientProcess
+		if len(s.OtherProcesses) == 0 {
+			return msg + "; the processes' connections carried no data"
+		}
+		return msg + "; their clients: " + byPackets(s.OtherProcesses, func(n string) string {
+			if n == "" {
+				return "(no process known)"
+			}
+			return n
+		}, "connection", "connections")
+	}
 	if opt.Client.IsZero() && opt.Server.IsZero() {
 		if len(s.OtherPorts) == 0 {
 			return ""
 		}
 		return fmt.Sprintf("no TCP packet has port %d; the capture's TCP ports (the lower of each pair): %s", opt.Port,
-			byPackets(s.OtherPorts, func(p uint16) string { return strconv.Itoa(int(p)) }))
+			byPackets(s.OtherPorts, func(p uint16) string { return strconv.Itoa(int(p)) }, "packet", "packets"))
 	}
 	var flags []string
 	if opt.Port != 0 {
@@ -157,12 +188,15 @@ func (s *Stats) Unmatched(opt Options) string {
 	if !opt.Server.IsZero() {
 		flags = append(flags, "--server "+opt.Server.String())
 	}
+	if opt.ClientProcess != "" {
+		flags = append(flags, "--client "+opt.ClientProcess)
+	}
 	msg := "no TCP connection matches " + strings.Join(flags, " ")
 	if len(s.OtherServers) == 0 {
 		return msg + "; the capture holds no TCP connection"
 	}
 	return fmt.Sprintf("%s; the capture's servers: %s; its clients: %s", msg,
-		byPackets(s.OtherServers, netip.AddrPort.String), byPackets(s.OtherClients, netip.Addr.String))
+		byPackets(s.OtherServers, netip.AddrPort.String, "packet", "packets"), byPackets(s.OtherClients, netip.Addr.String, "packet", "packets"))
 }
 
 // maxOtherPorts bounds Stats.OtherPorts.
@@ -379,6 +413,9 @@ func (rd *reader) packet(pk *packets, data []byte, ci gopacket.CaptureInfo, link
 	if rd.filtered {
 		src := endpoint(netFlow.Src().Raw(), tcp.TransportFlow().Src().Raw())
 		dst := endpoint(netFlow.Dst().Raw(), tcp.TransportFlow().Dst().Raw())
+		if rd.opt.skipped(src, dst) {
+			return // unseen, uncounted
+		}
 		if !rd.opt.mayMatch(src, dst) {
 			rd.stats.other(src, dst)
 			return
@@ -432,7 +469,11 @@ func (rd *reader) finish(run *running, secrets *secretsTap) {
 	}
 	rd.keyProblems(secrets)
 	rd.stats.Connections = rd.tcpConns
-	rd.Emit(&record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns, NoData: max(0, rd.tcpConns-rd.dataConns)})
+	sum := &record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns, NoData: max(0, rd.tcpConns-rd.dataConns)}
+	if rd.opt.userFiltered() {
+		sum.LeftOut = &record.LeftOut{Connections: rd.stats.LeftOut}
+	}
+	rd.Emit(sum)
 	rd.q.close()
 	run.wg.Wait()
 }
@@ -464,7 +505,7 @@ func (rd *reader) keyProblems(secrets *secretsTap) {
 
 // other counts a packet between a and b that the filters left out (or
 // one of a connection they left out), by the lower port's endpoint and the
-// other side's address.
+// other side's address, and its connection among those left out.
 func (s *Stats) other(a, b netip.AddrPort) {
 	if a.Port() > b.Port() {
 		a, b = b, a
@@ -472,6 +513,28 @@ func (s *Stats) other(a, b netip.AddrPort) {
 	count(&s.OtherPorts, a.Port())
 	count(&s.OtherServers, a)
 	count(&s.OtherClients, b.Addr())
+	if s.leftOut == nil {
+		s.leftOut = map[uint64]struct{}{}
+	}
+	if h := tupleOf(a, b); len(s.leftOut) < maxLeftOut {
+		if _, ok := s.leftOut[h]; !ok {
+			s.leftOut[h] = struct{}{}
+			s.LeftOut++
+		}
+	}
+}
+
+// tupleOf hashes a connection's two endpoints (FNV-1a), the lower port's
+// first.
+func tupleOf(a, b netip.AddrPort) uint64 {
+	h := uint64(14695981039346656037)
+	for _, e := range []netip.AddrPort{a, b} {
+		ip := e.Addr().As16()
+		for _, c := range append(ip[:], byte(e.Port()>>8), byte(e.Port())) {
+			h = (h ^ uint64(c)) * 1099511628211
+		}
+	}
+	return h
 }
 
 // count counts k in *m, up to maxOtherPorts keys.

@@ -56,7 +56,20 @@ func (e Endpoint) Match(a netip.AddrPort) bool {
 
 // filtered reports whether the options keep only some connections.
 func (o Options) filtered() bool {
-	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero() || len(o.SkipPorts) > 0
+	return o.userFiltered() || len(o.SkipPorts) > 0
+}
+
+// userFiltered reports whether the filters a user gives (Port, Client,
+// Server, ClientProcess) keep only some connections: those they leave out
+// are counted (Stats.LeftOut, the summary's LeftOut), SkipPorts' are not.
+func (o Options) userFiltered() bool {
+	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero() || o.ClientProcess != ""
+}
+
+// skipped reports whether a packet between a and b is of a connection
+// SkipPorts leaves out.
+func (o Options) skipped(a, b netip.AddrPort) bool {
+	return slices.Contains(o.SkipPorts, a.Port()) || slices.Contains(o.SkipPorts, b.Port())
 }
 
 // mayMatch reports whether a packet between a and b may belong to a
@@ -65,9 +78,6 @@ func (o Options) filtered() bool {
 // connection, roles).
 func (o Options) mayMatch(a, b netip.AddrPort) bool {
 	if o.Port != 0 && a.Port() != o.Port && b.Port() != o.Port {
-		return false
-	}
-	if slices.Contains(o.SkipPorts, a.Port()) || slices.Contains(o.SkipPorts, b.Port()) {
 		return false
 	}
 	return o.Client.Match(a) && o.Server.Match(b) || o.Client.Match(b) && o.Server.Match(a)
@@ -193,9 +203,9 @@ func guessedText(client netip.AddrPort) string {
 		client.String() + " is taken for it, the side of the higher port"
 }
 
-// byPackets lists m's keys by their packets, most first, then by name:
-// "127.0.0.1:6443 (120 packets), 10.0.0.5 (3 packets)".
-func byPackets[K comparable](m map[K]int64, name func(K) string) string {
+// byPackets lists m's keys by their counts of one, many, most first, then
+// by name: "127.0.0.1:6443 (120 packets), 10.0.0.5 (3 packets)".
+func byPackets[K comparable](m map[K]int64, name func(K) string, one, many string) string {
 	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -208,7 +218,7 @@ func byPackets[K comparable](m map[K]int64, name func(K) string) string {
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = name(k) + " (" + phrase.Count(int(m[k]), "packet", "packets") + ")"
+		parts[i] = name(k) + " (" + phrase.Count(int(m[k]), one, many) + ")"
 	}
 	return strings.Join(parts, ", ")
 }

@@ -361,15 +361,22 @@ func (s *stream) rolesKnown() {
 		s.rd.listening(server)
 	}
 	if s.rd.filtered && !s.rd.opt.keeps(client, server) {
-		s.ignored = true
-		if s.counted {
-			s.counted = false
-			s.rd.tcpConns--
-		}
-		if s.carried {
-			s.carried = false
-			s.rd.dataConns--
-		}
+		s.ignore()
+	}
+}
+
+// ignore leaves the connection out (the filters do not keep it): from
+// here on it is not decoded, and not counted among the capture's.
+func (s *stream) ignore() {
+	s.ignored = true
+	s.rd.stats.other(s.sides())
+	if s.counted {
+		s.counted = false
+		s.rd.tcpConns--
+	}
+	if s.carried {
+		s.carried = false
+		s.rd.dataConns--
 	}
 }
 
@@ -392,16 +399,39 @@ func (s *stream) ensureConn(dir reassembly.TCPFlowDirection, data []byte) bool {
 		}
 	}
 	a, b := s.sides()
+	var who string
+	var procs []record.ConnProcess
+	if s.rd.opt.Owner != nil {
+		who, procs = s.rd.opt.Owner(a, b)
+	}
+	if name := s.rd.opt.ClientProcess; name != "" {
+		if client := clientProcess(procs); client != name {
+			// Another process's connection (or one whose client is
+			// not known): not decoded at all.
+			count(&s.rd.stats.OtherProcesses, client)
+			s.ignore()
+			return false
+		}
+	}
 	// Connections are numbered in the order they first carried data.
 	s.rd.nconn++
 	s.rec = &record.Conn{ID: s.rd.nconn, Client: a, Server: b, RolesGuessed: s.guessed}
 	s.hc = s.rd.board.Conn(s.rec, s.rd.dec)
-	if s.rd.opt.Owner != nil {
-		if who, procs := s.rd.opt.Owner(a, b); who != "" {
-			s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who, Processes: procs})
-		}
+	if who != "" {
+		s.rd.Emit(&record.ConnNote{Conn: s.rec, Time: s.rd.now, Kind: "process", Message: who, Processes: procs})
 	}
 	return true
+}
+
+// clientProcess is the name of the client among procs (Options.Owner's),
+// "" when none is known.
+func clientProcess(procs []record.ConnProcess) string {
+	for _, p := range procs {
+		if p.Role == "client" {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 func isRequestStart(p []byte) bool {

@@ -496,6 +496,9 @@ type jsonSummary struct {
 	Frames       int               `json:"frames,omitempty"`
 	Problems     int               `json:"problems"`
 	Warnings     int               `json:"warnings"`
+	// LeftOut counts what the filters left out (record.LeftOut), when
+	// any was given.
+	LeftOut *jsonLeftOut `json:"leftOut,omitempty"`
 	// Live sessions (kwatch stream) only.
 	WatchesRequested *int    `json:"watchesRequested,omitempty"`
 	WatchesOpened    *int    `json:"watchesOpened,omitempty"`
@@ -506,6 +509,15 @@ type jsonSummary struct {
 	// Nodes and Versions: a run on nodes (record.Summary).
 	Nodes    int `json:"nodes,omitempty"`
 	Versions int `json:"versions,omitempty"`
+}
+
+// jsonLeftOut is record.LeftOut's JSON form.
+type jsonLeftOut struct {
+	Connections int `json:"connections"`
+	Watches     int `json:"watches"`
+	NotKnown    int `json:"notKnown"`
+	Exchanges   int `json:"exchanges"`
+	Problems    int `json:"problems"`
 }
 
 // jsonNotDecrypted is NotDecrypted's JSON form.
@@ -687,6 +699,9 @@ func (j *JSON) object(r record.Record) any {
 			Nodes: v.Nodes, Versions: v.Versions}
 		if n := t.NotDecrypted; n.Connections > 0 {
 			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}
+		}
+		if l := v.LeftOut; l != nil {
+			s.LeftOut = &jsonLeftOut{Connections: l.Connections, Watches: l.Watches, NotKnown: l.NotKnown, Exchanges: l.Exchanges, Problems: l.Problems}
 		}
 		if v.Live {
 			s.Packets = nil

@@ -745,6 +745,9 @@ func summaryRecord(v *jsonSummary) *record.Summary {
 	if v.Bytes != nil {
 		s.Bytes = *v.Bytes
 	}
+	if l := v.LeftOut; l != nil {
+		s.LeftOut = &record.LeftOut{Connections: l.Connections, Watches: l.Watches, NotKnown: l.NotKnown, Exchanges: l.Exchanges, Problems: l.Problems}
+	}
 	return s
 }
 

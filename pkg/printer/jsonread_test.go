@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/kwatch/kwatch/internal/testutil"
 	"github.com/kwatch/kwatch/pkg/record"
@@ -325,6 +326,33 @@ func TestJSONReadIdentity(t *testing.T) {
 	} {
 		if !strings.Contains(node.String(), w) {
 			t.Errorf("read as node 127.0.0.2's, no %s in:\n%s", w, node.String())
+		}
+	}
+}
+
+// TestJSONReadSummary: a summary's every field is read back, what the
+// filters left out and a run on nodes' counts among them, and written
+// again as it was.
+func TestJSONReadSummary(t *testing.T) {
+	at := time.Date(2026, 12, 7, 22, 42, 13, 986484000, time.UTC)
+	for _, sum := range []*record.Summary{
+		{Time: at, Packets: 24, Connections: 2, NoData: 1, Nodes: 2, Versions: 3,
+			LeftOut: &record.LeftOut{Connections: 4, Watches: 5, NotKnown: 1, Exchanges: 6, Problems: 7}},
+		{Time: at, Live: true, Connections: 1, WatchesRequested: 2, WatchesOpened: 2, Relists: 1, Retries: 3, Bytes: 4096, Duration: 5 * time.Second},
+	} {
+		var want bytes.Buffer
+		j := NewJSON(&want, Options{AllHTTP: true})
+		j.Emit(sum)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var again bytes.Buffer
+		recs := readAll(t, bytes.NewReader(want.Bytes()), NewJSON(&again, Options{AllHTTP: true}))
+		if !bytes.Equal(want.Bytes(), again.Bytes()) {
+			t.Errorf("JSON written again differs:\n%s", lineDiff(want.Bytes(), again.Bytes()))
+		}
+		if got := recs[0].(*record.Summary); sum.LeftOut != nil && (got.LeftOut == nil || *got.LeftOut != *sum.LeftOut) {
+			t.Errorf("leftOut read %+v, want %+v", got.LeftOut, sum.LeftOut)
 		}
 	}
 }

@@ -74,9 +74,44 @@ type Pretty struct {
 	// quiet holds the labels of watches whose health has nothing to say
 	// (no event, no finding), printed as one line before the run's.
 	quiet []quietWatch
+	// folds are the bookmarks held to be said in one line per watch
+	// (Options.Bookmarks unset), by watch; swept is the time of the
+	// record at which folds were last looked at for BookmarkFold.
+	folds map[heldKey]*bookmarkFold
+	swept time.Time
+	// joined is the response of an HTTP/2 stream whose request was not
+	// seen, held for the note that names its resource (holdJoined).
+	joined *record.Response
+	// joinedSaid is said as it was when joined was held: the client its
+	// connection line named, not named again on the response's line.
+	joinedSaid string
 	// said is the client the connection line printed by this Emit named
 	// ("" none): the watch request right after it does not name it again.
 	said string
+}
+
+// BookmarkFold is the longest stretch of a watch's bookmarks the readable
+// output says in one line: 5 minutes, the shortest watch client-go's
+// reflector asks for (timeoutSeconds between 5 and 10 minutes:
+// tools/cache/reflector.go's defaultMinWatchTimeout), in which
+// kube-apiserver sends a bookmark about every minute (its watch cache's
+// defaultBookmarkFrequency, and one 2 s before the watch's timeout): about
+// five bookmarks a line, one or two lines for a client-go watch.
+const BookmarkFold = 5 * time.Minute
+
+// maxFolds bounds Pretty.folds: past it, bookmarks are shown one by one.
+const maxFolds = 4096
+
+// bookmarkFold is the bookmarks of one watch held to be said in one line.
+type bookmarkFold struct {
+	conn              *record.Conn
+	exchange          int
+	n                 int
+	firstSeq, lastSeq int
+	firstRV, lastRV   string
+	first, last       time.Time
+	// line is the first bookmark's own line, said when it stays alone.
+	line string
 }
 
 // quietWatch is a watch's health line held back by printHealth.
@@ -88,7 +123,7 @@ func NewPretty(w io.Writer, opt Options) *Pretty {
 	if opt.Terminal {
 		times = newTimeText("15:04:05.000000", true)
 	}
-	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color), times: times}
+	return &Pretty{filter: newFilter(opt), w: &errWriter{w: w}, cs: newScheme(opt.Color), times: times, folds: map[heldKey]*bookmarkFold{}}
 }
 
 // Emit prints r if the filter passes it.
@@ -101,7 +136,13 @@ func (p *Pretty) Emit(r record.Record) {
 
 // Close writes what is held and returns the first write error; the
 // summary record prints itself.
-func (p *Pretty) Close() error { return p.w.Flush() }
+func (p *Pretty) Close() error {
+	if p.joined != nil {
+		p.sayJoined(nil)
+	}
+	p.endFolds()
+	return p.w.Flush()
+}
 
 // Flush writes the lines held so far.
 func (p *Pretty) Flush() { p.w.Flush() }
@@ -130,6 +171,12 @@ func (p *Pretty) xid(c *record.Conn, exchange int) string {
 }
 
 func (p *Pretty) print(r record.Record) {
+	if p.joined != nil && p.sayJoined(r) {
+		return
+	}
+	if t := r.When(); len(p.folds) > 0 && t.Sub(p.swept) >= time.Second {
+		p.sweep(t)
+	}
 	switch v := r.(type) {
 	case connRecord:
 		id := v.who
@@ -171,16 +218,25 @@ func (p *Pretty) print(r record.Record) {
 		}
 		p.w.printf("%s %s > %s %s %s%s\n", p.ts(v.Time), p.xid(v.Conn, v.Exchange), method, target, Escape(v.Proto), p.client(v))
 	case *record.Response:
-		p.printResponse(v)
+		if p.holdJoined(v) {
+			return
+		}
+		p.printResponse(v, "")
 	case *record.Event:
+		if p.fold(v) {
+			return
+		}
+		p.endFold(heldKey{v.Conn.Key(), v.Exchange})
 		p.printEvent(v)
 	case *record.End:
+		p.endFold(heldKey{v.Conn.Key(), v.Exchange})
 		p.printEnd(v)
 	case *record.ConnNote:
 		p.w.printf("%s %s %s\n", p.ts(v.Time), p.id(v.Conn), p.cs.dim.Sprint(Escape(v.Message)))
 	case *record.Problem:
 		p.printProblem(v)
 	case *record.Summary:
+		p.endFolds()
 		p.printSummary(v)
 	case *record.List:
 		p.w.printf("%s %s %s: %s at resourceVersion %s (%s; %s)\n", p.ts(v.Time), p.cs.header.Sprint("LIST"),
@@ -347,6 +403,150 @@ func RelistText(r *record.Relist) string {
 	}, " · ") + " while not watching"
 }
 
+// holdJoined holds v when it is the response of an HTTP/2 stream whose
+// request was not seen (joined mid-connection), so that the note that
+// names the stream's resource from its first event, which comes next, is
+// said on the same line (sayJoined); it reports whether it held v.
+func (p *Pretty) holdJoined(v *record.Response) bool {
+	if !v.Watch || v.Conn == nil || !v.Conn.HTTP2 || v.Request != nil && v.Request.Target != "" {
+		return false
+	}
+	p.joined, p.joinedSaid = v, p.said
+	return true
+}
+
+// sayJoined says the response holdJoined held: with r when r is the
+// "h2-joined" note naming its stream's resource (it reports true: r is
+// said), else alone, before r.
+func (p *Pretty) sayJoined(r record.Record) bool {
+	resp := p.joined
+	p.joined = nil
+	// The response's line names its client unless the connection line
+	// just above it did (said, as it was when it was held).
+	said := p.said
+	p.said = p.joinedSaid
+	defer func() { p.said = said }()
+	switch v := r.(type) {
+	case *record.ConnNote:
+		if v.Kind == "h2-joined" && v.Resource != nil && v.Conn.Key() == resp.Conn.Key() && int(v.Stream) == resp.Exchange {
+			p.printResponse(resp, ResourceText(v.Resource, false))
+			return true
+		}
+	case *record.Event:
+		// A stream whose first event is a bookmark: its object names
+		// the resource, not a namespace (the note that does comes
+		// with the first other event).
+		if v.Type == "BOOKMARK" && v.Kind != "" && v.Conn.Key() == resp.Conn.Key() && v.Exchange == resp.Exchange {
+			p.printResponse(resp, ResourceText(&record.Resource{APIVersion: v.APIVersion, Kind: v.Kind}, true))
+			return false
+		}
+	}
+	p.printResponse(resp, "")
+	return false
+}
+
+// ResourceText names what a stream joined mid-connection watches, as its
+// first event's object says: "v1 ConfigMap (request not seen: named by its
+// first event's object, in namespace demo)"; bookmark: that event is a
+// bookmark, whose object names no namespace.
+func ResourceText(res *record.Resource, bookmark bool) string {
+	where := ", cluster-scoped or in no namespace"
+	switch {
+	case bookmark:
+		where = ", a bookmark"
+	case res.Namespace != "":
+		where = ", in namespace " + Escape(res.Namespace)
+	}
+	return Escape(res.APIVersion) + " " + Escape(res.Kind) + " (request not seen: named by its first event's object" + where + ")"
+}
+
+// fold holds e when it is a bookmark to fold into its watch's line (see
+// Options.Bookmarks), saying the fold once it spans BookmarkFold; it
+// reports whether it held e. --wire shows each, with its chunk's bytes.
+func (p *Pretty) fold(e *record.Event) bool {
+	if p.opt.Bookmarks || p.opt.Wire || e.Type != "BOOKMARK" || e.InitialEventsEnd || e.Conn == nil {
+		return false
+	}
+	k := heldKey{e.Conn.ID, e.Exchange}
+	f := p.folds[k]
+	if f == nil {
+		if len(p.folds) >= maxFolds {
+			return false
+		}
+		f = &bookmarkFold{conn: e.Conn, exchange: e.Exchange, firstSeq: e.Seq, firstRV: e.ResourceVersion, first: e.Time, line: p.eventLine(e)}
+		p.folds[k] = f
+	} else {
+		f.line = ""
+	}
+	f.n++
+	f.lastSeq, f.lastRV, f.last = e.Seq, e.ResourceVersion, e.Time
+	if f.last.Sub(f.first) >= BookmarkFold {
+		p.endFold(k)
+	}
+	return true
+}
+
+// endFold says the bookmarks folded for watch k, if any: the first's own
+// line when it is alone, else "12 BOOKMARKs rv 2351→2410 over 4m58s
+// (events 3-14)".
+func (p *Pretty) endFold(k heldKey) {
+	f := p.folds[k]
+	if f == nil {
+		return
+	}
+	delete(p.folds, k)
+	if f.n == 1 {
+		p.w.printf("%s", f.line)
+		return
+	}
+	rv := "rv " + Escape(f.firstRV)
+	if f.lastRV != f.firstRV {
+		rv += "→" + Escape(f.lastRV)
+	}
+	p.w.printf("%s %s %3d %s %s over %s (events %d-%d)\n", p.ts(f.last), p.xid(f.conn, f.exchange), f.n,
+		p.cs.bookmark.Sprint("BOOKMARKs"), rv, round(f.last.Sub(f.first)), f.firstSeq, f.lastSeq)
+}
+
+// sweep says the folds that began BookmarkFold or more before t, the
+// time of the record about to be said, oldest first.
+func (p *Pretty) sweep(t time.Time) {
+	p.swept = t
+	var due []heldKey
+	for k, f := range p.folds {
+		if t.Sub(f.first) >= BookmarkFold {
+			due = append(due, k)
+		}
+	}
+	p.endFoldsOf(due)
+}
+
+// endFolds says every fold held, oldest first.
+func (p *Pretty) endFolds() {
+	keys := make([]heldKey, 0, len(p.folds))
+	for k := range p.folds {
+		keys = append(keys, k)
+	}
+	p.endFoldsOf(keys)
+}
+
+// endFoldsOf says the folds of keys, oldest first (then by connection and
+// exchange: the output does not depend on map order).
+func (p *Pretty) endFoldsOf(keys []heldKey) {
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := p.folds[keys[i]], p.folds[keys[j]]
+		if !a.first.Equal(b.first) {
+			return a.first.Before(b.first)
+		}
+		if keys[i].conn != keys[j].conn {
+			return keys[i].conn < keys[j].conn
+		}
+		return keys[i].exchange < keys[j].exchange
+	})
+	for _, k := range keys {
+		p.endFold(k)
+	}
+}
+
 // client names the client of a watch request, " · client kubectl/v1.37.2
 // … get (pid 4242)", for the first line of each watch; "" for a request
 // that is no watch, a client not known, or one the connection line just
@@ -362,7 +562,9 @@ func (p *Pretty) client(v *record.Request) string {
 	return " · client " + t
 }
 
-func (p *Pretty) printResponse(v *record.Response) {
+// printResponse says a response; res, when set, names the resource of a
+// stream whose request was not seen (sayJoined, ResourceText).
+func (p *Pretty) printResponse(v *record.Response, res string) {
 	var parts []string
 	switch v.Framing {
 	case "chunked":
@@ -380,7 +582,10 @@ func (p *Pretty) printResponse(v *record.Response) {
 	}
 	if v.Watch {
 		w := "watch"
-		if v.Request == nil {
+		switch {
+		case res != "":
+			w += " of " + res
+		case v.Request == nil:
 			w += " (request not captured)"
 		}
 		parts = append(parts, w)
@@ -542,11 +747,16 @@ func EventWhat(e *record.Event) string {
 	return what
 }
 
-func (p *Pretty) printEvent(e *record.Event) {
+// eventLine is an event's line: time, watch, number, type, what it
+// carried and the chunks or DATA frames that carried it.
+func (p *Pretty) eventLine(e *record.Event) string {
 	c := p.cs.forType(e.Type)
-	what := EventWhat(e)
-	p.w.printf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
-		c.Sprintf("%-8s", Escape(e.Type)), what, p.cs.dim.Sprint(ChunkText(e)))
+	return fmt.Sprintf("%s %s %s %s  %s  %s\n", p.ts(e.Time), p.xid(e.Conn, e.Exchange), p.cs.dim.Sprintf("%3d", e.Seq),
+		c.Sprintf("%-8s", Escape(e.Type)), EventWhat(e), p.cs.dim.Sprint(ChunkText(e)))
+}
+
+func (p *Pretty) printEvent(e *record.Event) {
+	p.w.printf("%s", p.eventLine(e))
 	for _, ch := range e.Changes {
 		c := p.cs.modified
 		switch ch[0] {
@@ -720,12 +930,22 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	if line := NotDecryptedText(t.NotDecrypted); line != "" {
 		p.w.printf("%s %s\n", p.cs.warning.Sprint("not decrypted:"), line)
 	}
+	if line := LeftOutText(s.LeftOut, p.opt.AllHTTP); line != "" {
+		p.w.printf("%s %s\n", p.cs.warning.Sprint("left out:"), line)
+	}
 	parts := []string{
 		phrase.Count(int(s.Packets), "packet", "packets"),
 		phrase.Count(s.Connections, "TCP connection", "TCP connections"),
 	}
+	var conns []string
 	if s.NoData > 0 {
-		parts[1] += fmt.Sprintf(" (%d with no data)", s.NoData)
+		conns = append(conns, fmt.Sprintf("%d with no data", s.NoData))
+	}
+	if l := s.LeftOut; l != nil && l.Connections > 0 {
+		conns = append(conns, fmt.Sprintf("%d left out by the filters", l.Connections))
+	}
+	if len(conns) > 0 {
+		parts[1] += " (" + strings.Join(conns, "; ") + ")"
 	}
 	if s.Nodes > 0 {
 		parts = append([]string{phrase.Count(s.Nodes, "node", "nodes")}, parts...)
@@ -739,6 +959,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	watches := "1 watch"
 	if t.Watches != 1 {
 		watches = fmt.Sprintf("%d watches", t.Watches)
+	}
+	if l := s.LeftOut; l != nil && l.Watches > 0 {
+		watches += fmt.Sprintf(" (%d left out by the filters)", l.Watches)
 	}
 	parts = append(parts, watches, countsLine(t.Events))
 	if s.Versions > 0 {
@@ -769,6 +992,29 @@ func NotDecryptedText(n NotDecrypted) string {
 		s += fmt.Sprintf(" (%d with no key in the key logs)", n.NoKey)
 	}
 	return s + ": give kwatch their clients' key logs (--tls-keylog, SSLKEYLOGFILE; start the capture before they connect) to decode them, or --show-undecrypted to list each and why"
+}
+
+// LeftOutText says, in one line, what the summary's count of what the
+// filters left out does not: the watches left out because what a filter
+// asks was not seen, the other HTTP exchanges left out (allHTTP: they
+// would have been shown), and the problems about them that are not shown;
+// "" when there is none of those.
+func LeftOutText(l *record.LeftOut, allHTTP bool) string {
+	if l == nil {
+		return ""
+	}
+	var parts []string
+	if l.NotKnown > 0 {
+		parts = append(parts, fmt.Sprintf("%d of the %s because what the filters ask was not seen (the User-Agent, resource or namespace of a watch whose request came before the capture or the join, or named HPACK entries from before it)",
+			l.NotKnown, phrase.Count(l.Watches, "watch", "watches")))
+	}
+	if allHTTP && l.Exchanges > 0 {
+		parts = append(parts, phrase.Count(l.Exchanges, "other HTTP exchange", "other HTTP exchanges"))
+	}
+	if l.Problems > 0 {
+		parts = append(parts, phrase.Count(l.Problems, "problem", "problems")+" about what was left out, not shown")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // decryptedText says how many TLS connections were decrypted and with

@@ -37,6 +37,19 @@ type Options struct {
 	// connection that has anything else to show (another problem) is
 	// shown whole.
 	HideUndecrypted bool
+	// Filtered says that the watch filters (--user-agent, --resource, -n:
+	// pkg/filter) narrowed what is shown: a connection that could not be
+	// decoded (TLS not decrypted, not HTTP) is not shown for that alone,
+	// only counted in the summary's "not decoded", as the connections
+	// whose watches were all left out are not shown.
+	Filtered bool
+	// Bookmarks shows each BOOKMARK event on a line of its own. Without
+	// it the readable output folds a watch's bookmarks into one line per
+	// BookmarkFold ("12 BOOKMARKs rv 2351→2410 over 4m58s"), said before
+	// the watch's next other event, its end, or once the fold spans
+	// BookmarkFold; the initial-events-end bookmark keeps its line. JSON
+	// Lines always have every event.
+	Bookmarks bool
 }
 
 // Printer is a record.Sink that writes output; Close writes the summary.
@@ -270,7 +283,11 @@ func (f *filter) pass(r record.Record) []record.Record {
 			if v.Kind == "tls" && f.hide(v.Conn, r, false) {
 				return nil
 			}
-			return f.withConn(v.Conn, r)
+			if !f.opt.Filtered {
+				return f.withConn(v.Conn, r)
+			}
+			// Filtered: held as the connection's other notes are,
+			// said if it shows something kept.
 		}
 		if v.Kind == "closed" || v.Kind == "capture-ended" {
 			// A connection's last record.

@@ -142,6 +142,10 @@ type Request struct {
 	// not known, and Watch, InitialState, StartsWithState and Secrets
 	// are then false.
 	Unknown []UnknownField
+	// Omitted is set by the follower when the filters leave out the
+	// exchange the request opens (exchange.Limits.Omit: --user-agent,
+	// --resource, -n): its response body is not framed into events.
+	Omitted bool
 }
 
 // UnknownField is a field of an HTTP/2 header block (RFC 9113 §4.3) that
@@ -684,10 +688,37 @@ type Summary struct {
 	// events delivered, each once however many watches it was delivered
 	// to (pkg/merge).
 	Nodes, Versions int
+	// LeftOut counts what the filters of kwatch pcap and kwatch attach
+	// (--client, --server, --port, --user-agent, --resource, -n) left
+	// out; nil when none was given.
+	LeftOut *LeftOut
 }
 
 // When returns the time of the last packet.
 func (s *Summary) When() time.Time { return s.Time }
+
+// LeftOut counts what the filters left out of a run (Summary.LeftOut), so
+// that a filtered run says what it did not show.
+type LeftOut struct {
+	// Connections counts the TCP connections whose endpoints (--client
+	// ADDR, --server, --port) or client process (--client NAME) did not
+	// match: not decoded at all.
+	Connections int
+	// Watches counts the watches whose request (or, when it was not seen,
+	// whose events) did not match --user-agent, --resource or -n: not
+	// shown, and not framed into events when their request decided it.
+	// NotKnown counts those of them left out because what a filter asks
+	// was not seen: the User-Agent, resource or namespace of a watch
+	// whose request came before the capture (or the join), or named an
+	// HPACK entry from before it.
+	Watches, NotKnown int
+	// Exchanges counts the other HTTP exchanges (not watches) left out
+	// the same way (--all-http would show them).
+	Exchanges int
+	// Problems counts the problems and warnings about the exchanges left
+	// out: not shown, and not counted in the summary's problems.
+	Problems int
+}
 
 // Scope is what a list-watch covers, as kubectl's flags say it.
 type Scope struct {

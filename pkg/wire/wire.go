@@ -129,7 +129,7 @@ func (b *Board) h2Joined() h2conn.Options {
 func h2Options(opt Options) h2conn.Options {
 	events := opt.Events()
 	events.Carriers = "DATA frames"
-	return h2conn.Options{Events: events, Locate: opt.Locate,
+	return h2conn.Options{Events: events, Locate: opt.Locate, Omit: opt.Omit,
 		MaxHeaderListBytes: opt.MaxHeaderBytes, ListFrames: opt.HTTP2Frames}
 }
 
