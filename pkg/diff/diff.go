@@ -6,6 +6,15 @@
 // metadata.generation) unless asked to keep them. The patch is attached to
 // the event record, with the changes as lines for printers.
 //
+// A meta.k8s.io Table event (kubectl get -w asks for Tables) is diffed by
+// its row, not as the Table: only a watch's first Table carries the
+// columnDefinitions, and the row is an array element, which a merge patch
+// replaces whole. Its row is read as {"cells": {NAME: value, …}, "object":
+// the row's object}, each cell named by its column in the watch's first
+// columnDefinitions (Kubernetes API concepts: receiving resources as
+// Tables), and the object kept under the row object's namespace and name
+// (record.Event's for a Table).
+//
 // The patch is computed here, not with a library: json-patch's
 // CreateMergePatch (client-go's dependency) reads both versions into Go
 // maps of float64 numbers, so a number past 2^53 changed without a patch
@@ -101,6 +110,9 @@ type Differ struct {
 	// chain of watches that followed one another, whose versions it
 	// shares.
 	chains map[watchKey]watchKey
+	// columns holds the column names of each watch's first Table that
+	// had columnDefinitions (at most maxWatches watches).
+	columns map[watchKey][]string
 }
 
 // kept is one object's last version (its JSON as sent) under its key.
@@ -111,7 +123,8 @@ type kept struct {
 
 // New returns a Differ passing records on to next.
 func New(next record.Sink, opt Options) *Differ {
-	return &Differ{next: next, opt: opt, last: map[string]*list.Element{}, order: list.New(), chains: map[watchKey]watchKey{}}
+	return &Differ{next: next, opt: opt, last: map[string]*list.Element{}, order: list.New(), chains: map[watchKey]watchKey{},
+		columns: map[watchKey][]string{}}
 }
 
 // Flush flushes the next sink (record.Flusher).
@@ -171,7 +184,16 @@ func (d *Differ) event(e *record.Event) {
 		return
 	}
 	key := d.key(e.Conn, e.Exchange, e.APIVersion, e.Kind, e.Namespace, e.Name, e.UID)
-	cur, err := parse(e.Object)
+	obj := []byte(e.Object)
+	table := false
+	if e.Kind == "Table" && strings.HasPrefix(e.APIVersion, "meta.k8s.io/") {
+		obj, table = d.rowView(e)
+		if !table {
+			d.forget(key)
+			return
+		}
+	}
+	cur, err := parse(obj)
 	if err != nil {
 		// Nothing to diff with, nor to diff the next version with.
 		d.forget(key)
@@ -179,14 +201,87 @@ func (d *Differ) event(e *record.Event) {
 	}
 	if el, ok := d.last[key]; ok && e.Type != "ADDED" {
 		if old, err := parse(el.Value.(*kept).obj); err == nil {
-			e.Diff, e.Changes, e.MoreChanges = d.mergePatch(old, cur)
+			e.Diff, e.Changes, e.MoreChanges = d.mergePatch(old, cur, table)
 		}
 	}
 	if e.Type == "DELETED" {
 		d.forget(key)
 		return
 	}
-	d.remember(key, bytes.Clone(e.Object))
+	if !table {
+		obj = bytes.Clone(obj)
+	}
+	d.remember(key, obj)
+}
+
+// tableEvent is what rowView reads of a Table: its column names and its
+// rows' cells and objects, values as sent.
+type tableEvent struct {
+	ColumnDefinitions []struct {
+		Name string `json:"name"`
+	} `json:"columnDefinitions"`
+	Rows []struct {
+		Cells  []json.RawMessage `json:"cells"`
+		Object json.RawMessage   `json:"object"`
+	} `json:"rows"`
+}
+
+// rowView returns the row of Table event e as the Differ diffs it:
+// {"cells":{NAME:value,…},"object":OBJECT}, its cells named by the
+// columns of the watch's first columnDefinitions (a cell past them, or of
+// a watch whose first Table was not seen, by its index from 0; a name
+// that repeats, or is empty, with "#" and its index after it), its object
+// as sent ("object" left out when the row has none). ok is false for a
+// Table that cannot be read, or of other than one row.
+func (d *Differ) rowView(e *record.Event) (view []byte, ok bool) {
+	var t tableEvent
+	if json.Unmarshal(e.Object, &t) != nil || len(t.Rows) != 1 {
+		return nil, false
+	}
+	w := watchKey{-1, 0}
+	if e.Conn != nil {
+		w = watchKey{e.Conn.ID, e.Exchange}
+		if d.opt.PerWatch {
+			w = d.chain(e.Conn, e.Exchange)
+		}
+	}
+	names, known := d.columns[w]
+	if !known && len(t.ColumnDefinitions) > 0 {
+		seen := map[string]bool{}
+		for i, c := range t.ColumnDefinitions {
+			n := c.Name
+			if n == "" || seen[n] {
+				n += "#" + strconv.Itoa(i)
+			}
+			seen[n] = true
+			names = append(names, n)
+		}
+		if len(d.columns) >= maxWatches {
+			clear(d.columns)
+		}
+		d.columns[w] = names
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"cells":{`)
+	for i, c := range t.Rows[0].Cells {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		n := strconv.Itoa(i)
+		if i < len(names) {
+			n = names[i]
+		}
+		writeString(&b, n)
+		b.WriteByte(':')
+		b.Write(c)
+	}
+	b.WriteByte('}')
+	if o := t.Rows[0].Object; len(o) > 0 && string(o) != "null" {
+		b.WriteString(`,"object":`)
+		b.Write(o)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), true
 }
 
 // remember keeps obj as the last version of key, then forgets the versions
@@ -221,8 +316,10 @@ func (d *Differ) forget(key string) {
 // MaxChangeLines, and a count of the others: "~ data.k: "v1" → "v2"",
 // "+ metadata.labels.app: "web"", "- data.x: "1"". A member set to null
 // reads "~ data.x: "1" → null" (its patch, as RFC 7386 has it, deletes).
-func (d *Differ) mergePatch(old, cur *node) (patch []byte, lines []string, more int) {
-	p := &patcher{all: d.opt.All}
+//
+// For a Table's row view (rowView) NoiseFields are the row object's.
+func (d *Differ) mergePatch(old, cur *node, table bool) (patch []byte, lines []string, more int) {
+	p := &patcher{all: d.opt.All, table: table}
 	var b bytes.Buffer
 	p.object(&b, old, cur)
 	return b.Bytes(), p.lines, p.more
@@ -231,6 +328,7 @@ func (d *Differ) mergePatch(old, cur *node) (patch []byte, lines []string, more 
 // patcher writes a merge patch and collects its change lines.
 type patcher struct {
 	all   bool
+	table bool     // a Table's row view: NoiseFields are under "object"
 	path  []string // keys of the objects above the one compared
 	lines []string
 	more  int // changes past MaxChangeLines
@@ -306,8 +404,15 @@ func (p *patcher) noise(k string) bool {
 	if p.all {
 		return false
 	}
+	path := p.path
+	if p.table {
+		if len(path) == 0 || path[0] != "object" {
+			return false
+		}
+		path = path[1:]
+	}
 	for _, f := range NoiseFields {
-		if len(f) == len(p.path)+1 && f[len(f)-1] == k && slices.Equal(f[:len(p.path)], p.path) {
+		if len(f) == len(path)+1 && f[len(f)-1] == k && slices.Equal(f[:len(path)], path) {
 			return true
 		}
 	}

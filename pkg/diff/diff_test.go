@@ -1,7 +1,9 @@
 package diff
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -271,6 +273,104 @@ func TestDifferPerWatch(t *testing.T) {
 	for i, want := range []string{"", "", `{"data":{"k":"2"}}`, `{"data":{"k":"2"}}`, `{"data":{"k":"3"}}`, ""} {
 		if string(got[i].Diff) != want {
 			t.Errorf("event %d (connection %d, exchange %d, %s): diff %s, want %q", i, got[i].Conn.ID, got[i].Exchange, got[i].Type, got[i].Diff, want)
+		}
+	}
+}
+
+// tableEvents reads testdata/kubectl-get-cm-w.json: the watch events
+// kubectl 1.30's `get cm -w -n NS` received from kube-apiserver v1.37.2
+// (captured by kwatch attach -o json: their type and object as sent)
+// while ConfigMap x1 was patched, x2 created, patched (a data key and a
+// label added) and deleted; each a Table of one row whose object is a
+// PartialObjectMetadata, the first with the columnDefinitions.
+func tableEvents(t *testing.T) []*record.Event {
+	t.Helper()
+	b, err := os.ReadFile("testdata/kubectl-get-cm-w.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	c := &record.Conn{ID: 1, HTTP2: true}
+	var evs []*record.Event
+	for i, r := range raw {
+		var row struct {
+			Rows []struct {
+				Object struct {
+					Metadata struct{ Namespace, Name, UID string } `json:"metadata"`
+				} `json:"object"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal(r.Object, &row); err != nil || len(row.Rows) != 1 {
+			t.Fatalf("event %d: %v", i+1, err)
+		}
+		m := row.Rows[0].Object.Metadata
+		evs = append(evs, &record.Event{Conn: c, Exchange: 3, Seq: i + 1, Type: r.Type, APIVersion: "meta.k8s.io/v1", Kind: "Table",
+			RowKind: "PartialObjectMetadata", Namespace: m.Namespace, Name: m.Name, UID: m.UID, Object: r.Object})
+	}
+	return evs
+}
+
+// TestDifferTable: a Table event is diffed by its row: its cells by the
+// names of the watch's first columnDefinitions (which the later Tables
+// do not carry), and its object, the row object's managedFields and
+// resourceVersion left out as an object's are.
+func TestDifferTable(t *testing.T) {
+	d := New(record.SinkFunc(func(record.Record) {}), Options{PerWatch: true})
+	evs := tableEvents(t)
+	for _, e := range evs {
+		d.Emit(e)
+	}
+	if evs[0].Diff != nil || evs[1].Diff != nil {
+		t.Errorf("x1's first version and x2's ADDED have a diff: %s %s", evs[0].Diff, evs[1].Diff)
+	}
+	for _, tc := range []struct {
+		e           *record.Event
+		diff, lines string
+	}{
+		{evs[2], `{"cells":{"Age":"1s","Data":2},"object":{"metadata":{"labels":{"app":"web"}}}}`,
+			"~ cells.Age: \"0s\" → \"1s\"\n~ cells.Data: 1 → 2\n+ object.metadata.labels: {\"app\":\"web\"}"},
+		{evs[3], `{"cells":{"Age":"4s"}}`, "~ cells.Age: \"1s\" → \"4s\""},
+	} {
+		if string(tc.e.Diff) != tc.diff || strings.Join(tc.e.Changes, "\n") != tc.lines {
+			t.Errorf("event %d: diff %s, changes:\n%s\nwant %s\n%s", tc.e.Seq, tc.e.Diff, strings.Join(tc.e.Changes, "\n"), tc.diff, tc.lines)
+		}
+	}
+
+	// Joined after the first Table: its cells by index; --diff-all shows
+	// the row object's resourceVersion.
+	d = New(record.SinkFunc(func(record.Record) {}), Options{All: true})
+	evs = tableEvents(t)
+	for _, e := range evs[1:] {
+		d.Emit(e)
+	}
+	if got, want := strings.Join(evs[2].Changes, "\n"), "~ cells.1: 1 → 2\n~ cells.2: \"0s\" → \"1s\"\n"; !strings.HasPrefix(got, want) ||
+		!strings.Contains(got, "~ object.metadata.resourceVersion: \"5189\" → \"5190\"") {
+		t.Errorf("changes without the columnDefinitions, all:\n%s", got)
+	}
+}
+
+// TestDifferTableRows: a Table of other than one row, or that is not one,
+// has no diff and is not kept.
+func TestDifferTableRows(t *testing.T) {
+	d := New(record.SinkFunc(func(record.Record) {}), Options{})
+	ev := func(typ, obj string) *record.Event {
+		return &record.Event{Type: typ, APIVersion: "meta.k8s.io/v1", Kind: "Table", Namespace: "n", Name: "a", Object: []byte(obj)}
+	}
+	for _, e := range []*record.Event{
+		ev("ADDED", `{"kind":"Table","rows":[{"cells":["a"]}]}`),
+		ev("MODIFIED", `{"kind":"Table","rows":[{"cells":["a"]},{"cells":["b"]}]}`),
+		ev("MODIFIED", `{"kind":"Table","rows":[{"cells":["c"]}]}`),
+		ev("MODIFIED", `{"kind":"Table","rows":"x"}`),
+	} {
+		d.Emit(e)
+		if e.Diff != nil {
+			t.Errorf("%s has a diff: %s", e.Object, e.Diff)
 		}
 	}
 }

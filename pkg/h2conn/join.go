@@ -356,13 +356,13 @@ type joinedEnv struct {
 func (e joinedEnv) Emit(r record.Record) {
 	if ev, ok := r.(*record.Event); ok && !e.st.named && ev.Kind != "" && ev.Type != "ERROR" && ev.Type != "BOOKMARK" {
 		e.st.named = true
-		res := &record.Resource{APIVersion: ev.APIVersion, Kind: ev.Kind, Namespace: ev.Namespace}
+		res := &record.Resource{APIVersion: ev.APIVersion, Kind: ev.Kind, Namespace: ev.Namespace, RowKind: ev.RowKind}
 		where := "cluster-scoped or in no namespace"
 		if ev.Namespace != "" {
-			where = "the first in namespace " + ev.Namespace
+			where = "the first in namespace " + ev.Namespace + ", the namespace watched not known"
 		}
-		e.c.noteStream(ev.Time, e.st.id, res, fmt.Sprintf("stream %d: its request was not seen; its events are %s %s (%s), as named by event %d's object",
-			e.st.id, ev.APIVersion, ev.Kind, where, ev.Seq))
+		e.c.noteStream(ev.Time, e.st.id, res, fmt.Sprintf("stream %d: its request was not seen; its events are %s, as named by event %d's object (%s)",
+			e.st.id, res.WatchedText(), ev.Seq, where))
 	}
 	e.c.emit(r)
 }

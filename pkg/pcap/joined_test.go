@@ -155,7 +155,7 @@ func TestJoinedOutput(t *testing.T) {
 		"HTTP/2, joined mid-connection: the server's first bytes are HTTP/2 frames",
 		// The stream whose request was not seen is named on its
 		// response's line, from its first event's object.
-		"#1 s1 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/json · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace default) · inferred from the body",
+		"#1 s1 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/json · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace default; the namespace watched not known) · inferred from the body",
 		"#1 s3 > GET /api/v1/namespaces/default/configmaps?watch=1&resourceVersion=100&fieldSelector=metadata.name%3Dsecond HTTP/2.0 · 3 header fields not known (HPACK entries",
 		"#1 s3 < HTTP/2.0 200 OK · application/json · watch · inferred from the body · 1 header field not known (HPACK entry",
 		"#1 s3   1 ADDED     ConfigMap default/second  rv 101",

@@ -437,7 +437,7 @@ func (p *Pretty) sayJoined(r record.Record) bool {
 		// the resource, not a namespace (the note that does comes
 		// with the first other event).
 		if v.Type == "BOOKMARK" && v.Kind != "" && v.Conn.Key() == resp.Conn.Key() && v.Exchange == resp.Exchange {
-			p.printResponse(resp, ResourceText(&record.Resource{APIVersion: v.APIVersion, Kind: v.Kind}, true))
+			p.printResponse(resp, ResourceText(&record.Resource{APIVersion: v.APIVersion, Kind: v.Kind, RowKind: v.RowKind}, true))
 			return false
 		}
 	}
@@ -446,18 +446,25 @@ func (p *Pretty) sayJoined(r record.Record) bool {
 }
 
 // ResourceText names what a stream joined mid-connection watches, as its
-// first event's object says: "v1 ConfigMap (request not seen: named by its
-// first event's object, in namespace demo)"; bookmark: that event is a
-// bookmark, whose object names no namespace.
+// first event's object says (record.Resource.WatchedText): "v1 ConfigMap
+// (request not seen: named by its first event's object, in namespace
+// demo; the namespace watched not known)", "Table rows (resource not seen;
+// request not seen: …)"; bookmark: that event is a bookmark, whose object
+// names no namespace. The namespace of the first object is not the
+// namespace watched: a watch of every namespace has none.
 func ResourceText(res *record.Resource, bookmark bool) string {
 	where := ", cluster-scoped or in no namespace"
 	switch {
 	case bookmark:
 		where = ", a bookmark"
 	case res.Namespace != "":
-		where = ", in namespace " + Escape(res.Namespace)
+		where = ", in namespace " + Escape(res.Namespace) + "; the namespace watched not known"
 	}
-	return Escape(res.APIVersion) + " " + Escape(res.Kind) + " (request not seen: named by its first event's object" + where + ")"
+	name, known := res.Watched()
+	if !known {
+		return Escape(name) + " (resource not seen; request not seen: its first event's object does not name it" + where + ")"
+	}
+	return Escape(res.WatchedText()) + " (request not seen: named by its first event's object" + where + ")"
 }
 
 // fold holds e when it is a bookmark to fold into its watch's line (see
@@ -1222,15 +1229,15 @@ func HealthText(h *record.Health) string {
 	if total := h.FramingBytes + h.DataBytes; total > 0 {
 		parts = append(parts, fmt.Sprintf("framing %d of %d bytes (%.1f%%)", h.FramingBytes, total, 100*float64(h.FramingBytes)/float64(total)))
 	}
-	if h.InflatedBytes > 0 && h.CompressedBytes > 0 {
-		// Below 1:1 (gzip's headers on little data) two decimals, so
-		// that a body that grew never reads as 1.0:1.
-		ratio := float64(h.InflatedBytes) / float64(h.CompressedBytes)
-		format := "compressed %d of %d bytes (%.1f:1)"
-		if ratio < 1 {
-			format = "compressed %d of %d bytes (%.2f:1)"
-		}
-		parts = append(parts, fmt.Sprintf(format, h.CompressedBytes, h.InflatedBytes, ratio))
+	switch {
+	case h.InflatedBytes <= 0 || h.CompressedBytes <= 0:
+	case h.CompressedBytes > h.InflatedBytes:
+		// gzip's header and trailer on little data: what was sent grew.
+		parts = append(parts, fmt.Sprintf("compressed %d bytes into %d (larger by %d)",
+			h.InflatedBytes, h.CompressedBytes, h.CompressedBytes-h.InflatedBytes))
+	default:
+		parts = append(parts, fmt.Sprintf("compressed %d of %d bytes (%.1f:1)",
+			h.CompressedBytes, h.InflatedBytes, float64(h.InflatedBytes)/float64(h.CompressedBytes)))
 	}
 	if h.Scope == "all" && (h.Restarts > 0 || h.Relists > 0) {
 		var rs []string

@@ -209,12 +209,22 @@ func TestJoinedStreamLine(t *testing.T) {
 	recs := []record.Record{
 		resp(16523),
 		&record.ConnNote{Conn: c, Time: t0, Kind: "h2-joined", Stream: 16523, Resource: &record.Resource{APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo"},
-			Message: "stream 16523: its request was not seen; its events are v1 ConfigMap (the first in namespace demo), as named by event 1's object"},
+			Message: "stream 16523: its request was not seen; its events are v1 ConfigMap, as named by event 1's object (the first in namespace demo, the namespace watched not known)"},
 		&record.Event{Conn: c, Exchange: 16523, Seq: 1, Time: t0, Type: "ADDED", APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "app-config", ResourceVersion: "2370"},
 		resp(7805),
 		&record.Event{Conn: c, Exchange: 7805, Seq: 1, Time: t0, Type: "BOOKMARK", APIVersion: "coordination.k8s.io/v1", Kind: "Lease", ResourceVersion: "2371"},
 		resp(7807),
 		&record.Event{Conn: c, Exchange: 7807, Seq: 1, Time: t0, Type: "ERROR"},
+		// kubectl get -w's Table rows, whose objects are
+		// PartialObjectMetadata; a metadata informer's watch.
+		resp(3),
+		&record.ConnNote{Conn: c, Time: t0, Kind: "h2-joined", Stream: 3,
+			Resource: &record.Resource{APIVersion: "meta.k8s.io/v1", Kind: "Table", Namespace: "demo", RowKind: "PartialObjectMetadata"}},
+		resp(5),
+		&record.ConnNote{Conn: c, Time: t0, Kind: "h2-joined", Stream: 5, Resource: &record.Resource{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}},
+		resp(7),
+		&record.ConnNote{Conn: c, Time: t0, Kind: "h2-joined", Stream: 7,
+			Resource: &record.Resource{APIVersion: "meta.k8s.io/v1", Kind: "Table", Namespace: "demo", RowKind: "ConfigMap"}},
 	}
 	var out bytes.Buffer
 	p := NewPretty(&out, Options{})
@@ -224,10 +234,13 @@ func TestJoinedStreamLine(t *testing.T) {
 	p.Close()
 	got := out.String()
 	for _, want := range []string{
-		"2026-12-04T04:46:13.000000Z #2 s16523 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace demo) · inferred from the body\n" +
+		"2026-12-04T04:46:13.000000Z #2 s16523 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of v1 ConfigMap (request not seen: named by its first event's object, in namespace demo; the namespace watched not known) · inferred from the body\n" +
 			"2026-12-04T04:46:13.000000Z #2 s16523   1 ADDED     ConfigMap demo/app-config  rv 2370  0 bytes, not chunked\n",
 		"#2 s7805 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of coordination.k8s.io/v1 Lease (request not seen: named by its first event's object, a bookmark) · inferred from the body\n",
 		"#2 s7807 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch (request not captured) · inferred from the body\n",
+		"#2 s3 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of Table rows (resource not seen; request not seen: its first event's object does not name it, in namespace demo; the namespace watched not known) · inferred from the body\n",
+		"#2 s5 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of object metadata (resource not seen; request not seen: its first event's object does not name it, cluster-scoped or in no namespace) · inferred from the body\n",
+		"#2 s7 < HTTP/2.0 200 (HEADERS not captured: joined mid-connection) · application/vnd.kubernetes.protobuf;stream=watch · watch of ConfigMap as Table rows (request not seen: named by its first event's object, in namespace demo; the namespace watched not known) · inferred from the body\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks\n%s\nin\n%s", want, got)

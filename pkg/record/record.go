@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -554,8 +555,52 @@ type Resource struct {
 	APIVersion string `json:"apiVersion"`
 	// Kind is the object's kind, e.g. "ConfigMap".
 	Kind string `json:"kind"`
-	// Namespace is the object's namespace.
+	// Namespace is the object's namespace: not the namespace watched,
+	// which a watch of every namespace does not have.
 	Namespace string `json:"namespace,omitempty"`
+	// RowKind is, for a meta.k8s.io Table (kubectl get -w), the kind of
+	// its row's object (Event.RowKind): PartialObjectMetadata unless the
+	// rows hold whole objects.
+	RowKind string `json:"rowKind,omitempty"`
+}
+
+// Watched names what a watch whose request was not seen watches, as far
+// as its events' objects tell it, and never further: their kind
+// ("ConfigMap"); for a meta.k8s.io Table (kubectl get -w) its row's
+// object's kind when the rows hold whole objects, else "Table rows": the
+// row's object is then a PartialObjectMetadata, whose metadata names no
+// kind (managedFields' apiVersion is a group/version, "v1" for every core
+// resource), and the columnDefinitions name none either; for a
+// PartialObjectMetadata (a metadata informer's watch) "object metadata".
+// known is false for the last two: the resource was not seen.
+func (r Resource) Watched() (name string, known bool) {
+	if !strings.HasPrefix(r.APIVersion, "meta.k8s.io/") {
+		return r.Kind, true
+	}
+	switch r.Kind {
+	case "Table":
+		if r.RowKind != "" && r.RowKind != "PartialObjectMetadata" && r.RowKind != "Table" {
+			return r.RowKind, true
+		}
+		return "Table rows", false
+	case "PartialObjectMetadata":
+		return "object metadata", false
+	}
+	return r.Kind, true
+}
+
+// WatchedText is Watched as a line says it: the apiVersion and kind ("v1
+// ConfigMap"), "ConfigMap as Table rows", or "Table rows (resource not
+// seen)", "object metadata (resource not seen)". It is not escaped.
+func (r Resource) WatchedText() string {
+	name, known := r.Watched()
+	switch {
+	case !known:
+		return name + " (resource not seen)"
+	case r.Kind == "Table" && strings.HasPrefix(r.APIVersion, "meta.k8s.io/"):
+		return name + " as Table rows"
+	}
+	return r.APIVersion + " " + name
 }
 
 // Why says what kind of reason a LIST or a watch of kwatch stream had.

@@ -36,6 +36,10 @@ const DefaultMaxRows = 4096
 // selectors (bytes).
 const maxText = 256
 
+// NamespaceNotSeen is Row.Namespace of a watch whose request was not seen
+// and whose objects have a namespace: the namespace watched is not known.
+const NamespaceNotSeen = "(not seen)"
+
 // Judge is what the table reads of a watch's health: pkg/health's Tracker,
 // placed before it in the chain of sinks (Current is called from Emit).
 type Judge interface {
@@ -68,12 +72,19 @@ type row struct {
 	label string
 	who   string
 	scope record.Scope
+	// requested: the watch's request was seen (scope is what it asks).
+	requested bool
 	// resource is what the events' objects name when the request was
-	// not seen ("ConfigMap", from the first event or the h2-joined note).
-	resource string
-	events   int
-	bytes    int64
-	last     time.Time
+	// not seen (record.Resource.Watched: "ConfigMap", "Table rows
+	// (resource not seen)"); named once an event other than a bookmark
+	// or an ERROR named it, and clusterScoped when that event's object
+	// has no namespace: the namespace watched is otherwise not known.
+	resource      string
+	named         bool
+	clusterScoped bool
+	events        int
+	bytes         int64
+	last          time.Time
 	// lastCarrier is the index of the last chunk or DATA frame counted
 	// in bytes (one carrying several events is counted once).
 	lastCarrier int
@@ -154,6 +165,7 @@ func (t *Table) observe(r record.Record) {
 			return
 		}
 		w.who = phrase.Clip(t.book.Of(v).Text(), maxText)
+		w.requested = true
 		if s, ok := record.TargetScope(v.Target); ok {
 			w.scope = clipScope(s)
 		}
@@ -183,14 +195,7 @@ func (t *Table) observe(r record.Record) {
 			t.judged(w)
 		}
 	case *record.ConnNote:
-		switch {
-		case v.Resource != nil && v.Stream != 0:
-			// The h2-joined note naming a stream whose request was
-			// not seen.
-			if w := t.rows[key{v.Conn.Key(), int(v.Stream)}]; w != nil && w.resource == "" && w.scope.Resource == "" {
-				w.resource, w.scope.Namespace = phrase.Clip(v.Resource.Kind, maxText), phrase.Clip(v.Resource.Namespace, maxText)
-			}
-		case v.Stall > 0:
+		if v.Stall > 0 {
 			// health counted it for the watches open on the
 			// connection.
 			for _, w := range t.rows {
@@ -270,10 +275,16 @@ func (t *Table) event(e *record.Event) {
 	default:
 		w.bytes += e.Length
 	}
-	if w.resource == "" && w.scope.Resource == "" && e.Kind != "" {
-		w.resource = phrase.Clip(e.Kind, maxText)
-		if w.scope.Namespace == "" {
-			w.scope.Namespace = phrase.Clip(e.Namespace, maxText)
+	if !w.requested && !w.named && e.Kind != "" && e.Type != "ERROR" {
+		// Named as the h2-joined note names it (a bookmark's object
+		// names the resource, not a namespace).
+		name, known := record.Resource{APIVersion: e.APIVersion, Kind: e.Kind, RowKind: e.RowKind}.Watched()
+		if !known {
+			name += " (resource not seen)"
+		}
+		w.resource = phrase.Clip(name, maxText)
+		if e.Type != "BOOKMARK" {
+			w.named, w.clusterScoped = true, e.Namespace == ""
 		}
 	}
 	if e.Type == "ERROR" {
@@ -309,7 +320,7 @@ func (t *Table) restart(r *record.Restart) {
 	if cur := t.rows[k]; cur != nil && cur != prev {
 		// Made at the request: its request's name and scope are the
 		// row's from now on.
-		prev.who, prev.scope = cur.who, cur.scope
+		prev.who, prev.scope, prev.requested = cur.who, cur.scope, cur.requested
 		prev.events += cur.events
 		prev.bytes += cur.bytes
 		if cur.last.After(prev.last) {
@@ -363,13 +374,16 @@ type Row struct {
 	Watch string
 	// Client is its client as who.Identity.Text names it ("" not known).
 	Client string
-	// Resource is the resource ("configmaps", "deployments.apps"), or the
-	// kind its events' objects name when its request was not seen
-	// ("ConfigMap").
+	// Resource is the resource ("configmaps", "deployments.apps"), or,
+	// when its request was not seen, what its events' objects name
+	// (record.Resource.Watched: "ConfigMap"; "Table rows (resource not
+	// seen)" for kubectl get -w's, whose objects name no kind).
 	Resource string
-	// Namespace is the namespace watched ("" all, or cluster-scoped);
-	// Selectors its label and field selectors, as kubectl's flags say
-	// them.
+	// Namespace is the namespace watched ("" all, or cluster-scoped;
+	// NamespaceNotSeen when its request was not seen: a watch whose events
+	// are in namespace demo may watch every namespace, as pkg/filter
+	// judges it); Selectors its label and field selectors, as kubectl's
+	// flags say them.
 	Namespace, Selectors string
 	// Events and Bytes count its events and the data bytes that carried
 	// them (the chunks' or DATA frames' data, as sent).
@@ -421,8 +435,11 @@ func (w *row) snapshot() Row {
 	r := Row{ID: w.id, Watch: w.label, Client: w.who, Resource: w.scope.Resource, Namespace: w.scope.Namespace,
 		Events: w.events, Bytes: w.bytes, Last: w.last, Restarts: w.restarts, Relists: w.relists,
 		ZeroWindows: w.prior.zero + w.h.zero, FlowStalls: w.prior.flow + w.h.flow, Ended: w.ended}
-	if r.Resource == "" {
+	if !w.requested {
 		r.Resource = w.resource
+		if !w.clusterScoped {
+			r.Namespace = NamespaceNotSeen
+		}
 	}
 	var sel []string
 	if w.scope.LabelSelector != "" {

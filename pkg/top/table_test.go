@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/kwatch/kwatch/pkg/health"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -117,7 +119,7 @@ func TestRows(t *testing.T) {
 			Selectors: "-l app=web", Events: 32, Bytes: 30*200 + 100 + 200, Last: t0.Add(5 * time.Second), Restarts: 1, Relists: 1,
 			FlowStalls: 1, Health: "1 finding", Bad: true},
 		{ID: 4, Watch: "#2", Client: "kubectl/v1.37.2", Resource: "secrets", Namespace: "alpha", Health: "ok"},
-		{ID: 5, Watch: "#3 s9", Resource: "Pod", Namespace: "kube-system", Events: 1, Bytes: 50, Last: t0, Health: "ok"},
+		{ID: 5, Watch: "#3 s9", Resource: "Pod", Namespace: NamespaceNotSeen, Events: 1, Bytes: 50, Last: t0, Health: "ok"},
 	}
 	for i, w := range want {
 		if rows[i] != w {
@@ -201,8 +203,8 @@ func TestSortAndRender(t *testing.T) {
 	for _, want := range []string{
 		"kwatch top · 4 watches · 17 events/s · sorted by events · 04:46:12",
 		"EVENTS▼",
-		"#1 s5  kube-controller-manager/v1.37.2 … shared-informers (pid 812)",
-		"configmaps        demo         -l app=web",
+		"#1 s5   kube-controller-manager/v1.37.2 … shared-informers (pid 812)",
+		"configmaps        demo        -l app=web",
 		"sort: s ev/s · e events · b bytes/s · l last · t restarts · x stalls · h health · c client · r resource · n namespace · w watch · R reverse · ↑↓ scroll · q quit",
 	} {
 		if !strings.Contains(screen, want) {
@@ -406,5 +408,127 @@ func TestConcurrent(t *testing.T) {
 			return
 		default:
 		}
+	}
+}
+
+// narrowModel is the model of feed's scene, two seconds after it, on a
+// terminal width cells wide.
+func narrowModel(width int) *model {
+	tab, s := chain(Options{})
+	now := t0.Add(10 * time.Second)
+	m := newModel(tab.Snapshot, func() time.Time { return now }, false)
+	m.refresh()
+	feed(s)
+	now = now.Add(2 * time.Second)
+	m.refresh()
+	m.width, m.height = width, 20
+	return m
+}
+
+// TestNarrow: on a terminal of 80 cells, the columns that fit are kept by
+// priority, the sorted column always; the names are cut with "…", the
+// lines are at most 80 cells wide, and the footer says what is hidden.
+func TestNarrow(t *testing.T) {
+	m := narrowModel(80)
+	screen := trimLines(m.render(true))
+	lines := strings.Split(screen, "\n")
+	for _, l := range lines {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("%d cells wide: %q", w, l)
+		}
+	}
+	if got, want := lines[1], "WATCH   CLIENT                 RESOURCE        NAMESPACE    EVENTS  EV/S▼    B/S"; got != want {
+		t.Errorf("header\n%q, want\n%q", got, want)
+	}
+	if got, want := lineWith(screen, "#1 s5"), "#1 s5   kube-controller-mana…  configmaps      demo             32     16  3.1Ki"; got != want {
+		t.Errorf("row\n%q, want\n%q", got, want)
+	}
+	if got, want := lineWith(screen, "#3 s9"), "#3 s9                          Pod             (not seen)        1    0.5     25"; got != want {
+		t.Errorf("row\n%q, want\n%q", got, want)
+	}
+	if !strings.Contains(screen, "\nhidden (too narrow): SELECTORS LAST RESTARTS RELISTS STALLS HEALTH\n") {
+		t.Errorf("no line of the hidden columns:\n%s", screen)
+	}
+	// Sorted by health, HEALTH is shown, in its place; a column of
+	// less priority makes room.
+	m.key("h")
+	screen = trimLines(m.render(true))
+	if got, want := strings.Split(screen, "\n")[1], "WATCH   CLIENT               RESOURCE        NAMESPACE    EV/S    B/S  HEALTH▼"; got != want {
+		t.Errorf("sorted by health, header\n%q, want\n%q", got, want)
+	}
+	if !strings.Contains(screen, "\nhidden (too narrow): SELECTORS EVENTS LAST RESTARTS RELISTS STALLS\n") {
+		t.Errorf("sorted by health, no line of the hidden columns:\n%s", screen)
+	}
+}
+
+// TestWide: on a terminal of 200 cells every column is shown whole, and
+// nothing is said hidden.
+func TestWide(t *testing.T) {
+	m := narrowModel(200)
+	screen := trimLines(m.render(true))
+	if got, want := strings.Split(screen, "\n")[1],
+		"WATCH   CLIENT                                                             RESOURCE          NAMESPACE   SELECTORS    EVENTS  EV/S▼    B/S   LAST   RESTARTS  RELISTS   STALLS  HEALTH"; got != want {
+		t.Errorf("header\n%q, want\n%q", got, want)
+	}
+	if got, want := lineWith(screen, "#1 s1"),
+		"#1 s1   kube-controller-manager/v1.37.2 … replicaset-controller (pid 812)  replicasets.apps                                1    0.5    150    11s          0        0        0  ok"; got != want {
+		t.Errorf("row\n%q, want\n%q", got, want)
+	}
+	if strings.Contains(screen, "hidden") || strings.Contains(screen, "…\n") {
+		t.Errorf("something hidden or cut:\n%s", screen)
+	}
+}
+
+// TestStableWidths: the columns keep their widths from one refresh to the
+// next when the widest text in them goes (rates falling to 0, a long
+// client's row gone), on a terminal and on a pipe.
+func TestStableWidths(t *testing.T) {
+	for _, width := range []int{0, 80, 200} {
+		m := narrowModel(width)
+		terminal := width > 0
+		before := strings.Split(trimLines(m.render(terminal)), "\n")[1]
+		m.now = func() time.Time { return t0.Add(time.Hour) } // rates 0, ages in hours
+		m.refresh()
+		m.rows = m.rows[len(m.rows)-1:] // kubectl's row only
+		after := strings.Split(trimLines(m.render(terminal)), "\n")[1]
+		if before != after {
+			t.Errorf("width %d: header\n%q, then\n%q", width, before, after)
+		}
+	}
+}
+
+// TestNotSeen: a watch whose request was not seen is named by what its
+// events' objects tell (its first bookmark's kind until another event
+// comes), never further: kubectl get -w's Table rows, whose objects are
+// PartialObjectMetadata, and a metadata informer's objects name no
+// resource; the namespace watched is not known unless the objects have
+// none (cluster-scoped).
+func TestNotSeen(t *testing.T) {
+	tab, s := chain(Options{})
+	c := conn(1, true)
+	ev := func(ex, seq int, typ, apiVersion, kind, rowKind, ns string) *record.Event {
+		return &record.Event{Conn: c, Exchange: ex, Seq: seq, Time: t0, Type: typ, APIVersion: apiVersion, Kind: kind, RowKind: rowKind,
+			Namespace: ns, Name: "x", ResourceVersion: "7", Length: 10}
+	}
+	for ex := 1; ex <= 7; ex += 2 {
+		s.Emit(&record.Response{Conn: c, Exchange: ex, Time: t0, StatusCode: 200, Watch: true, Inferred: true})
+	}
+	s.Emit(ev(1, 1, "MODIFIED", "meta.k8s.io/v1", "Table", "PartialObjectMetadata", "demo"))
+	s.Emit(ev(3, 1, "ADDED", "meta.k8s.io/v1", "PartialObjectMetadata", "", ""))
+	s.Emit(ev(5, 1, "BOOKMARK", "apps/v1", "Deployment", "", ""))
+	s.Emit(ev(7, 1, "BOOKMARK", "v1", "Namespace", "", ""))
+	s.Emit(ev(7, 2, "ADDED", "v1", "Namespace", "", ""))
+	var got []string
+	for _, r := range tab.Snapshot().Rows {
+		got = append(got, r.Watch+" | "+r.Resource+" | "+r.Namespace)
+	}
+	want := []string{
+		"#1 s1 | Table rows (resource not seen) | (not seen)",
+		"#1 s3 | object metadata (resource not seen) | ",
+		"#1 s5 | Deployment | (not seen)",
+		"#1 s7 | Namespace | ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

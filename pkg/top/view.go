@@ -105,6 +105,10 @@ type model struct {
 	width     int
 	height    int
 	styles    styles
+	// natural is each column's widest text so far, its header's at
+	// least (display cells): the columns grow, and never shrink while
+	// the run goes on (measure).
+	natural []int
 	// quit is called when the reader quits (q, Ctrl-C): it ends the run.
 	quit func()
 }
@@ -202,7 +206,14 @@ func (m *model) compare(a, b viewRow) int {
 	case byResource:
 		return strings.Compare(a.Resource, b.Resource)
 	case byNamespace:
-		return strings.Compare(a.Namespace, b.Namespace)
+		// A namespace not seen after those seen.
+		notSeen := func(r viewRow) int {
+			if r.Namespace == NamespaceNotSeen {
+				return 1
+			}
+			return 0
+		}
+		return cmp.Or(notSeen(a)-notSeen(b), strings.Compare(a.Namespace, b.Namespace))
 	}
 	return 0 // byWatch: first appearance
 }
@@ -275,36 +286,39 @@ func (m *model) render(terminal bool) string {
 	b.WriteByte('\n')
 	t := table.New().BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
 		BorderColumn(false).BorderHeader(terminal).Border(lipgloss.NormalBorder()).BorderStyle(st.rule).Wrap(false)
-	headers := make([]string, len(columns))
-	for i, c := range columns {
-		headers[i] = c.title
-		if c.sorted && c.by == m.by {
-			headers[i] += m.arrow()
-		}
-	}
 	rows := m.rows
 	if terminal {
 		m.clampOffset()
 		rows = rows[m.offset:min(m.offset+m.visible(), len(rows))]
 	}
-	data := make([][]string, len(rows))
-	for i, r := range rows {
-		data[i] = cells(r)
+	width := 0
+	if terminal {
+		width = m.width
 	}
-	if terminal && m.width > 0 {
-		fit(headers, data, m.width)
+	m.measure()
+	l := m.layout(width)
+	headers := make([]string, len(l.cols))
+	for j, i := range l.cols {
+		h := columns[i].title
+		if columns[i].sorted && columns[i].by == m.by {
+			h += m.arrow()
+		}
+		headers[j] = cell(h, l.widths[i], columns[i].right)
 	}
 	t.Headers(headers...)
-	for _, r := range data {
-		t.Row(r...)
-	}
-	t.StyleFunc(func(row, col int) lipgloss.Style {
-		s := st.cell
-		if col == colHealth {
-			s = s.PaddingRight(0)
+	for _, r := range rows {
+		c := cells(r)
+		shown := make([]string, len(l.cols))
+		for j, i := range l.cols {
+			shown[j] = cell(c[i], l.widths[i], columns[i].right)
 		}
-		if columns[col].right {
-			s = s.Align(lipgloss.Right)
+		t.Row(shown...)
+	}
+	t.StyleFunc(func(row, j int) lipgloss.Style {
+		s := st.cell
+		col := l.cols[j]
+		if j == len(l.cols)-1 {
+			s = s.PaddingRight(0)
 		}
 		if row == table.HeaderRow {
 			if columns[col].sorted && columns[col].by == m.by {
@@ -339,6 +353,13 @@ func (m *model) render(terminal bool) string {
 	var status []string
 	if m.offset > 0 || m.offset+len(rows) < len(m.rows) {
 		status = append(status, fmt.Sprintf("rows %d-%d of %d", m.offset+1, m.offset+len(rows), len(m.rows)))
+	}
+	if len(l.hidden) > 0 {
+		names := make([]string, len(l.hidden))
+		for j, i := range l.hidden {
+			names[j] = columns[i].title
+		}
+		status = append(status, "hidden (too narrow): "+strings.Join(names, " "))
 	}
 	if m.notice != "" {
 		status = append(status, "kwatch: "+printer.Escape(m.notice))
@@ -383,55 +404,129 @@ func (m *model) arrow() string {
 	return "▼"
 }
 
-// shrink lists the columns fit narrows when the table is wider than the
-// terminal, in the order it narrows them, each down to its least width
-// (display cells).
-var shrink = []struct{ col, least int }{
-	{4, 9}, // SELECTORS
-	{colHealth, 9},
-	{3, 10}, // NAMESPACE
-	{1, 28}, // CLIENT
-	{2, 16}, // RESOURCE
-	{1, 16},
-	{colHealth, 6},
+// priority lists the columns in the order a narrow terminal keeps them
+// (the sort key's column always first): what a watch is and how fast it
+// goes before its counts, its health and its selectors.
+var priority = []int{0, 1, 2, 6, 7, 3, 5, 12, 8, 9, 11, 4, 10} // WATCH, CLIENT, RESOURCE, EV/S, B/S, NAMESPACE, EVENTS, HEALTH, LAST, RESTARTS, STALLS, SELECTORS, RELISTS
+
+// least is the width (display cells) a text column is cut down to, at
+// most, to make room for more columns ("…" ends what is cut); 0 for the
+// numbers, which are never cut.
+var least = []int{10, 18, 14, 10, 10, 0, 0, 0, 0, 0, 0, 0, 8}
+
+// comfortable is the width (display cells) a text column is given before
+// any is given more, when the terminal is wide enough for the columns
+// kept but not for all of their text: most clients' names, resources and
+// namespaces read whole.
+var comfortable = []int{12, 40, 24, 20, 20, 0, 0, 0, 0, 0, 0, 0, 24}
+
+// layout is the columns shown and their widths (display cells, without
+// the 2 cells between columns).
+type layout struct {
+	cols   []int // indexes into columns, in the table's order
+	widths []int // by index into columns
+	hidden []int // the columns left out, in the table's order
 }
 
-// fit cuts the cells of the table's text columns (with "…") so that the
-// table, with its 2 cells of padding between columns, is at most width
-// cells wide, narrowing the columns in shrink's order; the numbers are
-// never cut. What does not fit even so is cut at the right edge.
-func fit(headers []string, data [][]string, width int) {
-	widths := make([]int, len(headers))
-	for i, h := range headers {
-		widths[i] = ansi.StringWidth(h)
+// layout chooses the columns shown and their widths from m.natural (each
+// column's widest text so far: widths grow as wider text comes, and never
+// shrink while the run goes on) and the terminal's width (none on a
+// pipe): in priority's order, the sort key's column first, each column
+// that fits at its least width is kept; what is left of the width is then
+// given to the text columns kept, in the same order, up to their
+// comfortable width, then up to their natural width.
+func (m *model) layout(width int) layout {
+	l := layout{widths: slices.Clone(m.natural)}
+	keep := make([]bool, len(columns))
+	if width <= 0 {
+		for i := range columns {
+			l.cols = append(l.cols, i)
+		}
+		return l
 	}
-	for _, r := range data {
-		for i, c := range r {
-			widths[i] = max(widths[i], ansi.StringWidth(c))
+	order := make([]int, 0, len(columns))
+	for i, c := range columns {
+		if c.sorted && c.by == m.by {
+			order = append(order, i)
 		}
 	}
-	total := 2 * (len(widths) - 1)
-	for _, w := range widths {
-		total += w
-	}
-	over := total - width
-	for _, s := range shrink {
-		if over <= 0 {
-			break
-		}
-		least := max(s.least, ansi.StringWidth(headers[s.col]))
-		if cut := min(over, widths[s.col]-least); cut > 0 {
-			widths[s.col] -= cut
-			over -= cut
+	for _, i := range priority {
+		if !slices.Contains(order, i) {
+			order = append(order, i)
 		}
 	}
-	for _, r := range data {
-		for i, c := range r {
-			if ansi.StringWidth(c) > widths[i] {
-				r[i] = ansi.Truncate(c, widths[i], "…")
+	narrow := func(i int) int {
+		if least[i] == 0 {
+			return m.natural[i]
+		}
+		return max(min(least[i], m.natural[i]), headerWidth(i))
+	}
+	used := -2
+	for _, i := range order {
+		if w := narrow(i); used+2+w <= width || used < 0 {
+			keep[i], l.widths[i] = true, w
+			used += 2 + w
+		}
+	}
+	for _, upTo := range []func(i int) int{
+		func(i int) int { return min(m.natural[i], max(comfortable[i], l.widths[i])) },
+		func(i int) int { return m.natural[i] },
+	} {
+		for _, i := range order {
+			if keep[i] {
+				add := max(min(upTo(i)-l.widths[i], width-used), 0)
+				l.widths[i] += add
+				used += add
 			}
 		}
 	}
+	for i := range columns {
+		if keep[i] {
+			l.cols = append(l.cols, i)
+		} else {
+			l.hidden = append(l.hidden, i)
+		}
+	}
+	return l
+}
+
+// headerWidth is the width of column i's header, with room for the arrow
+// that marks the sorted column.
+func headerWidth(i int) int {
+	w := ansi.StringWidth(columns[i].title)
+	if columns[i].sorted {
+		w++
+	}
+	return w
+}
+
+// measure widens m.natural to the cells of the rows (display cells).
+func (m *model) measure() {
+	if m.natural == nil {
+		m.natural = make([]int, len(columns))
+		for i := range columns {
+			m.natural[i] = headerWidth(i)
+		}
+	}
+	for _, r := range m.rows {
+		for i, c := range cells(r) {
+			m.natural[i] = max(m.natural[i], ansi.StringWidth(c))
+		}
+	}
+}
+
+// cell cuts text to width display cells (with "…") and pads it to them,
+// on the left for a column of numbers: every column keeps its width from
+// one refresh to the next.
+func cell(text string, width int, right bool) string {
+	if ansi.StringWidth(text) > width {
+		text = ansi.Truncate(text, width, "…")
+	}
+	pad := strings.Repeat(" ", max(width-ansi.StringWidth(text), 0))
+	if right {
+		return pad + text
+	}
+	return text + pad
 }
 
 // cells are a row's cells, as text safe for a terminal (bytes from the
@@ -513,7 +608,7 @@ func newStyles(color bool) styles {
 	return styles{
 		title:  lipgloss.NewStyle().Bold(true),
 		header: lipgloss.NewStyle().Bold(true),
-		sorted: lipgloss.NewStyle().Bold(true).Underline(true),
+		sorted: lipgloss.NewStyle().Bold(true).Underline(true).UnderlineSpaces(false),
 		rule:   lipgloss.NewStyle().Faint(true),
 		cell:   cell,
 		bad:    lipgloss.NewStyle().Foreground(lipgloss.Red).Bold(true),
