@@ -72,6 +72,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10m), one after anothe
 	$(GO) test -run '^$$' -fuzz '^FuzzInflate$$' -fuzztime $(FUZZTIME) ./pkg/inflate
 	$(GO) test -run '^$$' -fuzz '^FuzzValidUTF8$$' -fuzztime $(FUZZTIME) ./pkg/printer
 	$(GO) test -run '^$$' -fuzz '^FuzzEventLine$$' -fuzztime $(FUZZTIME) ./pkg/printer
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONReader$$' -fuzztime $(FUZZTIME) ./pkg/printer
 	$(GO) test -run '^$$' -fuzz '^FuzzMergePatch$$' -fuzztime $(FUZZTIME) ./pkg/diff
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/httpconn
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./pkg/h2conn

@@ -10,19 +10,21 @@ import (
 
 	"github.com/kwatch/kwatch/pkg/attach"
 	"github.com/kwatch/kwatch/pkg/keylog"
+	"github.com/kwatch/kwatch/pkg/node"
 )
 
 type attachOptions struct {
-	decode pcapOptions // the decoding and output flags kwatch pcap has
-	exes   []string
-	record string
-	ports  []uint16
+	decode     pcapOptions // the decoding and output flags kwatch pcap has, and the node flags
+	exes       []string
+	record     string
+	ports      []uint16
+	containers []string
 }
 
 func newAttachCommand(streams IOStreams) *cobra.Command {
 	o := &attachOptions{decode: pcapOptions{attached: true}}
 	c := &cobra.Command{
-		Use:        "attach PID|NAME... | --exe PATH",
+		Use:        "attach PID|NAME... | --exe PATH | pod/NAME | deploy/NAME",
 		SuggestFor: []string{"trace", "uprobe"},
 		Short:      "Show the watches of running Go programs, live and decrypted, with no key log",
 		Long: `Attach to running Go programs (a controller, an operator, kubectl, kube-apiserver
@@ -61,6 +63,17 @@ what was left out. A watch whose request came before attach is judged by what
 else is seen: its connection's other requests or its client process's name
 (User-Agent), its first event (resource); its namespace is not known.
 
+On a cluster's nodes, from anywhere kubectl works: --node NODE[,NODE...],
+--all-nodes or --node-selector runs kwatch attach in a pod on each node (kwatch's
+image, --image: privileged, in the node's PID and network namespaces) and reads
+its records back through the API server (pods/exec); pod/NAME and deploy/NAME
+attach to the Go processes of the pods' containers, on their nodes (-n names
+their namespace, as kubectl's does, and is then no filter). Every output option
+and filter works, each connection names its node, the nodes merge in time
+order; the pods are deleted at the end ("kwatch node clean" deletes those a
+killed kwatch left). The kubectl flags (--kubeconfig, --context, --as, ...)
+choose the cluster. See docs/nodes.md.
+
 Ends on Ctrl-C, or when every process attached to has exited. Exit status: 0
 decoded without problems, 1 with problems or warnings, 2 cannot attach, 3
 nothing decoded (no connection of the processes carried HTTP kwatch could
@@ -84,18 +97,44 @@ read), or the filters matched nothing.`,
 
   # Record the session for TShark, Wireshark or kwatch pcap (no key log needed)
   kwatch attach --record session.pcapng 4242
-  kwatch pcap session.pcapng`,
+  kwatch pcap session.pcapng
+
+  # From a laptop with kubectl: kube-apiserver on the control-plane nodes
+  kwatch attach --node-selector node-role.kubernetes.io/control-plane= kube-apiserver
+
+  # A controller by its pod's name, or its deployment's, on the nodes they run on
+  kwatch attach pod/my-controller-7d9c5b-x2x4q -n my-system
+  kwatch attach deploy/my-controller -n my-system --diff`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 && len(o.exes) == 0 {
-				return fmt.Errorf("name the processes to attach to (PID or name), or --exe PATH")
+			if len(args) == 0 && len(o.exes) == 0 && len(o.containers) == 0 {
+				return fmt.Errorf("name the processes to attach to (PID or name, pod/NAME, deploy/NAME), or --exe PATH")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.decode.validate(); err != nil {
+			names, err := o.decode.node.targets(args, &o.decode.filters.namespace)
+			if err == nil {
+				err = o.decode.validate()
+			}
+			if err == nil {
+				err = o.decode.node.validate(cmd)
+			}
+			if err == nil && o.decode.node.onNodes() && len(o.containers) > 0 {
+				err = fmt.Errorf("--container-id names containers of this machine: on a cluster's nodes, name their pods (pod/NAME)")
+			}
+			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
-			return o.run(cmd, streams, args)
+			if o.decode.node.onNodes() {
+				o.decode.iface = "attach" // Ctrl-C is how a run ends
+				o.decode.attached = true
+				// q on --top's table ends the run as Ctrl-C does.
+				ctx, cancel := context.WithCancel(cmd.Context())
+				defer cancel()
+				return o.decode.node.runNodes(ctx, cancel, cmd, streams, &o.decode, o.decode.output.printer(streams, o.decode.allHTTP),
+					[]string{"attach"}, names, node.ProfileAttach)
+			}
+			return o.run(cmd, streams, names)
 		},
 	}
 	fs := c.Flags()
@@ -108,6 +147,8 @@ read), or the filters matched nothing.`,
 	fs.IntVarP(&o.decode.bufferKiB, "buffer-size", "B", attach.DefaultRingBytes>>10, "the ring in the kernel of each capture (one per network namespace), in KiB (as tcpdump's -B); packets that come while it is full are dropped and counted")
 	fs.StringVar(&o.record, "record", "", "also write the packets and the TLS secrets to this pcapng file (Decryption Secrets Blocks: it decrypts with no key log)")
 	o.decode.output.addTopFlag(fs)
+	fs.StringArrayVar(&o.containers, "container-id", nil, "attach to the Go processes of this container (its ID as crictl ps shows it, 12 hex digits or more), found by their cgroup (repeatable)")
+	o.decode.node.addFlags(fs, true)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -118,7 +159,7 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	var screen *topScreen // --top's table, set before the run starts
-	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, RingBytes: o.decode.bufferKiB << 10,
+	opt := attach.Options{Targets: targets, Exes: o.exes, Ports: o.ports, Containers: o.containers, RingBytes: o.decode.bufferKiB << 10,
 		Read: o.decode.readOptions(keylog.New()),
 		Notice: func(line string) {
 			if screen != nil {
@@ -151,6 +192,18 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 	o.decode.file = "attach"
 	o.decode.attached = true
 	o.decode.iface = "attach" // Ctrl-C is how a run ends
+	// On a node, for another kwatch (node.Run).
+	if o.decode.node.agent {
+		ctx, a, done := agentRun(ctx, streams, "attach")
+		defer done()
+		opt.Ready, opt.Read.SkipPorts = a.begin, o.decode.node.skipPorts
+		res, err := attach.Run(ctx, opt, a.sink())
+		if err != nil {
+			return a.end(err)
+		}
+		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())
+		return a.finish(&o.decode, res.Stats)
+	}
 	p := o.decode.output.printer(streams, o.decode.allHTTP)
 	o.decode.output.ReportTitle = "kwatch attach"
 	sink := o.decode.output.sink(p, true)

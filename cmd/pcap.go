@@ -19,6 +19,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/exchange"
 	"github.com/kwatch/kwatch/pkg/keylog"
 	"github.com/kwatch/kwatch/pkg/live"
+	"github.com/kwatch/kwatch/pkg/node"
 	"github.com/kwatch/kwatch/pkg/pcap"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/wire"
@@ -54,6 +55,9 @@ type pcapOptions struct {
 	tlsKeylog          string
 	// iface is -i: a live capture on this interface instead of a file.
 	iface string
+	// node holds the flags that run the capture (kwatch attach: the
+	// attach) on a cluster's nodes.
+	node nodeOptions
 }
 
 func newPcapCommand(streams IOStreams) *cobra.Command {
@@ -88,7 +92,13 @@ could read, or --port, --client, --server matched none, or --user-agent,
 -i IFACE captures live instead, as tcpdump -i does ("any": every interface),
 in pure Go (a packet socket: root or CAP_NET_RAW), filtered in the kernel to
 TCP (and to --port when given), with loopback's second copy of each packet
-dropped; what the kernel dropped because kwatch fell behind is said at the end.`,
+dropped; what the kernel dropped because kwatch fell behind is said at the end.
+
+-i IFACE with --node NODE[,NODE...], --all-nodes or --node-selector captures on a
+cluster's nodes, from anywhere kubectl works: a pod on each node (kwatch's image,
+--image; in the node's network namespace, with CAP_NET_RAW only) runs kwatch pcap
+-i there and its records come back through the API server, the nodes merged in
+time order, each connection naming its node. See docs/nodes.md.`,
 		Example: `  # Capture a watch through kubectl proxy, then decode it
   tcpdump -i any -s 0 -U --immediate-mode -B 65536 -w watch.pcap port 8001 &
   curl -N '127.0.0.1:8001/api/v1/namespaces/default/configmaps?watch=1'
@@ -99,6 +109,9 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 
   # The same as a live table, one row per watch, sorted by the keys it lists
   kwatch pcap -i lo --port 8001 --top
+
+  # The same on two nodes of a cluster, from a laptop with kubectl
+  kwatch pcap -i any --port 8001 --node worker-1,worker-2
 
   # Decode live, event by event, as tcpdump hands packets over
   tcpdump -i any -s 0 -U -w - port 8001 | kwatch pcap -
@@ -144,7 +157,14 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 			if len(args) == 1 {
 				o.file = args[0]
 			}
-			if err := o.validate(); err != nil {
+			err := o.validate()
+			if err == nil {
+				err = o.node.validate(cmd)
+			}
+			if err == nil && (o.node.onNodes() || o.node.agent) && o.iface == "" {
+				err = fmt.Errorf("on a cluster's nodes kwatch pcap captures live: give -i IFACE (any: every interface)")
+			}
+			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
 			if o.output.Top && o.iface == "" && !o.follow {
@@ -165,6 +185,7 @@ dropped; what the kernel dropped because kwatch fell behind is said at the end.`
 	o.addDecodeFlags(fs)
 	o.output.addTopFlag(fs)
 	fs.StringVar(&o.tlsKeylog, "tls-keylog", "", "TLS key log (NSS format, as SSLKEYLOGFILE or Go's KeyLogWriter write it) to decrypt TLS connections with (default: $SSLKEYLOGFILE); re-read when it grows")
+	o.node.addFlags(fs, false)
 	_ = c.RegisterFlagCompletionFunc("output", fixedCompletion("pretty", "json"))
 	_ = c.RegisterFlagCompletionFunc("color", fixedCompletion("auto", "always", "never"))
 	return c
@@ -241,6 +262,9 @@ func (o *pcapOptions) run(cmd *cobra.Command, streams IOStreams) error {
 	// q on --top's table ends the run as Ctrl-C does.
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
+	if o.node.onNodes() {
+		return o.node.runNodes(ctx, cancel, cmd, streams, o, o.printer(streams), []string{"pcap", "-i", o.iface}, nil, node.ProfileCapture)
+	}
 	if o.iface != "" {
 		return o.runInterface(ctx, streams, cancel)
 	}
@@ -332,6 +356,15 @@ func (o *pcapOptions) runInterface(ctx context.Context, streams IOStreams, cance
 		what = fmt.Sprintf("TCP port %d", o.port)
 	}
 	fmt.Fprintf(streams.ErrOut, "kwatch: capturing %s on %s (Ctrl-C ends)\n", what, c.Name())
+	// On a node, for another kwatch (node.Run).
+	if o.node.agent {
+		ctx, a, done := agentRun(ctx, streams, "pcap -i")
+		defer done()
+		a.begin()
+		opt := o.readOptions(keys)
+		opt.Name, opt.SkipPorts = "-i "+c.Name(), o.node.skipPorts
+		return a.finish(o, pcap.ReadLive(ctx, c, opt, a.sink()))
+	}
 	p := o.printer(streams)
 	o.output.ReportTitle = "kwatch pcap -i " + c.Name()
 	opt := o.readOptions(keys)

@@ -169,7 +169,7 @@ watches, "kwatch stream --record" to save a live session as a pcap, and
 		}
 		return prof.start()
 	}
-	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newVersionCommand(streams))
+	root.AddCommand(newPcapCommand(streams), newStreamCommand(streams), newAttachCommand(streams), newNodeCommand(streams), newVersionCommand(streams))
 	return root
 }
 

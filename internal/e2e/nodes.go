@@ -191,41 +191,55 @@ func (e *Env) buildImage(nodes []Node) (string, string, error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(bin, now, now)
-	names, err := image.ParseName(ref)
-	if err != nil {
+	if err := importImage(e.runDir, dir, nodes, ref, data); err != nil {
 		return "", "", err
 	}
-	ctr := filepath.Join(e.runDir, "bin", "ctr")
+	return ref, bin, nil
+}
+
+// importImage imports into the containerd of each node that does not
+// hold it yet the image ref of the static program data (at
+// /usr/local/bin/NAME, its entrypoint, NAME the name of ref's repository),
+// as an OCI layout tarball (internal/image) written in dir, and pins it
+// (io.cri-containerd.pinned) so that the kubelet's image GC keeps it.
+func importImage(runDir, dir string, nodes []Node, ref string, data []byte) error {
+	names, err := image.ParseName(ref)
+	if err != nil {
+		return err
+	}
+	ctr := filepath.Join(runDir, "bin", "ctr")
 	var missing []Node
 	for _, n := range nodes {
 		out, err := exec.Command(ctr, "--address", n.Containerd, "-n", "k8s.io", "images", "ls", "-q", "name=="+names.Full).Output()
 		if err != nil {
-			return "", "", fmt.Errorf("node %s: %s images ls: %v", n.Name, ctr, err)
+			return fmt.Errorf("node %s: %s images ls: %v", n.Name, ctr, err)
 		}
 		if strings.TrimSpace(string(out)) != names.Full {
 			missing = append(missing, n)
 		}
 	}
 	if len(missing) == 0 {
-		return ref, bin, nil
+		return nil
 	}
 	goos, goarch, err := image.ELFPlatform(data)
 	if err != nil {
-		return "", "", err
+		return err
 	}
+	repo, _, _ := strings.Cut(ref, ":")
+	path := "/usr/local/bin/" + filepath.Base(repo)
 	img, err := image.Build(image.Spec{
-		Files:        []image.File{{Path: "/usr/local/bin/kwatch", Mode: 0o755, Data: data}},
-		Entrypoint:   []string{"/usr/local/bin/kwatch"},
+		Files:        []image.File{{Path: path, Mode: 0o755, Data: data}},
+		Entrypoint:   []string{path},
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		OS:           goos,
 		Architecture: goarch,
 	})
 	if err != nil {
-		return "", "", err
+		return err
 	}
-	tarPath := filepath.Join(dir, "kwatch-"+tag+".tar")
+	tarPath := filepath.Join(dir, strings.NewReplacer("/", "-", ":", "-").Replace(ref)+".tar")
 	if err := image.WriteLayoutFile(tarPath, img, ref); err != nil {
-		return "", "", err
+		return err
 	}
 	defer os.Remove(tarPath)
 	for _, n := range missing {
@@ -235,11 +249,68 @@ func (e *Env) buildImage(nodes []Node) (string, string, error) {
 		} {
 			cmd := exec.Command(ctr, append([]string{"--address", n.Containerd, "-n", "k8s.io"}, args...)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", "", fmt.Errorf("node %s: ctr %s: %v\n%s", n.Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+				return fmt.Errorf("node %s: ctr %s: %v\n%s", n.Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
 		}
 	}
-	return ref, bin, nil
+	return nil
+}
+
+var (
+	programMu     sync.Mutex
+	programImages = map[string]string{}
+)
+
+// ProgramImage returns the name of an image of the Go program of package
+// pkg (a path from the repository's root, e.g.
+// "internal/e2e/cmd/kwatch-watcher"), built static as kwatch is, imported
+// into every node of the stack as Image imports kwatch's (named NAME:test-
+// and 12 hex digits of the binary's SHA-256, NAME the package's last
+// element; the program at /usr/local/bin/NAME, its entrypoint): a
+// controller to run in a pod, for kwatch to attach to by the pod's name.
+// Built once per test binary and package; a failure fails t.
+func (e *Env) ProgramImage(t testing.TB, pkg string) string {
+	t.Helper()
+	nodes := e.Nodes(t)
+	programMu.Lock()
+	defer programMu.Unlock()
+	if ref, ok := programImages[pkg]; ok {
+		return ref
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.runDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./"+pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	ref := filepath.Base(pkg) + ":test-" + hex.EncodeToString(sum[:6])
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := importImage(e.runDir, dir, nodes, ref, data); err != nil {
+		t.Fatalf("the image of %s: %v", pkg, err)
+	}
+	programImages[pkg] = ref
+	return ref
 }
 
 // pruneTestBinaries removes the kwatch binaries Image left in dir more than

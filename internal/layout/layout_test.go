@@ -80,6 +80,11 @@ func TestImports(t *testing.T) {
 		// Who a client is comes from records alone.
 		{pkg: "who", forbidden: append([]string{"wire", "pcap", "watchclient", "attach", "printer"}, followers...)},
 		{pkg: "health", forbidden: append([]string{"wire", "pcap", "watchclient"}, followers...)},
+		// The nodes are a source of records, not of bytes: they read the
+		// records kwatch on each node writes, and decode nothing.
+		{pkg: "node", forbidden: append([]string{"wire", "pcap", "attach", "live", "gotls", "watchclient", "health", "diff", "report"}, followers...),
+			required: []string{"printer", "merge"}},
+		{pkg: "merge", forbidden: append([]string{"wire", "pcap", "printer", "node"}, followers...)},
 		// The filters judge records, as the sinks do; the followers ask
 		// them through exchange.Limits.Omit, never by importing them.
 		{pkg: "filter", forbidden: append([]string{"wire", "pcap", "watchclient", "exchange"}, followers...)},

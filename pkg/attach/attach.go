@@ -52,6 +52,15 @@ type Options struct {
 	// Exes are executables: every process of each, running now or
 	// started later (the uprobe is on the file, for any process).
 	Exes []string
+	// Containers are containers by their ID as the container runtime
+	// names it (crictl ps; a pod's status.containerStatuses[].containerID
+	// without its scheme), or a unique prefix of 12 hex digits or more:
+	// their Go processes now, found by their cgroup (procnet.PodOf); the
+	// others are left out, and said.
+	Containers []string
+	// Ready, when set, is called once the processes are attached and the
+	// captures open, before the first record.
+	Ready func()
 	// Read tunes the decoding (its Keys, WaitForKeys, Name and Owner are
 	// set by Run).
 	Read pcap.Options
@@ -161,6 +170,26 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	inContainer, err := containerProcesses(opt.Containers)
+	if err != nil {
+		return nil, err
+	}
+	var notGo []string
+	for _, p := range inContainer {
+		if _, err := gotls.Find(p.ExePath()); err != nil {
+			if procnet.Alive(p.PID) {
+				notGo = append(notGo, fmt.Sprintf("%s (pid %d) of container %s: %v: left out", p.Name(), p.PID, shortID(p.Container), err))
+			}
+			continue
+		}
+		if !slices.ContainsFunc(procs, func(q procnet.Process) bool { return q.PID == p.PID }) {
+			procs = append(procs, p.Process)
+			named[p.PID] = true
+		}
+	}
+	if len(opt.Containers) > 0 && len(procs) == 0 && len(opt.Targets) == 0 && len(opt.Exes) == 0 {
+		return nil, fmt.Errorf("%w: no Go program in container %s (%s)", ErrNoTarget, strings.Join(opt.Containers, ", "), strings.Join(notGo, "; "))
+	}
 	// A process found by name that exits before kwatch attaches to it
 	// (a short-lived kubectl beside the kubectl proxy of the same name)
 	// is left out, and said; one given by PID is an error.
@@ -248,16 +277,20 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 			attached = append(attached, line)
 		}
 	}
-	if len(opt.Targets) > 0 && len(a.procs) == 0 && len(opt.Exes) == 0 {
+	if len(opt.Targets)+len(opt.Containers) > 0 && len(a.procs) == 0 && len(opt.Exes) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNoTarget, strings.Join(gone, "; "))
 	}
 	attached = append(attached, gone...)
+	attached = append(attached, notGo...)
 	if err := a.openCaptures(); err != nil {
 		return nil, err
 	}
 	defer a.closeCaptures()
 	for _, line := range attached {
 		opt.Notice(line)
+	}
+	if opt.Ready != nil {
+		opt.Ready()
 	}
 	// Only the attached processes' packets are recorded.
 	a.merged = live.Merge(a.captures()...)
@@ -377,6 +410,63 @@ func resolve(targets []string) (out []procnet.Process, named map[int]bool, err e
 		}
 	}
 	return out, named, nil
+}
+
+// containerProcess is a process of a container given (Options.Containers).
+type containerProcess struct {
+	procnet.Process
+	Container string
+}
+
+// containerProcesses returns the processes whose cgroup is one of the
+// containers' (IDs, or prefixes of 12 hex digits or more), kwatch itself
+// left out; a container with none is an error wrapping ErrNoTarget.
+func containerProcesses(ids []string) ([]containerProcess, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	for _, id := range ids {
+		if len(id) < 12 {
+			return nil, fmt.Errorf("container ID %q: give 12 hex digits or more (crictl ps shows 13)", id)
+		}
+	}
+	all, err := procnet.All()
+	if err != nil {
+		return nil, err
+	}
+	var out []containerProcess
+	found := map[string]bool{}
+	for _, p := range all {
+		if p.PID == os.Getpid() {
+			continue
+		}
+		pod, err := procnet.PodOf(p.PID)
+		if err != nil || pod.Container == "" {
+			continue
+		}
+		for _, id := range ids {
+			if strings.HasPrefix(pod.Container, id) {
+				found[id] = true
+				out = append(out, containerProcess{p, pod.Container})
+				break
+			}
+		}
+	}
+	for _, id := range ids {
+		if !found[id] {
+			return nil, fmt.Errorf("%w in container %s (no process's cgroup names it on this node)", ErrNoTarget, shortID(id))
+		}
+	}
+	return out, nil
+}
+
+// shortID is a container ID as crictl ps shows it: its first 13 hex
+// digits.
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[:13]
+	}
+	return id
 }
 
 // attacher is one Run's state.

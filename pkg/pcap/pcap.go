@@ -57,6 +57,11 @@ type Options struct {
 	// Port, when not 0, keeps only connections with this TCP port on either
 	// side.
 	Port uint16
+	// SkipPorts leaves out the connections with one of these TCP ports on
+	// either side, unseen and uncounted (kwatch on a node: the kubelet's
+	// port, whose connections carry the API server's streams to the
+	// node's pods, kwatch's own among them).
+	SkipPorts []uint16
 	// Client and Server, when set, keep only connections whose client
 	// (and server) is that endpoint (kwatch pcap --client, --server). A
 	// connection whose SYN was not captured has its sides decided from
@@ -156,7 +161,7 @@ const maxLeftOut = 1 << 16
 // has port 9999; the capture's TCP ports (the lower of each pair): 8001 (20
 // packets)"; "" when they kept one, or there were none.
 func (s *Stats) Unmatched(opt Options) string {
-	if !opt.filtered() || s.Connections > 0 {
+	if opt.Port == 0 && opt.Client.IsZero() && opt.Server.IsZero() || s.Connections > 0 {
 		return ""
 	}
 	if opt.ClientProcess != "" && opt.Client.IsZero() && opt.Server.IsZero() && opt.Port == 0 {
@@ -413,6 +418,9 @@ func (rd *reader) packet(pk *packets, data []byte, ci gopacket.CaptureInfo, link
 	if rd.filtered {
 		src := endpoint(netFlow.Src().Raw(), tcp.TransportFlow().Src().Raw())
 		dst := endpoint(netFlow.Dst().Raw(), tcp.TransportFlow().Dst().Raw())
+		if rd.opt.skipped(src, dst) {
+			return // unseen, uncounted
+		}
 		if !rd.opt.mayMatch(src, dst) {
 			rd.stats.other(src, dst)
 			return
@@ -467,7 +475,7 @@ func (rd *reader) finish(run *running, secrets *secretsTap) {
 	rd.keyProblems(secrets)
 	rd.stats.Connections = rd.tcpConns
 	sum := &record.Summary{Time: rd.now, Packets: rd.stats.Packets, Connections: rd.tcpConns, NoData: max(0, rd.tcpConns-rd.dataConns)}
-	if rd.filtered {
+	if rd.opt.userFiltered() {
 		sum.LeftOut = &record.LeftOut{Connections: rd.stats.LeftOut}
 	}
 	rd.Emit(sum)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,7 +56,20 @@ func (e Endpoint) Match(a netip.AddrPort) bool {
 
 // filtered reports whether the options keep only some connections.
 func (o Options) filtered() bool {
+	return o.userFiltered() || len(o.SkipPorts) > 0
+}
+
+// userFiltered reports whether the filters a user gives (Port, Client,
+// Server, ClientProcess) keep only some connections: those they leave out
+// are counted (Stats.LeftOut, the summary's LeftOut), SkipPorts' are not.
+func (o Options) userFiltered() bool {
 	return o.Port != 0 || !o.Client.IsZero() || !o.Server.IsZero() || o.ClientProcess != ""
+}
+
+// skipped reports whether a packet between a and b is of a connection
+// SkipPorts leaves out.
+func (o Options) skipped(a, b netip.AddrPort) bool {
+	return slices.Contains(o.SkipPorts, a.Port()) || slices.Contains(o.SkipPorts, b.Port())
 }
 
 // mayMatch reports whether a packet between a and b may belong to a

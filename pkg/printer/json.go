@@ -24,20 +24,26 @@ type JSON struct {
 	lines validUTF8Writer
 	enc   *json.Encoder
 	out   []byte
-	// chunks is reused for each event's chunk list.
+	// chunks and frames are reused for each event's chunk and DATA
+	// frame lists.
 	chunks []jsonChunk
+	frames []jsonFrame
 	// lastConn and lastConnText cache the text of the last event's
 	// connection.
 	lastConn     *record.Conn
 	lastConnText string
 	// times formats the events' times (rfc3339's text).
 	times timeText
+	// http2 holds the connections whose connection record said http2,
+	// until they end: one that turns out to be HTTP/2 after its record
+	// was written (joined mid-connection) gets it written again.
+	http2 map[int]bool
 }
 
 // NewJSON returns a JSON Lines printer writing to w.
 func NewJSON(w io.Writer, opt Options) *JSON {
 	ew := &errWriter{w: w}
-	j := &JSON{filter: newFilter(opt), w: ew, lines: validUTF8Writer{w: ew}, times: newTimeText(timeFormat, false)}
+	j := &JSON{filter: newFilter(opt), w: ew, lines: validUTF8Writer{w: ew}, times: newTimeText(timeFormat, false), http2: map[int]bool{}}
 	j.enc = json.NewEncoder(&j.lines)
 	j.enc.SetEscapeHTML(false)
 	return j
@@ -46,6 +52,16 @@ func NewJSON(w io.Writer, opt Options) *JSON {
 // Emit writes r as JSON if the filter passes it.
 func (j *JSON) Emit(r record.Record) {
 	for _, x := range j.pass(r) {
+		if c := record.ConnOf(x); c != nil && c.HTTP2 && !j.http2[c.ID] && j.shownConn[c.ID] {
+			// It turned out to be HTTP/2 after its connection record:
+			// said again, so that a reader numbers its streams.
+			j.http2[c.ID] = true
+			// Its client was named by the first.
+			_ = j.enc.Encode(connObject(c, nil))
+		}
+		if n, ok := x.(*record.ConnNote); ok && (n.Kind == "closed" || n.Kind == "capture-ended") {
+			delete(j.http2, n.Conn.Key())
+		}
 		if ev, ok := x.(*record.Event); ok {
 			j.event(ev)
 			continue
@@ -116,13 +132,37 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 		j.chunks = make([]jsonChunk, 0, 4) // "chunks" is [] when there are none, never null
 	}
 	j.chunks = j.chunks[:0]
-	for _, c := range v.Chunks {
+	for i := range v.Chunks {
+		c := &v.Chunks[i]
 		jc := jsonChunk{Size: c.Size, SizeLine: c.SizeLine, Offset: c.Offset, Index: c.Index,
 			Events: c.Events, Bytes: c.Bytes, Inflated: c.Inflated}
+		if c.Events > 1 {
+			jc.Ordinal = c.Ordinal
+		}
+		if c.DataAt >= 0 {
+			jc.DataAt = &c.DataAt
+		}
 		if j.opt.Wire {
 			jc.Wire = hexBytes(c.Header)
 		}
 		j.chunks = append(j.chunks, jc)
+	}
+	j.frames = j.frames[:0]
+	for i := range v.Frames {
+		f := &v.Frames[i]
+		jf := jsonFrame{Stream: f.Stream, Index: f.Index, Length: f.Length, Padded: f.Padded, Padding: f.Padding,
+			EndStream: f.EndStream, Offset: f.Offset, Events: f.Events, Bytes: f.Bytes, Inflated: f.Inflated}
+		if f.Events > 1 {
+			jf.Ordinal = f.Ordinal
+		}
+		if f.DataAt >= 0 {
+			jf.DataAt = &f.DataAt
+		}
+		j.frames = append(j.frames, jf)
+	}
+	var frames []jsonFrame
+	if len(j.frames) > 0 {
+		frames = j.frames
 	}
 	obj := v.Object
 	if len(obj) == 0 {
@@ -131,9 +171,9 @@ func (j *JSON) jsonEvent(v *record.Event) jsonEvent {
 	if v.Conn != j.lastConn || v.Conn == nil {
 		j.lastConn, j.lastConnText = v.Conn, v.Conn.String()
 	}
-	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks, Frames: v.Frames,
-		Connection: j.lastConnText, Time: j.time(v.Time), Exchange: v.Exchange, Seq: v.Seq,
-		Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion,
+	return jsonEvent{Record: "event", Type: v.Type, Object: obj, Chunks: j.chunks, Frames: frames,
+		Connection: j.lastConnText, Node: nodeOf(v.Conn), Time: j.time(v.Time), Exchange: v.Exchange, Seq: v.Seq,
+		APIVersion: v.APIVersion, Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, UID: v.UID, ResourceVersion: v.ResourceVersion,
 		InitialEventsEnd: v.InitialEventsEnd, Initial: v.Initial, RowKind: v.RowKind, NotObject: v.NotObject, Offset: v.Offset, Length: v.Length, Format: v.Format, Diff: v.Diff}
 }
 
@@ -178,8 +218,29 @@ type jsonConn struct {
 	// RolesGuessed: which side is the client could not be decided
 	// (record.Conn.RolesGuessed).
 	RolesGuessed bool `json:"rolesGuessed,omitempty"`
+	// HTTP2: the connection is HTTP/2 (record.Conn.HTTP2): its exchanges
+	// are streams. A connection that turns out to be HTTP/2 after its
+	// record was written gets a second one.
+	HTTP2 bool `json:"http2,omitempty"`
+	// Node is the node the connection was seen on (record.Conn.Node).
+	Node string `json:"node,omitempty"`
 	// Identity names the connection's client (who.ConnOf).
 	Identity *jsonIdentity `json:"identity,omitempty"`
+}
+
+// connObject is c's connection record, its client named by id (nil:
+// not said).
+func connObject(c *record.Conn, id *jsonIdentity) jsonConn {
+	return jsonConn{Record: "connection", ID: c.ID, Connection: c.String(),
+		Client: c.Client.String(), Server: c.Server.String(), RolesGuessed: c.RolesGuessed, HTTP2: c.HTTP2, Node: c.Node, Identity: id}
+}
+
+// nodeOf is the node c was seen on ("" for none, or no connection).
+func nodeOf(c *record.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.Node
 }
 
 // jsonIdentity is who.Identity's JSON form: the client as a person reads
@@ -213,6 +274,7 @@ type jsonRequest struct {
 	Record     string              `json:"record"`
 	Time       string              `json:"time"`
 	Connection string              `json:"connection"`
+	Node       string              `json:"node,omitempty"`
 	Exchange   int                 `json:"exchange"`
 	Method     string              `json:"method"`
 	Target     string              `json:"target"`
@@ -233,6 +295,7 @@ type jsonResponse struct {
 	Record        string `json:"record"`
 	Time          string `json:"time"`
 	Connection    string `json:"connection"`
+	Node          string `json:"node,omitempty"`
 	Exchange      int    `json:"exchange"`
 	Proto         string `json:"proto"`
 	StatusCode    int    `json:"statusCode"`
@@ -260,9 +323,32 @@ type jsonChunk struct {
 	Offset   int64  `json:"offset"`
 	Index    int    `json:"index"`
 	Events   int    `json:"events"`
-	Bytes    int64  `json:"bytes"`
+	// Ordinal is which of the chunk's events the event is, from 1, when
+	// it carried several (record.Chunk.Ordinal).
+	Ordinal int   `json:"ordinal,omitempty"`
+	Bytes   int64 `json:"bytes"`
+	// DataAt is the offset of the chunk's first data byte in the body's
+	// data (record.Chunk.DataAt); nil in a compressed body.
+	DataAt   *int64 `json:"dataAt,omitempty"`
 	Inflated int64  `json:"inflated,omitempty"`
 	Wire     string `json:"wire,omitempty"`
+}
+
+// jsonFrame is record.Frame's JSON form: a DATA frame that carried an
+// event.
+type jsonFrame struct {
+	Stream    uint32 `json:"stream"`
+	Index     int    `json:"index"`
+	Length    int64  `json:"length"`
+	Padded    bool   `json:"padded,omitempty"`
+	Padding   int64  `json:"padding,omitempty"`
+	EndStream bool   `json:"endStream,omitempty"`
+	Offset    int64  `json:"offset"`
+	Events    int    `json:"events,omitempty"`
+	Ordinal   int    `json:"ordinal,omitempty"`
+	Bytes     int64  `json:"bytes,omitempty"`
+	DataAt    *int64 `json:"dataAt,omitempty"`
+	Inflated  int64  `json:"inflated,omitempty"`
 }
 
 type jsonEvent struct {
@@ -270,15 +356,18 @@ type jsonEvent struct {
 	Type             string          `json:"type"`
 	Object           json.RawMessage `json:"object"`
 	Chunks           []jsonChunk     `json:"chunks"`
-	Frames           []record.Frame  `json:"frames,omitempty"`
+	Frames           []jsonFrame     `json:"frames,omitempty"`
 	Connection       string          `json:"connection"`
+	Node             string          `json:"node,omitempty"`
 	Time             string          `json:"time"`
 	Exchange         int             `json:"exchange"`
 	Seq              int             `json:"seq"`
+	APIVersion       string          `json:"apiVersion,omitempty"`
 	Kind             string          `json:"kind,omitempty"`
 	RowKind          string          `json:"rowKind,omitempty"`
 	Namespace        string          `json:"namespace,omitempty"`
 	Name             string          `json:"name,omitempty"`
+	UID              string          `json:"uid,omitempty"`
 	ResourceVersion  string          `json:"resourceVersion,omitempty"`
 	InitialEventsEnd bool            `json:"initialEventsEnd,omitempty"`
 	Initial          bool            `json:"initial,omitempty"`
@@ -290,20 +379,28 @@ type jsonEvent struct {
 }
 
 type jsonEnd struct {
-	Record     string         `json:"record"`
-	Time       string         `json:"time"`
-	Connection string         `json:"connection"`
-	Exchange   int            `json:"exchange"`
-	How        string         `json:"how"`
-	Detail     string         `json:"detail,omitempty"`
-	Clean      bool           `json:"clean"`
-	Request    bool           `json:"request,omitempty"`
+	Record     string `json:"record"`
+	Time       string `json:"time"`
+	Connection string `json:"connection"`
+	Node       string `json:"node,omitempty"`
+	Exchange   int    `json:"exchange"`
+	How        string `json:"how"`
+	Detail     string `json:"detail,omitempty"`
+	Clean      bool   `json:"clean"`
+	Request    bool   `json:"request,omitempty"`
+	// Watch repeats the response's (record.End.Watch); ByClient: the
+	// client ended the body first (record.End.ByClient).
+	Watch      bool           `json:"watch,omitempty"`
+	ByClient   bool           `json:"byClient,omitempty"`
 	Events     map[string]int `json:"events"`
 	Chunks     int            `json:"chunks"`
 	Frames     int            `json:"frames,omitempty"`
 	ChunkSizes []int64        `json:"chunkSizes,omitempty"`
 	Bytes      int64          `json:"bytes"`
 	Data       int64          `json:"dataBytes"`
+	// Lost counts bytes lost where the chunk framing was lost
+	// (record.End.Lost).
+	Lost       int64          `json:"lostBytes,omitempty"`
 	Inflated   int64          `json:"inflatedBytes,omitempty"`
 	Members    int            `json:"members,omitempty"`
 	DurationS  float64        `json:"durationSeconds"`
@@ -334,12 +431,22 @@ type jsonNote struct {
 	Record     string `json:"record"`
 	Time       string `json:"time"`
 	Connection string `json:"connection"`
+	Node       string `json:"node,omitempty"`
 	Kind       string `json:"kind"`
 	Message    string `json:"message"`
 	Suite      string `json:"suite,omitempty"`
 	// StallS is a TCP zero window's or a flow-control stall's time, in
 	// seconds.
 	StallS float64 `json:"stallSeconds,omitempty"`
+	// Frame, Stream, Reset, Unlisted and Bytes are record.ConnNote's:
+	// the HTTP/2 frame an "h2" note is about and its stream, a "closed"
+	// note's reset, the notes a summing note stands for, and the bytes a
+	// connection's last note counts.
+	Frame    string `json:"frame,omitempty"`
+	Stream   uint32 `json:"stream,omitempty"`
+	Reset    bool   `json:"reset,omitempty"`
+	Unlisted int    `json:"unlisted,omitempty"`
+	Bytes    int64  `json:"bytes,omitempty"`
 	// Resource is what a stream whose request was not seen is about, as
 	// its first event names it (record.ConnNote.Resource).
 	Resource *jsonResource `json:"resource,omitempty"`
@@ -363,6 +470,7 @@ type jsonProblem struct {
 	File       string `json:"file,omitempty"`
 	Packet     int64  `json:"packet,omitempty"`
 	Connection string `json:"connection,omitempty"`
+	Node       string `json:"node,omitempty"`
 	Exchange   int    `json:"exchange,omitempty"`
 	Direction  string `json:"direction,omitempty"`
 	Where      string `json:"where,omitempty"`
@@ -398,6 +506,9 @@ type jsonSummary struct {
 	Retries          *int    `json:"retries,omitempty"`
 	Bytes            *int64  `json:"bytes,omitempty"`
 	DurationS        float64 `json:"durationSeconds,omitempty"`
+	// Nodes and Versions: a run on nodes (record.Summary).
+	Nodes    int `json:"nodes,omitempty"`
+	Versions int `json:"versions,omitempty"`
 }
 
 // jsonLeftOut is record.LeftOut's JSON form.
@@ -438,6 +549,8 @@ type jsonList struct {
 	ResourceVersion string  `json:"resourceVersion"`
 	DurationS       float64 `json:"durationSeconds"`
 	Reason          string  `json:"reason"`
+	// Why is Reason's kind (record.List.Why).
+	Why record.Why `json:"why,omitempty"`
 }
 
 type jsonWatch struct {
@@ -450,6 +563,10 @@ type jsonWatch struct {
 	Reason          string  `json:"reason"`
 	AfterS          float64 `json:"afterSeconds,omitempty"`
 	Transport       string  `json:"transport"`
+	// Why is Reason's kind, WatchList that the watch brings the state
+	// itself (record.WatchStart).
+	Why       record.Why `json:"why,omitempty"`
+	WatchList bool       `json:"watchList,omitempty"`
 }
 
 type jsonRelist struct {
@@ -458,6 +575,7 @@ type jsonRelist struct {
 	// Connection, Exchange, Sent and Partial: a capture's re-list
 	// (record.Relist.Conn set).
 	Connection   string   `json:"connection,omitempty"`
+	Node         string   `json:"node,omitempty"`
 	Exchange     int      `json:"exchange,omitempty"`
 	Sent         *int     `json:"sent,omitempty"`
 	Partial      bool     `json:"partial,omitempty"`
@@ -475,6 +593,7 @@ type jsonRestart struct {
 	Record              string  `json:"record"`
 	Time                string  `json:"time"`
 	Connection          string  `json:"connection"`
+	Node                string  `json:"node,omitempty"`
 	Exchange            int     `json:"exchange"`
 	Previous            jsonRef `json:"previous"`
 	Why                 string  `json:"why"`
@@ -490,15 +609,19 @@ type jsonRestart struct {
 // jsonRef names a watch by its connection and exchange.
 type jsonRef struct {
 	Connection string `json:"connection"`
-	Exchange   int    `json:"exchange"`
+	// ID is the connection record's id: a connection that followed
+	// another may have the same endpoints (a port used again).
+	ID       int    `json:"id"`
+	Node     string `json:"node,omitempty"`
+	Exchange int    `json:"exchange"`
 }
 
 func restartObject(v *record.Restart) *jsonRestart {
 	if v == nil {
 		return nil
 	}
-	return &jsonRestart{Record: "restart", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
-		Previous: jsonRef{v.Prev.String(), v.PrevExchange}, Why: string(v.Why), Relist: string(v.Relist), After: string(v.After),
+	return &jsonRestart{Record: "restart", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn), Exchange: v.Exchange,
+		Previous: jsonRef{v.Prev.String(), v.Prev.Key(), nodeOf(v.Prev), v.PrevExchange}, Why: string(v.Why), Relist: string(v.Relist), After: string(v.After),
 		GapS: seconds(v.Gap), ResourceVersion: v.ResourceVersion, LastResourceVersion: v.LastResourceVersion,
 		Resource: v.Resource, Reason: v.Reason()}
 }
@@ -515,14 +638,16 @@ type jsonRetry struct {
 func (j *JSON) object(r record.Record) any {
 	switch v := r.(type) {
 	case connRecord:
-		return jsonConn{Record: "connection", ID: v.conn.ID, Connection: v.conn.String(),
-			Client: v.conn.Client.String(), Server: v.conn.Server.String(), RolesGuessed: v.conn.RolesGuessed, Identity: identityObject(v.who)}
+		if v.conn.HTTP2 {
+			j.http2[v.conn.ID] = true
+		}
+		return connObject(v.conn, identityObject(v.who))
 	case *record.Request:
-		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(),
+		return jsonRequest{Record: "request", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn),
 			Exchange: v.Exchange, Method: v.Method, Target: v.Target, Proto: v.Proto, Watch: v.Watch, Header: v.Header, Unknown: v.Unknown,
 			WatchNumber: j.watchNumber(v.Conn, v.Exchange), Identity: identityObject(j.whoOf(v.Conn, v))}
 	case *record.Response:
-		r := jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(),
+		r := jsonResponse{Record: "response", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn),
 			Exchange: v.Exchange, Proto: v.Proto, StatusCode: v.StatusCode, Reason: v.Reason,
 			Framing: v.Framing, ContentLength: v.ContentLength, ContentType: v.ContentType,
 			Watch: v.Watch, Format: v.Format, ContentEncoding: v.ContentEncoding, Header: v.Header, Inferred: v.Inferred, Unknown: v.Unknown}
@@ -531,9 +656,9 @@ func (j *JSON) object(r record.Record) any {
 		}
 		return r
 	case *record.End:
-		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Exchange: v.Exchange,
-			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
-			Bytes: v.Bytes, Data: v.Data, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
+		e := jsonEnd{Record: "end", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn), Exchange: v.Exchange,
+			How: v.How, Detail: v.Detail, Clean: v.Clean, Request: v.Request, Watch: v.Watch, ByClient: v.ByClient, Events: v.Events, Chunks: v.Chunks, Frames: v.Frames,
+			Bytes: v.Bytes, Data: v.Data, Lost: v.Lost, Inflated: v.Inflated, Members: v.Members, DurationS: seconds(v.Duration), Problems: v.Problems, Warnings: v.Warnings,
 			Trailers: v.Trailers, Status: v.Status, BodyText: v.BodyText, Cut: cutObject(v.Cut)}
 		if e.Events == nil { // a map of counts is written even when empty
 			e.Events = map[string]int{}
@@ -549,15 +674,15 @@ func (j *JSON) object(r record.Record) any {
 		}
 		return e
 	case *record.ConnNote:
-		n := jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
-			StallS: seconds(v.Stall), Processes: v.Processes}
+		n := jsonNote{Record: "note", Time: rfc3339(v.Time), Connection: v.Conn.String(), Node: nodeOf(v.Conn), Kind: v.Kind, Message: v.Message, Suite: v.Suite,
+			StallS: seconds(v.Stall), Frame: v.Frame, Stream: v.Stream, Reset: v.Reset, Unlisted: v.Unlisted, Bytes: v.Bytes, Processes: v.Processes}
 		if v.Resource != nil {
 			n.Resource = &jsonResource{Stream: v.Stream, Resource: *v.Resource}
 		}
 		return n
 	case *record.Problem:
 		p := jsonProblem{Record: "problem", Problem: v.Kind, Detail: v.Detail, Hint: v.Hint, Severity: "error",
-			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Exchange: v.Exchange,
+			File: v.File, Packet: v.Packet, Connection: v.Conn.String(), Node: nodeOf(v.Conn), Exchange: v.Exchange,
 			Direction: v.Direction, Where: v.Where, Time: rfc3339(v.Time), Message: ProblemText(v)}
 		if v.Warning {
 			p.Severity = "warning"
@@ -570,7 +695,8 @@ func (j *JSON) object(r record.Record) any {
 	case *record.Summary:
 		t := &j.tally
 		s := jsonSummary{Record: "summary", Packets: &v.Packets, Connections: v.Connections, NoData: v.NoData, Undecoded: t.Undecoded, Decrypted: t.Decrypted,
-			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings}
+			Watches: t.Watches, Events: t.Events, Chunks: t.Chunks, Frames: t.Frames, Problems: t.Problems, Warnings: t.Warnings,
+			Nodes: v.Nodes, Versions: v.Versions}
 		if n := t.NotDecrypted; n.Connections > 0 {
 			s.NotDecrypted = &jsonNotDecrypted{Connections: n.Connections, Bytes: n.Bytes, NoKey: n.NoKey}
 		}
@@ -586,15 +712,15 @@ func (j *JSON) object(r record.Record) any {
 		return s
 	case *record.List:
 		return jsonList{Record: "list", Time: rfc3339(v.Time), jsonScope: scopeObject(v.Scope),
-			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: seconds(v.Duration), Reason: v.Reason}
+			Items: v.Items, ResourceVersion: v.ResourceVersion, DurationS: seconds(v.Duration), Reason: v.Reason, Why: v.Why}
 	case *record.WatchStart:
 		return jsonWatch{Record: "watch", Time: rfc3339(v.Time), jsonScope: scopeObject(v.Scope), Number: v.Number, Path: v.Path,
-			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: seconds(v.After), Transport: v.Transport}
+			ResourceVersion: v.ResourceVersion, Reason: v.Reason, AfterS: seconds(v.After), Transport: v.Transport, Why: v.Why, WatchList: v.WatchList}
 	case *record.Relist:
 		j := jsonRelist{Record: "relist", Time: rfc3339(v.Time), Appeared: v.Appeared, Disappeared: v.Disappeared,
 			Changed: v.Changed, NAppeared: v.NAppeared, NDisappeared: v.NDisappeared, NChanged: v.NChanged, Unchanged: v.Unchanged}
 		if v.Conn != nil {
-			j.Connection, j.Exchange, j.Sent, j.Partial = v.Conn.String(), v.Exchange, &v.Sent, v.Partial
+			j.Connection, j.Node, j.Exchange, j.Sent, j.Partial = v.Conn.String(), v.Conn.Node, v.Exchange, &v.Sent, v.Partial
 		}
 		return j
 	case *record.Restart:
@@ -603,12 +729,37 @@ func (j *JSON) object(r record.Record) any {
 		return healthObject(v)
 	case *record.Retry:
 		return jsonRetry{Record: "retry", Time: rfc3339(v.Time), Error: v.Error, WaitS: seconds(v.Wait)}
+	case *record.Start:
+		return jsonStart{Record: "kwatch", Time: rfc3339(v.Time), Schema: v.Schema, Version: v.Version, Command: v.Command, Node: v.Node}
+	case *record.Exit:
+		return jsonExit{Record: "exit", Time: rfc3339(v.Time), Code: v.Code, Message: v.Message, Kind: v.Kind}
 	}
 	return nil
 }
 
+// jsonStart is record.Start's JSON form, the first line of a stream one
+// kwatch writes for another.
+type jsonStart struct {
+	Record  string `json:"record"`
+	Time    string `json:"time"`
+	Schema  int    `json:"schema"`
+	Version string `json:"version"`
+	Command string `json:"command"`
+	Node    string `json:"node,omitempty"`
+}
+
+// jsonExit is record.Exit's JSON form, the last line of such a stream.
+type jsonExit struct {
+	Record  string          `json:"record"`
+	Time    string          `json:"time"`
+	Code    int             `json:"code"`
+	Message string          `json:"message,omitempty"`
+	Kind    record.ExitKind `json:"kind,omitempty"`
+}
+
 type jsonFinding struct {
 	Connection string `json:"connection,omitempty"`
+	Node       string `json:"node,omitempty"`
 	Seq        int    `json:"seq"`
 	Kind       string `json:"kind"`
 	Detail     string `json:"detail"`
@@ -619,13 +770,20 @@ type jsonIntervals struct {
 	MinS    *float64 `json:"minSeconds,omitempty"`
 	MedianS *float64 `json:"medianSeconds,omitempty"`
 	MaxS    *float64 `json:"maxSeconds,omitempty"`
+	// Measured is of how many intervals (record.Intervals.Measured),
+	// written for the overall record when any.
+	Measured int `json:"measured,omitempty"`
 }
 
 type jsonHealth struct {
-	Record          string         `json:"record"`
-	Scope           string         `json:"scope"`
-	Time            string         `json:"time"`
-	Connection      string         `json:"connection,omitempty"`
+	Record     string `json:"record"`
+	Scope      string `json:"scope"`
+	Time       string `json:"time"`
+	Connection string `json:"connection,omitempty"`
+	// ConnectionID is the connection record's id (a watch's health comes
+	// at its end, when another connection may have the same endpoints).
+	ConnectionID    int            `json:"connectionId,omitempty"`
+	Node            string         `json:"node,omitempty"`
 	Exchange        int            `json:"exchange,omitempty"`
 	Watches         int            `json:"watches,omitempty"`
 	Events          map[string]int `json:"events"`
@@ -661,7 +819,7 @@ type jsonHealth struct {
 }
 
 func healthObject(h *record.Health) jsonHealth {
-	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(),
+	j := jsonHealth{Record: "health", Scope: h.Scope, Time: rfc3339(h.Time), Connection: h.Conn.String(), ConnectionID: h.Conn.Key(), Node: nodeOf(h.Conn),
 		Exchange: h.Exchange, Watches: h.Watches, Events: h.Events, Findings: []jsonFinding{}, NotListed: h.FindingsNotListed,
 		FirstEventS: seconds(h.FirstEvent), InitialEvents: h.InitialEvents, InitialEndS: seconds(h.InitialEnd), MaxGapS: seconds(h.MaxGap), MaxGapAfter: h.MaxGapAfter,
 		Bookmarks:  jsonIntervals{Count: h.Bookmarks.Count},
@@ -673,12 +831,17 @@ func healthObject(h *record.Health) jsonHealth {
 	if h.Resent > 0 || h.Began != nil {
 		j.Resent, j.ResentUnchanged = &h.Resent, &h.ResentUnchanged
 	}
-	if h.Scope != "all" { // the overall record has the count only
+	// The overall record has the count only, and the intervals when they
+	// were measured within some watches (with how many).
+	if h.Scope != "all" || h.Bookmarks.Measured > 0 {
 		minS, medS, maxS := seconds(h.Bookmarks.Min), seconds(h.Bookmarks.Median), seconds(h.Bookmarks.Max)
 		j.Bookmarks.MinS, j.Bookmarks.MedianS, j.Bookmarks.MaxS = &minS, &medS, &maxS
+		if h.Scope == "all" {
+			j.Bookmarks.Measured = h.Bookmarks.Measured
+		}
 	}
 	for _, f := range h.Findings {
-		j.Findings = append(j.Findings, jsonFinding{Connection: f.Conn.String(), Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
+		j.Findings = append(j.Findings, jsonFinding{Connection: f.Conn.String(), Node: nodeOf(f.Conn), Seq: f.Seq, Kind: f.Kind, Detail: f.Detail})
 	}
 	for i, n := range h.ChunkSizes {
 		if n > 0 {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // appendEventLine appends ev as one JSON object, byte for byte what
@@ -35,6 +33,10 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 	}
 	b = append(b, `,"connection":`...)
 	b = appendJSONString(b, ev.Connection)
+	if ev.Node != "" {
+		b = append(b, `,"node":`...)
+		b = appendJSONString(b, ev.Node)
+	}
 	b = append(b, `,"time":`...)
 	b = appendJSONString(b, ev.Time)
 	b = append(b, `,"exchange":`...)
@@ -56,8 +58,8 @@ func appendEventLine(b []byte, ev *jsonEvent) []byte {
 }
 
 // appendChunks appends a jsonEvent's chunks as encoding/json writes them:
-// null for a nil slice, else an array of their objects, inflated and wire
-// only when set (omitempty).
+// null for a nil slice, else an array of their objects, ordinal, dataAt,
+// inflated and wire only when set (omitempty).
 func appendChunks(b []byte, chunks []jsonChunk) []byte {
 	if chunks == nil {
 		return append(b, "null"...)
@@ -78,9 +80,17 @@ func appendChunks(b []byte, chunks []jsonChunk) []byte {
 		b = strconv.AppendInt(b, int64(c.Index), 10)
 		b = append(b, `,"events":`...)
 		b = strconv.AppendInt(b, int64(c.Events), 10)
+		if c.Ordinal != 0 {
+			b = append(b, `,"ordinal":`...)
+			b = strconv.AppendInt(b, int64(c.Ordinal), 10)
+		}
 		b = append(b, `,"bytes":`...)
 		b = strconv.AppendInt(b, c.Bytes, 10)
-		if c.Inflated > 0 {
+		if c.DataAt != nil {
+			b = append(b, `,"dataAt":`...)
+			b = strconv.AppendInt(b, *c.DataAt, 10)
+		}
+		if c.Inflated != 0 {
 			b = append(b, `,"inflated":`...)
 			b = strconv.AppendInt(b, c.Inflated, 10)
 		}
@@ -96,7 +106,7 @@ func appendChunks(b []byte, chunks []jsonChunk) []byte {
 // appendFrames appends a jsonEvent's HTTP/2 DATA frames as encoding/json
 // writes them: an array of their objects, the fields tagged omitempty only
 // when set.
-func appendFrames(b []byte, frames []record.Frame) []byte {
+func appendFrames(b []byte, frames []jsonFrame) []byte {
 	b = append(b, '[')
 	for i := range frames {
 		if i > 0 {
@@ -124,11 +134,19 @@ func appendFrames(b []byte, frames []record.Frame) []byte {
 		for _, kv := range [...]struct {
 			key string
 			v   int64
-		}{{`,"events":`, int64(f.Events)}, {`,"bytes":`, f.Bytes}, {`,"inflated":`, f.Inflated}} {
+		}{{`,"events":`, int64(f.Events)}, {`,"ordinal":`, int64(f.Ordinal)}, {`,"bytes":`, f.Bytes}} {
 			if kv.v != 0 {
 				b = append(b, kv.key...)
 				b = strconv.AppendInt(b, kv.v, 10)
 			}
+		}
+		if f.DataAt != nil {
+			b = append(b, `,"dataAt":`...)
+			b = strconv.AppendInt(b, *f.DataAt, 10)
+		}
+		if f.Inflated != 0 {
+			b = append(b, `,"inflated":`...)
+			b = strconv.AppendInt(b, f.Inflated, 10)
 		}
 		b = append(b, '}')
 	}
@@ -141,8 +159,8 @@ func appendFrames(b []byte, frames []record.Frame) []byte {
 // each only when set (omitempty).
 func appendEventIdentity(b []byte, ev *jsonEvent) []byte {
 	for _, f := range [...]struct{ key, v string }{
-		{`,"kind":`, ev.Kind}, {`,"rowKind":`, ev.RowKind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
-		{`,"resourceVersion":`, ev.ResourceVersion},
+		{`,"apiVersion":`, ev.APIVersion}, {`,"kind":`, ev.Kind}, {`,"rowKind":`, ev.RowKind}, {`,"namespace":`, ev.Namespace}, {`,"name":`, ev.Name},
+		{`,"uid":`, ev.UID}, {`,"resourceVersion":`, ev.ResourceVersion},
 	} {
 		if f.v != "" {
 			b = append(b, f.key...)

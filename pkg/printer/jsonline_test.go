@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // encodeStd is what encoding/json writes for ev, without the newline.
@@ -21,19 +19,20 @@ func encodeStd(t *testing.T, ev *jsonEvent) []byte {
 }
 
 func TestEventLine(t *testing.T) {
+	zero, big := int64(0), int64(1<<40)
 	full := jsonEvent{Record: "event", Type: "MODIFIED", Object: json.RawMessage(`{"kind":"ConfigMap","data":{"a":"<&>"}}`),
-		Chunks: []jsonChunk{{Size: 938, SizeLine: "3aa", Offset: 0, Index: 0, Events: 1, Bytes: 938, Wire: "33 61 61 0d 0a"},
-			{Size: 5, SizeLine: "5;ext=\"q\"", Offset: 945, Index: 1, Events: 2, Bytes: 3}},
-		Connection: "[::1]:5 -> [::1]:8001", Time: "2026-11-29T21:31:09.004830000Z", Exchange: 2, Seq: 7,
-		Kind: "ConfigMap", Namespace: "kube-system", Name: "coredns", ResourceVersion: "152", InitialEventsEnd: true,
+		Chunks: []jsonChunk{{Size: 938, SizeLine: "3aa", Offset: 0, Index: 0, Events: 1, Bytes: 938, DataAt: &zero, Wire: "33 61 61 0d 0a"},
+			{Size: 5, SizeLine: "5;ext=\"q\"", Offset: 945, Index: 1, Events: 2, Ordinal: 2, Bytes: 3, DataAt: &big, Inflated: -1}},
+		Connection: "[::1]:5 -> [::1]:8001", Node: "worker-1", Time: "2026-11-29T21:31:09.004830000Z", Exchange: 2, Seq: 7,
+		APIVersion: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "coredns", UID: "9f3c", ResourceVersion: "152", InitialEventsEnd: true,
 		Offset: -1, Length: 1 << 40, Format: "json", Diff: json.RawMessage(`{"data":{"a":null}}`)}
 	for _, ev := range []jsonEvent{
 		full,
 		{Record: "event", Type: "ERROR", Object: json.RawMessage(`null`), Format: "protobuf"},
 		{Record: "event", Chunks: []jsonChunk{}, Object: json.RawMessage(`{}`)},
-		{Record: "event", Chunks: []jsonChunk{}, Object: json.RawMessage(`{}`), Frames: []record.Frame{
-			{Stream: 3, Index: 0, Length: 16384, Offset: 24, Events: 2, Bytes: 900, Inflated: 2000},
-			{Stream: 1<<31 - 1, Index: 12, Length: 3825, Padded: true, Padding: 10, EndStream: true, Offset: 1 << 40}}},
+		{Record: "event", Chunks: []jsonChunk{}, Object: json.RawMessage(`{}`), Frames: []jsonFrame{
+			{Stream: 3, Index: 0, Length: 16384, Offset: 24, Events: 2, Ordinal: 1, Bytes: 900, DataAt: &zero, Inflated: 2000},
+			{Stream: 1<<31 - 1, Index: 12, Length: 3825, Padded: true, Padding: 10, EndStream: true, Offset: 1 << 40, DataAt: &big}}},
 		{Record: "event", Type: "ADDED", Object: json.RawMessage(`["a"]`), Kind: "Table", RowKind: "PartialObjectMetadata", Initial: true, NotObject: "array"},
 		{Record: "event", Type: "\x00\x1f\"\\\b\f\n\r\t\u2028\u2029\xff\xc3(é😀<>&\x7f", Object: json.RawMessage(`1`)},
 	} {

@@ -183,6 +183,13 @@ func (p *Pretty) print(r record.Record) {
 		if v.noted {
 			id = id.WithoutProcess() // the process note below names it
 		}
+		if id.Agent == nil && id.Process == nil && id.Node != "" {
+			// Seen by kwatch on that node (--node, pod/NAME), its client
+			// not known yet.
+			p.said = ""
+			p.w.printf("%s %s · node %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), Escape(id.Node))
+			return
+		}
 		if p.said = Escape(id.Text()); p.said != "" {
 			p.w.printf("%s %s · client %s\n", p.id(v.conn), p.cs.header.Sprint(v.conn.String()), p.said)
 			return
@@ -947,6 +954,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 	if len(conns) > 0 {
 		parts[1] += " (" + strings.Join(conns, "; ") + ")"
 	}
+	if s.Nodes > 0 {
+		parts = append([]string{phrase.Count(s.Nodes, "node", "nodes")}, parts...)
+	}
 	if d := decryptedText(t.Decrypted); d != "" {
 		parts = append(parts, d)
 	}
@@ -961,6 +971,9 @@ func (p *Pretty) printSummary(s *record.Summary) {
 		watches += fmt.Sprintf(" (%d left out by the filters)", l.Watches)
 	}
 	parts = append(parts, watches, countsLine(t.Events))
+	if s.Versions > 0 {
+		parts = append(parts, phrase.Count(s.Versions, "object version", "object versions"))
+	}
 	parts = append(parts, carriersText(t)...)
 	pw := fmt.Sprintf("%s, %s", phrase.Count(t.Problems, "problem", "problems"), phrase.Count(t.Warnings, "warning", "warnings"))
 	if t.Problems+t.Warnings > 0 {

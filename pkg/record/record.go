@@ -89,6 +89,10 @@ type Conn struct {
 	// before any record of its streams is emitted, never changed after):
 	// its exchanges are streams, numbered by stream identifier.
 	HTTP2 bool
+	// Node is the Kubernetes node the connection was seen on, when kwatch
+	// read it from kwatch running on that node (--node, pod/NAME); "" for
+	// a connection seen by this kwatch itself.
+	Node string
 }
 
 // String returns "client -> server", e.g. "127.0.0.1:55486 -> 127.0.0.1:8001".
@@ -679,6 +683,9 @@ func (p *Problem) Location() string {
 		add(fmt.Sprintf("packet %d", p.Packet))
 	}
 	if p.Conn != nil {
+		if p.Conn.Node != "" {
+			add("node " + p.Conn.Node)
+		}
 		add(p.Conn.String())
 		if p.Conn.HTTP2 && p.Exchange > 0 {
 			add(fmt.Sprintf("stream %d", p.Exchange))
@@ -721,6 +728,12 @@ type Summary struct {
 	Retries  int
 	Bytes    int64
 	Duration time.Duration
+	// Nodes counts the nodes kwatch ran on (--node, pod/NAME: their
+	// records merged), 0 for a run of this kwatch alone; Versions counts
+	// the object versions (kind, namespace/name, resourceVersion) their
+	// events delivered, each once however many watches it was delivered
+	// to (pkg/merge).
+	Nodes, Versions int
 	// LeftOut counts what the filters of kwatch pcap and kwatch attach
 	// (--client, --server, --port, --user-agent, --resource, -n) left
 	// out; nil when none was given.
@@ -1133,3 +1146,63 @@ func (r *Relist) CompareStates(old, fresh map[string]Version, partial bool) {
 		}
 	}
 }
+
+// SchemaVersion is the version of the records' JSON Lines schema
+// (docs/json.md) that this kwatch writes and reads: the contract between
+// kwatch on a node and kwatch reading its stream. It grows by addition:
+// fields are added, never renamed or given another meaning; a change that
+// an older reader would misread takes a new version.
+const SchemaVersion = 1
+
+// Start is the first record of a stream of records that one kwatch writes
+// for another to read (kwatch on a node, in a pod that kwatch on a laptop
+// started): who writes the stream and in which schema. A reader checks it
+// before it trusts anything after it.
+type Start struct {
+	Time time.Time
+	// Schema is the writer's SchemaVersion.
+	Schema int
+	// Version is the writer's kwatch version (kwatch version).
+	Version string
+	// Command is what the writer runs: "attach" or "pcap -i".
+	Command string
+	// Node is the node the writer runs on, as the pod was told it
+	// (spec.nodeName); "" when not known.
+	Node string
+}
+
+// When returns the time the stream started.
+func (s *Start) When() time.Time { return s.Time }
+
+// Exit is the last record of such a stream: the writer ends with it,
+// after its summary, so that a reader tells a stream that ended from one
+// that was cut (a connection through the API server can end early without
+// an error, kubernetes/kubernetes#124571).
+type Exit struct {
+	Time time.Time
+	// Code is the writer's exit status (README: Exit status): 0, 1
+	// (problems or warnings), 2 (it could not run: Message says why), 3
+	// (nothing decoded).
+	Code int
+	// Message is the writer's one-line error, "" for none.
+	Message string
+	// Kind says what an error of Code 2 is about, for the reader to decide
+	// by: ExitNoTarget (no process to attach to), ExitPermission (the pod
+	// lacks a privilege), or "" for any other.
+	Kind ExitKind
+}
+
+// When returns the time the stream ended.
+func (e *Exit) When() time.Time { return e.Time }
+
+// ExitKind names what made a stream's writer fail (Exit.Kind).
+type ExitKind string
+
+// The failures a reader decides on (Exit.Kind).
+const (
+	// ExitNoTarget: no process on the node matched what to attach to.
+	ExitNoTarget ExitKind = "no-target"
+	// ExitPermission: the writer lacks a privilege it needs (root,
+	// CAP_SYS_ADMIN, CAP_NET_RAW, CAP_SYS_PTRACE, uprobes).
+	ExitPermission ExitKind = "permission"
+)

@@ -312,9 +312,7 @@ func (b *Book) Known(c *record.Conn) Conn {
 	if c == nil {
 		return Conn{}
 	}
-	// Node: the node a connection was seen on goes here (c.Node, once
-	// connections read from kwatch on a node carry it).
-	return Conn{Process: b.procs[c.ID]}
+	return Conn{Process: b.procs[c.ID], Node: c.Node}
 }
 
 // Of names the client of request r: Of(r.Header, b.Known(r.Conn)).
