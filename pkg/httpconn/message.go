@@ -125,7 +125,14 @@ func (s *direction) startResponse(h []byte, t time.Time) {
 		s.c.emit(resp)
 		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "not-http",
 			Message: "101 Switching Protocols to " + hdr.Get("Upgrade") + ": the rest of the connection is not HTTP/1.1"})
+		// RFC 9110 §7.8: both directions switch after the 101 (a
+		// WebSocket's or SPDY's frames, as kubectl exec's): the client's
+		// bytes after its request, taken for a header section while
+		// the 101 was not seen yet, are not one.
 		s.dead = true
+		cl := &s.c.client
+		cl.dead = true
+		cl.dropHeader()
 		return
 	}
 	if code >= 200 && code < 300 {
