@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -731,7 +732,7 @@ func TestAttachOpenedBefore(t *testing.T) {
 			// The probes on crypto/tls's Read and Write were placed for
 			// the connections open at attach, and go once each of them
 			// is settled (read, closed, or not crypto/tls's).
-			waitText(t, "the connections probe placed", s.errOut, "open from before attach: the TLS state of each is read from its memory at its next use")
+			waitText(t, "the connections probe placed", s.errOut, "open at attach: the TLS state of each is read from its memory at its next use")
 			if b.http2 {
 				waitText(t, "the connections probe removed", s.errOut, "settled: the probes on crypto/tls's (*Conn).Read and Write are removed")
 			}
@@ -881,6 +882,64 @@ func TestAttachJoinedKubectl(t *testing.T) {
 				t.Errorf("kubectl's connection is not noted as joined with the state read from its memory:\n%s", s.errOut.String())
 			}
 		})
+	}
+}
+
+// TestAttachJoinedQuiet attaches to kubectl (the Google Cloud SDK's
+// kubectl.1.30) while `kubectl get configmaps -w` has been watching, then
+// makes ONE change: kwatch shows its event with nothing else happening on
+// the connection (no second change, no more frames to make a chain of):
+// the record that carried it is enough to find the server's frames. No
+// timing is asserted: the test waits for the event's line, and kubectl's
+// own output says it got it.
+func TestAttachJoinedQuiet(t *testing.T) {
+	needAttach(t)
+	env := e2e.Cluster(t)
+	kc := "/usr/lib/google-cloud-sdk/bin/kubectl.1.30"
+	if _, err := os.Stat(kc); err != nil {
+		path, _ := gcloudKubectl(t, "go1.22")
+		kc = filepath.Join(filepath.Dir(path), "kubectl.1.30")
+	}
+	ns := env.Namespace(t)
+	var out, errOut syncBuffer
+	k := exec.Command(kc, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events", "-o", "json")
+	k.Stdout, k.Stderr = &out, &errOut
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := env.Clientset(t)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's event of a change before attach", &out, "earlier")
+	s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid))
+	waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("(pid %d, ", k.Process.Pid))
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's event of the one change", &out, `"only"`)
+	waitText(t, "kwatch's line of the one change", s.out, "ADDED     ConfigMap "+ns+"/only")
+	// Detached with kubectl's watch open: said so, not as a capture's
+	// end; the count at attach and the closing count say what they
+	// count; bytes skipped before a first frame are no warning, so
+	// the exit status is 0.
+	code := s.stop(t)
+	for _, want := range []string{"kwatch detached (the connection was still open)", "kwatch detached with the connection still open"} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, s.out.String())
+		}
+	}
+	if strings.Contains(s.out.String(), "capture ended") {
+		t.Errorf("output says a capture ended:\n%s", s.out.String())
+	}
+	if !strings.Contains(s.errOut.String(), "TCP connection open at attach: ") || !regexp.MustCompile(`; ([1-9][0-9]* of the [1-9][0-9]* TCP connections|the TCP connection) open at attach carried packets since`).MatchString(s.errOut.String()) {
+		t.Errorf("the counts of connections open at attach:\n%s", s.errOut.String())
+	}
+	if code != 0 {
+		t.Errorf("exit status %d; stdout:\n%s\nstderr:\n%s", code, s.out.String(), s.errOut.String())
 	}
 }
 

@@ -115,6 +115,11 @@ type Result struct {
 	// "process" note that says so); TLS ones are decrypted from the state
 	// read from the process (Joined).
 	Before int
+	// OpenAtAttach counts the TCP connections the attached processes had
+	// established when kwatch attached (what each one's line at attach
+	// says, summed), of which Before carried packets since; 0 when not
+	// counted.
+	OpenAtAttach int
 	// Unheld counts the secrets taken for connections the capture never
 	// held (not kept: keyStore), of Secrets.
 	Unheld int
@@ -307,7 +312,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	wg.Go(j.run)
 	ro := opt.Read
 	ro.Keys, ro.WaitForKeys, ro.Owner = a.keys, true, a.owner
-	ro.HTTP.Joins = true
+	ro.HTTP.Joins, ro.Detach = true, true
 	// Secrets come some milliseconds after the handshake (gotls reads
 	// its ring buffer every 20 ms): a direction holds up to 4 MiB while
 	// waiting (a large LIST at 10 000 events/s sends 64 KiB in 6 ms).
@@ -329,7 +334,7 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	by := maps.Clone(a.secretsBy)
 	a.mu.Unlock()
 	waiting, _, forgotten := a.keys.StageStats()
-	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, Joined: j.count(),
+	res := &Result{Stats: stats, Processes: a.order, Secrets: a.secrets.Load(), SecretsBy: by, Lost: probe.Lost(), Exited: a.exited, Before: a.before, OpenAtAttach: j.openAtAttach(), Joined: j.count(),
 		Unheld: waiting + forgotten}
 	return res, nil
 }
@@ -1110,8 +1115,15 @@ func (r *Result) Describe() string {
 	if r.Joined > 0 {
 		s += "; the state of " + phrase.Count(r.Joined, "TLS connection", "TLS connections") + " read from the processes' memory"
 	}
-	if r.Before > 0 {
-		s += "; " + phrase.Count(r.Before, "connection", "connections") + " open before kwatch attached"
+	switch {
+	case r.OpenAtAttach == 1 && r.Before == 1:
+		s += "; the TCP connection open at attach carried packets since"
+	case r.OpenAtAttach == 1 && r.Before == 0:
+		s += "; the TCP connection open at attach carried no packet since"
+	case r.OpenAtAttach > 0:
+		s += fmt.Sprintf("; %d of the %d TCP connections open at attach carried packets since", r.Before, r.OpenAtAttach)
+	case r.Before > 0:
+		s += "; " + phrase.Count(r.Before, "TCP connection", "TCP connections") + " open at attach carried packets since"
 	}
 	return s
 }

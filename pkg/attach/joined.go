@@ -39,8 +39,9 @@ type joiner struct {
 	// when it was read): the same state is not added again, so that
 	// connections waiting for keys are not woken for nothing.
 	last map[[2]netip.AddrPort]joinedAt
-	// joined counts the connections whose state was read.
-	joined int
+	// joined counts the connections whose state was read; open the TCP
+	// connections the attached processes had established at attach.
+	joined, open int
 	// before holds, by PID, the processes whose connections probe is in
 	// place, with their connections still to settle.
 	before map[int]*unsettled
@@ -82,6 +83,15 @@ func (j *joiner) count() int {
 	return j.joined
 }
 
+// openAtAttach returns how many TCP connections the attached processes had
+// established when kwatch attached to each (the count each one's start
+// line says).
+func (j *joiner) openAtAttach() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.open
+}
+
 type layoutOf struct {
 	l   *gotls.Layout
 	err error
@@ -118,17 +128,20 @@ func (j *joiner) watch(p procnet.Process) string {
 		return ""
 	}
 	u.all = len(u.conns)
+	j.mu.Lock()
+	j.open += u.all
+	j.mu.Unlock()
 	conns := phrase.Count(u.all, "TCP connection", "TCP connections")
 	if _, err := j.layout(p.PID); err != nil {
-		return fmt.Sprintf("%s has %s open from before attach: TLS ones stay encrypted: %v", name, conns, err)
+		return fmt.Sprintf("%s has %s open at attach: TLS ones stay encrypted: %v", name, conns, err)
 	}
 	if _, err := j.a.probe.AttachConns(p.ExePath(), p.PID); err != nil {
-		return fmt.Sprintf("%s has %s open from before attach: TLS ones stay encrypted: %v", name, conns, err)
+		return fmt.Sprintf("%s has %s open at attach: TLS ones stay encrypted: %v", name, conns, err)
 	}
 	j.mu.Lock()
 	j.before[p.PID] = u
 	j.mu.Unlock()
-	return fmt.Sprintf("%s has %s open from before attach: the TLS state of each is read from its memory at its next use (probes on crypto/tls's (*Conn).Read and Write until each is settled)", name, conns)
+	return fmt.Sprintf("%s has %s open at attach: the TLS state of each is read from its memory at its next use (probes on crypto/tls's (*Conn).Read and Write until each is settled)", name, conns)
 }
 
 // carriedBytes notes that connection t carried its first bytes since

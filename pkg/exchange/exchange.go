@@ -37,6 +37,36 @@ type Follower interface {
 	CloseServer(how Ending, t time.Time)
 }
 
+// RecordFollower is a Follower that can be told where the records of the
+// protocol that carries its bytes end (TLS records, RFC 8446 §5.1):
+// ClientRecord and ServerRecord feed p as ClientData and ServerData do,
+// and say that p is one record's whole plaintext, so that a record starts
+// where p starts and ends where it ends. pkg/h2conn finds the frames of a
+// connection joined mid-connection sooner with them; pkg/wire passes them
+// on; pkg/tlsconn calls them.
+type RecordFollower interface {
+	Follower
+	ClientRecord(p []byte, t time.Time)
+	ServerRecord(p []byte, t time.Time)
+}
+
+// FeedRecord feeds p, one record's whole plaintext from the server (or
+// from the client), to f: as a record when f is a RecordFollower, as
+// bytes else.
+func FeedRecord(f Follower, server bool, p []byte, t time.Time) {
+	rf, ok := f.(RecordFollower)
+	switch {
+	case ok && server:
+		rf.ServerRecord(p, t)
+	case ok:
+		rf.ClientRecord(p, t)
+	case server:
+		f.ServerData(p, t)
+	default:
+		f.ClientData(p, t)
+	}
+}
+
 // Ending says why a direction's byte stream ended.
 type Ending int
 
@@ -64,7 +94,15 @@ const (
 	// like EndRST for how the body ended, but the client's doing, not a
 	// server cutting its response short.
 	EndClientRST
+	// EndDetach: kwatch attach detached (Ctrl-C, --timeout) with the
+	// stream open: EndCapture as kwatch attach says it, the connection
+	// still open in its processes.
+	EndDetach
 )
+
+// Detached is how a body kwatch attach stopped following when it detached
+// ends (EndDetach): the connection was still open.
+const Detached = "kwatch detached (the connection was still open)"
 
 // KindMissing is the Problem kind of bytes a capture lost (ClientGap,
 // ServerGap).
@@ -129,7 +167,7 @@ func (l Limits) Events() carrier.Options {
 // ConnCut is how the server cut short the watch bodies a byte stream's end
 // (how) left unfinished: a reset (RST) or a close (FIN) from the server;
 // nil for the other ends, which are the client's doing (EndClient,
-// EndClientRST, EndLocal) or kwatch's (EndCapture, EndDropped).
+// EndClientRST, EndLocal) or kwatch's (EndCapture, EndDetach, EndDropped).
 func ConnCut(how Ending) *record.Cut {
 	switch how {
 	case EndRST:

@@ -117,13 +117,17 @@ type Conn struct {
 	// What the connection's closing summary counts (healthLine).
 	streamsSeen               int
 	resets, goaways, pingsRTT int
-	minRTT, maxRTT            time.Duration
-	lastPing                  time.Time
-	pingGaps                  []time.Duration // between PINGs sent, the last 64
-	stalls                    int
-	longestStall              time.Duration
-	summarized                bool
-	joinNoted                 bool // the joined connection's note was emitted
+	// pingsUntimed counts PINGs answered whose round trip is not known:
+	// the PING or its ack was held while a joined direction's first
+	// frame was found, and handed on at the time of that decision.
+	pingsUntimed   int
+	minRTT, maxRTT time.Duration
+	lastPing       time.Time
+	pingGaps       []time.Duration // between PINGs sent, the last 64
+	stalls         int
+	longestStall   time.Duration
+	summarized     bool
+	joinNoted      bool // the joined connection's note was emitted
 	// firstOpened is the first stream a client's HEADERS opened since
 	// the join (0: none yet), and gone the joined streams that ended: a
 	// stream below firstOpened and not gone was opened before the join.
@@ -134,6 +138,7 @@ type Conn struct {
 type pingSent struct {
 	t      time.Time
 	client bool
+	held   bool // its time is not known (direction.held)
 }
 
 // New returns a Conn that emits the records of connection rec to sink.
@@ -174,6 +179,22 @@ func (c *Conn) ClientData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); 
 
 // ServerData consumes bytes the server sent.
 func (c *Conn) ServerData(p []byte, t time.Time) { c.last = t; c.noteJoined(t); c.server.feed(p, t) }
+
+// ClientRecord is ClientData for p, one whole record of the protocol that
+// carries the connection (exchange.RecordFollower): a direction joined
+// mid-connection finds its first frame by it sooner (FrameScan.RecordEnd).
+func (c *Conn) ClientRecord(p []byte, t time.Time) { c.client.record(len(p)); c.ClientData(p, t) }
+
+// ServerRecord is ClientRecord for the server's records.
+func (c *Conn) ServerRecord(p []byte, t time.Time) { c.server.record(len(p)); c.ServerData(p, t) }
+
+// record tells a direction that still looks for its first frame that its
+// next n bytes are one record.
+func (s *direction) record(n int) {
+	if s.phase == phaseSync && s.joinAt < 0 && s.skip == 0 {
+		s.scan.RecordEnd(len(s.sync) + n)
+	}
+}
 
 // ClientGap reports n bytes the client sent that the capture lost.
 func (c *Conn) ClientGap(n int64, t time.Time) { c.client.gap(n, t) }
@@ -274,9 +295,15 @@ type direction struct {
 	// holding the block in progress; unknown holds the fields of the
 	// block that could not be decoded; blocks counts the header blocks
 	// begun since the join.
-	scan      FrameScan
-	joinAt    int // where frames start, when told (JoinAt); -1: scan finds it
-	sync      []byte
+	scan   FrameScan
+	joinAt int // where frames start, when told (JoinAt); -1: scan finds it
+	sync   []byte
+	// syncSince is when the first byte held in sync came; fromSync is
+	// set while bytes held since before the decision's time are read as
+	// frames, at that time: what they carry is not dated by when it came
+	// (a PING's round trip is not known).
+	syncSince time.Time
+	fromSync  bool
 	syncHeld  int64
 	jh        *joinedHPACK
 	block     []byte
@@ -320,8 +347,22 @@ func (c *Conn) healthLine(t time.Time) {
 		parts[0] += fmt.Sprintf(" (the server allows %d)", v)
 	}
 	parts = append(parts, fmt.Sprintf("%d RST_STREAM", c.resets), fmt.Sprintf("%d GOAWAY", c.goaways))
-	if c.pingsRTT > 0 {
-		p := fmt.Sprintf("%d PINGs answered (round trip %s to %s)", c.pingsRTT, c.minRTT.Round(time.Microsecond), c.maxRTT.Round(time.Microsecond))
+	if answered := c.pingsRTT + c.pingsUntimed; answered > 0 {
+		p := phrase.Count(answered, "PING", "PINGs") + " answered"
+		switch {
+		case c.pingsRTT > 0 && c.minRTT == c.maxRTT:
+			p += fmt.Sprintf(" (round trip %s", c.minRTT.Round(time.Microsecond))
+		case c.pingsRTT > 0:
+			p += fmt.Sprintf(" (round trip %s to %s", c.minRTT.Round(time.Microsecond), c.maxRTT.Round(time.Microsecond))
+		}
+		switch {
+		case c.pingsUntimed > 0 && c.pingsRTT > 0:
+			p += fmt.Sprintf("; %d not timed: held while the join was recognised)", c.pingsUntimed)
+		case c.pingsUntimed > 0:
+			p += " (round trip not known: held while the join was recognised)"
+		default:
+			p += ")"
+		}
 		if len(c.pingGaps) > 0 {
 			gaps := slices.Clone(c.pingGaps)
 			slices.Sort(gaps)
@@ -808,7 +849,7 @@ func (s *direction) onPing(f *http2.PingFrame, t time.Time) {
 			s.c.pingGaps = append(s.c.pingGaps, t.Sub(s.c.lastPing))
 		}
 		s.c.lastPing = t
-		s.c.pings[f.Data] = pingSent{t: t, client: !s.isServer}
+		s.c.pings[f.Data] = pingSent{t: t, client: !s.isServer, held: s.fromSync}
 		if len(s.c.pings) > 64 { // unanswered pings: keep the newest
 			var oldest [8]byte
 			var ot time.Time
@@ -823,6 +864,11 @@ func (s *direction) onPing(f *http2.PingFrame, t time.Time) {
 	}
 	if sent, ok := s.c.pings[f.Data]; ok {
 		delete(s.c.pings, f.Data)
+		if sent.held || s.fromSync {
+			s.c.pingsUntimed++
+			s.c.noteFrame(t, "PING", 0, fmt.Sprintf("PING from the %s answered (round trip not known: the PING or its ack came while the connection joined mid-connection was still being recognised)", s.peer().name()))
+			return
+		}
 		rtt := t.Sub(sent.t)
 		if s.c.pingsRTT == 0 || rtt < s.c.minRTT {
 			s.c.minRTT = rtt
@@ -976,6 +1022,8 @@ func endText(how exchange.Ending) (string, string) {
 		return "reset before the end of the stream", "the connection was reset before END_STREAM"
 	case exchange.EndCapture:
 		return "capture ended mid-stream", ""
+	case exchange.EndDetach:
+		return exchange.Detached, ""
 	case exchange.EndLocal:
 		return "closed by the client", "kwatch closed the connection"
 	case exchange.EndClient:

@@ -18,8 +18,10 @@ import (
 // never guessed:
 //
 //   - Each direction starts in phaseSync: its FrameScan finds where its
-//     frames start; the bytes before are the rest of a frame whose start
-//     was not captured (a KindJoinSkip warning says how many).
+//     frames start (from TLS records' ends too, when its bytes come as
+//     records: ClientRecord, ServerRecord); the bytes before are the rest
+//     of a frame whose start was not captured (an "h2-joined" note says
+//     how many).
 //   - Neither side's SETTINGS were seen (RFC 9113 §6.5): a setting is
 //     known once a SETTINGS frame after the join names it, and is not
 //     judged by before (SETTINGS_MAX_FRAME_SIZE); flow-control windows
@@ -37,15 +39,12 @@ import (
 //   - A CONTINUATION before the direction's first HEADERS since the join
 //     ends a header block that began before it: it is passed over.
 
-// Problem kinds of connections joined mid-connection; README.md lists them.
-const (
-	// KindJoinSkip (a warning): the first bytes of a direction were the
-	// rest of a frame whose start was not captured.
-	KindJoinSkip = "bytes before the first HTTP/2 frame"
-	// KindJoinNoFrames: no frame boundary was found where one must be, so
-	// the direction is not decoded.
-	KindJoinNoFrames = "no HTTP/2 frame boundary found"
-)
+// KindJoinNoFrames is the problem of a connection joined mid-connection
+// whose direction holds no frame boundary where one must be, so that it is
+// not decoded; README.md lists it. (The bytes before a direction's first
+// frame are the rest of a frame that began before the join: where the
+// capture began, said in an "h2-joined" note, not a problem.)
+const KindJoinNoFrames = "no HTTP/2 frame boundary found"
 
 // noteJoined emits, once, what a connection joined mid-connection does not
 // know.
@@ -96,6 +95,9 @@ func (s *direction) syncData(p []byte, end bool, t time.Time) []byte {
 				k, end = max(0, freeFrameBytes-len(s.sync)), true
 			}
 		}
+		if len(s.sync) == 0 {
+			s.syncSince = t
+		}
 		s.sync = append(s.sync, p[:k]...)
 		p = p[k:]
 	}
@@ -131,13 +133,17 @@ func (s *direction) syncData(p []byte, end bool, t time.Time) []byte {
 	held := s.sync
 	s.sync = nil
 	if at > 0 {
-		s.problem("stream", s.off, KindJoinSkip,
-			fmt.Sprintf("the %s's first %d bytes are the rest of a frame that began before the capture; frames start at offset %d", s.name(), at, s.off+int64(at)),
-			"", true, t)
+		// Where the capture (or attach) began, not a fault of the
+		// traffic: a note, not a warning.
+		s.c.emit(&record.ConnNote{Conn: s.c.rec, Time: t, Kind: "h2-joined",
+			Message: fmt.Sprintf("the %s's first %s (from offset %d) are the rest of a frame that began before the join, passed over; its frames start at offset %d",
+				s.name(), phrase.Count(at, "byte", "bytes"), s.off, s.off+int64(at))})
 	}
 	s.off += int64(at)
 	s.enter(phaseFrames)
+	s.fromSync = !s.syncSince.Equal(t)
 	s.feed(held[at:], t)
+	s.fromSync = false
 	s.syncDone()
 	return p
 }

@@ -289,3 +289,63 @@ func TestJoinedBounds(t *testing.T) {
 		t.Errorf("%d bytes still reserved", h)
 	}
 }
+
+// TestJoinedRecords: a quiet watch joined mid-connection whose bytes come
+// in TLS records: its one event, the first and only record of the server
+// since the join, is decoded when that record has come, before any more
+// bytes or the end; the client's WINDOW_UPDATE after it too.
+func TestJoinedRecords(t *testing.T) {
+	s, c := newPeer(false), newPeer(true)
+	s.buf.Reset()
+	c.buf.Reset()
+	_ = s.fr.WriteData(1, false, ev("ADDED", "one", "200"))
+	_ = c.fr.WriteWindowUpdate(0, 500)
+	var out []record.Record
+	conn := New(&record.Conn{ID: 1, HTTP2: true}, record.SinkFunc(func(r record.Record) { out = append(out, r) }), Options{Joined: true})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	conn.ServerRecord(s.buf.Bytes(), t0)
+	got := summary(out)
+	if !strings.Contains(got, "s1 event ADDED ConfigMap default/one rv 200 (json, 1 frames)\n") || strings.Contains(got, "problem") {
+		t.Fatalf("after the server's one record:\n%s", got)
+	}
+	// Bytes without records: held, as before.
+	var out2 []record.Record
+	conn2 := New(&record.Conn{ID: 2, HTTP2: true}, record.SinkFunc(func(r record.Record) { out2 = append(out2, r) }), Options{Joined: true})
+	conn2.ServerData(s.buf.Bytes(), t0)
+	if got := summary(out2); strings.Contains(got, "s1 event") {
+		t.Errorf("an event from bytes not known to be a record, before more came:\n%s", got)
+	}
+	conn.ClientRecord(c.buf.Bytes(), t0)
+	conn.CloseServer(exchange.EndCapture, t0)
+	conn.CloseClient(exchange.EndCapture, t0)
+	if got := summary(out); strings.Contains(got, "problem") || strings.Count(got, "s1 event") != 1 {
+		t.Errorf("records:\n%s", got)
+	}
+}
+
+// TestJoinedPingUntimed: a PING held while its direction's first frame
+// was found is handed on at the time of that decision, so its round trip
+// is not known: the connection's summary says 1 PING answered, without a
+// round trip of 0s.
+func TestJoinedPingUntimed(t *testing.T) {
+	c, s := newPeer(true), newPeer(false)
+	c.buf.Reset()
+	s.buf.Reset()
+	var out []record.Record
+	conn := New(&record.Conn{ID: 1, HTTP2: true}, record.SinkFunc(func(r record.Record) { out = append(out, r) }), Options{Joined: true})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_ = c.fr.WritePing(false, [8]byte{7})
+	conn.ClientData(bytes.Clone(c.buf.Bytes()), t0)
+	c.buf.Reset()
+	_ = c.fr.WriteWindowUpdate(0, 100)
+	_ = c.fr.WriteWindowUpdate(1, 100)
+	conn.ClientData(bytes.Clone(c.buf.Bytes()), t0.Add(time.Second))
+	_ = s.fr.WritePing(true, [8]byte{7})
+	conn.ServerRecord(s.buf.Bytes(), t0.Add(2*time.Second))
+	conn.CloseClient(exchange.EndFIN, t0.Add(3*time.Second))
+	conn.CloseServer(exchange.EndFIN, t0.Add(3*time.Second))
+	got := summary(out)
+	if !strings.Contains(got, "1 PING answered (round trip not known: held while the join was recognised)") || strings.Contains(got, "round trip 0s") {
+		t.Errorf("records:\n%s", got)
+	}
+}

@@ -1,5 +1,7 @@
 package h2conn
 
+import "slices"
+
 // Finding HTTP/2 frames in the first bytes of a direction that a capture
 // joined in the middle of a connection (Options.Joined), where no preface
 // says what the bytes are and the first byte may be anywhere in a frame.
@@ -180,6 +182,15 @@ const (
 // of their first frames and finds the next frame that can start a chain
 // each time.
 //
+// When the direction's bytes come in TLS records (RecordEnd), a record's
+// end is a known end too: a chain from a record's start of one frame that
+// counts and ends exactly at a record's end, or from elsewhere of what
+// would do at the direction's end, is enough, and no frame of it may jump
+// over a frame that ends at that record's end (overlapped). A record that
+// starts inside a frame a header that counts at an earlier record's start
+// announces (a write cut into records inside a frame) is not taken by
+// itself (spanned).
+//
 // The earliest offset wins, and is decided only once every offset before
 // it is ruled out, so that the answer depends on the bytes alone, never
 // on how they were split.
@@ -204,6 +215,43 @@ type FrameScan struct {
 
 	from int // offsets below from are ruled out
 	work int // headers overlapped looked at
+	// ends are the offsets where records of the protocol below end
+	// (RecordEnd), ascending; at most maxRecordEnds.
+	ends []int
+}
+
+// maxRecordEnds bounds the record ends a FrameScan keeps: past it, more
+// records are as bytes that came without them (a TLS record holds at
+// least 1 byte: ScanBytes of 1-byte records would be 64 Ki ends).
+const maxRecordEnds = 1024
+
+// RecordEnd tells the scan that a record of the protocol that carries the
+// direction ends at offset at of its first bytes: a TLS record (RFC 8446
+// §5.1, RFC 5246 §6.2) whose plaintext was the bytes before at, back to
+// the record before. Call it before Scan sees the bytes up to at, with at
+// ascending. The direction's first byte starts a record. HTTP/2 writers
+// (Go's x/net/http2 and net/http, grpc-go, nghttp2) hand TLS a run of
+// whole frames at each flush, so a record starts at a frame boundary
+// unless a write larger than a record was cut: a chain of frame headers
+// from a record's start that ends exactly at a record's end is as strong
+// as one that ends with the direction (see FrameScan), and it is known
+// when that record has come rather than when more frames follow. Offsets
+// past ScanBytes, or not above the last, are ignored.
+func (s *FrameScan) RecordEnd(at int) {
+	if at <= 0 || at > ScanBytes || len(s.ends) >= maxRecordEnds || len(s.ends) > 0 && at <= s.ends[len(s.ends)-1] {
+		return
+	}
+	s.ends = append(s.ends, at)
+}
+
+// recordEnd reports whether a record ends at offset at (RecordEnd); the
+// direction's start counts as the end of the record before.
+func (s *FrameScan) recordEnd(at int) bool {
+	if at == 0 {
+		return len(s.ends) > 0
+	}
+	_, found := slices.BinarySearch(s.ends, at)
+	return found
 }
 
 // chain is the state of the chain of frame headers at one offset.
@@ -256,12 +304,29 @@ func (s *FrameScan) chainAt(p []byte, o int, end, full bool) chain {
 	case o == 0:
 		short = 1
 	}
-	var at [chainLen * 4]int // the chain's header offsets: at most 9 that do not count
+	// From a record's start, one frame that counts and ends exactly at
+	// a record's end will do (RecordEnd); from elsewhere, a chain that
+	// ends at one is as a chain that ends with the direction.
+	recShort := short
+	if s.recordEnd(o) && !s.spanned(p, o) {
+		recShort = 1
+	}
+	// The chain's header offsets (at most 9 that do not count), and the
+	// record end it ended at.
+	var at [chainLen*4 + 1]int
 	k := 0
 	pos, n := o, 0
 	for n < need {
 		if pos == len(p) && end && n >= short {
 			break // the last frame ended with the direction
+		}
+		if pos > o && pos <= len(p) && n >= recShort && s.recordEnd(pos) {
+			// The last frame ended with a record: the record's end is
+			// a frame's start, which no frame of the chain may jump
+			// over either (see overlapped).
+			at[k] = pos
+			k++
+			break
 		}
 		if pos >= len(p) {
 			if end || full {
@@ -286,7 +351,7 @@ func (s *FrameScan) chainAt(p []byte, o int, end, full bool) chain {
 		case pos == o:
 			return chainOut // a chain starts with a frame that counts
 		}
-		if k == len(at) {
+		if k == len(at)-1 {
 			return chainOut // more frames that do not count than any peer sends in a row
 		}
 		at[k] = pos
@@ -305,6 +370,29 @@ func (s *FrameScan) chainAt(p []byte, o int, end, full bool) chain {
 		}
 	}
 	return chainFound
+}
+
+// spanned reports whether offset o of p lies inside a frame that a
+// header that counts announces at an earlier record start: a record that
+// starts there is then not taken for the start of frames by itself (a
+// write cut into records inside a frame, whose later record's bytes pass
+// for frames that fill it).
+func (s *FrameScan) spanned(p []byte, o int) bool {
+	spans := func(r int) bool {
+		h := p[r:min(r+9, len(p))]
+		return len(h) == 9 && PlausibleHeader(h) && counts(h) && r+9+frameLen(h) > o
+	}
+	lo := o - 9 - defaultMaxFrame // a frame that counts is no longer
+	if lo <= 0 && o > 0 && spans(0) {
+		return true
+	}
+	i, _ := slices.BinarySearch(s.ends, max(lo, 1))
+	for ; i < len(s.ends) && s.ends[i] < o; i++ {
+		if spans(s.ends[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // frameLen is the payload length a frame header announces.
@@ -336,7 +424,7 @@ const maxOverlapWork = 4 * ScanBytes
 // that much looking at are taken for no frames.
 func (s *FrameScan) overlapped(p []byte, from, to int, later []int) bool {
 	last := later[len(later)-1]
-	for q := from + 1; q < to; q++ {
+	for q := from + 1; q < to && q+9 <= last; q++ { // a frame whose header ends past last cannot end at it
 		if s.work++; s.work > maxOverlapWork {
 			return true
 		}

@@ -361,3 +361,170 @@ func TestScanKnown(t *testing.T) {
 		t.Errorf("3 bytes, one frame, the end: %v at %d", v, at)
 	}
 }
+
+// scanRecords scans p, told records that end at ends, after each record
+// as a live direction would; it returns the verdict and the record end at
+// which it was decided.
+func scanRecords(s *FrameScan, p []byte, ends []int) (at int, v ScanVerdict, when int) {
+	for _, e := range ends {
+		s.RecordEnd(e)
+		if at, v = s.Scan(p[:e], false); v != ScanMore {
+			return at, v, e
+		}
+	}
+	return 0, ScanMore, -1
+}
+
+// TestScanRecords: where the records of TLS end is known (RecordEnd), a
+// record of whole frames shows where frames start as soon as it has come:
+// a quiet watch's one DATA frame is not held until more frames follow.
+// Real connections, each frame in a record of its own, cut at every byte
+// of their first frames (the rest of the cut frame a record), are found
+// at the next frame that can start a chain, as without records.
+func TestScanRecords(t *testing.T) {
+	b, starts := frames(t)
+	const data = 4 // a DATA frame of an event
+	one := b[starts[data]:starts[data+1]]
+	var s FrameScan
+	if _, v := s.Scan(one, false); v != ScanMore {
+		t.Errorf("one DATA frame, records not told: %v", v)
+	}
+	s = FrameScan{}
+	if at, v, _ := scanRecords(&s, one, []int{len(one)}); v != ScanFound || at != 0 {
+		t.Errorf("a record of one DATA frame: %v at %d", v, at)
+	}
+	// Two frames in two records, or two in one, alike.
+	two := b[starts[data]:starts[data+2]]
+	for _, ends := range [][]int{{len(one), len(two)}, {len(two)}} {
+		s = FrameScan{}
+		if at, v, when := scanRecords(&s, two, ends); v != ScanFound || at != 0 || when != ends[0] {
+			t.Errorf("records ending at %v: %v at %d, decided at %d", ends, v, at, when)
+		}
+	}
+	delayed := 0
+	for _, name := range []string{"h2c-watch-lo.pcap", "h2c-gzip-lo.pcap", "h2c-reset-lo.pcap"} {
+		dirs, fs := directions(t, name)
+		for i, d := range dirs {
+			last := fs[i][max(0, len(fs[i])-4)]
+			for cut := 0; cut < last && cut < 3000; cut++ {
+				var ends []int
+				want, wantEnd := -1, 0
+				for j, f := range fs[i] {
+					if f <= cut {
+						continue
+					}
+					ends = append(ends, f-cut)
+					if prev := fs[i][j-1]; want < 0 && prev >= cut && counts(d[prev:prev+9]) {
+						want, wantEnd = prev-cut, f-cut
+					}
+				}
+				if want < 0 {
+					break
+				}
+				var s FrameScan
+				at, v, when := scanRecords(&s, d[cut:], ends)
+				if v == ScanMore {
+					// An earlier offset's chain points past the bytes:
+					// the direction's end decides.
+					at, v = s.Scan(d[cut:], true)
+					when = len(d) - cut + 1
+				}
+				if v != ScanFound || at != want {
+					t.Fatalf("%s direction %d cut at %d, records of frames: %v at %d; want frames at %d", name, i, cut, v, at, want)
+				}
+				if when > wantEnd {
+					// An earlier offset's chain pointed past the bytes
+					// so far: its decision waited for them.
+					delayed++
+				}
+			}
+		}
+	}
+	t.Logf("%d cuts decided after the record of their first frame", delayed)
+}
+
+// TestScanRecordsLie: a record whose bytes pass for whole frames that fill
+// it is taken only as the rules allow: not with a flag its type does not
+// define, not for an empty frame, not past an earlier boundary (the
+// earliest offset wins), not when its frame jumps over one that ends with
+// it, not when it claims bytes the record does not hold; record ends past
+// the bounds are not kept.
+func TestScanRecordsLie(t *testing.T) {
+	b, starts := frames(t)
+	const ping, settingsAck, data = 9, 1, 4
+	one := bytes.Clone(b[starts[ping]:starts[ping+1]])
+	one[4] = 0x8 // PADDED: not a PING's flag
+	var s FrameScan
+	if _, v, _ := scanRecords(&s, one, []int{len(one)}); v != ScanMore {
+		t.Errorf("a PING with a flag it does not define: %v", v)
+	}
+	ack := b[starts[settingsAck]:starts[settingsAck+1]]
+	s = FrameScan{}
+	if _, v, _ := scanRecords(&s, ack, []int{len(ack)}); v != ScanMore {
+		t.Errorf("a record of an empty frame: %v", v)
+	}
+	// A DATA frame cut into two records, the second made to look like
+	// a frame that fills it: the real frame, from the first record's
+	// start, wins.
+	payload := make([]byte, 300)
+	fake := []byte{0, 0, 100, 0, 0, 0, 0, 0, 1} // DATA on stream 1 of the 100 bytes that follow
+	copy(payload[300-109:], fake)
+	var buf bytes.Buffer
+	_ = http2.NewFramer(&buf, nil).WriteData(1, false, payload)
+	whole := buf.Bytes()
+	s = FrameScan{}
+	if at, v, _ := scanRecords(&s, whole, []int{len(whole) - 109, len(whole)}); v == ScanFound && at != 0 {
+		t.Errorf("a DATA frame whose second record looks like a frame: frames at %d; want none from the records, or 0", at)
+	}
+	// A false frame that jumps over a real one ending with the record
+	// is not taken.
+	inner := b[starts[ping]:starts[ping+1]] // a PING, 17 bytes
+	liar := append([]byte{0, 0, byte(3 + len(inner)), 0, 0, 0, 0, 0, 1, 'x', 'y', 'z'}, inner...)
+	s = FrameScan{}
+	if at, v, _ := scanRecords(&s, liar, []int{len(liar)}); v == ScanFound && at == 0 {
+		t.Errorf("a DATA frame holding a PING that ends with it, in one record: taken at 0")
+	}
+	// A frame that claims more than its record: no decision from it.
+	short := bytes.Clone(b[starts[data]:starts[data+1]])
+	s = FrameScan{}
+	if _, v, _ := scanRecords(&s, short, []int{len(short) - 1}); v != ScanMore {
+		t.Errorf("a DATA frame a byte longer than its record: %v", v)
+	}
+	// Record ends are bounded in number and place.
+	s = FrameScan{}
+	for e := 1; e <= 2*maxRecordEnds; e++ {
+		s.RecordEnd(e)
+	}
+	s.RecordEnd(ScanBytes + 1)
+	s.RecordEnd(3)
+	if len(s.ends) != maxRecordEnds || s.ends[len(s.ends)-1] != maxRecordEnds {
+		t.Errorf("%d record ends kept, the last %d", len(s.ends), s.ends[len(s.ends)-1])
+	}
+	// Random bytes in random records: what is found holds a frame that
+	// counts at its offset, and nothing is held past ScanBytes.
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for i := range 300 {
+		p := make([]byte, 1+rnd.IntN(ScanBytes+100))
+		for j := range p {
+			p[j] = byte(rnd.Uint32())
+		}
+		if i%3 == 0 {
+			p[0], p[1], p[2] = 0, 0, byte(rnd.IntN(30)) // small lengths, as real frames have
+		}
+		var ends []int
+		for e := 1 + rnd.IntN(40); e < len(p); e += 1 + rnd.IntN(40) {
+			ends = append(ends, e)
+		}
+		ends = append(ends, len(p))
+		var s FrameScan
+		at, v, _ := scanRecords(&s, p, ends)
+		if v == ScanFound && (!PlausibleHeader(p[at:min(at+9, len(p))]) || at+9 > len(p) || !counts(p[at:at+9])) {
+			t.Fatalf("random bytes %d: frames at %d, but no frame that counts there", i, at)
+		}
+		if v == ScanMore && len(p) >= ScanBytes {
+			if _, v = s.Scan(p, false); v == ScanMore {
+				t.Fatalf("random bytes %d: %d bytes and still more wanted", i, len(p))
+			}
+		}
+	}
+}

@@ -361,6 +361,8 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		}
 	case exchange.EndCapture:
 		desc = "capture ended mid-stream"
+	case exchange.EndDetach:
+		desc = exchange.Detached
 	case exchange.EndLocal:
 		desc, detail = "closed by the client", exchange.ClosedByKwatch
 		b.byClient = true
@@ -380,7 +382,7 @@ func (b *body) closeWith(how exchange.Ending, t time.Time) {
 		desc = "not decoded further"
 	}
 	if b.dec != nil && how >= 0 {
-		if err := b.dec.Close(); err != nil && how != exchange.EndCapture && how != exchange.EndLocal && how != exchange.EndDropped {
+		if err := b.dec.Close(); err != nil && how != exchange.EndCapture && how != exchange.EndDetach && how != exchange.EndLocal && how != exchange.EndDropped {
 			if ce, ok := err.(*chunk.Error); ok && ce.Detail != "" {
 				detail = ce.Detail
 			}

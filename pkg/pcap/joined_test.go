@@ -102,7 +102,7 @@ func TestJoinedCaptures(t *testing.T) {
 							// (The server's RST_STREAM INTERNAL_ERROR of
 							// h2c-reset is a warning wherever the capture
 							// joins: cut_test.go.)
-							if v.Kind != h2conn.KindJoinSkip && v.Kind != h2conn.KindJoinNoFrames && v.Kind != record.KindCut {
+							if v.Kind != h2conn.KindJoinNoFrames && v.Kind != record.KindCut {
 								problems = append(problems, v.Kind+": "+v.Detail)
 							}
 						case *record.ConnNote:

@@ -111,6 +111,11 @@ type Options struct {
 	// typed values); a non-empty message becomes the connection's
 	// "process" note, before its first record.
 	Owner func(client, server netip.AddrPort) (message string, procs []record.ConnProcess)
+	// Detach says that the capture's end is kwatch attach detaching
+	// (ReadLive's context done): the streams still open end with
+	// exchange.EndDetach, and their connections' "capture-ended" notes
+	// say that kwatch detached, not that a capture ended.
+	Detach bool
 }
 
 // Stats counts what Read saw.

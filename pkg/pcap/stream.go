@@ -557,6 +557,8 @@ func (s *stream) closeHalf(dir reassembly.TCPFlowDirection, ci gopacket.CaptureI
 		// The client closed first: it gave the exchange up (a watch it
 		// stopped), whether or not the server's FIN followed.
 		how = exchange.EndClient
+	case !h.fin && s.rd.ending && s.rd.opt.Detach:
+		how = exchange.EndDetach
 	case !h.fin && s.rd.ending:
 		how = exchange.EndCapture
 	}
@@ -677,9 +679,15 @@ func (s *stream) finish(ci gopacket.CaptureInfo) {
 		case s.half[0].fin || s.half[1].fin:
 			note.Message = "capture ended with the connection half-closed"
 			note.Kind = "capture-ended"
+			if s.rd.opt.Detach {
+				note.Message = "kwatch detached with the connection half-closed"
+			}
 		default:
 			note.Message = "capture ended with the connection open"
 			note.Kind = "capture-ended"
+			if s.rd.opt.Detach {
+				note.Message = "kwatch detached with the connection still open"
+			}
 		}
 		until := "until the connection closed"
 		switch {

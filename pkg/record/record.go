@@ -360,7 +360,8 @@ func (e *Event) Connection() *Conn { return e.Conn }
 // "close" (the connection closed, which ends a close-delimited body), "no
 // body", "closed without the last chunk", "reset without the last chunk",
 // "closed before the end of the body", "reset before the end of the body"
-// (Content-Length bodies), "capture ended mid-stream", "closed by kwatch" or
+// (Content-Length bodies), "capture ended mid-stream", "kwatch detached
+// (the connection was still open)" (kwatch attach), "closed by kwatch" or
 // "not decoded further"; for an HTTP/2 stream "end of stream" (END_STREAM),
 // "reset by RST_STREAM", "closed before the end of the stream" or "reset
 // before the end of the stream" (the connection ended). Detail says where

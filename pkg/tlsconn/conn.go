@@ -175,6 +175,14 @@ type direction struct {
 	buf   []byte
 	store []byte
 	off   int64
+	// came dates the bytes held in buf past a call (records that wait
+	// for keys: kwatch attach reads a joined connection's state at its
+	// next use): the stream offset just past the bytes that came at each
+	// time, ascending, at most maxCame (bytes past them are dated by
+	// when they are handled). A record handled later than it came is
+	// dated by when its last byte came, so that what it carries (a PING,
+	// an event) keeps its own time.
+	came []arrival
 	// reserved counts the bytes of buf reserved from the shared budget
 	// while waiting for keys.
 	reserved int64
@@ -266,12 +274,44 @@ func (c *Conn) CloseClient(how exchange.Ending, t time.Time) { c.close(c.cl, how
 // CloseServer ends the server's byte stream.
 func (c *Conn) CloseServer(how exchange.Ending, t time.Time) { c.close(c.sv, how, t) }
 
+// arrival is when the bytes of a direction up to a stream offset came.
+type arrival struct {
+	end int64
+	t   time.Time
+}
+
+// maxCame bounds direction.came.
+const maxCame = 1024
+
+// dated returns when the bytes of the direction up to stream offset end
+// came: t (now) unless they were held since an earlier call.
+func (h *direction) dated(end int64, t time.Time) time.Time {
+	for _, a := range h.came {
+		if a.end >= end {
+			if a.t.Before(t) {
+				return a.t
+			}
+			break
+		}
+	}
+	return t
+}
+
 func (c *Conn) data(h *direction, p []byte, t time.Time) {
 	c.last = t
 	if !h.live() {
 		h.off += int64(len(p))
 		return
 	}
+	defer func() {
+		// Bytes still held after this call: dated by now.
+		for len(h.came) > 0 && h.came[0].end <= h.off {
+			h.came = h.came[1:]
+		}
+		if end := h.off + int64(len(h.buf)); len(h.buf) > 0 && len(h.came) < maxCame && (len(h.came) == 0 || h.came[len(h.came)-1].end < end) {
+			h.came = append(h.came, arrival{end, t})
+		}
+	}()
 	if len(h.buf) == 0 {
 		// The records complete in p are read where they are; only
 		// what is left (a record cut by the end of p, or records that
@@ -378,6 +418,13 @@ func (h *direction) release() {
 func (h *direction) drop(n int) {
 	h.off += int64(n)
 	h.buf = h.buf[n:]
+	k := 0
+	for k < len(h.came) && h.came[k].end <= h.off {
+		k++
+	}
+	if k > 0 {
+		h.came = append(h.came[:0], h.came[k:]...)
+	}
 	if len(h.buf) == 0 {
 		h.buf = nil
 	}
@@ -428,7 +475,7 @@ func (c *Conn) pump(h *direction, t time.Time) {
 		if len(h.buf) < 5+n {
 			return
 		}
-		if !c.record(h, h.buf[:5], h.buf[5:5+n], t) {
+		if !c.record(h, h.buf[:5], h.buf[5:5+n], h.dated(h.off+int64(5+n), t)) {
 			// Waits for keys or for the other direction: if they never
 			// come, the note is dated by when the wait began.
 			if c.waitSince.IsZero() {
@@ -1004,11 +1051,7 @@ func (c *Conn) deliver(h *direction, p []byte, t time.Time) {
 	if len(p) == 0 {
 		return
 	}
-	if c.sends(h) {
-		c.inner.ServerData(p, t)
-	} else {
-		c.inner.ClientData(p, t)
-	}
+	exchange.FeedRecord(c.inner, c.sends(h), p, t) // p is one record's
 }
 
 // sends reports whether direction h carries what the TLS server sends: its

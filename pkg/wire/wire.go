@@ -248,6 +248,38 @@ func (c *Conn) ServerData(p []byte, t time.Time) {
 	c.data(&c.server, p, t)
 }
 
+// ClientRecord is ClientData for p, one whole TLS record's plaintext
+// (exchange.RecordFollower): a connection joined mid-connection is found
+// to be HTTP/2, and where its frames start, by the records too
+// (h2conn.FrameScan.RecordEnd), and the follower it is handed to is told
+// of them.
+func (c *Conn) ClientRecord(p []byte, t time.Time) {
+	if c.other != nil {
+		exchange.FeedRecord(c.other, false, p, t)
+		return
+	}
+	c.record(&c.client, len(p))
+	c.data(&c.client, p, t)
+}
+
+// ServerRecord is ClientRecord for the server's records.
+func (c *Conn) ServerRecord(p []byte, t time.Time) {
+	if c.other != nil {
+		exchange.FeedRecord(c.other, true, p, t)
+		return
+	}
+	c.record(&c.server, len(p))
+	c.data(&c.server, p, t)
+}
+
+// record tells a direction whose first bytes are undecided that its next
+// n bytes are one record.
+func (c *Conn) record(d *direction, n int) {
+	if c.b.join && d.state == sniffing && !d.seen && !d.closed {
+		d.scan.RecordEnd(len(d.held) + n)
+	}
+}
+
 // ClientGap reports n bytes the client sent that were not captured.
 func (c *Conn) ClientGap(n int64, t time.Time) {
 	if c.other != nil {
