@@ -54,9 +54,10 @@ type Profile struct {
 	Requests, Limits corev1.ResourceList
 }
 
-// The profiles of kwatch's pods. Memory: kwatch attach of a busy
-// kube-apiserver (docs/nodes.md: measured) stays well under the limit;
-// the packet ring (64 MiB) is kernel memory.
+// The profiles of kwatch's pods. Memory: kwatch attach of the test
+// stack's kube-apiserver peaks at about 117 MiB, its capture's 32 MiB ring
+// included (docs/performance.md), well under the limit; each network
+// namespace captured in adds a ring (-B sets its size).
 var (
 	// ProfileAttach is kwatch attach's: eBPF uprobes and sockets' owners
 	// (CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON), the processes' memory
