@@ -335,6 +335,19 @@ func (b *builder) keys() {
 	}
 }
 
+// listenKey writes the ports map's key for the event's socket at stPort:
+// its network namespace and local port, as a listening socket is kept
+// (listen, accept and close build the same key).
+func (b *builder) listenKey() {
+	b.add(
+		storeImm(asm.RFP, stPort, 0, asm.DWord),
+		asm.LoadMem(asm.R1, asm.RFP, stEvent+evNetNS, asm.Word),
+		asm.StoreMem(asm.RFP, stPort, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stEvent+evLPort, asm.Half),
+		asm.StoreMem(asm.RFP, stPort+4, asm.R1, asm.Half),
+	)
+}
+
 // mapCall calls fn (lookup, delete) on map m with the key at key.
 func (b *builder) mapCall(fn asm.BuiltinFunc, m string, key int16) {
 	b.add(asm.LoadMapPtr(asm.R1, 0).WithReference(m))
@@ -587,12 +600,8 @@ func sockopsProgram(o *offsets) asm.Instructions {
 		asm.RSh.Imm(asm.R1, 32),
 		storeImm(asm.RFP, stValue, 0, asm.DWord),
 		asm.StoreMem(asm.RFP, stValue, asm.R1, asm.Word),
-		storeImm(asm.RFP, stPort, 0, asm.DWord),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evNetNS, asm.Word),
-		asm.StoreMem(asm.RFP, stPort, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evLPort, asm.Half),
-		asm.StoreMem(asm.RFP, stPort+4, asm.R1, asm.Half),
 	)
+	b.listenKey()
 	b.update(mapPorts, stPort, stValue)
 	b.add(storeImm(asm.RFP, stPort, 0, asm.Word))
 	b.update(mapPorts, stPort, stValue)
@@ -601,13 +610,7 @@ func sockopsProgram(o *offsets) asm.Instructions {
 
 	b.at("accept")
 	sock()
-	b.add(
-		storeImm(asm.RFP, stPort, 0, asm.DWord),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evNetNS, asm.Word),
-		asm.StoreMem(asm.RFP, stPort, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evLPort, asm.Half),
-		asm.StoreMem(asm.RFP, stPort+4, asm.R1, asm.Half),
-	)
+	b.listenKey()
 	b.mapCall(asm.FnMapLookupElem, mapPorts, stPort)
 	b.add(
 		asm.JEq.Imm(asm.R0, 0, "accept_other"),
@@ -653,13 +656,7 @@ func stateProgram(o *offsets) asm.Instructions {
 	)
 	b.readSock("exit")
 	b.add(asm.JNE.Imm32(asm.R9, tcpListen, "conn"))
-	b.add(
-		storeImm(asm.RFP, stPort, 0, asm.DWord),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evNetNS, asm.Word),
-		asm.StoreMem(asm.RFP, stPort, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stEvent+evLPort, asm.Half),
-		asm.StoreMem(asm.RFP, stPort+4, asm.R1, asm.Half),
-	)
+	b.listenKey()
 	b.mapCall(asm.FnMapLookupElem, mapPorts, stPort)
 	b.add(
 		asm.JEq.Imm(asm.R0, 0, "exit"),
