@@ -824,22 +824,7 @@ func TestAttachJoinedKubectl(t *testing.T) {
 			if !table {
 				args = append(args, "-o", "json")
 			}
-			var out, errOut syncBuffer
-			k := exec.Command(kc.path, args...)
-			k.Stdout, k.Stderr = &out, &errOut
-			if err := k.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
-			// kubectl's watch is open once it prints a change made before
-			// attach.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cs := env.Clientset(t)
-			if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			waitText(t, "kubectl's event of a change before attach", &out, "earlier")
+			k, out, errOut := startKubectlWatch(t, env, ns, kc.path, args...)
 			s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid), "-o", "json")
 			waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("(pid %d, ", k.Process.Pid))
 			churn(t, env, ns, "later")
@@ -901,26 +886,16 @@ func TestAttachJoinedQuiet(t *testing.T) {
 		kc = filepath.Join(filepath.Dir(path), "kubectl.1.30")
 	}
 	ns := env.Namespace(t)
-	var out, errOut syncBuffer
-	k := exec.Command(kc, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events", "-o", "json")
-	k.Stdout, k.Stderr = &out, &errOut
-	if err := k.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	k, out, _ := startKubectlWatch(t, env, ns, kc, "--kubeconfig", env.Kubeconfig, "-n", ns, "get", "configmaps", "-w", "--output-watch-events", "-o", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs := env.Clientset(t)
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitText(t, "kubectl's event of a change before attach", &out, "earlier")
 	s := startKwatch(t, "attach", fmt.Sprint(k.Process.Pid))
 	waitText(t, "kwatch attached", s.errOut, fmt.Sprintf("(pid %d, ", k.Process.Pid))
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitText(t, "kubectl's event of the one change", &out, `"only"`)
+	waitText(t, "kubectl's event of the one change", out, `"only"`)
 	waitText(t, "kwatch's line of the one change", s.out, "ADDED     ConfigMap "+ns+"/only")
 	// Detached with kubectl's watch open: said so, not as a capture's
 	// end; the count at attach and the closing count say what they
@@ -1449,4 +1424,27 @@ func TestAttachRecordKeptOnError(t *testing.T) {
 			t.Errorf("attach --exe kwatch-no-such-program: %q, want %q", errOut, want)
 		}
 	}
+}
+
+// startKubectlWatch starts kubectl (the executable path, with args: a
+// watch of namespace ns's ConfigMaps) and returns once its watch is open:
+// it has printed the ConfigMap "earlier", made in ns after it started
+// (before any attach), with what it prints on stdout and stderr. kubectl
+// is killed when the test ends.
+func startKubectlWatch(t *testing.T, env *e2e.Env, ns, path string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	k := exec.Command(path, args...)
+	k.Stdout, k.Stderr = out, errOut
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "earlier"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, "kubectl's event of a change before attach", out, "earlier")
+	return k, out, errOut
 }
