@@ -15,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -90,18 +93,9 @@ func TestNodeAttachAPIServer(t *testing.T) {
 	nodes := env.Nodes(t)
 	ref, kwatch := env.Image(t)
 	podNS := podNamespace(t, env)
-	bin := buildWatcher(t)
 	ns := env.Namespace(t)
 	s := startKwatchProcess(t, kwatch, onNodes(env, ref, podNS, "attach", "--node", nodes[0].Name, "kube-apiserver", "-o", "json")...)
-	waitText(t, "kwatch attached on the node", s.errOut, "node "+nodes[0].Name+": attached to kube-apiserver (pid ")
-	w := startWatcher(t, env, bin, ns)
-	churn(t, env, ns, "on-node")
-	want := w.waitEvents(t, 3, "informer", "watch")
-	var got map[string][]watchedEvent
-	recs := s.waitFor(t, 90*time.Second, fmt.Sprintf("the API server's events of the program's watches: %v", want), func(recs []map[string]any) bool {
-		got = kwatchEvents(t, recs, ns, true)
-		return holdsWatches(got, want)
-	})
+	recs := watcherSeen(t, env, s, nodes[0].Name, ns)
 	byConn := nodesOf(recs)
 	for _, r := range recs {
 		if r["record"] == "event" && r["namespace"] == ns {
@@ -110,7 +104,6 @@ func TestNodeAttachAPIServer(t *testing.T) {
 			}
 		}
 	}
-	w.stop()
 	if code := stopNodes(t, s); code != ExitOK && code != ExitProblems {
 		t.Errorf("exit %d after Ctrl-C:\n%s", code, s.errOut.String())
 	}
@@ -120,6 +113,25 @@ func TestNodeAttachAPIServer(t *testing.T) {
 	if !strings.Contains(s.errOut.String(), "kwatch: 1 node: "+nodes[0].Name+" (exit ") {
 		t.Errorf("stderr does not say how kwatch on the node ended:\n%s", s.errOut.String())
 	}
+}
+
+// watcherSeen waits until kwatch (session s, -o json, attaching to
+// kube-apiserver on node) has attached, runs a client-go program that
+// watches ConfigMaps of ns (an informer and a plain Watch), changes one,
+// and waits until kwatch's events of the program's watches are those the
+// program's handlers received; it returns kwatch's records.
+func watcherSeen(t *testing.T, env *e2e.Env, s *session, node, ns string) []map[string]any {
+	t.Helper()
+	bin := buildWatcher(t)
+	waitText(t, "kwatch attached on the node", s.errOut, "node "+node+": attached to kube-apiserver (pid ")
+	w := startWatcher(t, env, bin, ns)
+	churn(t, env, ns, "on-node")
+	want := w.waitEvents(t, 3, "informer", "watch")
+	recs := s.waitFor(t, 90*time.Second, fmt.Sprintf("the API server's events of the program's watches: %v", want), func(recs []map[string]any) bool {
+		return holdsWatches(kwatchEvents(t, recs, ns, true), want)
+	})
+	w.stop()
+	return recs
 }
 
 // TestNodeTop: --top on a run on a node (stdout a pipe: a plain table
@@ -529,9 +541,7 @@ func TestNodePcap(t *testing.T) {
 // a namespace whose PodSecurity level is baseline (the admission's
 // answer), an image the node cannot get (at the kubelet's first pull
 // error, not at --pod-running-timeout: its reason is said), no such process
-// on a node named. (The stack's API server authorizes every request
-// (AlwaysAllow): RBAC refusals are tested in pkg/node, against an API
-// server that denies.)
+// on a node named. RBAC refusals: TestNodeRBAC.
 func TestNodeRefusals(t *testing.T) {
 	env := e2e.Cluster(t)
 	nodes := env.Nodes(t)
@@ -583,6 +593,112 @@ func TestNodeRefusals(t *testing.T) {
 				t.Errorf("kwatch pods left: %v", left)
 			}
 		})
+	}
+}
+
+// TestNodeRBAC runs kwatch on a node as a user RBAC limits (--as, as
+// kubectl impersonates; the stack's kube-apiserver authorizes with RBAC):
+// with no rule bound, the one-line refusal names every verb and resource
+// missing and makes nothing; with the Role and ClusterRole that
+// docs/nodes.md gives (read from it), kwatch attach --node NODE
+// kube-apiserver runs and shows a client-go program's watch events, and
+// Ctrl-C deletes its pod.
+func TestNodeRBAC(t *testing.T) {
+	env := e2e.Cluster(t)
+	nodes := env.Nodes(t)
+	ref, kwatch := env.Image(t)
+	cs := env.Clientset(t)
+	podNS := podNamespace(t, env)
+	user := "kwatch-e2e-" + podNS
+	ctx := context.Background()
+	r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: podNS}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status.Allowed {
+		t.Fatalf("the stack's kube-apiserver lets user %s, bound to nothing, create pods: it does not authorize with RBAC (a stack started before hack/cluster-up.sh set --authorization-mode=RBAC: make cluster-down cluster-up)", user)
+	}
+	args := append(onNodes(env, ref, podNS, "attach", "--node", nodes[0].Name, "kube-apiserver", "-o", "json"), "--as", user)
+
+	t.Run("no rule", func(t *testing.T) {
+		_, errOut, code := runWithin(t, 3*time.Minute, args...)
+		want := "kwatch: RBAC: this user may not create pods in namespace " + podNS + ", get pods in namespace " + podNS +
+			", delete pods in namespace " + podNS + ", create pods/exec in namespace " + podNS + ", get nodes: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)"
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code != ExitUsage || lines[len(lines)-1] != want {
+			t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and last line\n%s", code, errOut, want)
+		}
+	})
+
+	t.Run("the rules of docs/nodes.md", func(t *testing.T) {
+		bindDocsRBAC(t, cs, podNS, user)
+		ns := env.Namespace(t)
+		s := startKwatchProcess(t, kwatch, args...)
+		watcherSeen(t, env, s, nodes[0].Name, ns)
+		if code := stopNodes(t, s); code != ExitOK && code != ExitProblems {
+			t.Errorf("exit %d after Ctrl-C:\n%s", code, s.errOut.String())
+		}
+		if left := kwatchPods(t, cs, podNS); len(left) > 0 {
+			t.Errorf("kwatch pods left after Ctrl-C: %v", left)
+		}
+	})
+}
+
+// bindDocsRBAC reads the ClusterRole and Role of docs/nodes.md's RBAC
+// section, makes them (the ClusterRole named after ns, the Role in ns) and
+// binds them to user; they are deleted when the test ends.
+func bindDocsRBAC(t *testing.T, cs kubernetes.Interface, ns, user string) {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/nodes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "\n## RBAC\n")
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	text, _, ok := strings.Cut(rest, "```\n")
+	if !ok {
+		t.Fatal("docs/nodes.md: no yaml block in its RBAC section")
+	}
+	ctx := context.Background()
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	var made int
+	for _, part := range strings.Split(text, "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(part), nil, nil)
+		if err != nil {
+			t.Fatalf("docs/nodes.md's RBAC: %v", err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			o.Name += "-" + ns
+			if _, err := cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.RbacV1().ClusterRoles().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+			b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: o.Name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: o.Name}}
+			if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+			})
+		case *rbacv1.Role:
+			o.Namespace = ns
+			if _, err := cs.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			b := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: o.Name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: o.Name}}
+			if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("docs/nodes.md's RBAC: a %T, want a ClusterRole and a Role", obj)
+		}
+		made++
+	}
+	if made != 2 {
+		t.Fatalf("docs/nodes.md's RBAC: %d objects, want a ClusterRole and a Role", made)
 	}
 }
 

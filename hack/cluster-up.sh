@@ -14,7 +14,7 @@
 # stack started before it was part of it, or a node whose kubelet died).
 #
 # kube-apiserver runs with --allow-privileged=true (kwatch's node pods are
-# privileged) and a client certificate for the kubelets; a running one
+# privileged), a client certificate for the kubelets and RBAC; a running one
 # started without them, or with other feature gates (below), is restarted.
 #
 # CBOR: KWATCH_CBOR=1 (the default; `make cluster-up CBOR=0` turns it off)
@@ -106,6 +106,8 @@ restart_apiserver() {
 if kw_pid_alive kube-apiserver; then
   if [ "$(apiserver_gates)" != "$KW_FEATURE_GATES" ]; then
     restart_apiserver "kube-apiserver runs with feature gates '$(apiserver_gates)', wanted '$KW_FEATURE_GATES'"
+  elif ! apiserver_has --authorization-mode=RBAC; then
+    restart_apiserver "kube-apiserver does not authorize with RBAC (started before the stack did)"
   else
     for f in "${KW_APISERVER_NODE_FLAGS[@]}"; do
       if ! apiserver_has "$f"; then
@@ -292,8 +294,11 @@ else
   kw_need_port kube-apiserver "$KW_APISERVER_PORT"
   # --endpoint-reconciler-type=none: the default reconciler refuses a loopback
   #   advertise address and the server exits.
-  # --authorization-mode=AlwaysAllow with a token file: one admin identity, no
-  #   RBAC bootstrap to wait for. Anonymous requests are still refused.
+  # --authorization-mode=RBAC with a token file: one admin identity, in
+  #   system:masters (allowed everything before RBAC is asked), used by every
+  #   component and test; RBAC refuses the users a test impersonates (kwatch's
+  #   node tests: the rules docs/nodes.md gives, and none). /readyz waits for
+  #   RBAC's bootstrap roles. Anonymous requests are refused.
   # --watch-cache-sizes=podtemplates#0: PodTemplates bypass the watch cache,
   #   so a watch of them reaches etcd and an etcd compaction makes an old
   #   resourceVersion answer 410 Gone (kwatch's re-list test). The watch cache
@@ -316,7 +321,7 @@ else
     --service-account-key-file="$KW_RUN_DIR/pki/sa.pub" \
     --service-account-signing-key-file="$KW_RUN_DIR/pki/sa.key" \
     --token-auth-file="$KW_RUN_DIR/pki/tokens.csv" \
-    --authorization-mode=AlwaysAllow \
+    --authorization-mode=RBAC \
     --watch-cache-sizes=podtemplates#0 \
     --service-cluster-ip-range=10.0.0.0/24
   # Ready after 2-3 s warm; generous bound for a loaded 2-core machine.
@@ -356,9 +361,9 @@ write_kubeconfig "$KW_RUN_DIR/kubeconfig" admin "$(kw_token)"
 # kube-controller-manager's own file, with the same admin token: this stack has
 # no client CA (so no client certificates) and kube-apiserver reads its token
 # file only when it starts, so an identity of the controller manager's own
-# would mean restarting a running API server to add it. With
-# --authorization-mode=AlwaysAllow every authenticated user may do
-# everything, so the identity changes nothing the controllers can do.
+# would mean restarting a running API server to add it. The admin is in
+# system:masters, which kube-apiserver allows everything before it asks
+# RBAC: the controllers may do all they do on a real cluster.
 write_kubeconfig "$KW_RUN_DIR/controller-manager.kubeconfig" admin "$(kw_token)"
 
 # --- kubectl proxy --------------------------------------------------------------

@@ -157,18 +157,26 @@ func (c check) String() string {
 	return s
 }
 
-// preflight asks the API server, before anything is made, whether this
-// user may do what a run does (SelfSubjectAccessReview, which every
+// preflight asks the API server, before anything is read or made, whether
+// this user may do what a run does (SelfSubjectAccessReview, which every
 // authenticated user may ask), and refuses in one line naming each verb
 // and resource missing. When the review itself cannot be asked, the run
 // goes on and a refusal comes from the request refused.
-func (s *session) preflight(ctx context.Context, plan []*planned) error {
+func (s *session) preflight(ctx context.Context) error {
 	ns := s.opt.Namespace
 	checks := []check{
 		{verb: "create", resource: "pods", namespace: ns},
 		{verb: "get", resource: "pods", namespace: ns},
 		{verb: "delete", resource: "pods", namespace: ns},
 		{verb: "create", resource: "pods", subresource: "exec", namespace: ns},
+	}
+	for _, t := range s.opt.Pods {
+		if t.Kind == "pod" {
+			checks = append(checks, check{verb: "get", resource: "pods", namespace: t.Namespace})
+		} else {
+			checks = append(checks, check{verb: "get", resource: "deployments", group: "apps", namespace: t.Namespace},
+				check{verb: "list", resource: "pods", namespace: t.Namespace})
+		}
 	}
 	if len(s.opt.Nodes) > 0 || len(s.opt.Pods) > 0 {
 		checks = append(checks, check{verb: "get", resource: "nodes"})
@@ -179,6 +187,12 @@ func (s *session) preflight(ctx context.Context, plan []*planned) error {
 	if s.opt.Own {
 		checks = append(checks, check{verb: "get", resource: "namespaces"})
 	}
+	seen := map[check]bool{}
+	checks = slices.DeleteFunc(checks, func(c check) bool {
+		dup := seen[c]
+		seen[c] = true
+		return dup
+	})
 	missing := make([]string, len(checks))
 	var wg sync.WaitGroup
 	var unasked error

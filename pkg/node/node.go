@@ -173,11 +173,11 @@ func Run(ctx context.Context, opt Options, sink record.Sink) (*Result, error) {
 	}
 	s := &session{opt: opt, cs: opt.Client, run: runID()}
 	defer s.cleanup()
-	plan, err := s.plan(ctx)
-	if err != nil {
+	if err := s.preflight(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.preflight(ctx, plan); err != nil {
+	plan, err := s.plan(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.namespace(ctx); err != nil {

@@ -327,6 +327,10 @@ func TestRefusals(t *testing.T) {
 			o.Nodes = []string{"n1"}
 			c.deny["create pods/exec"], c.deny["delete pods"] = true, true
 		}, want: "RBAC: this user may not delete pods in namespace kwatch, create pods/exec in namespace kwatch: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)"},
+		{name: "rbac before anything is read", set: func(c *cluster, o *Options) {
+			o.Pods = []Target{{Kind: "deployment", Namespace: "app", Name: "ctl", Arg: "deploy/ctl"}, {Kind: "pod", Namespace: "kwatch", Name: "p", Arg: "pod/p"}}
+			c.deny["get deployments"], c.deny["list pods"], c.deny["get nodes"] = true, true, true
+		}, want: "RBAC: this user may not get deployments.apps in namespace app, list pods in namespace app, get nodes: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)"},
 		{name: "podsecurity label", set: func(_ *cluster, o *Options) { o.Nodes, o.Namespace = []string{"n1"}, "restricted-ns" },
 			want: `namespace restricted-ns enforces PodSecurity "baseline:latest", which refuses kwatch's pods (host namespaces, privileged): label it privileged (kubectl label namespace restricted-ns pod-security.kubernetes.io/enforce=privileged --overwrite), or name another with --pod-namespace (violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true), privileged (container "kwatch" must not set securityContext.privileged=true))`},
 		{name: "podsecurity default", set: func(c *cluster, o *Options) { o.Nodes, o.Namespace, c.baseline = []string{"n1"}, "plain", true },
