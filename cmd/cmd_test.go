@@ -794,6 +794,47 @@ func TestPcapTopFilters(t *testing.T) {
 	}
 }
 
+// TestPcapTopProblems: the problems found while --top's table stood in for
+// the lines are listed at the run's end, before the health lines and the
+// summary that counts them: kwatch pcap --follow --top on a capture with a
+// corrupt gzip member between two events (gen-gzip-corrupt-member.pcap).
+func TestPcapTopProblems(t *testing.T) {
+	s := startKwatch(t, "pcap", "--follow", "--top", "../testdata/pcap/gen-gzip-corrupt-member.pcap")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, n := topRow(strings.Split(s.out.String(), "\n\n")[0], "configmaps", "default"); n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no table with the watch's 3 events:\n%s\nstderr:\n%s", s.out.String(), s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := s.stop(t); code != ExitProblems {
+		t.Errorf("exit %d, want 1:\n%s", code, s.errOut.String())
+	}
+	out := s.out.String()
+	var end []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "problem: ") || strings.Contains(l, "warning: ") || strings.HasPrefix(l, "health #1") || strings.HasPrefix(l, "summary:") {
+			end = append(end, l)
+		}
+	}
+	want := []string{
+		"2026-01-01T00:00:00.406000Z problem: ../testdata/pcap/gen-gzip-corrupt-member.pcap: packet 7: 10.0.0.1:40052 -> 10.0.0.2:8001: server data offset 928: content coding corrupt",
+		"health #1: 3 events: 1 ADDED, 2 MODIFIED",
+		"summary: 11 packets · 1 TCP connection · 1 watch · 3 events: 1 ADDED, 2 MODIFIED · 3 chunks · 1 problem, 0 warnings",
+	}
+	if len(end) != len(want) {
+		t.Fatalf("the run's end has %d problem, health and summary lines, want %d:\n%s", len(end), len(want), out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(end[i], w) {
+			t.Errorf("line %d of the end: %q, want it to begin %q", i+1, end[i], w)
+		}
+	}
+}
+
 // TestPcapBookmarks: on a capture of curl's watch with two bookmarks
 // (bookmarks-lo.pcap), the readable output says them in one line with
 // their count, --bookmarks shows each on its own line, -o json has a

@@ -71,8 +71,9 @@ func (s *topScreen) notice(line string) {
 }
 
 // stop ends the table (its screen restored), says the notices it kept,
-// then lets the output held meanwhile (the run's end: health and summary)
-// through.
+// then lets the output held meanwhile (the run's end: the problems the
+// table held back, health and summary) through, and says how many
+// problems were not listed.
 func (s *topScreen) stop() {
 	if s == nil {
 		return
@@ -92,4 +93,7 @@ func (s *topScreen) stop() {
 	}
 	s.mu.Unlock()
 	_ = s.gate.Release()
+	if n := s.table.ProblemsNotKept(); n > 0 {
+		fmt.Fprintf(s.errOut, "kwatch: %d more problems and warnings came while the table was shown and are not listed (the first %d are): run without --top to see each\n", n, top.MaxProblems)
+	}
 }

@@ -32,6 +32,13 @@ import (
 // pkg/health follows.
 const DefaultMaxRows = 4096
 
+// MaxProblems bounds the problems (and warnings) a Table holds back: the
+// lines of the run are not printed while the table is shown, so the first
+// MaxProblems problem records are passed on at the run's end instead (after
+// OnEnd), where what the summary counts can be read; those past them are
+// passed on as they come.
+const MaxProblems = 200
+
 // maxText bounds the text a row keeps of its client, resource and
 // selectors (bytes).
 const maxText = 256
@@ -117,6 +124,10 @@ type Table struct {
 	ending   bool
 	notices  []string
 	noticed  int // notices in all, kept or not
+	// problems are the first MaxProblems problem records, held back until
+	// the run's end; problemsMore counts those past them.
+	problems     []*record.Problem
+	problemsMore int
 }
 
 // New returns a Table that passes every record on to next.
@@ -134,8 +145,10 @@ func (t *Table) SetHealth(j Judge) { t.judge = j }
 // Flush flushes the next sink (record.Flusher).
 func (t *Table) Flush() { record.Flush(t.next) }
 
-// Emit updates the rows r is about, and passes r on.
+// Emit updates the rows r is about, and passes r on (a problem record,
+// one of the first MaxProblems, at the run's end).
 func (t *Table) Emit(r record.Record) {
+	held := false
 	switch r.(type) {
 	case *record.Health, *record.Summary:
 		if !t.ending {
@@ -144,13 +157,31 @@ func (t *Table) Emit(r record.Record) {
 			if t.opt.OnEnd != nil {
 				t.opt.OnEnd()
 			}
+			// The problems held back: the first lines of the run's end.
+			for _, p := range t.problems {
+				t.next.Emit(p)
+			}
+			t.problems = nil
+		}
+	case *record.Problem:
+		if !t.ending {
+			t.mu.Lock()
+			held = len(t.problems) < MaxProblems
+			if held {
+				t.problems = append(t.problems, r.(*record.Problem))
+			} else {
+				t.problemsMore++
+			}
+			t.mu.Unlock()
 		}
 	}
 	t.book.See(r)
 	t.mu.Lock()
 	t.observe(r)
 	t.mu.Unlock()
-	t.next.Emit(r)
+	if !held {
+		t.next.Emit(r)
+	}
 }
 
 // observe updates the rows from r; t.mu is held.
@@ -356,6 +387,14 @@ func (t *Table) Notice(line string) {
 	if len(t.notices) < 1000 {
 		t.notices = append(t.notices, line)
 	}
+}
+
+// ProblemsNotKept returns how many problem records came past the first
+// MaxProblems while the run went on: the run's end lists those only.
+func (t *Table) ProblemsNotKept() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.problemsMore
 }
 
 // Notices returns the lines Notice kept, and how many more came.

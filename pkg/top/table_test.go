@@ -330,6 +330,36 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// TestProblemsHeld: the problems that come while the table stands in for
+// the lines are passed on at the run's end (after OnEnd), the first
+// MaxProblems of them, each once; those past them as they come.
+func TestProblemsHeld(t *testing.T) {
+	var got []string
+	tab := New(record.SinkFunc(func(r record.Record) {
+		switch v := r.(type) {
+		case *record.Problem:
+			got = append(got, v.Kind)
+		case *record.Summary:
+			got = append(got, "summary")
+		}
+	}), Options{OnEnd: func() { got = append(got, "hold") }})
+	for i := range MaxProblems + 3 {
+		tab.Emit(&record.Problem{Conn: conn(1, false), Kind: "p" + itoa(i), Offset: -1})
+	}
+	tab.Emit(&record.Summary{})
+	want := []string{"p200", "p201", "p202", "hold"}
+	for i := range MaxProblems {
+		want = append(want, "p"+itoa(i))
+	}
+	want = append(want, "summary")
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("passed on:\n%v\nwant\n%v", got, want)
+	}
+	if n := tab.ProblemsNotKept(); n != 3 {
+		t.Errorf("ProblemsNotKept = %d, want 3", n)
+	}
+}
+
 type flushSink struct{ order *[]string }
 
 func (f flushSink) Emit(r record.Record) {
