@@ -219,5 +219,6 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 		fmt.Fprintf(streams.ErrOut, "kwatch: every process attached to has exited\n")
 	}
 	fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())
+	o.decode.openAtAttach = res.OpenAtAttach
 	return o.decode.end(ctx, streams, p, res.Stats, nil)
 }

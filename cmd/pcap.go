@@ -21,6 +21,7 @@ import (
 	"github.com/kwatch/kwatch/pkg/live"
 	"github.com/kwatch/kwatch/pkg/node"
 	"github.com/kwatch/kwatch/pkg/pcap"
+	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/printer"
 	"github.com/kwatch/kwatch/pkg/wire"
 )
@@ -39,7 +40,10 @@ type pcapOptions struct {
 	// attached: the run is kwatch attach's (its messages speak of the
 	// processes, not of a capture and key logs; --client takes a process
 	// name too).
-	attached           bool
+	attached bool
+	// openAtAttach counts the TCP connections the attached processes had
+	// open when kwatch attached (attach.Result.OpenAtAttach).
+	openAtAttach       int
 	allHTTP            bool
 	maxHeaderBytes     int
 	follow             bool
@@ -502,6 +506,11 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 	from := printer.FromCapture
 	if o.attached {
 		from = printer.FromAttach
+		if o.openAtAttach > 0 {
+			// They had connections: none carried a packet since.
+			from.None = fmt.Sprintf("the processes' %s open at attach carried no packet since, and they made or took no other",
+				phrase.Count(o.openAtAttach, "TCP connection", "TCP connections"))
+		}
 	}
 	if msg := p.Tally().NothingDecoded(stats.Connections, from); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
