@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -526,8 +527,18 @@ func TestAttachRecord(t *testing.T) {
 		t.Errorf("kwatch pcap of the recording: %v; kwatch attach showed %v", got, live)
 	}
 	// The recording holds the program's connections only: not the
-	// test's own, which made the changes.
+	// test's own, which made the changes; and names their processes as
+	// kwatch attach did.
 	liveConns := map[any]bool{}
+	processes := func(recs []map[string]any) map[string]string {
+		m := map[string]string{}
+		for _, r := range recs {
+			if r["record"] == "note" && r["kind"] == "process" {
+				m[fmt.Sprint(r["connection"])] = fmt.Sprint(r["message"], " ", r["processes"])
+			}
+		}
+		return m
+	}
 	for _, r := range s.records(t) {
 		if r["record"] == "connection" {
 			liveConns[r["connection"]] = true
@@ -537,6 +548,9 @@ func TestAttachRecord(t *testing.T) {
 		if r["record"] == "connection" && !liveConns[r["connection"]] {
 			t.Errorf("the recording holds connection %v, which is not the program's", r["connection"])
 		}
+	}
+	if live, read := processes(s.records(t)), processes(recs); len(live) == 0 || !maps.Equal(live, read) {
+		t.Errorf("kwatch pcap of the recording names the connections' processes\n%v\nkwatch attach named\n%v", read, live)
 	}
 	ts, err := exec.Command("tshark", "-r", file, "-Y", "http2.type == 0").CombinedOutput()
 	if err != nil {

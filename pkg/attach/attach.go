@@ -858,7 +858,8 @@ func (a *attacher) lookup(src, dst netip.AddrPort) verdict {
 
 // owner is pcap.Options.Owner: the attached processes at a connection's
 // ends, and the client of an attached server when the kernel (or the
-// first scan) named it, with their pods.
+// first scan) named it, with their pods; written to the recording
+// (--record) as a process line (keylog.ProcessLine).
 func (a *attacher) owner(client, server netip.AddrPort) (string, []record.ConnProcess) {
 	t := newTuple(client, server)
 	v, ok := a.verdicts[t]
@@ -877,7 +878,13 @@ func (a *attacher) owner(client, server netip.AddrPort) (string, []record.ConnPr
 			v.ends[i].pod = a.podOf(v.ends[i].proc.PID)
 		}
 	}
-	return describe(v, client)
+	msg, procs := describe(v, client)
+	if a.rec != nil && msg != "" {
+		// The recording names them too, ahead of the connection's
+		// packets still held, for kwatch pcap to read back.
+		_ = a.rec.Secrets(keylog.ProcessLine(keylog.Processes{Client: client, Server: server, Message: msg, Processes: procs}))
+	}
+	return msg, procs
 }
 
 // tracked is the Source ReadLive reads: the captures' packets of the

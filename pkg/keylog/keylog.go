@@ -133,6 +133,9 @@ type Log struct {
 	// joined holds the connections to be joined mid-way (AddJoined), by
 	// their endpoints, the lower first.
 	joined map[[2]netip.AddrPort]*Joined
+	// processes holds what process lines (ProcessLine) said of
+	// connections, by their client and server.
+	processes map[[2]netip.AddrPort]*Processes
 	// looked holds the randoms Lookup found secrets for (Trials leaves
 	// them out); trialOpens counts what TakeTrialOpens took.
 	looked     map[Random]bool
@@ -339,6 +342,20 @@ func (l *Log) addLine(line []byte, source string, n int) {
 			return
 		}
 		l.addJoined(j)
+		return
+	}
+	if bytes.HasPrefix(t, []byte(ProcessPrefix)) {
+		// The processes at a connection's ends, recorded by kwatch
+		// attach.
+		p, err := parseProcess(t)
+		if err != nil {
+			l.nerrs++
+			if len(l.errs) < maxErrs {
+				l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: err.Error()})
+			}
+			return
+		}
+		l.addProcesses(p)
 		return
 	}
 	if len(t) == 0 || t[0] == '#' {

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/kwatch/kwatch/pkg/record"
 )
 
 // TestTrials: the key log's connections with both TLS 1.3 application
@@ -81,5 +83,42 @@ func TestJoinedLine(t *testing.T) {
 	}
 	if _, _, errs, n := l.Stats(); n != 2 || len(errs) != 2 {
 		t.Errorf("%d line errors (%v), want 2", n, errs)
+	}
+}
+
+// TestProcessLine: the processes at a connection's ends written as their
+// comment line (kwatch attach --record) read back the same by the
+// connection's client and server; a damaged or oversized line is a line
+// error, never processes.
+func TestProcessLine(t *testing.T) {
+	p := Processes{Client: netip.MustParseAddrPort("127.0.0.1:40000"), Server: netip.MustParseAddrPort("[::1]:6443"),
+		Message: "client kube-controller-manager (pid 812) · server kube-apiserver (pid 7, attached)",
+		Processes: []record.ConnProcess{{Role: "client", PID: 812, Name: "kube-controller-manager", PodUID: "u", ContainerID: "c"},
+			{Role: "server", PID: 7, Name: "kube \"api\"\nserver", Attached: true}}}
+	line := ProcessLine(p)
+	if bytes.Count(line, []byte("\n")) != 1 || !bytes.HasPrefix(line, []byte(ProcessPrefix+"127.0.0.1:40000 [::1]:6443 {")) {
+		t.Fatalf("line %q", line)
+	}
+	l := New()
+	l.Add(line, "session.pcapng")
+	msg, procs := l.Processes(p.Client, p.Server)
+	if msg != p.Message || fmt.Sprint(procs) != fmt.Sprint(p.Processes) {
+		t.Errorf("read back %q %v, want %q %v", msg, procs, p.Message, p.Processes)
+	}
+	if msg, _ := l.Processes(p.Server, p.Client); msg != "" {
+		t.Errorf("read back the other way round: %q", msg)
+	}
+	if _, _, errs, n := l.Stats(); n != 0 {
+		t.Errorf("line errors: %v", errs)
+	}
+	l = New()
+	l.Add([]byte(ProcessPrefix+"127.0.0.1:1 127.0.0.1:2 {\"message\":1}\n"+ProcessPrefix+"127.0.0.1:1\n"+
+		ProcessPrefix+"127.0.0.1:1 127.0.0.1:2 {\"message\":\""+strings.Repeat("x", 5000)+"\"}\n"+
+		ProcessPrefix+"127.0.0.1:1 127.0.0.1:2 {}\n"), "f")
+	if msg, _ := l.Processes(netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2")); msg != "" {
+		t.Errorf("a damaged line gave processes: %q", msg)
+	}
+	if _, _, errs, n := l.Stats(); n != 4 {
+		t.Errorf("%d line errors (%v), want 4", n, errs)
 	}
 }

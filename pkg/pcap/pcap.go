@@ -109,7 +109,9 @@ type Options struct {
 	// beyond their addresses (kwatch attach: the processes at either end,
 	// e.g. "client kube-controller-manager (pid 812)", and the same as
 	// typed values); a non-empty message becomes the connection's
-	// "process" note, before its first record.
+	// "process" note, before its first record. Read uses Keys.Processes
+	// when it is nil: what a recording of kwatch attach said of each
+	// connection (keylog.ProcessLine).
 	Owner func(client, server netip.AddrPort) (message string, procs []record.ConnProcess)
 	// Detach says that the capture's end is kwatch attach detaching
 	// (ReadLive's context done): the streams still open end with
@@ -223,6 +225,11 @@ func Read(ctx context.Context, r io.Reader, opt Options, sink record.Sink) (*Sta
 	fr := &flushingReader{r: r}
 	if opt.Keys == nil {
 		opt.Keys = keylog.New()
+	}
+	if opt.Owner == nil {
+		// A recording of kwatch attach names each connection's
+		// processes in its Decryption Secrets Blocks.
+		opt.Owner = opt.Keys.Processes
 	}
 	src, err := openSource(fr, opt.Keys)
 	if err != nil {
