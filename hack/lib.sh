@@ -96,12 +96,18 @@ kw_ldflags_crictl() {
 # As Kubernetes's build/pause/Makefile compiles it.
 KW_PAUSE_CFLAGS=(-Os -Wall -Werror -static "-DVERSION=v$KW_PAUSE_VERSION")
 
+# KW_GCFLAGS: the compiler's flags for every Go binary of the stack: no DWARF
+# (-dwarf=false), which the linker's -s -w drop anyway; a cold build is about
+# a tenth quicker (measured: 50 against 55 CPU seconds for crypto/tls's
+# part of the standard library).
+KW_GCFLAGS="-gcflags=all=-dwarf=false"
+
 kw_build_hash() {
   (
     cd "$KW_CLUSTER_MOD"
     {
       go env GOVERSION
-      echo "CGO_ENABLED=0 -trimpath $(kw_ldflags_kube)"
+      echo "CGO_ENABLED=0 -trimpath $KW_GCFLAGS $(kw_ldflags_kube)"
       echo "containerd $KW_CONTAINERD_VERSION $(kw_ldflags_containerd)"
       echo "crictl $KW_CRICTL_VERSION $(kw_ldflags_crictl)"
       echo "runc $KW_RUNC_VERSION CGO_ENABLED=1 -tags seccomp"
@@ -226,19 +232,19 @@ kw_build() {
   # - runc needs cgo for seccomp (libseccomp), as its releases.
   kw_progress "the control plane and the kubelet $kubever, etcd $etcdver" "$log" "$KW_CLUSTER_MOD" \
     env GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-    go build -v -trimpath -ldflags "$(kw_ldflags_kube)" -o "$tmp/" ./cmd/... &&
+    go build -v -trimpath "$KW_GCFLAGS" -ldflags "$(kw_ldflags_kube)" -o "$tmp/" ./cmd/... &&
     kw_progress "containerd $KW_CONTAINERD_VERSION" "$log" "$tmp" \
       env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=0 \
-      go install -v -trimpath -ldflags "$(kw_ldflags_containerd)" \
+      go install -v -trimpath "$KW_GCFLAGS" -ldflags "$(kw_ldflags_containerd)" \
       "github.com/containerd/containerd/v2/cmd/containerd@$KW_CONTAINERD_VERSION" \
       "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$KW_CONTAINERD_VERSION" \
       "github.com/containerd/containerd/v2/cmd/ctr@$KW_CONTAINERD_VERSION" &&
     kw_progress "crictl $KW_CRICTL_VERSION" "$log" "$tmp" \
       env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=0 \
-      go install -v -trimpath -ldflags "$(kw_ldflags_crictl)" "sigs.k8s.io/cri-tools/cmd/crictl@$KW_CRICTL_VERSION" &&
+      go install -v -trimpath "$KW_GCFLAGS" -ldflags "$(kw_ldflags_crictl)" "sigs.k8s.io/cri-tools/cmd/crictl@$KW_CRICTL_VERSION" &&
     kw_progress "runc $KW_RUNC_VERSION (cgo, seccomp)" "$log" "$tmp" \
       env GOWORK=off GOFLAGS= GOBIN="$tmp" CGO_ENABLED=1 \
-      go install -v -trimpath -tags seccomp -ldflags "-s -w" "github.com/opencontainers/runc@$KW_RUNC_VERSION" &&
+      go install -v -trimpath "$KW_GCFLAGS" -tags seccomp -ldflags "-s -w" "github.com/opencontainers/runc@$KW_RUNC_VERSION" &&
     kw_progress "pause $KW_PAUSE_VERSION (gcc, from $kubedir/build/pause/linux/pause.c)" "$log" "$tmp" \
       gcc "${KW_PAUSE_CFLAGS[@]}" -o "$tmp/pause" "$kubedir/build/pause/linux/pause.c" ||
     { rm -rf "$tmp"; kw_die "building the stack failed (log: $log)"; }
