@@ -149,7 +149,7 @@ func (t *Table) Flush() { record.Flush(t.next) }
 // one of the first MaxProblems, at the run's end).
 func (t *Table) Emit(r record.Record) {
 	held := false
-	switch r.(type) {
+	switch v := r.(type) {
 	case *record.Health, *record.Summary:
 		if !t.ending {
 			t.ending = true
@@ -168,7 +168,7 @@ func (t *Table) Emit(r record.Record) {
 			t.mu.Lock()
 			held = len(t.problems) < MaxProblems
 			if held {
-				t.problems = append(t.problems, r.(*record.Problem))
+				t.problems = append(t.problems, v)
 			} else {
 				t.problemsMore++
 			}
