@@ -378,16 +378,19 @@ ends; "kwatch node clean" deletes those a killed run left.`,
 func newNodeCleanCommand(streams IOStreams) *cobra.Command {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.CacheDir = nil
-	var all bool
+	var all, force bool
 	c := &cobra.Command{
 		Use:   "clean",
 		Short: "Delete the pods kwatch left on nodes (a kwatch killed before it deleted them)",
-		Long: `Delete every pod kwatch runs on nodes (labelled ` + node.Selector + `) in
-kwatch's namespace (` + node.DefaultNamespace + `, or -n NAMESPACE for one a run put them in
-with --pod-namespace, or -A for all), and wait until they are gone. A pod
-whose kwatch went away ends by itself a minute later; this deletes it at
-once, running or not. Pods of a kwatch running now are deleted too (it
-then says its streams ended early).`,
+		Long: `Delete the pods that a kwatch killed before it deleted them left on nodes
+(labelled ` + node.Selector + `) in kwatch's namespace (` + node.DefaultNamespace + `, or
+-n NAMESPACE for one a run put them in with --pod-namespace, or -A for
+all), and wait until they are gone. A pod whose kwatch went away ends by
+itself a minute later; this deletes it at once, ended or not. A running
+pod is asked first (through pods/exec) whether a kwatch runs in it: the
+pods of a kwatch running now are left, and said, as are pods still
+starting and pods that cannot be asked; --force deletes them too (the
+kwatch running there then says its streams ended early).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.ToRESTConfig()
@@ -405,14 +408,19 @@ then says its streams ended early).`,
 			if all {
 				ns = ""
 			}
-			names, err := node.Clean(cmd.Context(), cs, ns)
-			for _, n := range names {
-				fmt.Fprintf(streams.Out, "pod/%s deleted\n", strings.TrimPrefix(n, ns+"/"))
+			res, err := node.Clean(cmd.Context(), cs, node.NewExec(cfg, cs), ns, force)
+			if res != nil {
+				for _, n := range res.Deleted {
+					fmt.Fprintf(streams.Out, "pod/%s deleted\n", strings.TrimPrefix(n, ns+"/"))
+				}
+				for _, n := range res.Left {
+					fmt.Fprintf(streams.ErrOut, "kwatch: pod/%s left: %s (--force deletes it)\n", strings.TrimPrefix(n, ns+"/"), res.Why[n])
+				}
 			}
 			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
-			if len(names) == 0 {
+			if len(res.Deleted)+len(res.Left) == 0 {
 				where := "namespace " + ns
 				if ns == "" {
 					where = "any namespace"
@@ -430,6 +438,7 @@ then says its streams ended early).`,
 	}
 	c.Flags().Lookup("namespace").Usage = "namespace of the pods (default: " + node.DefaultNamespace + ", kwatch's own)"
 	c.Flags().BoolVarP(&all, "all-namespaces", "A", false, "delete kwatch's pods in every namespace")
+	c.Flags().BoolVar(&force, "force", false, "delete the pods of a kwatch running now too, and those that cannot be asked or are starting")
 	return c
 }
 
@@ -437,17 +446,28 @@ then says its streams ended early).`,
 // holds the pod while kwatch runs in it (node.Hold).
 func newNodeHoldCommand() *cobra.Command {
 	idle := node.DefaultIdle
+	var ask bool
 	c := &cobra.Command{
 		Use:    "hold",
 		Short:  "Hold kwatch's pod on a node while kwatch runs in it",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			socket := node.HoldSocket(os.Getenv(node.EnvNamespace), os.Getenv(node.EnvPod))
+			if ask {
+				n, err := node.Ask(socket)
+				if err != nil {
+					return &exitError{code: ExitUsage, err: fmt.Errorf("asking the pod's holder: %w", err)}
+				}
+				fmt.Println(n)
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return node.Hold(ctx, node.HoldSocket(os.Getenv(node.EnvNamespace), os.Getenv(node.EnvPod)), idle)
+			return node.Hold(ctx, socket, idle)
 		},
 	}
 	c.Flags().Var(durationValue{&idle}, "idle", "end once no kwatch has run in the pod for this long")
+	c.Flags().BoolVar(&ask, "ask", false, "print how many kwatch processes run in the pod now (kwatch node clean asks)")
 	return c
 }

@@ -767,8 +767,10 @@ func startKwatchProcess(t *testing.T, bin string, args ...string) *session {
 	return s
 }
 
-// TestNodeCleanAfterKill: a kwatch killed while it runs on a node (kill -9:
-// it deletes nothing) leaves its pod; kwatch node clean deletes it.
+// TestNodeCleanAfterKill: kwatch node clean leaves the pod of a kwatch
+// running on a node (its holder says a kwatch runs in it), and says so; a
+// kwatch killed while it runs there (kill -9: it deletes nothing) leaves
+// its pod, which kwatch node clean then deletes.
 func TestNodeCleanAfterKill(t *testing.T) {
 	env := e2e.Cluster(t)
 	nodes := env.Nodes(t)
@@ -783,6 +785,18 @@ func TestNodeCleanAfterKill(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k.Process.Kill(); _ = k.Wait() })
 	waitText(t, "kwatch attached on the node", &errOut, "node "+nodes[0].Name+": attached to kube-apiserver (pid ")
+	live := kwatchPods(t, cs, podNS)
+	if len(live) != 1 {
+		t.Fatalf("a running kwatch has pods %v, want one", live)
+	}
+	name := strings.Fields(strings.TrimPrefix(live[0], podNS+"/"))[0]
+	out, errText, code := run(t, nil, nil, "node", "clean", "-n", podNS, "--kubeconfig", env.Kubeconfig)
+	if want := "kwatch: pod/" + name + " left: kwatch runs in it now (1 process: another run's) (--force deletes it)\n"; code != ExitOK || out != "" || errText != want {
+		t.Errorf("kwatch node clean beside a running kwatch: exit %d, stdout %q, stderr %q; want stderr %q", code, out, errText, want)
+	}
+	if left := kwatchPods(t, cs, podNS); len(left) != 1 {
+		t.Fatalf("kwatch node clean beside a running kwatch: its pods are %v, want its one", left)
+	}
 	if err := k.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -791,8 +805,7 @@ func TestNodeCleanAfterKill(t *testing.T) {
 	if len(left) != 1 {
 		t.Fatalf("a killed kwatch left %v, want its one pod", left)
 	}
-	out, errText, code := run(t, nil, nil, "node", "clean", "-n", podNS, "--kubeconfig", env.Kubeconfig)
-	name := strings.Fields(strings.TrimPrefix(left[0], podNS+"/"))[0]
+	out, errText, code = run(t, nil, nil, "node", "clean", "-n", podNS, "--kubeconfig", env.Kubeconfig)
 	if code != ExitOK || out != "pod/"+name+" deleted\n" {
 		t.Errorf("kwatch node clean: exit %d, stdout %q, stderr %q; want pod/%s deleted", code, out, errText, name)
 	}

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -313,7 +315,7 @@ func (s *session) leftovers(ctx context.Context) {
 		s.opt.Notice(fmt.Sprintf("deleted %s an earlier kwatch left, ended", phrase.Count(len(ended)-len(left), "pod", "pods")))
 	}
 	if running > 0 {
-		s.opt.Notice(fmt.Sprintf("%s of another kwatch run in namespace %s (kwatch node clean -n %s deletes them)",
+		s.opt.Notice(fmt.Sprintf("%s of another kwatch run in namespace %s: a kwatch's running now, or left by one killed less than a minute ago (kwatch node clean -n %s deletes those, and leaves the others)",
 			phrase.Count(running, "pod", "pods"), s.opt.Namespace, s.opt.Namespace))
 	}
 }
@@ -396,25 +398,94 @@ func notRunning(p *corev1.Pod, image string) string {
 // oneLine joins the lines of a message from the cluster.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// Cleaned is what Clean did: the pods deleted and the pods left, each
+// "namespace/name", sorted, and for each pod left why.
+type Cleaned struct {
+	Deleted []string
+	Left    []string
+	Why     map[string]string
+}
+
+// askTries bounds how many times Clean asks a pod's holder whether kwatch
+// runs in it, askEvery apart, while it says one does: the kwatch of a run
+// killed a moment ago ends once its stream closes, within a second.
+const askTries = 5
+
+// askEvery is the time between two questions (a variable for tests).
+var askEvery = time.Second
+
 // Clean deletes the pods kwatch ran on nodes in namespace ns ("" every
-// namespace) that are there still (a kwatch killed before it deleted
-// them), waits until they are gone, and returns their names,
-// "namespace/name", sorted.
-func Clean(ctx context.Context, cs kubernetes.Interface, ns string) ([]string, error) {
+// namespace) that a kwatch left (killed before it deleted them), waits
+// until they are gone, and returns what it deleted and what it left. A
+// pod that ended is deleted; a running one is asked, through exec (kwatch
+// node hold --ask, Hold's answer), whether a kwatch runs in it: one whose
+// kwatch went away is deleted, one where a kwatch runs (another run, now)
+// is left, as is one that cannot be asked (a kwatch image before the
+// question) or is still starting (made less than pendingGrace ago).
+// force deletes every one.
+func Clean(ctx context.Context, cs kubernetes.Interface, exec Exec, ns string, force bool) (*Cleaned, error) {
 	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: Selector})
 	if err != nil {
 		return nil, apiError(err, "list", "pods", ns)
 	}
+	res := &Cleaned{Why: map[string]string{}}
 	var pods []*corev1.Pod
-	var names []string
 	for i := range list.Items {
 		p := &list.Items[i]
+		name := p.Namespace + "/" + p.Name
+		if why := liveWhy(ctx, exec, p); why != "" && !force {
+			res.Left = append(res.Left, name)
+			res.Why[name] = why
+			continue
+		}
 		pods = append(pods, p)
-		names = append(names, p.Namespace+"/"+p.Name)
+		res.Deleted = append(res.Deleted, name)
 	}
-	sort.Strings(names)
+	sort.Strings(res.Deleted)
+	sort.Strings(res.Left)
 	if left := deletePods(ctx, cs, pods); len(left) > 0 {
-		return names, fmt.Errorf("could not delete %s: %s", phrase.Count(len(left), "pod", "pods"), strings.Join(left, "; "))
+		return res, fmt.Errorf("could not delete %s: %s", phrase.Count(len(left), "pod", "pods"), strings.Join(left, "; "))
 	}
-	return names, nil
+	return res, nil
+}
+
+// pendingGrace is how long Clean leaves a pod that is not running yet: a
+// run that starts now waits up to its --pod-running-timeout (1 minute by
+// default) for it.
+const pendingGrace = 5 * time.Minute
+
+// liveWhy says why pod may belong to a kwatch running now ("" when it does
+// not: it ended, or no kwatch runs in it).
+func liveWhy(ctx context.Context, exec Exec, p *corev1.Pod) string {
+	switch {
+	case p.DeletionTimestamp != nil, p.Status.Phase == corev1.PodSucceeded, p.Status.Phase == corev1.PodFailed:
+		return ""
+	case p.Status.Phase != corev1.PodRunning:
+		if age := time.Since(p.CreationTimestamp.Time); age < pendingGrace {
+			return fmt.Sprintf("%s, made %s ago: a run may be starting it", p.Status.Phase, age.Round(time.Second))
+		}
+		return ""
+	}
+	var n int
+	for try := range askTries {
+		var out, errOut bytes.Buffer
+		err := exec(ctx, p, []string{"kwatch", "node", "hold", "--ask"}, strings.NewReader(""), &out, &errOut)
+		if err != nil {
+			return fmt.Sprintf("its holder could not be asked whether a kwatch runs in it (%s)", oneLine(errOut.String()+" "+err.Error()))
+		}
+		if n, err = strconv.Atoi(strings.TrimSpace(out.String())); err != nil {
+			return fmt.Sprintf("its holder's answer %q is not a count", oneLine(out.String()))
+		}
+		if n == 0 {
+			return ""
+		}
+		if try < askTries-1 {
+			select {
+			case <-ctx.Done():
+				return "interrupted while asking"
+			case <-time.After(askEvery):
+			}
+		}
+	}
+	return fmt.Sprintf("kwatch runs in it now (%s: another run's)", phrase.Count(n, "process", "processes"))
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -15,11 +16,20 @@ func HoldSocket(namespace, pod string) string {
 	return "@kwatch-hold/" + namespace + "/" + pod
 }
 
+// The first byte a connection to the holder writes says what it is:
+// holdJoin a kwatch that runs in the pod (Join), until it closes;
+// holdAsk a question (Ask), answered with the number of kwatch processes
+// joined, as a decimal line, and closed.
+const (
+	holdJoin = 'j'
+	holdAsk  = '?'
+)
+
 // Hold keeps kwatch's pod running while kwatch runs in it (each one
 // connected to socket, Join), and returns once none has for idle (or none
 // came within idle of the start: the kwatch that made the pod went away),
-// or when ctx ends (SIGTERM: the pod's deletion). It is the pod's main
-// process (kwatch node hold).
+// or when ctx ends (SIGTERM: the pod's deletion). It answers Ask. It is the
+// pod's main process (kwatch node hold).
 func Hold(ctx context.Context, socket string, idle time.Duration) error {
 	l, err := net.Listen("unix", socket)
 	if err != nil {
@@ -44,15 +54,26 @@ func Hold(ctx context.Context, socket string, idle time.Duration) error {
 			if err != nil {
 				return
 			}
-			note(1)
 			go func() {
+				defer c.Close()
 				buf := make([]byte, 1)
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+				if buf[0] == holdAsk {
+					mu.Lock()
+					n := joined
+					mu.Unlock()
+					_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+					fmt.Fprintf(c, "%d\n", n)
+					return
+				}
+				note(1)
 				for {
 					if _, err := c.Read(buf); err != nil {
 						break
 					}
 				}
-				c.Close()
 				note(-1)
 			}()
 		}
@@ -90,5 +111,30 @@ func Join() (release func()) {
 	if err != nil {
 		return func() {}
 	}
+	if _, err := c.Write([]byte{holdJoin}); err != nil {
+		c.Close()
+		return func() {}
+	}
 	return func() { c.Close() }
+}
+
+// Ask asks the holder on socket how many kwatch processes run in its pod
+// now (kwatch node hold --ask, run in the pod by kwatch node clean). The
+// error says that no holder answered within 5 s (the pod's main process
+// ended, or is of a kwatch before Ask).
+func Ask(socket string) (int, error) {
+	c, err := net.DialTimeout("unix", socket, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte{holdAsk}); err != nil {
+		return 0, err
+	}
+	var n int
+	if _, err := fmt.Fscanln(c, &n); err != nil {
+		return 0, fmt.Errorf("the holder's answer: %w", err)
+	}
+	return n, nil
 }

@@ -488,3 +488,71 @@ func TestPodSpec(t *testing.T) {
 		t.Errorf("capture profile: %+v", cap)
 	}
 }
+
+// TestClean: kwatch node clean deletes the pods that ended and the running
+// ones whose holder says no kwatch runs in them (asked through exec, again
+// while it says one does: a killed run's kwatch ends a moment later), and
+// leaves, saying why, those where a kwatch runs (another run, now), those
+// that cannot be asked, and those still starting; --force deletes them
+// all.
+func TestClean(t *testing.T) {
+	askEvery = time.Millisecond
+	defer func() { askEvery = time.Second }()
+	pod := func(name string, phase corev1.PodPhase, age time.Duration) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kwatch", Name: name, Labels: map[string]string{LabelManagedBy: "kwatch", LabelComponent: "node-agent"},
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-age))}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	objs := func() []runtime.Object {
+		return []runtime.Object{pod("ended", corev1.PodSucceeded, time.Hour), pod("idle", corev1.PodRunning, time.Hour),
+			pod("ending", corev1.PodRunning, time.Hour), pod("live", corev1.PodRunning, time.Hour), pod("old", corev1.PodRunning, time.Hour),
+			pod("starting", corev1.PodPending, time.Minute), pod("stuck", corev1.PodPending, time.Hour)}
+	}
+	asked := map[string]int{}
+	exec := func(_ context.Context, p *corev1.Pod, command []string, _ io.Reader, stdout, stderr io.Writer) error {
+		if strings.Join(command, " ") != "kwatch node hold --ask" {
+			t.Errorf("exec %q", command)
+		}
+		asked[p.Name]++
+		switch p.Name {
+		case "idle":
+			fmt.Fprintln(stdout, 0)
+		case "ending": // a killed run's kwatch, gone at the second question
+			fmt.Fprintln(stdout, 2-asked[p.Name])
+		case "live":
+			fmt.Fprintln(stdout, 1)
+		case "old":
+			fmt.Fprintln(stderr, "kwatch: unknown flag: --ask")
+			return errors.New("command terminated with non-zero exit code: exit status 2")
+		}
+		return nil
+	}
+	c := newCluster(objs()...)
+	res, err := Clean(context.Background(), c, exec, "kwatch", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Deleted, " "); got != "kwatch/ended kwatch/ending kwatch/idle kwatch/stuck" {
+		t.Errorf("deleted %s", got)
+	}
+	want := map[string]string{
+		"kwatch/live":     "kwatch runs in it now (1 process: another run's)",
+		"kwatch/old":      "its holder could not be asked whether a kwatch runs in it (kwatch: unknown flag: --ask command terminated with non-zero exit code: exit status 2)",
+		"kwatch/starting": "Pending, made 1m0s ago: a run may be starting it",
+	}
+	if strings.Join(res.Left, " ") != "kwatch/live kwatch/old kwatch/starting" || fmt.Sprint(res.Why) != fmt.Sprint(want) {
+		t.Errorf("left %v: %v\nwant %v", res.Left, res.Why, want)
+	}
+	if asked["live"] != askTries || asked["ending"] != 2 || asked["ended"] != 0 {
+		t.Errorf("asked %v", asked)
+	}
+	if left := c.pods(t); strings.Join(left, " ") != "kwatch/live kwatch/old kwatch/starting" {
+		t.Errorf("pods left in the cluster: %v", left)
+	}
+	c = newCluster(objs()...)
+	if res, err = Clean(context.Background(), c, exec, "kwatch", true); err != nil || len(res.Deleted) != 7 || len(res.Left) != 0 {
+		t.Errorf("--force: deleted %v, left %v, %v", res.Deleted, res.Left, err)
+	}
+	if left := c.pods(t); len(left) != 0 {
+		t.Errorf("pods left after --force: %v", left)
+	}
+}
