@@ -202,6 +202,7 @@ func (o *attachOptions) run(cmd *cobra.Command, streams IOStreams, targets []str
 			return a.end(err)
 		}
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", res.Describe())
+		o.decode.openAtAttach = res.OpenAtAttach
 		return a.finish(&o.decode, res.Stats)
 	}
 	p := o.decode.output.printer(streams, o.decode.allHTTP)

@@ -345,10 +345,7 @@ func (a *agent) end(err error) error {
 func (a *agent) finish(d *pcapOptions, stats *pcap.Stats) error {
 	opt := d.readOptions(nil)
 	t := a.p.Tally()
-	from := printer.FromCapture
-	if d.attached {
-		from = printer.FromAttach
-	}
+	from := d.nothingFrom()
 	switch {
 	case stats.Unmatched(opt) != "":
 		return a.end(&exitError{code: ExitNothing, err: errors.New(stats.Unmatched(opt))})

@@ -503,16 +503,7 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 			return &exitError{code: ExitNothing}
 		}
 	}
-	from := printer.FromCapture
-	if o.attached {
-		from = printer.FromAttach
-		if o.openAtAttach > 0 {
-			// They had connections: none carried a packet since.
-			from.None = fmt.Sprintf("the processes' %s open at attach carried no packet since, and they made or took no other",
-				phrase.Count(o.openAtAttach, "TCP connection", "TCP connections"))
-		}
-	}
-	if msg := p.Tally().NothingDecoded(stats.Connections, from); msg != "" {
+	if msg := p.Tally().NothingDecoded(stats.Connections, o.nothingFrom()); msg != "" {
 		fmt.Fprintf(streams.ErrOut, "kwatch: %s\n", msg)
 		return &exitError{code: ExitNothing}
 	}
@@ -520,6 +511,22 @@ func (o *pcapOptions) end(ctx context.Context, streams IOStreams, p printer.Prin
 		return problemsSeen
 	}
 	return nil
+}
+
+// nothingFrom names the source of the run's connections for
+// Tally.NothingDecoded: a capture's, or kwatch attach's processes' (with
+// how many connections they had open at attach, when known).
+func (o *pcapOptions) nothingFrom() printer.NothingFrom {
+	if !o.attached {
+		return printer.FromCapture
+	}
+	from := printer.FromAttach
+	if o.openAtAttach > 0 {
+		// They had connections: none carried a packet since.
+		from.None = fmt.Sprintf("the processes' %s open at attach carried no packet since, and they made or took no other",
+			phrase.Count(o.openAtAttach, "TCP connection", "TCP connections"))
+	}
+	return from
 }
 
 // interruptedBeforeInput is how a run ends when Ctrl-C came before the

@@ -120,7 +120,7 @@ var (
 		TLSAdvice: "give the TLS clients' key logs with --tls-keylog or SSLKEYLOGFILE (start the capture before they connect)"}
 	// FromAttach: kwatch attach's processes, decrypted with their own
 	// secrets or state.
-	FromAttach = NothingFrom{Whose: "the processes'", None: "the processes made or took no TCP connection",
+	FromAttach = NothingFrom{Whose: "the processes'", None: "no TCP connection of the processes carried a packet while kwatch was attached",
 		TLSAdvice: "their handshakes came before kwatch attached and their TLS state could not be read from the processes (kwatch said why when it attached)"}
 )
 
