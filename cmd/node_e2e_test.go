@@ -623,7 +623,7 @@ func TestNodeRBAC(t *testing.T) {
 
 	t.Run("no rule", func(t *testing.T) {
 		_, errOut, code := runWithin(t, 3*time.Minute, args...)
-		want := "kwatch: RBAC: this user may not create pods in namespace " + podNS + ", get pods in namespace " + podNS +
+		want := "kwatch: RBAC: user " + user + " may not create pods in namespace " + podNS + ", get pods in namespace " + podNS +
 			", delete pods in namespace " + podNS + ", create pods/exec in namespace " + podNS + ", get nodes: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)"
 		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code != ExitUsage || lines[len(lines)-1] != want {
 			t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and last line\n%s", code, errOut, want)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,10 +223,21 @@ func (s *session) preflight(ctx context.Context) error {
 	}
 	missing = slices.DeleteFunc(missing, func(s string) bool { return s == "" })
 	if len(missing) > 0 {
-		return fmt.Errorf("RBAC: this user may not %s: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)",
-			strings.Join(missing, ", "))
+		return fmt.Errorf("RBAC: %s may not %s: kwatch needs them to run its pods on nodes (docs/nodes.md lists a Role and ClusterRole that grant them)",
+			s.whoAmI(ctx), strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// whoAmI names the user the API server sees (a SelfSubjectReview, as
+// kubectl auth whoami asks: "user NAME"), or "this user" when it cannot
+// tell.
+func (s *session) whoAmI(ctx context.Context) string {
+	r, err := s.cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || r.Status.UserInfo.Username == "" {
+		return "this user"
+	}
+	return "user " + r.Status.UserInfo.Username
 }
 
 // namespace makes sure the pods' namespace is there and lets privileged
@@ -238,7 +250,8 @@ func (s *session) namespace(ctx context.Context) error {
 	_, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) && !s.opt.Own:
-		return fmt.Errorf("--pod-namespace %s does not exist", name)
+		return fmt.Errorf("--pod-namespace %s does not exist: make it (kubectl create namespace %s; kubectl label namespace %s %s=privileged), or leave --pod-namespace out for kwatch's own, %s",
+			name, name, name, LabelEnforce, DefaultNamespace)
 	case apierrors.IsNotFound(err):
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{LabelEnforce: "privileged", LabelManagedBy: "kwatch", LabelName: "kwatch"}}}

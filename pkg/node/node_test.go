@@ -336,7 +336,7 @@ func TestRefusals(t *testing.T) {
 		{name: "podsecurity default", set: func(c *cluster, o *Options) { o.Nodes, o.Namespace, c.baseline = []string{"n1"}, "plain", true },
 			want: `namespace plain enforces PodSecurity "baseline:latest", which refuses kwatch's pods (host namespaces, privileged): label it privileged (kubectl label namespace plain pod-security.kubernetes.io/enforce=privileged --overwrite), or name another with --pod-namespace (violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true), privileged (container "kwatch" must not set securityContext.privileged=true))`},
 		{name: "missing namespace", set: func(_ *cluster, o *Options) { o.Nodes, o.Namespace = []string{"n1"}, "gone" },
-			want: "--pod-namespace gone does not exist"},
+			want: "--pod-namespace gone does not exist: make it (kubectl create namespace gone; kubectl label namespace gone pod-security.kubernetes.io/enforce=privileged), or leave --pod-namespace out for kwatch's own, kwatch"},
 		{name: "image", set: func(c *cluster, o *Options) {
 			o.Nodes = []string{"n1"}
 			c.waiting = &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "Container image \"kwatch:test\" is not present with pull policy of Never"}
