@@ -50,9 +50,10 @@ Write that are placed only for processes with connections open at attach and
 removed once each is settled; what it sent before attach is not shown.
 
 What it cannot do: a TLS 1.2 session resumed after attach gives no new secret;
-programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch pcap). It
-needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE and a kernel with
-uprobes. --record writes the packets and the secrets of the connections it
+programs that are not Go (curl, Python: use SSLKEYLOGFILE and kwatch pcap). On
+this machine it needs root with CAP_SYS_ADMIN, CAP_NET_RAW and CAP_SYS_PTRACE
+and a kernel with uprobes (on a cluster's nodes, below, kwatch's pods have
+them: kubectl's access is enough here). --record writes the packets and the secrets of the connections it
 holds: the file decrypts every connection in it; keep it as you would a key.
 
 Filters keep what is shown: --client NAME (a client process, as each
