@@ -427,6 +427,10 @@ const askTries = 5
 // askEvery is the time between two questions (a variable for tests).
 var askEvery = time.Second
 
+// askTimeout bounds one question, the exec through the API server and the
+// node's kubelet included.
+const askTimeout = 30 * time.Second
+
 // Clean deletes the pods kwatch ran on nodes in namespace ns ("" every
 // namespace) that a kwatch left (killed before it deleted them), waits
 // until they are gone, and returns what it deleted and what it left. A
@@ -482,7 +486,10 @@ func liveWhy(ctx context.Context, exec Exec, p *corev1.Pod) string {
 	var n int
 	for try := range askTries {
 		var out, errOut bytes.Buffer
-		err := exec(ctx, p, []string{"kwatch", "node", "hold", "--ask"}, strings.NewReader(""), &out, &errOut)
+		// Bounded: a node that went away must not hold the others up.
+		actx, cancel := context.WithTimeout(ctx, askTimeout)
+		err := exec(actx, p, []string{"kwatch", "node", "hold", "--ask"}, strings.NewReader(""), &out, &errOut)
+		cancel()
 		if err != nil {
 			return fmt.Sprintf("its holder could not be asked whether a kwatch runs in it (%s)", oneLine(errOut.String()+" "+err.Error()))
 		}
