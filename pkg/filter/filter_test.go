@@ -315,3 +315,28 @@ func TestUnmatched(t *testing.T) {
 		t.Errorf("Unmatched:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestStageVersions: on a run on nodes (the summary counts nodes), the
+// summary's object versions are those of the events the filters kept,
+// each once (the merge counted every node's).
+func TestStageVersions(t *testing.T) {
+	c := &record.Conn{ID: 1, Client: netip.MustParseAddrPort("127.0.0.1:40000"), Server: netip.MustParseAddrPort("127.0.0.1:6443")}
+	var recs []record.Record
+	for ex, agent := range map[int]string{1: "kubectl/v1.37.2", 3: "curl/8.0", 5: "kubectl/v1.37.2"} {
+		r := req("GET", "/api/v1/namespaces/demo/configmaps?watch=1", agent)
+		r.Conn, r.Exchange, r.Watch = c, ex, true
+		recs = append(recs, r, &record.Response{Conn: c, Exchange: ex, StatusCode: 200, Watch: true, Request: r})
+		for i, rv := range []string{"7", "8"} {
+			recs = append(recs, &record.Event{Conn: c, Exchange: ex, Seq: i + 1, Type: "MODIFIED", APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "a", ResourceVersion: rv})
+		}
+	}
+	recs = append(recs, &record.Summary{Nodes: 2, Versions: 5})
+	out, _ := stageRun(Options{UserAgent: "kubectl"}, recs...)
+	if sum := out[len(out)-1].(*record.Summary); sum.Versions != 2 {
+		t.Errorf("versions %d, want 2: rv 7 and 8, each delivered to both of kubectl's watches", sum.Versions)
+	}
+	out, _ = stageRun(Options{UserAgent: "nomatch"}, recs...)
+	if sum := out[len(out)-1].(*record.Summary); sum.Versions != 0 {
+		t.Errorf("versions %d with every watch left out, want 0", sum.Versions)
+	}
+}

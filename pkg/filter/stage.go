@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kwatch/kwatch/pkg/merge"
 	"github.com/kwatch/kwatch/pkg/phrase"
 	"github.com/kwatch/kwatch/pkg/record"
 )
@@ -43,6 +44,11 @@ type Stage struct {
 	// tally the watches left out, for Unmatched.
 	kept                             int
 	byAgent, byResource, byNamespace map[string]int
+	// versions counts the object versions of the events kept: a run on
+	// nodes counts them in its summary (record.Summary.Versions), of
+	// what is shown.
+	versions merge.Versions
+	nversion int
 }
 
 // conn is what a Stage knows of one connection.
@@ -121,7 +127,7 @@ func (s *Stage) Emit(r record.Record) {
 		if v.Stream != 0 && c != nil && s.hold(c.ex[int(v.Stream)], r) {
 			return
 		}
-		s.next.Emit(r)
+		s.pass(r)
 		if v.Kind == "closed" || v.Kind == "capture-ended" {
 			s.endConn(v.Conn.Key())
 		}
@@ -217,6 +223,10 @@ func (s *Stage) Emit(r record.Record) {
 		for id := range s.conns {
 			s.endConn(id)
 		}
+		if v.Nodes > 0 {
+			// The merge counted every node's; these are those shown.
+			v.Versions = s.nversion
+		}
 		if v.LeftOut == nil {
 			v.LeftOut = &record.LeftOut{}
 		}
@@ -225,6 +235,16 @@ func (s *Stage) Emit(r record.Record) {
 		l.NotKnown += s.left.NotKnown
 		l.Exchanges += s.left.Exchanges
 		l.Problems += s.left.Problems
+	}
+	s.pass(r)
+}
+
+// pass hands r on, counting the object version of an event.
+func (s *Stage) pass(r record.Record) {
+	if e, ok := r.(*record.Event); ok {
+		if _, first := s.versions.Add(e); first {
+			s.nversion++
+		}
 	}
 	s.next.Emit(r)
 }
@@ -330,7 +350,7 @@ func (s *Stage) decide(c *conn, x *exchange, ev *record.Event) {
 		held := x.held
 		x.held = nil
 		for _, r := range held {
-			s.next.Emit(r)
+			s.pass(r)
 		}
 	default:
 		x.resource = resourceOfKind(ev.APIVersion, ev.Kind)
@@ -420,7 +440,7 @@ func (s *Stage) show(c *conn) {
 	held := c.problems
 	c.problems = nil
 	for _, r := range held {
-		s.next.Emit(r)
+		s.pass(r)
 	}
 }
 

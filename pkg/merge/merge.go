@@ -75,10 +75,8 @@ type Merger struct {
 	// last note; dup the connections left out as seen again.
 	open map[[2]netip.AddrPort]*record.Conn
 	dup  map[*record.Conn]bool
-	// versions remembers the object versions counted, and ring the order
-	// they came in, to forget the oldest.
-	versions map[version]struct{}
-	ring     []version
+	// versions counts the object versions the events delivered.
+	versions Versions
 	stats    Stats
 }
 
@@ -117,8 +115,7 @@ func New(sink record.Sink, opt Options) *Merger {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Merger{sink: sink, opt: opt, open: map[[2]netip.AddrPort]*record.Conn{}, dup: map[*record.Conn]bool{},
-		versions: map[version]struct{}{}}
+	return &Merger{sink: sink, opt: opt, open: map[[2]netip.AddrPort]*record.Conn{}, dup: map[*record.Conn]bool{}}
 }
 
 // Add adds a source named name (a node) and returns its number, for Push
@@ -272,7 +269,12 @@ func (m *Merger) hand(r record.Record, s *source) {
 			m.number(v.Began.Prev)
 		}
 	case *record.Event:
-		m.count(v)
+		if counted, first := m.versions.Add(v); counted {
+			m.stats.Events++
+			if first {
+				m.stats.Versions++
+			}
+		}
 	}
 	m.stats.Records++
 	m.sink.Emit(r)
@@ -292,25 +294,41 @@ func ended(r record.Record) bool {
 	return ok && (n.Kind == "closed" || n.Kind == "capture-ended")
 }
 
-// count counts the object version e delivered.
-func (m *Merger) count(e *record.Event) {
+// Versions counts the object versions that watch events delivered (an
+// object's kind, namespace, name and resourceVersion: ADDED, MODIFIED,
+// DELETED), each once however many watches, or API servers, delivered it;
+// it remembers the last 64 Ki versions (maxVersions). The zero value is
+// ready to use.
+type Versions struct {
+	seen map[version]struct{}
+	// ring holds the versions in the order they came, to forget the
+	// oldest.
+	ring []version
+}
+
+// Add counts the version e delivered: counted is false for an event that
+// names no object version (a BOOKMARK, an ERROR, no resourceVersion), and
+// first says that the version was not counted before.
+func (vs *Versions) Add(e *record.Event) (counted, first bool) {
 	if e.ResourceVersion == "" || e.Type == "BOOKMARK" || e.Type == "ERROR" || e.Name == "" {
-		return
+		return false, false
 	}
-	m.stats.Events++
 	v := version{e.APIVersion, e.Kind, e.Namespace, e.Name, e.ResourceVersion}
 	if e.RowKind != "" {
 		v.kind = "Table row " + e.RowKind
 	}
-	if _, ok := m.versions[v]; ok {
-		return
+	if _, ok := vs.seen[v]; ok {
+		return true, false
 	}
-	m.stats.Versions++
-	m.versions[v] = struct{}{}
-	m.ring = append(m.ring, v)
-	if len(m.ring) > maxVersions {
-		delete(m.versions, m.ring[0])
-		m.ring[0] = version{}
-		m.ring = m.ring[1:]
+	if vs.seen == nil {
+		vs.seen = map[version]struct{}{}
 	}
+	vs.seen[v] = struct{}{}
+	vs.ring = append(vs.ring, v)
+	if len(vs.ring) > maxVersions {
+		delete(vs.seen, vs.ring[0])
+		vs.ring[0] = version{}
+		vs.ring = vs.ring[1:]
+	}
+	return true, true
 }
