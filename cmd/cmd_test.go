@@ -768,19 +768,8 @@ func TestPcapFilters(t *testing.T) {
 // left out, and the summary after the table counts that one as left out.
 func TestPcapTopFilters(t *testing.T) {
 	s := startKwatch(t, "pcap", "--follow", "--top", "--tls-keylog", nodeKeys, "--user-agent", "curl", nodeCapture)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		tables := strings.Split(s.out.String(), "\n\n")
-		if line, _, n := topRow(tables[0], "configmaps", "nodecap"); n == 3 {
-			if !strings.Contains(line, "curl/7.88.1") {
-				t.Errorf("the row does not name curl: %q", line)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no table with curl's row:\n%s\nstderr:\n%s", s.out.String(), s.errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if line := waitTopRow(t, s, "configmaps", "nodecap", 3); !strings.Contains(line, "curl/7.88.1") {
+		t.Errorf("the row does not name curl: %q", line)
 	}
 	if code := s.stop(t); code != ExitOK {
 		t.Errorf("exit %d:\n%s", code, s.errOut.String())
@@ -794,22 +783,30 @@ func TestPcapTopFilters(t *testing.T) {
 	}
 }
 
+// waitTopRow waits until the first table kwatch --top printed (stdout a
+// pipe: plain tables) has the row of resource in ns with events events,
+// and returns the row; it fails after 30 s.
+func waitTopRow(t *testing.T, s *session, resource, ns string, events int) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if line, _, n := topRow(strings.Split(s.out.String(), "\n\n")[0], resource, ns); n == events {
+			return line
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no table with the row of %s in %s with %d events:\n%s\nstderr:\n%s", resource, ns, events, s.out.String(), s.errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestPcapTopProblems: the problems found while --top's table stood in for
 // the lines are listed at the run's end, before the health lines and the
 // summary that counts them: kwatch pcap --follow --top on a capture with a
 // corrupt gzip member between two events (gen-gzip-corrupt-member.pcap).
 func TestPcapTopProblems(t *testing.T) {
 	s := startKwatch(t, "pcap", "--follow", "--top", "../testdata/pcap/gen-gzip-corrupt-member.pcap")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, _, n := topRow(strings.Split(s.out.String(), "\n\n")[0], "configmaps", "default"); n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no table with the watch's 3 events:\n%s\nstderr:\n%s", s.out.String(), s.errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitTopRow(t, s, "configmaps", "default", 3)
 	if code := s.stop(t); code != ExitProblems {
 		t.Errorf("exit %d, want 1:\n%s", code, s.errOut.String())
 	}

@@ -327,6 +327,15 @@ func (l *Log) complete(line []byte) bool {
 	return len(f[2]) == 64 || len(f[2]) == 96
 }
 
+// lineError counts a line that could not be read, keeping the first
+// maxErrs. l.mu is held.
+func (l *Log) lineError(source string, line int, reason string) {
+	l.nerrs++
+	if len(l.errs) < maxErrs {
+		l.errs = append(l.errs, &LineError{Source: source, Line: line, Reason: reason})
+	}
+}
+
 // addLine reads one line. l.mu is held.
 func (l *Log) addLine(line []byte, source string, n int) {
 	line = bytes.TrimRight(line, "\r")
@@ -335,10 +344,7 @@ func (l *Log) addLine(line []byte, source string, n int) {
 		// A connection joined mid-way, recorded by kwatch attach.
 		j, err := parseJoined(t, source)
 		if err != nil {
-			l.nerrs++
-			if len(l.errs) < maxErrs {
-				l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: err.Error()})
-			}
+			l.lineError(source, n, err.Error())
 			return
 		}
 		l.addJoined(j)
@@ -349,10 +355,7 @@ func (l *Log) addLine(line []byte, source string, n int) {
 		// attach.
 		p, err := parseProcess(t)
 		if err != nil {
-			l.nerrs++
-			if len(l.errs) < maxErrs {
-				l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: err.Error()})
-			}
+			l.lineError(source, n, err.Error())
 			return
 		}
 		l.addProcesses(p)
@@ -361,12 +364,7 @@ func (l *Log) addLine(line []byte, source string, n int) {
 	if len(t) == 0 || t[0] == '#' {
 		return
 	}
-	bad := func(reason string) {
-		l.nerrs++
-		if len(l.errs) < maxErrs {
-			l.errs = append(l.errs, &LineError{Source: source, Line: n, Reason: reason})
-		}
-	}
+	bad := func(reason string) { l.lineError(source, n, reason) }
 	if len(line) > maxLineBytes {
 		bad(fmt.Sprintf("longer than %d bytes", maxLineBytes))
 		return
