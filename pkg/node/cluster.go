@@ -317,7 +317,7 @@ func (s *session) leftovers(ctx context.Context) {
 	running := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if podEnded(p) {
 			ended = append(ended, p)
 		} else if p.DeletionTimestamp == nil {
 			running++
@@ -402,10 +402,16 @@ func notRunning(p *corev1.Pod, image string) string {
 			return fmt.Sprintf("ended: its container %s, exit code %d: %s", t.Reason, t.ExitCode, oneLine(t.Message))
 		}
 	}
-	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+	if podEnded(p) {
 		return fmt.Sprintf("ended before it ran (%s: %s %s)", p.Status.Phase, p.Status.Reason, oneLine(p.Status.Message))
 	}
 	return ""
+}
+
+// podEnded reports whether p ended (Succeeded or Failed): its containers
+// run no more.
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 // oneLine joins the lines of a message from the cluster.
@@ -475,7 +481,7 @@ const pendingGrace = 5 * time.Minute
 // not: it ended, or no kwatch runs in it).
 func liveWhy(ctx context.Context, exec Exec, p *corev1.Pod) string {
 	switch {
-	case p.DeletionTimestamp != nil, p.Status.Phase == corev1.PodSucceeded, p.Status.Phase == corev1.PodFailed:
+	case p.DeletionTimestamp != nil, podEnded(p):
 		return ""
 	case p.Status.Phase != corev1.PodRunning:
 		if age := time.Since(p.CreationTimestamp.Time); age < pendingGrace {
