@@ -85,6 +85,20 @@ func (l *Log) LookupJoined(a, b netip.AddrPort) (*Joined, bool) {
 	return &cp, true
 }
 
+// parseEnds reads the client and server endpoints (ADDR:PORT) of a kwatch
+// comment line of kind ("kwatch-joined", "kwatch-process").
+func parseEnds(kind string, client, server []byte) (netip.AddrPort, netip.AddrPort, error) {
+	c, err := netip.ParseAddrPort(string(client))
+	if err != nil {
+		return c, c, fmt.Errorf("%s client: %v", kind, err)
+	}
+	s, err := netip.ParseAddrPort(string(server))
+	if err != nil {
+		return c, s, fmt.Errorf("%s server: %v", kind, err)
+	}
+	return c, s, nil
+}
+
 func joinKey(a, b netip.AddrPort) [2]netip.AddrPort {
 	if a.Compare(b) > 0 {
 		a, b = b, a
@@ -129,11 +143,8 @@ func parseJoined(line []byte, source string) (Joined, error) {
 	}
 	var j Joined
 	var err error
-	if j.Client, err = netip.ParseAddrPort(string(f[0])); err != nil {
-		return Joined{}, fmt.Errorf("kwatch-joined client: %v", err)
-	}
-	if j.Server, err = netip.ParseAddrPort(string(f[1])); err != nil {
-		return Joined{}, fmt.Errorf("kwatch-joined server: %v", err)
+	if j.Client, j.Server, err = parseEnds("kwatch-joined", f[0], f[1]); err != nil {
+		return Joined{}, err
 	}
 	v, err1 := strconv.ParseUint(string(f[2]), 16, 16)
 	s, err2 := strconv.ParseUint(string(f[3]), 16, 16)

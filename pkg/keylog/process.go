@@ -59,11 +59,8 @@ func parseProcess(line []byte) (Processes, error) {
 	}
 	var p Processes
 	var err error
-	if p.Client, err = netip.ParseAddrPort(string(f[0])); err != nil {
-		return Processes{}, fmt.Errorf("kwatch-process client: %v", err)
-	}
-	if p.Server, err = netip.ParseAddrPort(string(f[1])); err != nil {
-		return Processes{}, fmt.Errorf("kwatch-process server: %v", err)
+	if p.Client, p.Server, err = parseEnds("kwatch-process", f[0], f[1]); err != nil {
+		return Processes{}, err
 	}
 	var j processJSON
 	if err := json.Unmarshal(f[2], &j); err != nil {
